@@ -1,0 +1,61 @@
+# Harrier — the two commands a fresh Debian 12 machine needs: `make run` and `make test`.
+#
+#   make deps        install Debian packages + ONNX Runtime 1.29.0 (idempotent; tools/deps.sh)
+#   make build       configure and build build/harrier (Ninja, ccache, -Werror)
+#   make models      generate the example repository's models (examples/models)
+#   make run         deps + build + models, then serve examples/models on port 8000
+#   make test        deps + build + models, then every test (unit + integration) via CTest
+#   make test-sanitize  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
+#   make format      clang-format every source file
+BUILD ?= build
+BUILD_TYPE ?= RelWithDebInfo
+PY := /usr/bin/python3
+HTTP_PORT ?= 8000
+CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHARRIER_WERROR=ON
+DEPS_STAMP := $(BUILD)/.deps-ok
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build models run test test-unit test-integration test-sanitize bench format clean
+
+all: build
+
+$(DEPS_STAMP): tools/deps.sh
+	bash tools/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+deps:
+	bash tools/deps.sh
+
+build: $(DEPS_STAMP)
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+models: $(DEPS_STAMP)
+	$(PY) tools/make_example_models.py examples/models
+
+run: build models
+	$(BUILD)/harrier serve --model-repository examples/models --http-port $(HTTP_PORT)
+
+test: build models
+	cd $(BUILD) && ctest --output-on-failure -j 2
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -L unit -j 2
+
+test-integration: build models
+	cd $(BUILD) && ctest --output-on-failure -L integration
+
+test-sanitize: $(DEPS_STAMP)
+	cmake -S . -B $(BUILD)-sanitize $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DHARRIER_SANITIZE=ON -DHARRIER_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(BUILD)-sanitize -j $(JOBS)
+	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L unit -j 2
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+format:
+	find include src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-sanitize

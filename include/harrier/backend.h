@@ -1,0 +1,81 @@
+// Backend interface: what the model manager needs from an inference engine.
+//
+// An implementation (src/backends/onnxruntime/) is the only code that includes its engine's
+// headers. Engine exceptions never cross this interface: every failure is a Status.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harrier/data_type.h"
+#include "harrier/status.h"
+#include "harrier/tensor.h"
+
+namespace harrier {
+
+// A tensor as a model declares it. dims use -1 for a dimension the model leaves free.
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> dims;
+};
+
+// What a model file says about itself; used to auto-complete and to check a config.
+struct ModelSignature {
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+// How to build one model instance. Defaults are for lowest latency on a small machine.
+struct InstanceOptions {
+  // Threads inside one operator (0: let the backend choose; the model manager always sets
+  // it, sized so that instances x threads <= usable cores).
+  int intra_op_threads = 0;
+  // Threads across operators; only used by parallel execution.
+  int inter_op_threads = 1;
+  // Run independent operators in parallel (ORT_PARALLEL) instead of sequentially.
+  bool parallel_execution = false;
+  // 0 disable, 1 basic, 2 extended, 99 all (ONNX Runtime's levels); -1: backend default (all).
+  int graph_optimization_level = -1;
+  // Free-form backend parameters from the model config's `parameters`.
+  std::map<std::string, std::string> parameters;
+};
+
+// One loaded copy of a model that runs one request at a time.
+// Thread safety: Run() is called by one worker thread at a time per instance.
+class ModelInstance {
+ public:
+  virtual ~ModelInstance() = default;
+
+  // Runs the model. `inputs` match the signature's input names, dtypes and shapes (validated
+  // by the caller, including BYTES serialization). Fills `outputs` with one tensor per name in
+  // `output_names`, in that order; output tensors own their memory (Tensor::owner).
+  // Errors: kInvalidArgument for input the engine rejects, kInternal for engine failures.
+  virtual Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
+                     std::vector<Tensor>* outputs) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "onnxruntime" (Triton's backend name) and "onnxruntime_onnx" (Triton's platform name).
+  virtual std::string_view name() const = 0;
+  virtual std::string_view platform() const = 0;
+  // The file a version directory holds by default: "model.onnx".
+  virtual std::string_view default_model_filename() const = 0;
+
+  // Reads a model file's inputs and outputs. kInvalidArgument when the file is not a valid
+  // model (naming the file), kNotFound when it does not exist.
+  virtual StatusOr<ModelSignature> Inspect(const std::string& model_path) = 0;
+
+  // Loads one instance. Same errors as Inspect, kInternal for engine failures.
+  virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& model_path,
+                                                                  const InstanceOptions& options) = 0;
+};
+
+}  // namespace harrier

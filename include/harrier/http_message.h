@@ -1,0 +1,52 @@
+// Transport-independent HTTP messages and the handler interface that every front end
+// (HTTP/1.1 today, HTTP/2 next) drives. Handlers never see sockets.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace harrier {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query as sent: "/v2/models/simple/infer?x=1"
+  // Header names lower-cased; values as sent.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // The whole body, in a shared heap string so that decoded tensors can borrow from it.
+  std::shared_ptr<const std::string> body;
+
+  // The first value of header `lower_case_name`, or empty.
+  std::string_view Header(std::string_view lower_case_name) const {
+    for (const auto& [k, v] : headers)
+      if (k == lower_case_name) return v;
+    return {};
+  }
+  bool HasHeader(std::string_view lower_case_name) const {
+    for (const auto& [k, v] : headers)
+      if (k == lower_case_name) return true;
+    return false;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;  // Content-Length is added by the server
+  std::string body;
+};
+
+// Called exactly once per request, from any thread; the server takes it back to the
+// connection's own thread.
+using HttpResponder = std::function<void(HttpResponse)>;
+
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  // Must not block: long work is handed to other threads and answered through `respond`.
+  virtual void Handle(HttpRequest request, HttpResponder respond) = 0;
+};
+
+}  // namespace harrier

@@ -1,0 +1,73 @@
+// InferenceRequest / InferenceResponse: the transport-independent form of one inference call.
+//
+// A codec (KServe JSON/binary today, gRPC later) builds an InferenceRequest from the wire; the
+// model manager validates it against the model and runs it; the codec turns the response back
+// into bytes. Neither type knows about sockets or engines.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "harrier/status.h"
+#include "harrier/tensor.h"
+
+namespace harrier {
+
+// A request/tensor parameter value: KServe allows bool, int64, double and string.
+using ParameterValue = std::variant<bool, int64_t, double, std::string>;
+using Parameters = std::map<std::string, ParameterValue, std::less<>>;
+
+// One output the client asked for.
+struct RequestedOutput {
+  std::string name;
+  // Send the data as raw bytes after the JSON header (binary tensor extension).
+  bool binary_data = false;
+  // Classification extension: return the top `classification` entries as BYTES
+  // "value:index" instead of the raw tensor; 0 = off.
+  int64_t classification = 0;
+  Parameters parameters;  // every parameter as sent, including the two above
+};
+
+struct InferenceRequest {
+  std::string model_name;
+  std::optional<int64_t> model_version;  // nullopt: the latest ready version
+  std::string id;                        // echoed in the response; may be empty
+  Parameters parameters;
+
+  // Inputs in the order sent. Their data point into `body` (binary extension, or a BYTES/JSON
+  // value copied out of it) or into a buffer the tensor owns.
+  std::vector<Tensor> inputs;
+  // Empty: every model output, in the model's order, as JSON (unless `binary_data_output`).
+  std::vector<RequestedOutput> outputs;
+  // Request parameter `binary_data_output`: default for outputs not listed in `outputs`.
+  bool binary_data_output = false;
+
+  // The raw request body, shared so that input tensors can borrow from it: the string never
+  // moves while any holder lives.
+  std::shared_ptr<const std::string> body;
+
+  // When the request was received (steady clock), for queue and total latency statistics.
+  std::chrono::steady_clock::time_point received_at{};
+};
+
+struct InferenceResponse {
+  std::string model_name;
+  int64_t model_version = 0;
+  std::string id;
+  Parameters parameters;
+  // Outputs in the order requested (or the model's order when all were asked for).
+  std::vector<Tensor> outputs;
+};
+
+// Called exactly once per request with the response or the error. May run on a worker thread:
+// it must not block and should hand socket work back to the connection's own thread.
+using InferCallback = std::function<void(StatusOr<InferenceResponse>)>;
+
+}  // namespace harrier

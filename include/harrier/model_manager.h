@@ -1,0 +1,96 @@
+// ModelManager: what the protocol handlers see of the loaded models.
+//
+// The implementation (src/lifecycle/) scans the repository, loads versions through a Backend,
+// keeps each version's state and statistics, and runs requests on its instances. Handlers only
+// use this interface, so they can be tested against a fake (tests/util/).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/backend.h"
+#include "harrier/inference_request.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+enum class ModelState { kLoading, kReady, kUnloading, kUnavailable };
+// "LOADING", "READY", "UNLOADING", "UNAVAILABLE" (Triton's repository index names).
+std::string_view ModelStateName(ModelState state);
+
+// One row of the repository index.
+struct ModelVersionState {
+  std::string name;
+  int64_t version = 0;  // 0 when the model failed before any version was known
+  ModelState state = ModelState::kLoading;
+  std::string reason;  // why it is UNAVAILABLE; empty otherwise
+};
+
+// Triton's model metadata: what a client needs to build a request.
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;  // ready versions, ascending, as strings
+  std::string platform;               // "onnxruntime_onnx"
+  // Shapes as clients see them: the batch dim (when max_batch_size > 0) is included as -1.
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+// Counts and cumulative nanoseconds, as Triton's statistics extension reports them.
+struct DurationStat {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+struct ModelVersionStats {
+  std::string name;
+  int64_t version = 0;
+  uint64_t last_inference_ms = 0;  // milliseconds since the epoch; 0 when never
+  uint64_t inference_count = 0;    // requests (a batch of n counts n once batching exists)
+  uint64_t execution_count = 0;    // model executions
+  DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
+};
+
+// A ready model version, pinned for as long as the handle lives. Do not hold a handle longer
+// than one request: unloading waits for handles to drop.
+class ServableModel {
+ public:
+  virtual ~ServableModel() = default;
+  virtual const std::string& name() const = 0;
+  virtual int64_t version() const = 0;
+  virtual int64_t max_batch_size() const = 0;
+  // The completed model configuration as Triton's JSON (protobuf JSON mapping, proto names).
+  virtual std::string ConfigJson() const = 0;
+  // Checks `request` against the model and runs it on a worker thread; `done` is called once,
+  // from a worker thread or, for errors found before queueing, from the calling thread.
+  // Errors: kInvalidArgument (names, dtypes, shapes, sizes), kUnavailable (shutting down),
+  // kInternal (engine failure).
+  virtual void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) = 0;
+};
+
+class ModelManager {
+ public:
+  virtual ~ModelManager() = default;
+
+  // A ready version: `version` nullopt means the highest ready one.
+  // kNotFound: no such model or version. kUnavailable: it exists but is not ready (the
+  // message says why).
+  virtual StatusOr<std::shared_ptr<ServableModel>> Get(std::string_view name,
+                                                       std::optional<int64_t> version) = 0;
+  // Metadata across the model's ready versions; same errors as Get (with version nullopt).
+  virtual StatusOr<ModelMetadata> Metadata(std::string_view name,
+                                           std::optional<int64_t> version) = 0;
+  // Every model and version with its state, sorted by name then version.
+  virtual std::vector<ModelVersionState> Index() const = 0;
+  // Statistics for every ready version, or for one model (and version).
+  virtual StatusOr<std::vector<ModelVersionStats>> Stats(std::optional<std::string_view> name,
+                                                         std::optional<int64_t> version) const = 0;
+  // True when every model the repository holds is ready (the server's readiness).
+  virtual bool AllReady() const = 0;
+};
+
+}  // namespace harrier

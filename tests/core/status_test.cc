@@ -1,0 +1,61 @@
+#include "harrier/status.h"
+
+#include <gtest/gtest.h>
+
+#include "core/status_mapping.h"
+
+namespace harrier {
+namespace {
+
+TEST(StatusTest, OkHasNoMessage) {
+  Status s;
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kOk);
+  EXPECT_EQ(s.message(), "");
+  EXPECT_EQ(s.ToString(), "OK");
+}
+
+TEST(StatusTest, ErrorCarriesCodeAndMessage) {
+  Status s = NotFound("unknown model 'x'");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.ToString(), "NOT_FOUND: unknown model 'x'");
+  EXPECT_EQ(s.WithContext("model x").message(), "model x: unknown model 'x'");
+  EXPECT_TRUE(Status::Ok().WithContext("ignored").ok());
+}
+
+StatusOr<int> Half(int x) {
+  if (x % 2) return InvalidArgument("odd");
+  return x / 2;
+}
+
+Status Quarter(int x, int* out) {
+  ASSIGN_OR_RETURN(int h, Half(x));
+  ASSIGN_OR_RETURN(*out, Half(h));
+  return Status::Ok();
+}
+
+TEST(StatusTest, AssignOrReturnPropagates) {
+  int out = 0;
+  EXPECT_TRUE(Quarter(8, &out).ok());
+  EXPECT_EQ(out, 2);
+  EXPECT_EQ(Quarter(6, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(StatusMappingTest, EveryCodeHasItsHttpStatus) {
+  struct Row {
+    StatusCode code;
+    int http;
+  };
+  const Row rows[] = {
+      {StatusCode::kOk, 200},           {StatusCode::kInvalidArgument, 400},
+      {StatusCode::kNotFound, 404},     {StatusCode::kPayloadTooLarge, 413},
+      {StatusCode::kResourceExhausted, 429}, {StatusCode::kUnavailable, 503},
+      {StatusCode::kDeadlineExceeded, 504},  {StatusCode::kCancelled, 499},
+      {StatusCode::kUnimplemented, 501}, {StatusCode::kInternal, 500},
+  };
+  for (const Row& r : rows) EXPECT_EQ(HttpStatusFor(r.code), r.http) << StatusCodeName(r.code);
+}
+
+}  // namespace
+}  // namespace harrier
