@@ -1,0 +1,47 @@
+// ModelRepositoryManager: the ModelManager over a Triton-style model repository on disk.
+//
+// Create() scans the repository, then LoadAll() loads every model: for each model directory it
+// parses config.pbtxt (if any), auto-completes it from the model file, picks versions by the
+// version policy, builds instance_group.count instances per version through the Backend, warms
+// them up, and marks the version READY. A model that fails is UNAVAILABLE with a reason naming
+// the file and the problem; the others still serve.
+//
+// Thread safety: every method may be called from any thread once LoadAll() has returned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/backend.h"
+#include "harrier/model_manager.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+class ModelRepositoryManager : public ModelManager {
+ public:
+  struct Options {
+    std::string repository_path;  // required
+    Backend* backend = nullptr;   // required; not owned, must outlive the manager
+    // Cores the server may use (cgroup quota aware); 0 = detect. Instances x intra-op threads
+    // are sized not to exceed it unless a model's config says otherwise.
+    int usable_cores = 0;
+  };
+
+  // kInvalidArgument / kNotFound when the repository path is missing or not a directory:
+  // the only failures that stop the server.
+  static StatusOr<std::unique_ptr<ModelRepositoryManager>> Create(const Options& options);
+
+  // Loads every model in the repository; returns when each is READY or UNAVAILABLE.
+  virtual void LoadAll() = 0;
+
+  // Stops accepting new requests (kUnavailable), finishes the ones queued or running, and
+  // joins the worker threads. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace harrier
