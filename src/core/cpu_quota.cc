@@ -1,0 +1,68 @@
+#include "core/cpu_quota.h"
+
+#include <sched.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace harrier {
+namespace {
+
+std::optional<long long> ParseInt(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+int QuotaCores(long long quota, long long period) {
+  if (quota <= 0 || period <= 0) return 0;
+  return static_cast<int>((quota + period - 1) / period);
+}
+
+std::string ReadFile(const char* path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
+                    std::string_view cfs_period, int affinity_cores) {
+  int cores = affinity_cores > 0 ? affinity_cores : 1;
+  int quota_cores = 0;
+  if (!cpu_max.empty()) {
+    auto space = cpu_max.find(' ');
+    if (space != std::string_view::npos) {
+      auto quota = ParseInt(cpu_max.substr(0, space));  // "max" does not parse: unlimited
+      auto period = ParseInt(cpu_max.substr(space + 1));
+      if (quota && period) quota_cores = QuotaCores(*quota, *period);
+    }
+  } else if (!cfs_quota.empty() && !cfs_period.empty()) {
+    auto quota = ParseInt(cfs_quota);
+    auto period = ParseInt(cfs_period);
+    if (quota && period) quota_cores = QuotaCores(*quota, *period);
+  }
+  if (quota_cores > 0 && quota_cores < cores) cores = quota_cores;
+  return cores;
+}
+
+int UsableCores() {
+  int affinity = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
+  if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
+  return UsableCoresFrom(ReadFile("/sys/fs/cgroup/cpu.max"),
+                         ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+                         ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us"), affinity);
+}
+
+}  // namespace harrier

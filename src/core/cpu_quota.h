@@ -1,0 +1,21 @@
+// How many cores this process may really use: the smallest of the CPU affinity mask and the
+// cgroup CPU quota (v2 `cpu.max`, or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), rounded up.
+// Containers often show every host core to nproc while the quota allows two.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace harrier {
+
+// Pure part, for tests: `cpu_max` is the content of cgroup v2 `cpu.max` ("max 100000" or
+// "200000 100000"; empty when absent); `cfs_quota` / `cfs_period` the v1 files (empty when
+// absent; quota -1 means unlimited). `affinity_cores` is the count from sched_getaffinity.
+// Returns at least 1.
+int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
+                    std::string_view cfs_period, int affinity_cores);
+
+// Reads the files under /sys/fs/cgroup and the affinity mask of the calling thread.
+int UsableCores();
+
+}  // namespace harrier
