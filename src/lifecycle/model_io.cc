@@ -1,0 +1,163 @@
+#include "lifecycle/model_io.h"
+
+#include <algorithm>
+
+namespace harrier {
+namespace {
+
+std::string Names(const std::vector<IoSpec>& specs) {
+  std::string s = "[";
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i) s += ", ";
+    s += "'" + specs[i].name + "'";
+  }
+  return s + "]";
+}
+
+bool DimsMatch(std::span<const int64_t> want, std::span<const int64_t> got) {
+  if (want.size() != got.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] != -1 && want[i] != got[i]) return false;
+  return true;
+}
+
+// Resolves a reshape target against the element count it must hold (one -1 may be inferred).
+StatusOr<std::vector<int64_t>> ResolveReshape(const std::vector<int64_t>& reshape, int64_t count,
+                                              const std::string& what) {
+  std::vector<int64_t> out = reshape;
+  int64_t known = 1;
+  int free_dim = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (free_dim >= 0) return InvalidArgument(what + ": reshape has more than one -1 dim");
+      free_dim = static_cast<int>(i);
+    } else {
+      known *= out[i];
+    }
+  }
+  if (free_dim >= 0) {
+    if (known == 0 || count % known != 0)
+      return InvalidArgument(what + ": cannot reshape " + std::to_string(count) + " elements to " +
+                             ShapeToString(reshape));
+    out[free_dim] = count / known;
+  } else if (known != count) {
+    return InvalidArgument(what + ": cannot reshape " + std::to_string(count) + " elements to " +
+                           ShapeToString(reshape));
+  }
+  return out;
+}
+
+}  // namespace
+
+const IoSpec* ModelIO::FindInput(std::string_view name) const {
+  for (const auto& s : inputs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const IoSpec* ModelIO::FindOutput(std::string_view name) const {
+  for (const auto& s : outputs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<int64_t> ModelIO::ClientShape(const IoSpec& spec) const {
+  std::vector<int64_t> shape;
+  if (max_batch_size > 0) shape.push_back(-1);
+  shape.insert(shape.end(), spec.dims.begin(), spec.dims.end());
+  return shape;
+}
+
+Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
+                          std::vector<std::string>* output_names) {
+  const std::string model = "model '" + std::string(model_name) + "'";
+  std::vector<bool> seen(io.inputs.size(), false);
+  int64_t batch = -1;  // the batch size shared by every input, when max_batch_size > 0
+
+  for (Tensor& t : request->inputs) {
+    const IoSpec* spec = io.FindInput(t.name);
+    if (spec == nullptr) {
+      return InvalidArgument("unexpected input '" + t.name + "' for " + model + "; it expects " +
+                             Names(io.inputs));
+    }
+    size_t index = spec - io.inputs.data();
+    if (seen[index]) return InvalidArgument("input '" + t.name + "' appears more than once");
+    seen[index] = true;
+    const std::string what = "input '" + t.name + "' of " + model;
+
+    if (t.dtype != spec->dtype) {
+      return InvalidArgument(what + " has datatype " + std::string(DataTypeName(t.dtype)) +
+                             ", the model expects " + std::string(DataTypeName(spec->dtype)));
+    }
+    std::span<const int64_t> dims_part(t.shape);
+    if (io.max_batch_size > 0) {
+      if (t.shape.empty()) {
+        return InvalidArgument(what + " has shape [] but the model has a batch dimension; expected " +
+                               ShapeToString(io.ClientShape(*spec)));
+      }
+      int64_t b = t.shape[0];
+      if (b < 1 || b > io.max_batch_size) {
+        return InvalidArgument(what + " has batch size " + std::to_string(b) +
+                               ", the model accepts 1 to " + std::to_string(io.max_batch_size));
+      }
+      if (batch >= 0 && b != batch) {
+        return InvalidArgument(what + " has batch size " + std::to_string(b) +
+                               " but another input has " + std::to_string(batch));
+      }
+      batch = b;
+      dims_part = dims_part.subspan(1);
+    }
+    if (!DimsMatch(spec->dims, dims_part)) {
+      return InvalidArgument(what + " has shape " + ShapeToString(t.shape) + ", the model expects " +
+                             ShapeToString(io.ClientShape(*spec)));
+    }
+    std::optional<int64_t> count = ElementCount(t.shape);
+    if (!count) return InvalidArgument(what + " has an invalid shape " + ShapeToString(t.shape));
+    if (t.dtype == DataType::kBytes) {
+      RETURN_IF_ERROR(ValidateBytesTensor(t.bytes(), *count).WithContext(what));
+    } else {
+      const uint64_t want = static_cast<uint64_t>(*count) * DataTypeByteSize(t.dtype);
+      if (t.size_bytes != want) {
+        return InvalidArgument(what + " carries " + std::to_string(t.size_bytes) +
+                               " bytes; shape " + ShapeToString(t.shape) + " of " +
+                               std::string(DataTypeName(t.dtype)) + " needs " + std::to_string(want));
+      }
+    }
+    if (spec->reshape) {
+      const int64_t per_item = io.max_batch_size > 0 ? *count / std::max<int64_t>(batch, 1) : *count;
+      ASSIGN_OR_RETURN(std::vector<int64_t> target, ResolveReshape(*spec->reshape, per_item, what));
+      std::vector<int64_t> shape;
+      if (io.max_batch_size > 0) shape.push_back(batch);
+      shape.insert(shape.end(), target.begin(), target.end());
+      t.shape = std::move(shape);
+    }
+  }
+  for (size_t i = 0; i < io.inputs.size(); ++i) {
+    if (!seen[i] && !io.inputs[i].optional) {
+      return InvalidArgument("missing input '" + io.inputs[i].name + "' for " + model +
+                             "; it expects " + Names(io.inputs));
+    }
+  }
+
+  output_names->clear();
+  if (request->outputs.empty()) {
+    for (const auto& o : io.outputs) output_names->push_back(o.name);
+    return Status::Ok();
+  }
+  for (const RequestedOutput& o : request->outputs) {
+    if (io.FindOutput(o.name) == nullptr) {
+      return InvalidArgument("unknown output '" + o.name + "' requested from " + model +
+                             "; it has " + Names(io.outputs));
+    }
+    if (std::find(output_names->begin(), output_names->end(), o.name) != output_names->end()) {
+      return InvalidArgument("output '" + o.name + "' is requested more than once");
+    }
+    if (o.classification < 0) {
+      return InvalidArgument("output '" + o.name + "': classification must be positive");
+    }
+    output_names->push_back(o.name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace harrier

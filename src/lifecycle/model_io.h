@@ -1,0 +1,47 @@
+// ModelIO: a model version's inputs and outputs as its completed config declares them, in the
+// form the request path needs (no protobuf), plus the checks every inference request passes
+// before it is queued.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harrier/data_type.h"
+#include "harrier/inference_request.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+struct IoSpec {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  // Without the batch dim when max_batch_size > 0; -1 for a free dim.
+  std::vector<int64_t> dims;
+  // Config `reshape`: the shape the model receives instead of `dims` (batch dim excluded).
+  std::optional<std::vector<int64_t>> reshape;
+  bool optional = false;  // an input the request may leave out
+};
+
+struct ModelIO {
+  int64_t max_batch_size = 0;
+  std::vector<IoSpec> inputs;
+  std::vector<IoSpec> outputs;
+
+  const IoSpec* FindInput(std::string_view name) const;
+  const IoSpec* FindOutput(std::string_view name) const;
+  // The shape clients see (metadata): [-1] + dims when max_batch_size > 0.
+  std::vector<int64_t> ClientShape(const IoSpec& spec) const;
+};
+
+// Checks `request` against `io` and prepares it for the backend: every required input present
+// once, no unknown input, datatype equal, shape compatible with dims (and the batch dim within
+// 1..max_batch_size), data size equal to what dtype x shape needs (BYTES: a well-formed
+// serialization), requested outputs known and not repeated. Applies `reshape` to input shapes.
+// Fills `output_names` with the outputs to compute, in response order.
+// Errors: kInvalidArgument with a message that names the model, the tensor and both values.
+Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
+                          std::vector<std::string>* output_names);
+
+}  // namespace harrier
