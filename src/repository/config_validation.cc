@@ -1,0 +1,233 @@
+#include "repository/config_validation.h"
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <span>
+#include <string>
+
+#include "harrier/tensor.h"
+
+namespace harrier {
+namespace {
+
+std::string Quote(const std::string& s) {
+  return "'" + s + "'";
+}
+
+std::string DimsToString(const google::protobuf::RepeatedField<int64_t>& dims) {
+  return ShapeToString(std::span<const int64_t>(dims.data(), static_cast<size_t>(dims.size())));
+}
+
+Status ValidateDims(const google::protobuf::RepeatedField<int64_t>& dims, std::string_view field,
+                    const std::string& what) {
+  for (int64_t d : dims) {
+    if (d != -1 && d < 1) {
+      return InvalidArgument(what + ": " + std::string(field) + " " + DimsToString(dims) + " has " +
+                             std::to_string(d) +
+                             "; a dimension must be >= 1, or -1 for a variable size");
+    }
+  }
+  return Status::Ok();
+}
+
+struct DimsSummary {
+  int variable = 0;          // number of -1 dims
+  int64_t static_count = 1;  // product of the other dims (saturating)
+};
+
+DimsSummary Summarize(const google::protobuf::RepeatedField<int64_t>& dims) {
+  DimsSummary s;
+  for (int64_t d : dims) {
+    if (d == -1) {
+      ++s.variable;
+    } else if (s.static_count > 0 && d > 0 &&
+               s.static_count > std::numeric_limits<int64_t>::max() / d) {
+      s.static_count = -1;  // overflow: never equal to a valid count
+    } else if (s.static_count > 0) {
+      s.static_count *= d;
+    }
+  }
+  return s;
+}
+
+// A reshape must hold the same elements as dims: the same number of variable dims and the
+// same product of the static ones. (Triton's rule is finer-grained for variable dims; this is
+// enough to reject every reshape that cannot be right.)
+Status ValidateReshape(const google::protobuf::RepeatedField<int64_t>& dims,
+                       const inference::ModelTensorReshape& reshape, const std::string& what) {
+  RETURN_IF_ERROR(ValidateDims(reshape.shape(), "reshape", what));
+  DimsSummary a = Summarize(dims);
+  DimsSummary b = Summarize(reshape.shape());
+  if (a.variable != b.variable || a.static_count != b.static_count) {
+    return InvalidArgument(what + ": reshape " + DimsToString(reshape.shape()) +
+                           " does not hold the same number of elements as dims " +
+                           DimsToString(dims));
+  }
+  return Status::Ok();
+}
+
+Status ValidateDataType(inference::DataType type, const std::string& what) {
+  if (type == inference::TYPE_INVALID || !inference::DataType_IsValid(type)) {
+    return InvalidArgument(what + ": data_type is not set (TYPE_INVALID)");
+  }
+  return Status::Ok();
+}
+
+Status ValidateInputs(const inference::ModelConfig& config) {
+  std::set<std::string> names;
+  for (const inference::ModelInput& input : config.input()) {
+    if (input.name().empty()) return InvalidArgument("an input has no name");
+    const std::string what = "input " + Quote(input.name());
+    if (!names.insert(input.name()).second) {
+      return InvalidArgument(what + " is listed more than once");
+    }
+    RETURN_IF_ERROR(ValidateDataType(input.data_type(), what));
+    RETURN_IF_ERROR(ValidateDims(input.dims(), "dims", what));
+    if (input.has_reshape()) RETURN_IF_ERROR(ValidateReshape(input.dims(), input.reshape(), what));
+    if (input.format() != inference::ModelInput::FORMAT_NONE && input.dims_size() != 3) {
+      return InvalidArgument(
+          what + ": format " + inference::ModelInput::Format_Name(input.format()) +
+          " needs 3 dims (without the batch dimension), got " + DimsToString(input.dims()));
+    }
+    if (input.is_shape_tensor()) {
+      return Unimplemented(what + ": is_shape_tensor is only supported by TensorRT");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateOutputs(const inference::ModelConfig& config) {
+  std::set<std::string> names;
+  for (const inference::ModelOutput& output : config.output()) {
+    if (output.name().empty()) return InvalidArgument("an output has no name");
+    const std::string what = "output " + Quote(output.name());
+    if (!names.insert(output.name()).second) {
+      return InvalidArgument(what + " is listed more than once");
+    }
+    RETURN_IF_ERROR(ValidateDataType(output.data_type(), what));
+    RETURN_IF_ERROR(ValidateDims(output.dims(), "dims", what));
+    if (output.has_reshape()) {
+      RETURN_IF_ERROR(ValidateReshape(output.dims(), output.reshape(), what));
+    }
+    if (output.is_shape_tensor()) {
+      return Unimplemented(what + ": is_shape_tensor is only supported by TensorRT");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy) {
+  if (policy.has_specific()) {
+    if (policy.specific().versions().empty()) {
+      return InvalidArgument("version_policy: specific.versions lists no version");
+    }
+    for (int64_t v : policy.specific().versions()) {
+      if (v < 1) {
+        return InvalidArgument("version_policy: specific.versions has " + std::to_string(v) +
+                               "; versions are >= 1");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateInstanceGroups(const inference::ModelConfig& config) {
+  for (int i = 0; i < config.instance_group_size(); ++i) {
+    const inference::ModelInstanceGroup& group = config.instance_group(i);
+    const std::string what =
+        "instance_group " + (group.name().empty() ? std::to_string(i) : Quote(group.name()));
+    if (group.count() < 0) {
+      return InvalidArgument(what + ": count " + std::to_string(group.count()) + " is negative");
+    }
+    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU || group.gpus_size() > 0) {
+      return Unimplemented(what +
+                           ": KIND_GPU / gpus: this server has no GPU support; use "
+                           "kind: KIND_CPU");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateDynamicBatching(const inference::ModelDynamicBatching& batching,
+                               int32_t max_batch_size) {
+  if (max_batch_size == 0 && batching.preferred_batch_size_size() > 0) {
+    return InvalidArgument("dynamic_batching: preferred_batch_size needs max_batch_size > 0");
+  }
+  for (int32_t size : batching.preferred_batch_size()) {
+    if (size < 1 || size > max_batch_size) {
+      return InvalidArgument("dynamic_batching: preferred_batch_size " + std::to_string(size) +
+                             " is outside [1, max_batch_size " + std::to_string(max_batch_size) +
+                             "]");
+    }
+  }
+  const uint64_t levels = batching.priority_levels();
+  const uint64_t default_level = batching.default_priority_level();
+  if (levels == 0 && default_level != 0) {
+    return InvalidArgument(
+        "dynamic_batching: default_priority_level is set but priority_levels "
+        "is 0");
+  }
+  if (levels > 0 && (default_level < 1 || default_level > levels)) {
+    return InvalidArgument("dynamic_batching: default_priority_level " +
+                           std::to_string(default_level) + " is outside [1, priority_levels " +
+                           std::to_string(levels) + "]");
+  }
+  for (const auto& [level, policy] : batching.priority_queue_policy()) {
+    if (level < 1 || level > levels) {
+      return InvalidArgument("dynamic_batching: priority_queue_policy for level " +
+                             std::to_string(level) + " is outside [1, priority_levels " +
+                             std::to_string(levels) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_size) {
+  std::set<std::string> inputs;
+  for (const inference::ModelInput& input : config.input()) inputs.insert(input.name());
+  const uint32_t max_warmup_batch = max_batch_size > 0 ? static_cast<uint32_t>(max_batch_size) : 1;
+  for (const inference::ModelWarmup& warmup : config.model_warmup()) {
+    if (warmup.name().empty()) return InvalidArgument("model_warmup: a sample has no name");
+    const std::string what = "model_warmup " + Quote(warmup.name());
+    if (warmup.batch_size() < 1 || warmup.batch_size() > max_warmup_batch) {
+      return InvalidArgument(what + ": batch_size " + std::to_string(warmup.batch_size()) +
+                             " is outside [1, " + std::to_string(max_warmup_batch) + "]");
+    }
+    for (const auto& [name, input] : warmup.inputs()) {
+      const std::string input_what = what + ", input " + Quote(name);
+      if (inputs.count(name) == 0) {
+        return InvalidArgument(input_what + ": the model has no such input");
+      }
+      RETURN_IF_ERROR(ValidateDataType(input.data_type(), input_what));
+      RETURN_IF_ERROR(ValidateDims(input.dims(), "dims", input_what));
+      if (input.input_data_type_case() == inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET) {
+        return InvalidArgument(input_what +
+                               ": set one of zero_data, random_data or input_data_file");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateModelConfig(const inference::ModelConfig& config) {
+  if (config.name().empty()) return InvalidArgument("name is not set");
+  const int32_t max_batch_size = config.max_batch_size();
+  if (max_batch_size < 0) {
+    return InvalidArgument("max_batch_size " + std::to_string(max_batch_size) +
+                           " is negative; 0 disables batching");
+  }
+  RETURN_IF_ERROR(ValidateInputs(config));
+  RETURN_IF_ERROR(ValidateOutputs(config));
+  RETURN_IF_ERROR(ValidateVersionPolicy(config.version_policy()));
+  RETURN_IF_ERROR(ValidateInstanceGroups(config));
+  if (config.has_dynamic_batching()) {
+    RETURN_IF_ERROR(ValidateDynamicBatching(config.dynamic_batching(), max_batch_size));
+  }
+  RETURN_IF_ERROR(ValidateWarmup(config, max_batch_size));
+  return Status::Ok();
+}
+
+}  // namespace harrier

@@ -1,0 +1,28 @@
+// ValidateModelConfig: the checks on a model config that need no model file, applied to the
+// completed config (AutoCompleteConfig calls it last; a config override given through the
+// repository API can be checked with it directly).
+//
+// It checks, in Harrier's terms (docs/model-repository.md has the full list):
+//   - name is set; max_batch_size >= 0;
+//   - every input and output has a name, unique among the inputs (outputs), a data_type other
+//     than TYPE_INVALID, dims and reshape values that are -1 or >= 1, a reshape with the same
+//     number of elements as dims, FORMAT_NHWC/NCHW only with 3 dims;
+//   - version_policy: specific.versions non-empty and >= 1;
+//   - instance_group: count >= 0 (0 means 1);
+//   - dynamic_batching: preferred_batch_size within [1, max_batch_size], and priority levels
+//     and per-level queue policies within [1, priority_levels];
+//   - model_warmup: a name, batch_size within [1, max(1, max_batch_size)], each input naming a
+//     config input, with a data_type and a data source.
+#pragma once
+
+#include "harrier/status.h"
+#include "repository/model_config.pb.h"
+
+namespace harrier {
+
+// Errors: kInvalidArgument naming the field (and the tensor) and the offending value;
+// kUnimplemented for settings Harrier does not support (KIND_GPU, `gpus`, shape tensors).
+// Messages do not name the model or the file: callers add that (Status::WithContext).
+Status ValidateModelConfig(const inference::ModelConfig& config);
+
+}  // namespace harrier

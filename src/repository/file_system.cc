@@ -1,0 +1,77 @@
+#include "repository/file_system.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+namespace harrier {
+namespace {
+
+namespace fs = std::filesystem;
+
+FileType ToFileType(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::not_found: return FileType::kNotFound;
+    case fs::file_type::regular: return FileType::kRegular;
+    case fs::file_type::directory: return FileType::kDirectory;
+    default: return FileType::kOther;
+  }
+}
+
+Status IoError(std::string_view what, const std::string& path, const std::error_code& ec) {
+  return Internal(std::string(what) + " '" + path + "': " + ec.message());
+}
+
+class LocalFileSystemImpl final : public FileSystem {
+ public:
+  StatusOr<FileType> GetFileType(const std::string& path) const override {
+    std::error_code ec;
+    fs::file_status status = fs::status(path, ec);  // follows symlinks
+    if (ec && status.type() != fs::file_type::not_found) {
+      return IoError("cannot inspect", path, ec);
+    }
+    return ToFileType(status);
+  }
+
+  StatusOr<std::vector<DirectoryEntry>> ListDirectory(const std::string& path) const override {
+    StatusOr<FileType> type = GetFileType(path);
+    if (!type.ok()) return type.status();
+    if (*type == FileType::kNotFound) return NotFound("no such directory '" + path + "'");
+    if (*type != FileType::kDirectory) return InvalidArgument("'" + path + "' is not a directory");
+
+    std::error_code ec;
+    fs::directory_iterator it(path, ec);
+    if (ec) return IoError("cannot list", path, ec);
+    std::vector<DirectoryEntry> entries;
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code status_ec;
+      // A dangling symlink reads as not_found; it is reported as such and callers skip it.
+      fs::file_status status = it->status(status_ec);
+      entries.push_back({it->path().filename().string(), ToFileType(status)});
+    }
+    if (ec) return IoError("cannot list", path, ec);
+    return entries;
+  }
+
+  StatusOr<std::string> ReadFile(const std::string& path) const override {
+    StatusOr<FileType> type = GetFileType(path);
+    if (!type.ok()) return type.status();
+    if (*type == FileType::kNotFound) return NotFound("no such file '" + path + "'");
+    if (*type != FileType::kRegular) return InvalidArgument("'" + path + "' is not a file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Internal("cannot open '" + path + "'");
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) return Internal("cannot read '" + path + "'");
+    return content;
+  }
+};
+
+}  // namespace
+
+const FileSystem& LocalFileSystem() {
+  static const LocalFileSystemImpl* const kInstance = new LocalFileSystemImpl();
+  return *kInstance;
+}
+
+}  // namespace harrier

@@ -1,0 +1,48 @@
+// FileSystem: the few file operations the model repository needs, behind an interface so that
+// tests can inject faults (an unreadable directory, a file that vanishes) without touching the
+// real disk. LocalFileSystem() is the real one, over std::filesystem.
+//
+// Thread safety: implementations are stateless or internally synchronized; every method may be
+// called from any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harrier/status.h"
+
+namespace harrier {
+
+enum class FileType {
+  kNotFound,   // nothing at that path
+  kRegular,    // a regular file (symlinks are followed)
+  kDirectory,  // a directory (symlinks are followed)
+  kOther,      // a socket, device, fifo, ...
+};
+
+struct DirectoryEntry {
+  std::string name;  // the entry's name, not its full path
+  FileType type = FileType::kNotFound;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // What is at `path`. kNotFound is a value, not an error. Errors: kInternal when the path
+  // cannot be inspected (permission denied on a parent, I/O error), naming the path.
+  virtual StatusOr<FileType> GetFileType(const std::string& path) const = 0;
+
+  // The entries of a directory, in no particular order. Errors: kNotFound when `path` does not
+  // exist, kInvalidArgument when it is not a directory, kInternal when it cannot be read.
+  virtual StatusOr<std::vector<DirectoryEntry>> ListDirectory(const std::string& path) const = 0;
+
+  // The whole content of a file. Errors: kNotFound when it does not exist, kInvalidArgument
+  // when it is not a regular file, kInternal when it cannot be read.
+  virtual StatusOr<std::string> ReadFile(const std::string& path) const = 0;
+};
+
+// The real file system. The returned object lives for the whole process.
+const FileSystem& LocalFileSystem();
+
+}  // namespace harrier

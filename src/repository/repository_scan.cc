@@ -1,0 +1,68 @@
+#include "repository/repository_scan.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace harrier {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+ModelDirectory ScanModel(const std::string& root, const std::string& name, const FileSystem& fs) {
+  ModelDirectory model;
+  model.name = name;
+  model.path = JoinPath(root, name);
+
+  StatusOr<std::vector<DirectoryEntry>> entries = fs.ListDirectory(model.path);
+  if (!entries.ok()) {
+    model.error = entries.status();
+    return model;
+  }
+  for (const DirectoryEntry& entry : *entries) {
+    if (entry.name == "config.pbtxt" && entry.type == FileType::kRegular) {
+      model.config_path = JoinPath(model.path, entry.name);
+      continue;
+    }
+    if (entry.type != FileType::kDirectory) continue;
+    int64_t version = ParseVersionDirectoryName(entry.name);
+    if (version > 0) model.versions.push_back(version);
+  }
+  std::sort(model.versions.begin(), model.versions.end());
+  model.versions.erase(std::unique(model.versions.begin(), model.versions.end()),
+                       model.versions.end());
+  return model;
+}
+
+}  // namespace
+
+int64_t ParseVersionDirectoryName(std::string_view name) {
+  if (name.empty() || name.front() == '0') return -1;  // Triton ignores "0" and leading zeros
+  if (!std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  int64_t version = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), version);
+  if (ec != std::errc() || end != name.data() + name.size()) return -1;  // out of range
+  return version;
+}
+
+StatusOr<std::vector<ModelDirectory>> ScanRepository(const std::string& root,
+                                                     const FileSystem& fs) {
+  StatusOr<std::vector<DirectoryEntry>> entries = fs.ListDirectory(root);
+  if (!entries.ok()) return entries.status().WithContext("model repository");
+
+  std::vector<ModelDirectory> models;
+  for (const DirectoryEntry& entry : *entries) {
+    if (entry.type != FileType::kDirectory) continue;
+    if (entry.name.empty() || entry.name.front() == '.') continue;
+    models.push_back(ScanModel(root, entry.name, fs));
+  }
+  std::sort(models.begin(), models.end(),
+            [](const ModelDirectory& a, const ModelDirectory& b) { return a.name < b.name; });
+  return models;
+}
+
+}  // namespace harrier

@@ -1,0 +1,191 @@
+#include "lifecycle/model_repository_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include "util/fake_backend.h"
+
+namespace harrier {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelRepositoryManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("harrier-mgr-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const std::string& rel, const std::string& content) {
+    fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+  }
+
+  std::unique_ptr<ModelRepositoryManager> Load(int cores = 2) {
+    auto m = ModelRepositoryManager::Create({root_.string(), &backend_, cores});
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->LoadAll();
+    return std::move(m).value();
+  }
+
+  static std::unique_ptr<InferenceRequest> Fp32Request(std::vector<float> values, Shape shape) {
+    auto r = std::make_unique<InferenceRequest>();
+    auto body = std::make_shared<std::string>(reinterpret_cast<const char*>(values.data()),
+                                              values.size() * sizeof(float));
+    Tensor t;
+    t.name = "INPUT0";
+    t.dtype = DataType::kFp32;
+    t.shape = std::move(shape);
+    t.data = reinterpret_cast<const std::byte*>(body->data());
+    t.size_bytes = body->size();
+    r->inputs.push_back(t);
+    r->body = body;
+    return r;
+  }
+
+  static StatusOr<InferenceResponse> InferSync(ServableModel& m, std::unique_ptr<InferenceRequest> r) {
+    std::promise<StatusOr<InferenceResponse>> p;
+    auto f = p.get_future();
+    m.Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { p.set_value(std::move(resp)); });
+    return f.get();
+  }
+
+  fs::path root_;
+  testing::FakeBackend backend_;
+};
+
+TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
+  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
+            StatusCode::kNotFound);
+  Write("file", "x");
+  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
+  Write("good/1/model.onnx", "identity FP32 -1 4");
+  Write("bad/1/model.onnx", "garbage");
+  Write("noversions/README", "x");
+  auto m = Load();
+  EXPECT_FALSE(m->AllReady());
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].name, "bad");
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("bad/1/model.onnx"), std::string::npos) << rows[0].reason;
+  EXPECT_EQ(rows[1].name, "good");
+  EXPECT_EQ(rows[1].state, ModelState::kReady);
+  EXPECT_EQ(rows[2].name, "noversions");
+  EXPECT_EQ(rows[2].state, ModelState::kUnavailable);
+
+  EXPECT_EQ(m->Get("bad", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(m->Get("missing", std::nullopt).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m->Get("good", 2).status().code(), StatusCode::kNotFound);
+  auto good = m->Get("good", std::nullopt);
+  ASSERT_TRUE(good.ok());
+  auto resp = InferSync(**good, Fp32Request({1, 2, 3, 4}, {1, 4}));
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  ASSERT_EQ(resp->outputs.size(), 1u);
+  EXPECT_EQ(resp->outputs[0].name, "OUTPUT0");
+  EXPECT_EQ(resp->outputs[0].size_bytes, 16u);
+}
+
+TEST_F(ModelRepositoryManagerTest, AutoCompletesBatchAndReportsMetadata) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  EXPECT_TRUE(m->AllReady());
+  auto servable = m->Get("m", 1);
+  ASSERT_TRUE(servable.ok());
+  EXPECT_GT((*servable)->max_batch_size(), 0);
+  auto md = m->Metadata("m", std::nullopt);
+  ASSERT_TRUE(md.ok());
+  EXPECT_EQ(md->platform, "onnxruntime_onnx");
+  EXPECT_EQ(md->versions, std::vector<std::string>{"1"});
+  ASSERT_EQ(md->inputs.size(), 1u);
+  EXPECT_EQ(md->inputs[0].dims, (std::vector<int64_t>{-1, 4}));
+  EXPECT_NE((*servable)->ConfigJson().find("\"max_batch_size\""), std::string::npos);
+}
+
+TEST_F(ModelRepositoryManagerTest, LatestVersionByDefaultAndVersionPolicy) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/3/model.onnx", "identity FP32 -1 4");
+  Write("all/1/model.onnx", "identity FP32 -1 4");
+  Write("all/2/model.onnx", "identity FP32 -1 4");
+  Write("all/config.pbtxt", "version_policy { all {} }");
+  auto m = Load();
+  auto latest = m->Get("m", std::nullopt);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version(), 3);
+  EXPECT_EQ(m->Get("m", 1).status().code(), StatusCode::kNotFound);  // not loaded by policy
+  EXPECT_TRUE(m->Get("all", 1).ok());
+  EXPECT_TRUE(m->Get("all", 2).ok());
+}
+
+TEST_F(ModelRepositoryManagerTest, BadConfigNamesTheFile) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/config.pbtxt", "max_batch_size: 4\nno_such_field: 1\n");
+  Write("n/1/model.onnx", "identity FP32 -1 4");
+  Write("n/config.pbtxt", "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("config.pbtxt"), std::string::npos) << rows[0].reason;
+  EXPECT_NE(rows[0].reason.find("no_such_field"), std::string::npos) << rows[0].reason;
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find("INPUT0"), std::string::npos) << rows[1].reason;
+}
+
+TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/config.pbtxt", "instance_group [{ count: 2 kind: KIND_CPU }]");
+  auto m = Load(/*cores=*/4);
+  EXPECT_EQ(backend_.instances_created.load(), 2);
+  EXPECT_EQ(backend_.last_options().intra_op_threads, 2);  // 2 instances x 2 threads = 4 cores
+  EXPECT_EQ(backend_.runs.load(), 2);                       // one zero-filled warm-up each
+}
+
+TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  auto s = m->Get("m", std::nullopt);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(InferSync(**s, Fp32Request({1, 2, 3}, {1, 3})).status().code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(InferSync(**s, Fp32Request({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4})).ok());
+  auto stats = m->Stats("m", std::nullopt);
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->size(), 1u);
+  const ModelVersionStats& st = (*stats)[0];
+  EXPECT_EQ(st.success.count, 1u);
+  EXPECT_EQ(st.fail.count, 1u);
+  EXPECT_EQ(st.inference_count, 2u);  // a batch of two
+  EXPECT_EQ(st.execution_count, 1u);
+  EXPECT_EQ(st.compute_infer.count, 1u);
+  EXPECT_GT(st.last_inference_ms, 0u);
+  EXPECT_EQ(m->Stats("zzz", std::nullopt).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryManagerTest, ShutdownRefusesNewWork) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  auto s = m->Get("m", std::nullopt);
+  ASSERT_TRUE(s.ok());
+  m->Shutdown();
+  EXPECT_FALSE(m->AllReady());
+  EXPECT_EQ(m->Get("m", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(InferSync(**s, Fp32Request({1, 2, 3, 4}, {1, 4})).status().code(),
+            StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace harrier

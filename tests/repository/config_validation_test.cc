@@ -1,0 +1,183 @@
+#include "repository/config_validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "repository/model_config_parser.h"
+
+namespace harrier {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A complete, valid config; each case below appends to it (later singular fields replace
+// earlier ones via MergeFrom semantics of a second parse).
+constexpr std::string_view kValid = R"pb(
+  name: "m"
+  max_batch_size: 8 input
+  [ {
+    name: "x"
+    data_type: TYPE_FP32
+    dims: [ 3, -1 ]
+  }] output
+  [ {
+    name: "y"
+    data_type: TYPE_FP32
+    dims: [ 10 ]
+  }] instance_group
+  [ { kind: KIND_CPU count: 1 }]
+  version_policy { latest { num_versions: 2 } }
+  dynamic_batching {
+    preferred_batch_size: [ 4, 8 ]
+    priority_levels: 2
+    default_priority_level: 2
+    priority_queue_policy {
+      key: 1
+      value: { max_queue_size: 4 }
+    }
+  } model_warmup
+  [ {
+    name: "w"
+    batch_size: 8
+    inputs {
+      key: "x"
+      value: {
+        data_type: TYPE_FP32
+        dims: [ 3, 5 ]
+        random_data: true
+      }
+    }
+  }]
+)pb";
+
+inference::ModelConfig ValidWith(std::string_view change) {
+  StatusOr<inference::ModelConfig> base = ParseModelConfig(kValid, "base");
+  StatusOr<inference::ModelConfig> delta = ParseModelConfig(change, "change");
+  EXPECT_TRUE(base.ok() && delta.ok()) << change;
+  if (!base.ok() || !delta.ok()) return {};
+  inference::ModelConfig config = *base;
+  const auto* d = delta.operator->();
+  // Replace the parts the change mentions, so a case can rewrite one section.
+  if (!d->name().empty() || change.find("name:") == 0) config.set_name(d->name());
+  if (d->has_max_batch_size()) config.set_max_batch_size(d->max_batch_size());
+  if (d->input_size() > 0) *config.mutable_input() = d->input();
+  if (d->output_size() > 0) *config.mutable_output() = d->output();
+  if (d->instance_group_size() > 0) *config.mutable_instance_group() = d->instance_group();
+  if (d->has_version_policy()) *config.mutable_version_policy() = d->version_policy();
+  if (d->has_dynamic_batching()) *config.mutable_dynamic_batching() = d->dynamic_batching();
+  if (d->model_warmup_size() > 0) *config.mutable_model_warmup() = d->model_warmup();
+  return config;
+}
+
+TEST(ValidateModelConfigTest, ValidConfigPasses) {
+  Status s = ValidateModelConfig(ValidWith(""));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+struct ValidationCase {
+  const char* label;
+  const char* change;
+  StatusCode code;
+  const char* want;
+};
+
+class ValidateModelConfigErrorTest : public ::testing::TestWithParam<ValidationCase> {};
+
+TEST_P(ValidateModelConfigErrorTest, Rejects) {
+  const ValidationCase& c = GetParam();
+  Status s = ValidateModelConfig(ValidWith(c.change));
+  ASSERT_FALSE(s.ok()) << c.change;
+  EXPECT_EQ(s.code(), c.code) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(c.want));
+}
+
+constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ValidateModelConfigErrorTest,
+    ::testing::Values(
+        ValidationCase{"no_name", "name: ''", kInvalid, "name is not set"},
+        ValidationCase{"negative_max_batch_size", "max_batch_size: -1", kInvalid,
+                       "max_batch_size -1"},
+        ValidationCase{"zero_dim", "input [ { name: 'x' data_type: TYPE_FP32 dims: [3, 0] } ]",
+                       kInvalid, "input 'x': dims [3,0] has 0"},
+        ValidationCase{"minus_two_dim", "output [ { name: 'y' data_type: TYPE_FP32 dims: [-2] } ]",
+                       kInvalid, "output 'y': dims [-2] has -2"},
+        ValidationCase{"invalid_type", "input [ { name: 'x' dims: [3] } ]", kInvalid,
+                       "input 'x': data_type is not set"},
+        ValidationCase{"unnamed_input", "input [ { data_type: TYPE_FP32 dims: [3] } ]", kInvalid,
+                       "an input has no name"},
+        ValidationCase{"duplicate_output",
+                       "output [ { name: 'y' data_type: TYPE_FP32 dims: [1] },"
+                       "         { name: 'y' data_type: TYPE_FP32 dims: [1] } ]",
+                       kInvalid, "output 'y' is listed more than once"},
+        ValidationCase{"reshape_count",
+                       "input [ { name: 'x' data_type: TYPE_FP32 dims: [4, 4] reshape { shape: "
+                       "[15] } } ]",
+                       kInvalid, "reshape [15] does not hold the same number of elements"},
+        ValidationCase{"reshape_variable_count",
+                       "input [ { name: 'x' data_type: TYPE_FP32 dims: [-1, 4] reshape { shape: "
+                       "[4] } } ]",
+                       kInvalid, "reshape [4]"},
+        ValidationCase{"format_rank",
+                       "input [ { name: 'x' data_type: TYPE_FP32 format: FORMAT_NCHW dims: [3, "
+                       "224] } ]",
+                       kInvalid, "FORMAT_NCHW needs 3 dims"},
+        ValidationCase{"shape_tensor",
+                       "input [ { name: 'x' data_type: TYPE_INT64 dims: [2] is_shape_tensor: true "
+                       "} ]",
+                       StatusCode::kUnimplemented, "is_shape_tensor"},
+        ValidationCase{"specific_empty", "version_policy { specific { } }", kInvalid,
+                       "lists no version"},
+        ValidationCase{"specific_zero", "version_policy { specific { versions: [0] } }", kInvalid,
+                       "specific.versions has 0"},
+        ValidationCase{"negative_count", "instance_group [ { count: -1 } ]", kInvalid,
+                       "count -1 is negative"},
+        ValidationCase{"gpu_kind", "instance_group [ { kind: KIND_GPU } ]",
+                       StatusCode::kUnimplemented, "no GPU support"},
+        ValidationCase{"gpus_listed", "instance_group [ { kind: KIND_CPU gpus: [0] } ]",
+                       StatusCode::kUnimplemented, "no GPU support"},
+        ValidationCase{"preferred_too_big", "dynamic_batching { preferred_batch_size: [16] }",
+                       kInvalid, "preferred_batch_size 16"},
+        ValidationCase{"preferred_zero", "dynamic_batching { preferred_batch_size: [0] }", kInvalid,
+                       "preferred_batch_size 0"},
+        ValidationCase{"preferred_without_batching",
+                       "max_batch_size: 0 dynamic_batching { preferred_batch_size: [1] } "
+                       "model_warmup [ { name: 'w' batch_size: 1 } ]",
+                       kInvalid, "needs max_batch_size > 0"},
+        ValidationCase{"default_level_without_levels",
+                       "dynamic_batching { default_priority_level: 1 }", kInvalid,
+                       "priority_levels is 0"},
+        ValidationCase{"default_level_out_of_range",
+                       "dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
+                       kInvalid, "default_priority_level 3"},
+        ValidationCase{"queue_policy_level_out_of_range",
+                       "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                       "priority_queue_policy { key: 3 value: { } } }",
+                       kInvalid, "priority_queue_policy for level 3"},
+        ValidationCase{"warmup_unknown_input",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'z' value: { "
+                       "data_type: TYPE_FP32 dims: [1] zero_data: true } } } ]",
+                       kInvalid, "input 'z': the model has no such input"},
+        ValidationCase{"warmup_batch_too_big", "model_warmup [ { name: 'w' batch_size: 9 } ]",
+                       kInvalid, "batch_size 9"},
+        ValidationCase{"warmup_batch_zero", "model_warmup [ { name: 'w' } ]", kInvalid,
+                       "batch_size 0"},
+        ValidationCase{"warmup_no_data",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                       "data_type: TYPE_FP32 dims: [3, 1] } } } ]",
+                       kInvalid, "set one of zero_data"},
+        ValidationCase{"warmup_no_name", "model_warmup [ { batch_size: 1 } ]", kInvalid,
+                       "has no name"}),
+    [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.label; });
+
+TEST(ValidateModelConfigTest, WarmupBatchOfOneWithoutBatching) {
+  inference::ModelConfig config =
+      ValidWith("max_batch_size: 0 model_warmup [ { name: 'w' batch_size: 1 } ]");
+  config.clear_dynamic_batching();
+  Status s = ValidateModelConfig(config);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+}  // namespace
+}  // namespace harrier

@@ -1,0 +1,172 @@
+#include "repository/repository_scan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace harrier {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class RepositoryScanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("harrier_scan_test_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Touch(const fs::path& relative) {
+    fs::create_directories((root_ / relative).parent_path());
+    std::ofstream(root_ / relative) << "x";
+  }
+  void Mkdir(const fs::path& relative) { fs::create_directories(root_ / relative); }
+
+  fs::path root_;
+};
+
+TEST_F(RepositoryScanTest, FindsModelsVersionsAndConfigs) {
+  Touch("resnet/config.pbtxt");
+  Touch("resnet/1/model.onnx");
+  Touch("resnet/3/model.onnx");
+  Mkdir("resnet/10");
+  Mkdir("resnet/0");       // Triton ignores version 0 ...
+  Mkdir("resnet/007");     // ... and leading zeros ...
+  Mkdir("resnet/latest");  // ... and non-numeric names
+  Touch("resnet/2");       // a file, not a version directory
+  Mkdir("bert");           // no config, no versions: still a model
+  Mkdir(".git/objects");   // hidden: not a model
+  Touch("README.md");      // a file at the root: not a model
+  Touch("alpha/1/model.onnx");
+
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_EQ(models->size(), 3u);
+  EXPECT_EQ((*models)[0].name, "alpha");
+  EXPECT_EQ((*models)[1].name, "bert");
+  EXPECT_EQ((*models)[2].name, "resnet");
+
+  const ModelDirectory& resnet = (*models)[2];
+  EXPECT_EQ(resnet.path, (root_ / "resnet").string());
+  EXPECT_EQ(resnet.config_path, (root_ / "resnet" / "config.pbtxt").string());
+  EXPECT_THAT(resnet.versions, ElementsAre(1, 3, 10));
+  EXPECT_TRUE(resnet.error.ok());
+
+  const ModelDirectory& bert = (*models)[1];
+  EXPECT_EQ(bert.config_path, "");
+  EXPECT_TRUE(bert.versions.empty());
+  EXPECT_THAT((*models)[0].versions, ElementsAre(1));
+}
+
+TEST_F(RepositoryScanTest, EmptyRepositoryHasNoModels) {
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok());
+  EXPECT_TRUE(models->empty());
+}
+
+TEST_F(RepositoryScanTest, FollowsSymlinkedModelDirectories) {
+  Touch("elsewhere/1/model.onnx");
+  fs::create_directory_symlink(root_ / "elsewhere", root_ / "linked");
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok());
+  ASSERT_EQ(models->size(), 2u);
+  EXPECT_EQ((*models)[1].name, "linked");
+  EXPECT_THAT((*models)[1].versions, ElementsAre(1));
+}
+
+TEST_F(RepositoryScanTest, MissingRootIsNotFound) {
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository((root_ / "nope").string());
+  ASSERT_FALSE(models.ok());
+  EXPECT_EQ(models.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(models.status().message(), HasSubstr("nope"));
+}
+
+TEST_F(RepositoryScanTest, RootThatIsAFileIsInvalidArgument) {
+  Touch("file");
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository((root_ / "file").string());
+  ASSERT_FALSE(models.ok());
+  EXPECT_EQ(models.status().code(), StatusCode::kInvalidArgument);
+}
+
+// An in-memory file system whose directories can be made to fail listing.
+class FakeFileSystem final : public FileSystem {
+ public:
+  std::map<std::string, std::vector<DirectoryEntry>> dirs;
+  std::map<std::string, Status> list_errors;
+
+  StatusOr<FileType> GetFileType(const std::string& path) const override {
+    return dirs.count(path) ? FileType::kDirectory : FileType::kNotFound;
+  }
+  StatusOr<std::vector<DirectoryEntry>> ListDirectory(const std::string& path) const override {
+    if (auto it = list_errors.find(path); it != list_errors.end()) return it->second;
+    auto it = dirs.find(path);
+    if (it == dirs.end()) return NotFound("no such directory '" + path + "'");
+    return it->second;
+  }
+  StatusOr<std::string> ReadFile(const std::string& path) const override {
+    return NotFound("no such file '" + path + "'");
+  }
+};
+
+TEST(RepositoryScanFaultTest, UnreadableModelDirectoryIsRecordedAndOthersStillScan) {
+  FakeFileSystem fs;
+  fs.dirs["/repo"] = {{"good", FileType::kDirectory}, {"locked", FileType::kDirectory}};
+  fs.dirs["/repo/good"] = {{"1", FileType::kDirectory}, {"config.pbtxt", FileType::kRegular}};
+  fs.list_errors["/repo/locked"] = Internal("cannot list '/repo/locked': Permission denied");
+
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository("/repo", fs);
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_EQ(models->size(), 2u);
+  EXPECT_TRUE((*models)[0].error.ok());
+  EXPECT_THAT((*models)[0].versions, ElementsAre(1));
+  EXPECT_EQ((*models)[0].config_path, "/repo/good/config.pbtxt");
+  EXPECT_EQ((*models)[1].name, "locked");
+  EXPECT_EQ((*models)[1].error.code(), StatusCode::kInternal);
+  EXPECT_THAT((*models)[1].error.message(), HasSubstr("Permission denied"));
+  EXPECT_TRUE((*models)[1].versions.empty());
+}
+
+TEST(RepositoryScanFaultTest, UnreadableRootFailsTheScan) {
+  FakeFileSystem fs;
+  fs.list_errors["/repo"] = Internal("cannot list '/repo': Permission denied");
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository("/repo", fs);
+  ASSERT_FALSE(models.ok());
+  EXPECT_EQ(models.status().code(), StatusCode::kInternal);
+  EXPECT_THAT(models.status().message(), HasSubstr("model repository"));
+}
+
+TEST(ParseVersionDirectoryNameTest, Table) {
+  const struct {
+    const char* name;
+    int64_t version;
+  } cases[] = {
+      {"1", 1},
+      {"42", 42},
+      {"9223372036854775807", 9223372036854775807LL},
+      {"9223372036854775808", -1},  // beyond int64
+      {"0", -1},
+      {"01", -1},
+      {"", -1},
+      {"-1", -1},
+      {"+1", -1},
+      {"1a", -1},
+      {"v1", -1},
+      {" 1", -1},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(ParseVersionDirectoryName(c.name), c.version) << "name: '" << c.name << "'";
+  }
+}
+
+}  // namespace
+}  // namespace harrier

@@ -1,0 +1,89 @@
+// FakeBackend: a Backend for tests, with no engine. A model file's content decides what it is:
+//   "identity <DTYPE> <dims...>"  one input INPUT0 and one output OUTPUT0 of that type and dims
+//                                  (e.g. "identity FP32 -1 4"); Run copies INPUT0 to OUTPUT0
+//   anything else                   kInvalidArgument, as a corrupt model would be
+// Counts instances and runs so tests can check warm-up and sizing.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "harrier/backend.h"
+
+namespace harrier::testing {
+
+class FakeInstance : public ModelInstance {
+ public:
+  explicit FakeInstance(std::atomic<int>* runs) : runs_(runs) {}
+  Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
+             std::vector<Tensor>* outputs) override {
+    ++*runs_;
+    outputs->clear();
+    for (const std::string& name : output_names) {
+      Tensor t = inputs[0];
+      auto copy = AllocateTensorBuffer(t.size_bytes);
+      std::memcpy(copy.get(), t.data, t.size_bytes);
+      t.name = name;
+      t.data = copy.get();
+      t.owner = std::move(copy);
+      outputs->push_back(std::move(t));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::atomic<int>* runs_;
+};
+
+class FakeBackend : public Backend {
+ public:
+  std::string_view name() const override { return "onnxruntime"; }
+  std::string_view platform() const override { return "onnxruntime_onnx"; }
+  std::string_view default_model_filename() const override { return "model.onnx"; }
+
+  StatusOr<ModelSignature> Inspect(const std::string& path) override {
+    std::ifstream in(path);
+    if (!in) return NotFound("model file " + path + " does not exist");
+    std::string word, dtype;
+    in >> word >> dtype;
+    auto type = DataTypeFromName(dtype);
+    if (word != "identity" || !type) return InvalidArgument(path + ": not a valid model file");
+    TensorSpec spec{"INPUT0", *type, {}};
+    int64_t d;
+    while (in >> d) spec.dims.push_back(d);
+    ModelSignature sig;
+    sig.inputs.push_back(spec);
+    spec.name = "OUTPUT0";
+    sig.outputs.push_back(spec);
+    return sig;
+  }
+
+  StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& path,
+                                                          const InstanceOptions& options) override {
+    RETURN_IF_ERROR(Inspect(path).status());
+    {
+      std::lock_guard l(mu_);
+      last_options_ = options;
+    }
+    ++instances_created;
+    return std::unique_ptr<ModelInstance>(new FakeInstance(&runs));
+  }
+
+  InstanceOptions last_options() {
+    std::lock_guard l(mu_);
+    return last_options_;
+  }
+
+  std::atomic<int> instances_created{0};
+  std::atomic<int> runs{0};
+
+ private:
+  std::mutex mu_;
+  InstanceOptions last_options_;
+};
+
+}  // namespace harrier::testing
