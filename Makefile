@@ -49,7 +49,7 @@ test-integration: build models
 test-sanitize: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD)-sanitize $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DHARRIER_SANITIZE=ON -DHARRIER_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L unit -j 2
+	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L unit -j 2
 
 bench: build
 	bash bench/run.sh $(BUILD)

@@ -1,0 +1,305 @@
+#include "backends/onnxruntime/onnxruntime_instance.h"
+
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "backends/onnxruntime/onnxruntime_types.h"
+#include "harrier/data_type.h"
+
+namespace harrier::ort {
+namespace {
+
+// Memory for a zero-byte input with no pointer: ORT wants a non-null buffer.
+alignas(64) std::byte kEmptyInput[64];
+
+bool Overlaps(std::span<const std::byte> a, const std::byte* p, size_t size) {
+  if (a.empty() || size == 0) return false;
+  auto lo = reinterpret_cast<uintptr_t>(a.data());
+  auto hi = lo + a.size();
+  auto q = reinterpret_cast<uintptr_t>(p);
+  return q < hi && q + size > lo;
+}
+
+std::string NameList(const std::vector<TensorSpec>& specs) {
+  std::string s;
+  for (const auto& spec : specs) {
+    if (!s.empty()) s += ", ";
+    s += "'" + spec.name + "'";
+  }
+  return s;
+}
+
+}  // namespace
+
+OnnxRuntimeInstance::OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env, Ort::Session session)
+    : env_(std::move(env)),
+      session_(std::move(session)),
+      cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {}
+
+StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
+    std::shared_ptr<const Ort::Env> env, const std::string& model_path,
+    const OnnxRuntimeSessionConfig& config) {
+  const std::string context = "loading model '" + model_path + "'";
+  try {
+    Ort::SessionOptions session_options;
+    ApplySessionConfig(config, &session_options);
+    Ort::Session session(*env, model_path.c_str(), session_options);
+    std::unique_ptr<OnnxRuntimeInstance> instance(
+        new OnnxRuntimeInstance(std::move(env), std::move(session)));
+    RETURN_IF_ERROR(instance->ResolveIo().WithContext(context));
+    return instance;
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrtException(e, OrtCallSite::kLoad, context);
+  } catch (const std::exception& e) {
+    return Internal(context + ": " + e.what());
+  }
+}
+
+Status OnnxRuntimeInstance::ResolveIo() {
+  ASSIGN_OR_RETURN(signature_, ReadSignature(session_));
+  auto to_io = [](const TensorSpec& spec) {
+    return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype)};
+  };
+  for (const auto& spec : signature_.inputs) inputs_.push_back(to_io(spec));
+  for (const auto& spec : signature_.outputs) outputs_.push_back(to_io(spec));
+  run_input_names_.reserve(inputs_.size());
+  run_inputs_.reserve(inputs_.size());
+  input_spans_.reserve(inputs_.size());
+  scratch_.resize(inputs_.size());
+  run_output_names_.reserve(outputs_.size());
+  run_outputs_.reserve(outputs_.size());
+  return Status::Ok();
+}
+
+OnnxRuntimeInstance::Counters OnnxRuntimeInstance::counters() const {
+  return {inputs_borrowed_.load(std::memory_order_relaxed),
+          inputs_copied_.load(std::memory_order_relaxed),
+          outputs_copied_.load(std::memory_order_relaxed)};
+}
+
+Status OnnxRuntimeInstance::Run(std::span<const Tensor> inputs,
+                                std::span<const std::string> output_names,
+                                std::vector<Tensor>* outputs) {
+  Status status;
+  try {
+    status = RunOrThrow(inputs, output_names, outputs);
+  } catch (const Ort::Exception& e) {
+    status = StatusFromOrtException(e, OrtCallSite::kRun, "running the model");
+  } catch (const std::exception& e) {
+    status = Internal(std::string("running the model: ") + e.what());
+  }
+  // Drop the values over the caller's memory now, not at the next run.
+  run_inputs_.clear();
+  run_outputs_.clear();
+  input_spans_.clear();
+  if (!status.ok()) outputs->clear();
+  return status;
+}
+
+Status OnnxRuntimeInstance::RunOrThrow(std::span<const Tensor> inputs,
+                                       std::span<const std::string> output_names,
+                                       std::vector<Tensor>* outputs) {
+  outputs->clear();
+  if (inputs.size() != inputs_.size()) {
+    return InvalidArgument("the model expects " + std::to_string(inputs_.size()) + " inputs (" +
+                           NameList(signature_.inputs) + "), got " + std::to_string(inputs.size()));
+  }
+  if (output_names.empty()) return Status::Ok();
+
+  run_input_names_.clear();
+  run_inputs_.clear();
+  input_spans_.clear();
+  input_seen_.assign(inputs_.size(), 0);
+  for (const Tensor& tensor : inputs) {
+    size_t slot = 0;
+    while (slot < inputs_.size() && inputs_[slot].name != tensor.name) ++slot;
+    if (slot == inputs_.size()) {
+      return InvalidArgument("unknown input '" + tensor.name + "'; the model's inputs are " +
+                             NameList(signature_.inputs));
+    }
+    if (input_seen_[slot]) return InvalidArgument("input '" + tensor.name + "' is given twice");
+    input_seen_[slot] = 1;
+    RETURN_IF_ERROR(PrepareInput(tensor, slot));
+  }
+
+  run_output_names_.clear();
+  for (const std::string& name : output_names) {
+    size_t j = 0;
+    while (j < outputs_.size() && outputs_[j].name != name) ++j;
+    if (j == outputs_.size()) {
+      return InvalidArgument("unknown output '" + name + "'; the model's outputs are " +
+                             NameList(signature_.outputs));
+    }
+    run_output_names_.push_back(outputs_[j].name.c_str());
+  }
+  run_outputs_.clear();
+  for (size_t i = 0; i < run_output_names_.size(); ++i) run_outputs_.emplace_back(nullptr);
+
+  session_.Run(run_options_, run_input_names_.data(), run_inputs_.data(), run_inputs_.size(),
+               run_output_names_.data(), run_outputs_.data(), run_outputs_.size());
+
+  outputs->reserve(run_outputs_.size());
+  for (size_t i = 0; i < run_outputs_.size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor out, ConvertOutput(std::move(run_outputs_[i]), output_names[i]));
+    outputs->push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
+Status OnnxRuntimeInstance::PrepareInput(const Tensor& tensor, size_t slot) {
+  const Io& io = inputs_[slot];
+  if (tensor.dtype != io.dtype) {
+    return InvalidArgument("input '" + io.name + "' is " + std::string(DataTypeName(tensor.dtype)) +
+                           "; the model expects " + std::string(DataTypeName(io.dtype)));
+  }
+  std::optional<int64_t> count = ElementCount(tensor.shape);
+  if (!count) {
+    return InvalidArgument("input '" + io.name + "' has an invalid shape " +
+                           ShapeToString(tensor.shape));
+  }
+  const int64_t* shape = tensor.shape.data();
+  const size_t rank = tensor.shape.size();
+
+  if (io.dtype == DataType::kBytes) {
+    // ORT keeps strings as std::string: one copy is unavoidable. Length-prefixed elements may
+    // hold NULs, so each element is written through its resized buffer, not as a C string.
+    // Every element needs its 4-byte prefix: checked before ORT constructs `count` strings.
+    if (static_cast<uint64_t>(*count) > tensor.size_bytes / sizeof(uint32_t)) {
+      return InvalidArgument("input '" + io.name + "': " + std::to_string(tensor.size_bytes) +
+                             " bytes cannot hold " + std::to_string(*count) + " BYTES elements");
+    }
+    Ort::Value value = Ort::Value::CreateTensor(allocator_, shape, rank, io.onnx_type);
+    const std::byte* p = tensor.data;
+    size_t left = tensor.size_bytes;
+    for (int64_t i = 0; i < *count; ++i) {
+      uint32_t len;
+      if (left < sizeof(len)) {
+        return InvalidArgument("input '" + io.name + "': BYTES element " + std::to_string(i) +
+                               " has a truncated 4-byte length prefix");
+      }
+      std::memcpy(&len, p, sizeof(len));  // little-endian hosts only, as tensor.h
+      p += sizeof(len);
+      left -= sizeof(len);
+      if (left < len) {
+        return InvalidArgument("input '" + io.name + "': BYTES element " + std::to_string(i) +
+                               " claims " + std::to_string(len) + " bytes but only " +
+                               std::to_string(left) + " remain");
+      }
+      if (len > 0) {
+        char* dst = value.GetResizedStringTensorElementBuffer(static_cast<size_t>(i), len);
+        std::memcpy(dst, p, len);
+      }
+      p += len;
+      left -= len;
+    }
+    if (left != 0) {
+      return InvalidArgument("input '" + io.name + "': " + std::to_string(left) +
+                             " bytes follow the last BYTES element");
+    }
+    run_inputs_.push_back(std::move(value));
+    run_input_names_.push_back(io.name.c_str());
+    return Status::Ok();
+  }
+
+  const size_t element_size = DataTypeByteSize(io.dtype);
+  if (static_cast<uint64_t>(*count) > std::numeric_limits<size_t>::max() / element_size) {
+    return InvalidArgument("input '" + io.name + "' is too large: shape " +
+                           ShapeToString(tensor.shape));
+  }
+  const size_t size_bytes = static_cast<size_t>(*count) * element_size;
+  if (tensor.size_bytes != size_bytes) {
+    return InvalidArgument("input '" + io.name + "' holds " + std::to_string(tensor.size_bytes) +
+                           " bytes; shape " + ShapeToString(tensor.shape) + " of " +
+                           std::string(DataTypeName(io.dtype)) + " needs " +
+                           std::to_string(size_bytes));
+  }
+  const std::byte* data = tensor.data;
+  if (data == nullptr) {
+    if (size_bytes != 0) return InvalidArgument("input '" + io.name + "' has no data");
+    data = kEmptyInput;  // ORT never writes to an input
+  } else if (reinterpret_cast<uintptr_t>(data) % element_size != 0) {
+    // Misaligned (e.g. a binary tensor after a JSON header of any length): ORT's kernels may
+    // assume natural alignment, so copy into the slot's reusable aligned buffer.
+    Scratch& scratch = scratch_[slot];
+    if (scratch.capacity < size_bytes) {
+      scratch.buffer = AllocateTensorBuffer(size_bytes);
+      scratch.capacity = size_bytes;
+    }
+    std::memcpy(scratch.buffer.get(), data, size_bytes);
+    data = scratch.buffer.get();
+    inputs_copied_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    inputs_borrowed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  input_spans_.emplace_back(data, size_bytes);
+  // const_cast: ORT's API takes a mutable pointer, but it only reads graph inputs.
+  run_inputs_.push_back(Ort::Value::CreateTensor(cpu_memory_, const_cast<std::byte*>(data),
+                                                 size_bytes, shape, rank, io.onnx_type));
+  run_input_names_.push_back(io.name.c_str());
+  return Status::Ok();
+}
+
+StatusOr<Tensor> OnnxRuntimeInstance::ConvertOutput(Ort::Value value, const std::string& name) {
+  if (!value.IsTensor()) return Internal("output '" + name + "' is not a tensor");
+  auto info = value.GetTensorTypeAndShapeInfo();
+  const ONNXTensorElementDataType element_type = info.GetElementType();
+  std::optional<DataType> dtype = FromOnnxElementType(element_type);
+  if (!dtype) {
+    return Internal("output '" + name + "' has unsupported element type " +
+                    std::string(OnnxElementTypeName(element_type)));
+  }
+  Tensor out;
+  out.name = name;
+  out.dtype = *dtype;
+  out.shape = info.GetShape();
+  const size_t count = info.GetElementCount();
+
+  if (*dtype == DataType::kBytes) {
+    // Harrier's BYTES layout: for each element a 4-byte LE length, then the bytes.
+    string_lengths_.resize(count);
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      string_lengths_[i] = value.GetStringTensorElementLength(i);
+      if (string_lengths_[i] > std::numeric_limits<uint32_t>::max()) {
+        return Internal("output '" + name + "': a string over 4 GiB cannot be serialized");
+      }
+      total += sizeof(uint32_t) + string_lengths_[i];
+    }
+    std::shared_ptr<std::byte[]> buffer = AllocateTensorBuffer(total);
+    std::byte* p = buffer.get();
+    for (size_t i = 0; i < count; ++i) {
+      const auto len = static_cast<uint32_t>(string_lengths_[i]);
+      std::memcpy(p, &len, sizeof(len));
+      p += sizeof(len);
+      if (len > 0) value.GetStringTensorElement(len, i, p);
+      p += len;
+    }
+    out.data = buffer.get();
+    out.size_bytes = total;
+    out.owner = std::move(buffer);
+    return out;
+  }
+
+  out.size_bytes = count * DataTypeByteSize(*dtype);
+  auto holder = std::make_shared<Ort::Value>(std::move(value));
+  out.data = static_cast<const std::byte*>(holder->GetTensorRawData());
+  for (const auto& input : input_spans_) {
+    if (Overlaps(input, out.data, out.size_bytes)) {
+      // ORT may hand back a graph input's own buffer as an output (pass-through graphs). That
+      // memory belongs to the request, which can go away before the response, or is scratch
+      // the next run overwrites: copy it.
+      std::shared_ptr<std::byte[]> copy = AllocateTensorBuffer(out.size_bytes);
+      std::memcpy(copy.get(), out.data, out.size_bytes);
+      out.data = copy.get();
+      out.owner = std::move(copy);
+      outputs_copied_.fetch_add(1, std::memory_order_relaxed);
+      return out;
+    }
+  }
+  out.owner = std::move(holder);
+  return out;
+}
+
+}  // namespace harrier::ort

@@ -1,0 +1,121 @@
+#include "backends/onnxruntime/onnxruntime_session_config.h"
+
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_session_options_config_keys.h>
+
+#include <charconv>
+#include <optional>
+#include <string_view>
+
+namespace harrier::ort {
+namespace {
+
+std::optional<int> ParseNonNegativeInt(std::string_view s) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+std::optional<bool> ParseBool(std::string_view s) {
+  if (s == "1" || s == "true") return true;
+  if (s == "0" || s == "false") return false;
+  return std::nullopt;
+}
+
+Status BadParameter(const std::string& key, const std::string& value, std::string_view expected) {
+  return InvalidArgument("parameter '" + key + "' is '" + value + "'; expected " +
+                         std::string(expected));
+}
+
+GraphOptimizationLevel ToOrtLevel(int level) {
+  switch (level) {
+    case 0: return ORT_DISABLE_ALL;
+    case 1: return ORT_ENABLE_BASIC;
+    case 2: return ORT_ENABLE_EXTENDED;
+    case 3: return ORT_ENABLE_LAYOUT;
+    default: return ORT_ENABLE_ALL;
+  }
+}
+
+}  // namespace
+
+StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& options) {
+  OnnxRuntimeSessionConfig config;
+  if (options.intra_op_threads < 0) {
+    return InvalidArgument("intra_op_threads is " + std::to_string(options.intra_op_threads) +
+                           "; expected >= 0");
+  }
+  if (options.inter_op_threads < 0) {
+    return InvalidArgument("inter_op_threads is " + std::to_string(options.inter_op_threads) +
+                           "; expected >= 0");
+  }
+  config.intra_op_threads = options.intra_op_threads == 0 ? 1 : options.intra_op_threads;
+  config.inter_op_threads = options.inter_op_threads == 0 ? 1 : options.inter_op_threads;
+  config.parallel_execution = options.parallel_execution;
+  switch (options.graph_optimization_level) {
+    case -1: config.graph_optimization_level = 99; break;
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 99: config.graph_optimization_level = options.graph_optimization_level; break;
+    default:
+      return InvalidArgument("graph_optimization_level is " +
+                             std::to_string(options.graph_optimization_level) +
+                             "; expected -1, 0, 1, 2, 3 or 99");
+  }
+
+  for (const auto& [key, value] : options.parameters) {
+    if (key == "intra_op_thread_count" || key == "inter_op_thread_count") {
+      std::optional<int> n = ParseNonNegativeInt(value);
+      if (!n) return BadParameter(key, value, "an integer >= 0");
+      if (*n == 0) continue;  // Triton's meaning: leave the default
+      int& field =
+          key == "intra_op_thread_count" ? config.intra_op_threads : config.inter_op_threads;
+      field = *n;
+    } else if (key == "execution_mode") {
+      if (value != "0" && value != "1")
+        return BadParameter(key, value, "0 (sequential) or 1 (parallel)");
+      config.parallel_execution = value == "1";
+    } else if (key == "enable_mem_arena" || key == "enable_mem_pattern") {
+      std::optional<bool> b = ParseBool(value);
+      if (!b) return BadParameter(key, value, "0, 1, false or true");
+      (key == "enable_mem_arena" ? config.enable_cpu_mem_arena : config.enable_mem_pattern) = *b;
+    } else if (key == kOrtSessionOptionsConfigAllowIntraOpSpinning ||
+               key == kOrtSessionOptionsConfigAllowInterOpSpinning) {
+      if (value != "0" && value != "1") return BadParameter(key, value, "0 or 1");
+      (key == kOrtSessionOptionsConfigAllowIntraOpSpinning ? config.intra_op_allow_spinning
+                                                           : config.inter_op_allow_spinning) =
+          value == "1";
+    } else if (key.starts_with("session.")) {
+      config.session_config_entries.emplace_back(key, value);
+    }
+  }
+  return config;
+}
+
+void ApplySessionConfig(const OnnxRuntimeSessionConfig& config, Ort::SessionOptions* so) {
+  so->SetIntraOpNumThreads(config.intra_op_threads);
+  so->SetInterOpNumThreads(config.inter_op_threads);
+  so->SetExecutionMode(config.parallel_execution ? ORT_PARALLEL : ORT_SEQUENTIAL);
+  so->SetGraphOptimizationLevel(ToOrtLevel(config.graph_optimization_level));
+  if (config.enable_cpu_mem_arena) {
+    so->EnableCpuMemArena();
+  } else {
+    so->DisableCpuMemArena();
+  }
+  if (config.enable_mem_pattern) {
+    so->EnableMemPattern();
+  } else {
+    so->DisableMemPattern();
+  }
+  so->AddConfigEntry(kOrtSessionOptionsConfigAllowIntraOpSpinning,
+                     config.intra_op_allow_spinning ? "1" : "0");
+  so->AddConfigEntry(kOrtSessionOptionsConfigAllowInterOpSpinning,
+                     config.inter_op_allow_spinning ? "1" : "0");
+  for (const auto& [key, value] : config.session_config_entries)
+    so->AddConfigEntry(key.c_str(), value.c_str());
+}
+
+}  // namespace harrier::ort

@@ -1,0 +1,60 @@
+// OnnxRuntimeSessionConfig: the ONNX Runtime session settings for one model instance, resolved
+// from InstanceOptions and the model config's `parameters`. Resolving is a pure function (a
+// table test covers it); applying the result to Ort::SessionOptions is a separate step.
+//
+// Parameters recognised (Triton's onnxruntime backend names, values as strings); a parameter
+// wins over the matching InstanceOptions field, because a user wrote it on purpose:
+//   intra_op_thread_count   int >= 0; 0 keeps InstanceOptions::intra_op_threads
+//   inter_op_thread_count   int >= 0; 0 keeps InstanceOptions::inter_op_threads
+//   execution_mode          "0" sequential, "1" parallel
+//   enable_mem_arena        "0"/"1" (or "false"/"true"): ORT's CPU memory arena, default on
+//   enable_mem_pattern      "0"/"1": ORT's memory pattern planning, default on
+//   session.intra_op.allow_spinning, session.inter_op.allow_spinning
+//                           "0"/"1": whether idle pool threads busy-wait (ORT's keys; checked here
+//                           because ORT only reads them when it starts a thread pool)
+//   session.<anything else> passed verbatim to ORT's AddSessionConfigEntry; ORT checks the value
+// Other keys are ignored: the same map holds parameters meant for other layers.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harrier/backend.h"
+#include "harrier/status.h"
+
+namespace Ort {
+struct SessionOptions;
+}  // namespace Ort
+
+namespace harrier::ort {
+
+struct OnnxRuntimeSessionConfig {
+  // Threads inside one operator. 1 means ORT runs operators on the caller's thread with no
+  // thread pool threads at all.
+  int intra_op_threads = 1;
+  // Threads across operators; only used by parallel execution.
+  int inter_op_threads = 1;
+  bool parallel_execution = false;
+  // ONNX Runtime's GraphOptimizationLevel value: 0, 1, 2, 3 or 99 (ORT_ENABLE_ALL).
+  int graph_optimization_level = 99;
+  bool enable_cpu_mem_arena = true;
+  bool enable_mem_pattern = true;
+  // session.intra_op.allow_spinning / session.inter_op.allow_spinning. Off: pool threads sleep
+  // when idle instead of busy-waiting; see docs/onnxruntime-backend.md for the measurement.
+  bool intra_op_allow_spinning = false;
+  bool inter_op_allow_spinning = false;
+  // Other "session.*" entries, applied after the fields above.
+  std::vector<std::pair<std::string, std::string>> session_config_entries;
+};
+
+// Resolves the settings. kInvalidArgument, naming the parameter, for a malformed value, a
+// negative thread count or an unknown graph optimization level.
+// Defaults: intra_op_threads 0 -> 1 (the model manager normally sets it); graph level -1 -> 99.
+StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& options);
+
+// Writes `config` into `session_options`. Throws Ort::Exception (the caller catches it).
+void ApplySessionConfig(const OnnxRuntimeSessionConfig& config,
+                        Ort::SessionOptions* session_options);
+
+}  // namespace harrier::ort

@@ -1,0 +1,159 @@
+#include "backends/onnxruntime/onnxruntime_types.h"
+
+#include <array>
+#include <utility>
+
+namespace harrier::ort {
+namespace {
+
+struct TypePair {
+  DataType harrier;
+  ONNXTensorElementDataType onnx;
+};
+
+constexpr std::array<TypePair, 14> kTypePairs{{
+    {DataType::kBool, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL},
+    {DataType::kUint8, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8},
+    {DataType::kUint16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16},
+    {DataType::kUint32, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32},
+    {DataType::kUint64, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64},
+    {DataType::kInt8, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8},
+    {DataType::kInt16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16},
+    {DataType::kInt32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+    {DataType::kInt64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64},
+    {DataType::kFp16, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16},
+    {DataType::kBf16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16},
+    {DataType::kFp32, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+    {DataType::kFp64, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE},
+    {DataType::kBytes, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING},
+}};
+
+std::string_view OnnxTypeName(ONNXType type) {
+  switch (type) {
+    case ONNX_TYPE_TENSOR: return "tensor";
+    case ONNX_TYPE_SEQUENCE: return "sequence";
+    case ONNX_TYPE_MAP: return "map";
+    case ONNX_TYPE_OPAQUE: return "opaque";
+    case ONNX_TYPE_SPARSETENSOR: return "sparse tensor";
+    case ONNX_TYPE_OPTIONAL: return "optional";
+    case ONNX_TYPE_UNKNOWN: break;
+  }
+  return "unknown type";
+}
+
+}  // namespace
+
+std::optional<ONNXTensorElementDataType> ToOnnxElementType(DataType type) {
+  for (const auto& p : kTypePairs)
+    if (p.harrier == type) return p.onnx;
+  return std::nullopt;
+}
+
+std::optional<DataType> FromOnnxElementType(ONNXTensorElementDataType type) {
+  for (const auto& p : kTypePairs)
+    if (p.onnx == type) return p.harrier;
+  return std::nullopt;
+}
+
+std::string_view OnnxElementTypeName(ONNXTensorElementDataType type) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED: return "UNDEFINED";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return "FLOAT";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return "UINT8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return "INT8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return "UINT16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return "INT16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return "INT32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return "INT64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING: return "STRING";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return "BOOL";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return "FLOAT16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return "DOUBLE";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return "UINT32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return "UINT64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX64: return "COMPLEX64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX128: return "COMPLEX128";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return "BFLOAT16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN: return "FLOAT8E4M3FN";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FNUZ: return "FLOAT8E4M3FNUZ";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2: return "FLOAT8E5M2";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ: return "FLOAT8E5M2FNUZ";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4: return "UINT4";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4: return "INT4";
+    default: break;  // types newer than this list (FLOAT4E2M1, INT2, ...)
+  }
+  return "an ONNX element type Harrier does not know";
+}
+
+StatusOr<TensorSpec> SpecFromTypeInfo(std::string name, const Ort::ConstTypeInfo& info,
+                                      std::string_view kind) {
+  const ONNXType onnx_type = info.GetONNXType();
+  if (onnx_type != ONNX_TYPE_TENSOR) {
+    return InvalidArgument(std::string(kind) + " '" + name + "' is a " +
+                           std::string(OnnxTypeName(onnx_type)) +
+                           "; Harrier serves tensor inputs and outputs only");
+  }
+  auto tensor_info = info.GetTensorTypeAndShapeInfo();
+  const ONNXTensorElementDataType element_type = tensor_info.GetElementType();
+  std::optional<DataType> dtype = FromOnnxElementType(element_type);
+  if (!dtype) {
+    return InvalidArgument(std::string(kind) + " '" + name + "' has element type " +
+                           std::string(OnnxElementTypeName(element_type)) + " (ONNX " +
+                           std::to_string(static_cast<int>(element_type)) +
+                           "), which Harrier does not support");
+  }
+  TensorSpec spec;
+  spec.name = std::move(name);
+  spec.dtype = *dtype;
+  if (tensor_info.HasShape()) {
+    spec.dims = tensor_info.GetShape();  // ORT reports symbolic and unknown dims as -1
+    for (auto& d : spec.dims)
+      if (d < 0) d = -1;
+  }
+  return spec;
+}
+
+StatusOr<ModelSignature> ReadSignature(const Ort::Session& session) {
+  Ort::AllocatorWithDefaultOptions allocator;
+  ModelSignature signature;
+  const size_t input_count = session.GetInputCount();
+  signature.inputs.reserve(input_count);
+  for (size_t i = 0; i < input_count; ++i) {
+    Ort::TypeInfo info = session.GetInputTypeInfo(i);
+    ASSIGN_OR_RETURN(TensorSpec spec,
+                     SpecFromTypeInfo(session.GetInputNameAllocated(i, allocator).get(),
+                                      info.GetConst(), "input"));
+    signature.inputs.push_back(std::move(spec));
+  }
+  const size_t output_count = session.GetOutputCount();
+  signature.outputs.reserve(output_count);
+  for (size_t i = 0; i < output_count; ++i) {
+    Ort::TypeInfo info = session.GetOutputTypeInfo(i);
+    ASSIGN_OR_RETURN(TensorSpec spec,
+                     SpecFromTypeInfo(session.GetOutputNameAllocated(i, allocator).get(),
+                                      info.GetConst(), "output"));
+    signature.outputs.push_back(std::move(spec));
+  }
+  return signature;
+}
+
+Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::string_view context) {
+  std::string message = std::string(context) + ": " + e.what();
+  const OrtErrorCode code = e.GetOrtErrorCode();
+  if (site == OrtCallSite::kRun) {
+    return code == ORT_INVALID_ARGUMENT ? InvalidArgument(std::move(message))
+                                        : Internal(std::move(message));
+  }
+  switch (code) {
+    case ORT_NO_SUCHFILE: return NotFound(std::move(message));
+    case ORT_FAIL:  // ORT's generic load failure ("ModelProto does not have a graph", ...)
+    case ORT_INVALID_ARGUMENT:
+    case ORT_INVALID_PROTOBUF:
+    case ORT_INVALID_GRAPH:
+    case ORT_NOT_IMPLEMENTED:  // e.g. no kernel for an operator or a type
+    case ORT_NO_MODEL: return InvalidArgument(std::move(message));
+    default: return Internal(std::move(message));
+  }
+}
+
+}  // namespace harrier::ort

@@ -1,0 +1,125 @@
+#include "backends/onnxruntime/onnxruntime_session_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace harrier::ort {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ResolveSessionConfigTest, DefaultsAreForLatencyOnASmallMachine) {
+  auto config = ResolveSessionConfig(InstanceOptions{});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->intra_op_threads, 1);  // 0: "backend chooses"
+  EXPECT_EQ(config->inter_op_threads, 1);
+  EXPECT_FALSE(config->parallel_execution);
+  EXPECT_EQ(config->graph_optimization_level, 99);  // -1: ORT_ENABLE_ALL
+  EXPECT_TRUE(config->enable_cpu_mem_arena);
+  EXPECT_TRUE(config->enable_mem_pattern);
+  EXPECT_FALSE(config->intra_op_allow_spinning);
+  EXPECT_FALSE(config->inter_op_allow_spinning);
+  EXPECT_TRUE(config->session_config_entries.empty());
+}
+
+TEST(ResolveSessionConfigTest, OptionsAndParameters) {
+  struct Case {
+    const char* what;
+    InstanceOptions options;
+    int intra, inter;
+    bool parallel;
+    int level;
+    bool arena, pattern;
+  };
+  auto with = [](std::map<std::string, std::string> p, int intra = 0) {
+    InstanceOptions o;
+    o.intra_op_threads = intra;
+    o.parameters = std::move(p);
+    return o;
+  };
+  InstanceOptions explicit_options;
+  explicit_options.intra_op_threads = 2;
+  explicit_options.inter_op_threads = 3;
+  explicit_options.parallel_execution = true;
+  explicit_options.graph_optimization_level = 0;
+  const std::vector<Case> cases = {
+      {"options as given", explicit_options, 2, 3, true, 0, true, true},
+      {"parameter beats option", with({{"intra_op_thread_count", "4"}}, 2), 4, 1, false, 99, true,
+       true},
+      {"parameter 0 keeps option", with({{"intra_op_thread_count", "0"}}, 2), 2, 1, false, 99, true,
+       true},
+      {"inter threads", with({{"inter_op_thread_count", "2"}}), 1, 2, false, 99, true, true},
+      {"parallel", with({{"execution_mode", "1"}}), 1, 1, true, 99, true, true},
+      {"sequential", with({{"execution_mode", "0"}}), 1, 1, false, 99, true, true},
+      {"no arena", with({{"enable_mem_arena", "0"}}), 1, 1, false, 99, false, true},
+      {"no pattern", with({{"enable_mem_pattern", "false"}}), 1, 1, false, 99, true, false},
+      {"unknown keys ignored", with({{"max_batch_size", "x"}}), 1, 1, false, 99, true, true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto config = ResolveSessionConfig(c.options);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_EQ(config->intra_op_threads, c.intra);
+    EXPECT_EQ(config->inter_op_threads, c.inter);
+    EXPECT_EQ(config->parallel_execution, c.parallel);
+    EXPECT_EQ(config->graph_optimization_level, c.level);
+    EXPECT_EQ(config->enable_cpu_mem_arena, c.arena);
+    EXPECT_EQ(config->enable_mem_pattern, c.pattern);
+  }
+}
+
+TEST(ResolveSessionConfigTest, SessionEntriesPassThrough) {
+  InstanceOptions o;
+  o.parameters = {{"session.intra_op.allow_spinning", "1"},
+                  {"session.use_device_allocator_for_initializers", "1"},
+                  {"other", "z"}};
+  auto config = ResolveSessionConfig(o);
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->intra_op_allow_spinning);
+  EXPECT_FALSE(config->inter_op_allow_spinning);
+  EXPECT_THAT(config->session_config_entries,
+              ::testing::ElementsAre(std::pair<std::string, std::string>{
+                  "session.use_device_allocator_for_initializers", "1"}));
+}
+
+TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
+  struct Case {
+    const char* key;
+    const char* value;
+  };
+  const Case cases[] = {
+      {"intra_op_thread_count", "-1"},
+      {"intra_op_thread_count", "two"},
+      {"inter_op_thread_count", "1.5"},
+      {"inter_op_thread_count", ""},
+      {"execution_mode", "2"},
+      {"enable_mem_arena", "yes"},
+      {"enable_mem_pattern", "10"},
+      {"session.intra_op.allow_spinning", "true"},
+      {"session.inter_op.allow_spinning", "2"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.key) + "=" + c.value);
+    InstanceOptions o;
+    o.parameters[c.key] = c.value;
+    auto config = ResolveSessionConfig(o);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(config.status().message(), HasSubstr(c.key));
+  }
+  for (int level : {-2, 4, 98, 100}) {
+    InstanceOptions o;
+    o.graph_optimization_level = level;
+    EXPECT_EQ(ResolveSessionConfig(o).status().code(), StatusCode::kInvalidArgument) << level;
+  }
+  InstanceOptions negative;
+  negative.intra_op_threads = -1;
+  EXPECT_EQ(ResolveSessionConfig(negative).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harrier::ort
