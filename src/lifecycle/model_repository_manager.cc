@@ -21,16 +21,6 @@
 
 namespace harrier {
 
-std::string_view ModelStateName(ModelState state) {
-  switch (state) {
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-    case ModelState::kUnloading: return "UNLOADING";
-    case ModelState::kUnavailable: return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -1,0 +1,716 @@
+#include "protocol/kserve/infer_request_decoder.h"
+
+#include <simdjson.h>
+
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "protocol/kserve/float16.h"
+
+namespace harrier::kserve {
+namespace {
+
+// The DOM parser, not On Demand: Debian's simdjson compiles On Demand for the portable
+// "fallback" kernel unless the whole program is built with -march flags, while the DOM parser
+// dispatches to AVX2/AVX-512 at run time. Measured on a 1x3x224x224 FP32 body the two are
+// equally fast (number parsing dominates), and the DOM gives random access to fields sent in
+// any order and validates the whole document before we touch it.
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+static_assert(kJsonPaddingBytes == simdjson::SIMDJSON_PADDING);
+
+// Per-thread parser and scratch buffer; dropped when a huge request made them grow past this.
+constexpr size_t kKeepParserCapacity = size_t{64} << 20;
+
+struct ThreadState {
+  simdjson::dom::parser parser;
+  std::string scratch;
+};
+
+ThreadState& LocalState() {
+  thread_local ThreadState state;
+  return state;
+}
+
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string q = "'";
+  if (s.size() <= kMax) {
+    q.append(s);
+  } else {
+    size_t cut = kMax;  // not inside a UTF-8 sequence: messages stay valid UTF-8
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    q.append(s.substr(0, cut));
+    q += "...";
+  }
+  q += "'";
+  return q;
+}
+
+std::string_view JsonTypeName(element_type t) {
+  switch (t) {
+    case element_type::ARRAY: return "an array";
+    case element_type::OBJECT: return "an object";
+    case element_type::INT64:
+    case element_type::UINT64: return "an integer";
+    case element_type::DOUBLE: return "a number";
+    case element_type::STRING: return "a string";
+    case element_type::BOOL: return "a bool";
+    case element_type::NULL_VALUE: return "null";
+  }
+  return "a value";
+}
+
+// Short text of a scalar for error messages.
+std::string Describe(element e) {
+  switch (e.type()) {
+    case element_type::INT64: return std::to_string(e.get_int64().value_unsafe());
+    case element_type::UINT64: return std::to_string(e.get_uint64().value_unsafe());
+    case element_type::DOUBLE: {
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof(buf), e.get_double().value_unsafe());
+      return std::string(buf, r.ptr);
+    }
+    case element_type::STRING: return "string " + Quote(e.get_string().value_unsafe());
+    default: return std::string(JsonTypeName(e.type()));
+  }
+}
+
+Status JsonError(std::string_view what, simdjson::error_code code) {
+  return InvalidArgument(std::string(what) + ": " + simdjson::error_message(code));
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON `data` -> tensor bytes. One sink per datatype; the walker flattens nested arrays in
+// document (row-major) order and never recurses deeper than the shape's rank.
+
+template <typename T>
+constexpr std::string_view IntTypeName() {
+  if constexpr (std::is_same_v<T, int8_t>) return "INT8";
+  if constexpr (std::is_same_v<T, int16_t>) return "INT16";
+  if constexpr (std::is_same_v<T, int32_t>) return "INT32";
+  if constexpr (std::is_same_v<T, int64_t>) return "INT64";
+  if constexpr (std::is_same_v<T, uint8_t>) return "UINT8";
+  if constexpr (std::is_same_v<T, uint16_t>) return "UINT16";
+  if constexpr (std::is_same_v<T, uint32_t>) return "UINT32";
+  return "UINT64";
+}
+
+class SinkBase {
+ public:
+  SinkBase(const std::string& label, int64_t expected) : label_(label), expected_(expected) {}
+  int64_t count() const { return count_; }
+
+ protected:
+  Status TooMany() const {
+    return InvalidArgument(label_ + ": data holds more than the " + std::to_string(expected_) +
+                           " values its shape needs");
+  }
+  Status Wrong(element e, std::string_view expected) const {
+    return InvalidArgument(label_ + ": data[" + std::to_string(count_) + "]: expected " +
+                           std::string(expected) + ", got " + Describe(e));
+  }
+  Status OutOfRange(element e, std::string_view type) const {
+    return InvalidArgument(label_ + ": data[" + std::to_string(count_) + "]: " + Describe(e) +
+                           " is out of range for " + std::string(type));
+  }
+
+  const std::string& label_;
+  const int64_t expected_;
+  int64_t count_ = 0;
+};
+
+template <typename T>
+class IntSink : public SinkBase {
+ public:
+  IntSink(const std::string& label, int64_t expected, std::byte* out)
+      : SinkBase(label, expected), out_(out) {}
+
+  Status Add(element e) {
+    if (count_ == expected_) return TooMany();
+    T v;
+    switch (e.type()) {
+      case element_type::INT64: {
+        const int64_t i = e.get_int64().value_unsafe();
+        if constexpr (std::is_signed_v<T>) {
+          if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+            return OutOfRange(e, IntTypeName<T>());
+        } else {
+          if (i < 0 || static_cast<uint64_t>(i) > std::numeric_limits<T>::max())
+            return OutOfRange(e, IntTypeName<T>());
+        }
+        v = static_cast<T>(i);
+        break;
+      }
+      case element_type::UINT64: {  // only produced above INT64_MAX
+        if constexpr (!std::is_same_v<T, uint64_t>) return OutOfRange(e, IntTypeName<T>());
+        v = static_cast<T>(e.get_uint64().value_unsafe());
+        break;
+      }
+      default: return Wrong(e, std::string("an integer for ") + std::string(IntTypeName<T>()));
+    }
+    std::memcpy(out_ + count_ * sizeof(T), &v, sizeof(T));
+    ++count_;
+    return Status::Ok();
+  }
+
+ private:
+  std::byte* out_;
+};
+
+enum class FloatKind { kFp16, kBf16, kFp32, kFp64 };
+
+template <FloatKind kKind>
+class FloatSink : public SinkBase {
+ public:
+  FloatSink(const std::string& label, int64_t expected, std::byte* out)
+      : SinkBase(label, expected), out_(out) {}
+
+  Status Add(element e) {
+    if (count_ == expected_) return TooMany();
+    double d;
+    if (e.get_double().get(d)) return Wrong(e, "a number");
+    if constexpr (kKind == FloatKind::kFp32) {
+      if (!FitsFp32(d)) return OutOfRange(e, "FP32");
+      const float f = static_cast<float>(d);
+      std::memcpy(out_ + count_ * 4, &f, 4);
+    } else if constexpr (kKind == FloatKind::kFp64) {
+      std::memcpy(out_ + count_ * 8, &d, 8);
+    } else if constexpr (kKind == FloatKind::kFp16) {
+      if (!FitsFp16(d)) return OutOfRange(e, "FP16");
+      const uint16_t h = DoubleToFp16Bits(d);
+      std::memcpy(out_ + count_ * 2, &h, 2);
+    } else {
+      if (!FitsBf16(d)) return OutOfRange(e, "BF16");
+      const uint16_t h = DoubleToBf16Bits(d);
+      std::memcpy(out_ + count_ * 2, &h, 2);
+    }
+    ++count_;
+    return Status::Ok();
+  }
+
+ private:
+  std::byte* out_;
+};
+
+class BoolSink : public SinkBase {
+ public:
+  BoolSink(const std::string& label, int64_t expected, std::byte* out)
+      : SinkBase(label, expected), out_(out) {}
+  Status Add(element e) {
+    if (count_ == expected_) return TooMany();
+    bool b;
+    if (e.get_bool().get(b)) return Wrong(e, "true or false for BOOL");
+    out_[count_++] = std::byte{b ? uint8_t{1} : uint8_t{0}};
+    return Status::Ok();
+  }
+
+ private:
+  std::byte* out_;
+};
+
+// BYTES: each JSON string becomes a 4-byte little-endian length and the string's bytes.
+// simdjson has already rejected invalid UTF-8 (raw or through escapes).
+class BytesSink : public SinkBase {
+ public:
+  BytesSink(const std::string& label, int64_t expected, std::string* out, uint64_t byte_budget)
+      : SinkBase(label, expected), out_(out), byte_budget_(byte_budget) {}
+  bool over_budget() const { return over_budget_; }
+  Status Add(element e) {
+    if (count_ == expected_) return TooMany();
+    std::string_view s;
+    if (e.get_string().get(s)) return Wrong(e, "a string for BYTES");
+    if (out_->size() + 4 + s.size() > byte_budget_) {
+      over_budget_ = true;
+      return PayloadTooLarge(label_ + ": BYTES data exceeds the request's input byte limit");
+    }
+    const uint32_t len = static_cast<uint32_t>(s.size());
+    char prefix[4];
+    std::memcpy(prefix, &len, 4);  // little-endian hosts only, as tensor.h
+    out_->append(prefix, 4);
+    out_->append(s);
+    ++count_;
+    return Status::Ok();
+  }
+
+ private:
+  std::string* out_;
+  uint64_t byte_budget_;
+  bool over_budget_ = false;
+};
+
+template <typename Sink>
+Status WalkData(array arr, size_t depth, size_t max_depth, const std::string& label, Sink& sink) {
+  bool first = true;
+  bool nested = false;
+  for (element e : arr) {
+    if (first) {
+      first = false;
+      nested = e.type() == element_type::ARRAY;
+      if (nested && depth + 1 >= max_depth) {
+        return InvalidArgument(label + ": data is nested deeper than the shape's " +
+                               std::to_string(max_depth) + " dimension(s)");
+      }
+    }
+    if (nested) {
+      array sub;
+      if (e.get_array().get(sub)) {
+        return InvalidArgument(label + ": data mixes arrays and values at nesting depth " +
+                               std::to_string(depth + 1));
+      }
+      RETURN_IF_ERROR(WalkData(sub, depth + 1, max_depth, label, sink));
+    } else {
+      RETURN_IF_ERROR(sink.Add(e));
+    }
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct PendingBinary {
+  size_t input_index;
+  uint64_t size;
+  int64_t elements;
+};
+
+class Decoder {
+ public:
+  Decoder(const DecodeLimits& limits, size_t json_size) : limits_(limits), json_size_(json_size) {}
+
+  Status DecodeRoot(element root, InferenceRequest* request);
+  Status AttachBinary(const std::string& body, size_t json_size, InferenceRequest* request);
+
+ private:
+  Status DecodeInput(element e, size_t index, InferenceRequest* request);
+  Status DecodeOutput(element e, size_t index, InferenceRequest* request);
+  Status DecodeData(element data, const std::string& label, int64_t elements, Tensor* tensor);
+  template <typename Sink>
+  Status FillFixed(array data, const std::string& label, int64_t elements, Tensor* tensor);
+  Status ChargeBytes(uint64_t bytes, const std::string& label);
+
+  const DecodeLimits& limits_;
+  const size_t json_size_;
+  uint64_t total_bytes_ = 0;
+  std::vector<PendingBinary> binary_;
+};
+
+// Parameters: a JSON object whose values are bool, integer, number or string.
+Status DecodeParameters(element e, const std::string& where, Parameters* out) {
+  if (e.is_null()) return Status::Ok();
+  object obj;
+  if (e.get_object().get(obj)) {
+    return InvalidArgument(where + ": 'parameters' must be an object, got " +
+                           std::string(JsonTypeName(e.type())));
+  }
+  for (auto [key, value] : obj) {
+    ParameterValue v;
+    switch (value.type()) {
+      case element_type::BOOL: v = value.get_bool().value_unsafe(); break;
+      case element_type::INT64: v = value.get_int64().value_unsafe(); break;
+      case element_type::DOUBLE: v = value.get_double().value_unsafe(); break;
+      case element_type::STRING: v = std::string(value.get_string().value_unsafe()); break;
+      case element_type::UINT64:
+        return InvalidArgument(where + ": parameter " + Quote(key) + " is out of int64 range");
+      default:
+        return InvalidArgument(where + ": parameter " + Quote(key) +
+                               " must be a bool, number or string, got " +
+                               std::string(JsonTypeName(value.type())));
+    }
+    if (!out->emplace(std::string(key), std::move(v)).second) {
+      return InvalidArgument(where + ": parameter " + Quote(key) + " appears twice");
+    }
+  }
+  return Status::Ok();
+}
+
+// Finds the known fields of an object; rejects unknown and repeated ones.
+template <size_t N>
+Status SplitFields(object obj, const std::array<std::string_view, N>& names,
+                   const std::string& where, std::array<element, N>* fields,
+                   std::array<bool, N>* present) {
+  present->fill(false);
+  for (auto [key, value] : obj) {
+    size_t i = 0;
+    while (i < N && names[i] != key) ++i;
+    if (i == N) {
+      std::string expected;
+      for (size_t j = 0; j < N; ++j) expected += (j ? ", " : "") + std::string(names[j]);
+      return InvalidArgument(where + ": unknown field " + Quote(key) + " (expected " + expected +
+                             ")");
+    }
+    if ((*present)[i]) return InvalidArgument(where + ": field " + Quote(key) + " appears twice");
+    (*present)[i] = true;
+    (*fields)[i] = value;
+  }
+  return Status::Ok();
+}
+
+Status Decoder::DecodeRoot(element root, InferenceRequest* request) {
+  object obj;
+  if (root.get_object().get(obj)) {
+    return InvalidArgument("the request must be a JSON object, got " +
+                           std::string(JsonTypeName(root.type())));
+  }
+  enum { kId, kParameters, kInputs, kOutputs };
+  static constexpr std::array<std::string_view, 4> kNames{"id", "parameters", "inputs", "outputs"};
+  std::array<element, 4> f;
+  std::array<bool, 4> has;
+  RETURN_IF_ERROR(SplitFields(obj, kNames, "request", &f, &has));
+
+  if (has[kId] && !f[kId].is_null()) {
+    std::string_view id;
+    if (f[kId].get_string().get(id)) {
+      return InvalidArgument("request: 'id' must be a string, got " +
+                             std::string(JsonTypeName(f[kId].type())));
+    }
+    request->id = std::string(id);
+  }
+  if (has[kParameters]) {
+    RETURN_IF_ERROR(DecodeParameters(f[kParameters], "request", &request->parameters));
+    if (auto it = request->parameters.find("binary_data_output"); it != request->parameters.end()) {
+      const bool* b = std::get_if<bool>(&it->second);
+      if (!b) return InvalidArgument("request: parameter 'binary_data_output' must be a bool");
+      request->binary_data_output = *b;
+    }
+  }
+  if (!has[kInputs]) return InvalidArgument("request: missing required field 'inputs'");
+  array inputs;
+  if (f[kInputs].get_array().get(inputs)) {
+    return InvalidArgument("request: 'inputs' must be an array, got " +
+                           std::string(JsonTypeName(f[kInputs].type())));
+  }
+  request->inputs.reserve(inputs.size());
+  size_t index = 0;
+  for (element e : inputs) RETURN_IF_ERROR(DecodeInput(e, index++, request));
+
+  if (has[kOutputs] && !f[kOutputs].is_null()) {
+    array outputs;
+    if (f[kOutputs].get_array().get(outputs)) {
+      return InvalidArgument("request: 'outputs' must be an array, got " +
+                             std::string(JsonTypeName(f[kOutputs].type())));
+    }
+    request->outputs.reserve(outputs.size());
+    index = 0;
+    for (element e : outputs) RETURN_IF_ERROR(DecodeOutput(e, index++, request));
+  }
+  return Status::Ok();
+}
+
+Status Decoder::ChargeBytes(uint64_t bytes, const std::string& label) {
+  if (bytes > limits_.max_total_input_bytes - total_bytes_) {
+    return PayloadTooLarge(label + ": inputs would hold more than " +
+                           std::to_string(limits_.max_total_input_bytes) +
+                           " bytes in all (the server's limit)");
+  }
+  total_bytes_ += bytes;
+  return Status::Ok();
+}
+
+Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) {
+  std::string label = "inputs[" + std::to_string(index) + "]";
+  object obj;
+  if (e.get_object().get(obj)) {
+    return InvalidArgument(label + " must be an object, got " +
+                           std::string(JsonTypeName(e.type())));
+  }
+  enum { kName, kShape, kDatatype, kParameters, kData };
+  static constexpr std::array<std::string_view, 5> kNames{"name", "shape", "datatype", "parameters",
+                                                          "data"};
+  std::array<element, 5> f;
+  std::array<bool, 5> has;
+  RETURN_IF_ERROR(SplitFields(obj, kNames, label, &f, &has));
+
+  Tensor tensor;
+  std::string_view name;
+  if (!has[kName]) return InvalidArgument(label + ": missing required field 'name'");
+  if (f[kName].get_string().get(name) || name.empty()) {
+    return InvalidArgument(label + ": 'name' must be a non-empty string");
+  }
+  tensor.name = std::string(name);
+  label = "input " + Quote(name);
+  for (const Tensor& other : request->inputs) {
+    if (other.name == tensor.name) return InvalidArgument(label + " appears twice in 'inputs'");
+  }
+
+  if (!has[kDatatype]) return InvalidArgument(label + ": missing required field 'datatype'");
+  std::string_view dtype_name;
+  if (f[kDatatype].get_string().get(dtype_name)) {
+    return InvalidArgument(label + ": 'datatype' must be a string");
+  }
+  std::optional<DataType> dtype = DataTypeFromName(dtype_name);
+  if (!dtype) {
+    return InvalidArgument(label + ": unknown datatype " + Quote(dtype_name) +
+                           " (expected BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, "
+                           "INT64, FP16, BF16, FP32, FP64 or BYTES)");
+  }
+  tensor.dtype = *dtype;
+
+  if (!has[kShape]) return InvalidArgument(label + ": missing required field 'shape'");
+  array shape;
+  if (f[kShape].get_array().get(shape)) {
+    return InvalidArgument(label + ": 'shape' must be an array of integers");
+  }
+  if (shape.size() > limits_.max_shape_dims) {
+    return InvalidArgument(label + ": 'shape' has " + std::to_string(shape.size()) +
+                           " dimensions; at most " + std::to_string(limits_.max_shape_dims) +
+                           " are allowed");
+  }
+  tensor.shape.reserve(shape.size());
+  for (element d : shape) {
+    int64_t dim;
+    if (d.get_int64().get(dim)) {
+      return InvalidArgument(label + ": 'shape' must hold integers, got " + Describe(d));
+    }
+    if (dim < 0) {
+      return InvalidArgument(label + ": shape dimension " + std::to_string(dim) + " is negative");
+    }
+    tensor.shape.push_back(dim);
+  }
+  const std::optional<int64_t> elements = ElementCount(tensor.shape);
+  if (!elements || *elements > limits_.max_tensor_elements) {
+    return PayloadTooLarge(label + ": shape " + ShapeToString(tensor.shape) + " claims more than " +
+                           std::to_string(limits_.max_tensor_elements) +
+                           " elements (the server's limit per tensor)");
+  }
+
+  Parameters params;
+  if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &params));
+  for (std::string_view unsupported :
+       {"shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"}) {
+    if (params.count(unsupported)) {
+      return InvalidArgument(label + ": shared memory inputs are not supported");
+    }
+  }
+  std::optional<int64_t> binary_size;
+  if (auto it = params.find("binary_data_size"); it != params.end()) {
+    const int64_t* size = std::get_if<int64_t>(&it->second);
+    if (!size || *size < 0) {
+      return InvalidArgument(label + ": parameter 'binary_data_size' must be an integer >= 0");
+    }
+    binary_size = *size;
+  }
+
+  const bool has_data = has[kData] && !f[kData].is_null();
+  if (binary_size && has_data) {
+    return InvalidArgument(label + ": has both 'data' and parameter 'binary_data_size'");
+  }
+  if (binary_size) {
+    binary_.push_back({request->inputs.size(), static_cast<uint64_t>(*binary_size), *elements});
+  } else if (has_data) {
+    RETURN_IF_ERROR(DecodeData(f[kData], label, *elements, &tensor));
+  } else {
+    return InvalidArgument(label + ": has neither 'data' nor parameter 'binary_data_size'");
+  }
+  request->inputs.push_back(std::move(tensor));
+  return Status::Ok();
+}
+
+template <typename Sink>
+Status Decoder::FillFixed(array data, const std::string& label, int64_t elements, Tensor* tensor) {
+  const size_t bytes = static_cast<size_t>(elements) * DataTypeByteSize(tensor->dtype);
+  RETURN_IF_ERROR(ChargeBytes(bytes, label));
+  // Every JSON value takes at least two bytes ("0,"): a claim the header cannot hold is
+  // rejected before its buffer is allocated.
+  if (static_cast<uint64_t>(elements) > json_size_ / 2 + 1) {
+    return InvalidArgument(label + ": shape " + ShapeToString(tensor->shape) + " needs " +
+                           std::to_string(elements) + " values but the JSON header (" +
+                           std::to_string(json_size_) + " bytes) cannot hold that many");
+  }
+  std::shared_ptr<std::byte[]> buffer = AllocateTensorBuffer(bytes);
+  Sink sink(label, elements, buffer.get());
+  RETURN_IF_ERROR(WalkData(data, 0, std::max<size_t>(tensor->shape.size(), 1), label, sink));
+  if (sink.count() != elements) {
+    return InvalidArgument(label + ": data holds " + std::to_string(sink.count()) +
+                           " values but shape " + ShapeToString(tensor->shape) + " needs " +
+                           std::to_string(elements));
+  }
+  tensor->data = buffer.get();
+  tensor->size_bytes = bytes;
+  tensor->owner = std::move(buffer);
+  return Status::Ok();
+}
+
+Status Decoder::DecodeData(element data_el, const std::string& label, int64_t elements,
+                           Tensor* tensor) {
+  array data;
+  if (data_el.get_array().get(data)) {
+    return InvalidArgument(label + ": 'data' must be an array, got " +
+                           std::string(JsonTypeName(data_el.type())));
+  }
+  switch (tensor->dtype) {
+    case DataType::kBool: return FillFixed<BoolSink>(data, label, elements, tensor);
+    case DataType::kUint8: return FillFixed<IntSink<uint8_t>>(data, label, elements, tensor);
+    case DataType::kUint16: return FillFixed<IntSink<uint16_t>>(data, label, elements, tensor);
+    case DataType::kUint32: return FillFixed<IntSink<uint32_t>>(data, label, elements, tensor);
+    case DataType::kUint64: return FillFixed<IntSink<uint64_t>>(data, label, elements, tensor);
+    case DataType::kInt8: return FillFixed<IntSink<int8_t>>(data, label, elements, tensor);
+    case DataType::kInt16: return FillFixed<IntSink<int16_t>>(data, label, elements, tensor);
+    case DataType::kInt32: return FillFixed<IntSink<int32_t>>(data, label, elements, tensor);
+    case DataType::kInt64: return FillFixed<IntSink<int64_t>>(data, label, elements, tensor);
+    case DataType::kFp16:
+      return FillFixed<FloatSink<FloatKind::kFp16>>(data, label, elements, tensor);
+    case DataType::kBf16:
+      return FillFixed<FloatSink<FloatKind::kBf16>>(data, label, elements, tensor);
+    case DataType::kFp32:
+      return FillFixed<FloatSink<FloatKind::kFp32>>(data, label, elements, tensor);
+    case DataType::kFp64:
+      return FillFixed<FloatSink<FloatKind::kFp64>>(data, label, elements, tensor);
+    case DataType::kBytes: {
+      if (static_cast<uint64_t>(elements) > json_size_ / 3 + 1) {  // `"",` per string
+        return InvalidArgument(label + ": shape " + ShapeToString(tensor->shape) + " needs " +
+                               std::to_string(elements) +
+                               " strings but the JSON header cannot hold that many");
+      }
+      auto buffer = std::make_shared<std::string>();
+      BytesSink sink(label, elements, buffer.get(), limits_.max_total_input_bytes - total_bytes_);
+      RETURN_IF_ERROR(WalkData(data, 0, std::max<size_t>(tensor->shape.size(), 1), label, sink));
+      if (sink.count() != elements) {
+        return InvalidArgument(label + ": data holds " + std::to_string(sink.count()) +
+                               " values but shape " + ShapeToString(tensor->shape) + " needs " +
+                               std::to_string(elements));
+      }
+      RETURN_IF_ERROR(ChargeBytes(buffer->size(), label));
+      tensor->data = reinterpret_cast<const std::byte*>(buffer->data());
+      tensor->size_bytes = buffer->size();
+      tensor->owner = std::move(buffer);
+      return Status::Ok();
+    }
+    case DataType::kInvalid: break;
+  }
+  return Internal(label + ": unexpected datatype");
+}
+
+Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request) {
+  std::string label = "outputs[" + std::to_string(index) + "]";
+  object obj;
+  if (e.get_object().get(obj)) {
+    return InvalidArgument(label + " must be an object, got " +
+                           std::string(JsonTypeName(e.type())));
+  }
+  enum { kName, kParameters };
+  static constexpr std::array<std::string_view, 2> kNames{"name", "parameters"};
+  std::array<element, 2> f;
+  std::array<bool, 2> has;
+  RETURN_IF_ERROR(SplitFields(obj, kNames, label, &f, &has));
+
+  RequestedOutput out;
+  std::string_view name;
+  if (!has[kName]) return InvalidArgument(label + ": missing required field 'name'");
+  if (f[kName].get_string().get(name) || name.empty()) {
+    return InvalidArgument(label + ": 'name' must be a non-empty string");
+  }
+  out.name = std::string(name);
+  label = "output " + Quote(name);
+  for (const RequestedOutput& other : request->outputs) {
+    if (other.name == out.name) return InvalidArgument(label + " appears twice in 'outputs'");
+  }
+  if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &out.parameters));
+  if (out.parameters.count("shared_memory_region")) {
+    return InvalidArgument(label + ": shared memory outputs are not supported");
+  }
+  if (auto it = out.parameters.find("binary_data"); it != out.parameters.end()) {
+    const bool* b = std::get_if<bool>(&it->second);
+    if (!b) return InvalidArgument(label + ": parameter 'binary_data' must be a bool");
+    out.binary_data = *b;
+  } else {
+    out.binary_data = request->binary_data_output;
+  }
+  if (auto it = out.parameters.find("classification"); it != out.parameters.end()) {
+    const int64_t* n = std::get_if<int64_t>(&it->second);
+    if (!n || *n < 0) {
+      return InvalidArgument(label + ": parameter 'classification' must be an integer >= 0");
+    }
+    out.classification = *n;
+  }
+  request->outputs.push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status Decoder::AttachBinary(const std::string& body, size_t json_size, InferenceRequest* request) {
+  const std::byte* base = reinterpret_cast<const std::byte*>(body.data()) + json_size;
+  const uint64_t available = body.size() - json_size;
+  uint64_t offset = 0;
+  for (const PendingBinary& p : binary_) {
+    Tensor& t = request->inputs[p.input_index];
+    const std::string label = "input " + Quote(t.name);
+    if (p.size > available - offset) {
+      return InvalidArgument(label + ": 'binary_data_size' is " + std::to_string(p.size) +
+                             " but only " + std::to_string(available - offset) +
+                             " bytes of binary data remain after the JSON header");
+    }
+    if (t.dtype == DataType::kBytes) {
+      Status s = ValidateBytesTensor({base + offset, p.size}, p.elements);
+      if (!s.ok()) return s.WithContext(label);
+    } else {
+      const uint64_t expected = static_cast<uint64_t>(p.elements) * DataTypeByteSize(t.dtype);
+      if (p.size != expected) {
+        return InvalidArgument(label + ": 'binary_data_size' is " + std::to_string(p.size) +
+                               " but shape " + ShapeToString(t.shape) + " of " +
+                               std::string(DataTypeName(t.dtype)) + " needs " +
+                               std::to_string(expected) + " bytes");
+      }
+    }
+    RETURN_IF_ERROR(ChargeBytes(p.size, label));
+    t.data = base + offset;
+    t.size_bytes = p.size;
+    offset += p.size;
+  }
+  if (offset != available) {
+    return InvalidArgument("the body has " + std::to_string(available - offset) +
+                           " bytes after the JSON header that no input claims (check "
+                           "Inference-Header-Content-Length and each input's 'binary_data_size')");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
+    std::shared_ptr<const std::string> body, size_t json_header_length,
+    const DecodeLimits& limits) {
+  if (!body) body = std::make_shared<const std::string>();
+  if (json_header_length > body->size()) {
+    return InvalidArgument("Inference-Header-Content-Length is " +
+                           std::to_string(json_header_length) + " but the body has only " +
+                           std::to_string(body->size()) + " bytes");
+  }
+  if (json_header_length == 0) return InvalidArgument("the request body has no JSON header");
+
+  ThreadState& state = LocalState();
+  const char* json = body->data();
+  if (body->capacity() - json_header_length < kJsonPaddingBytes) {
+    state.scratch.reserve(json_header_length + kJsonPaddingBytes);
+    state.scratch.assign(body->data(), json_header_length);
+    json = state.scratch.data();
+  }
+
+  auto request = std::make_unique<InferenceRequest>();
+  Status status;
+  {
+    element root;
+    if (auto err = state.parser.parse(json, json_header_length, false).get(root)) {
+      status = JsonError("invalid JSON in the request", err);
+    } else {
+      Decoder decoder(limits, json_header_length);
+      status = decoder.DecodeRoot(root, request.get());
+      if (status.ok()) status = decoder.AttachBinary(*body, json_header_length, request.get());
+    }
+  }
+  if (state.parser.capacity() > kKeepParserCapacity) state.parser = simdjson::dom::parser();
+  if (state.scratch.capacity() > kKeepParserCapacity) std::string().swap(state.scratch);
+  if (!status.ok()) return status;
+  request->body = std::move(body);
+  return request;
+}
+
+}  // namespace harrier::kserve

@@ -1,0 +1,60 @@
+// Decoding a KServe v2 REST inference request (JSON, optionally followed by binary tensor data)
+// into an InferenceRequest.
+//
+// Wire format (docs/api.md): a JSON header `{"id"?, "parameters"?, "inputs": [...],
+// "outputs"?: [...]}`, then, with Triton's binary tensor extension, the raw bytes of every input
+// that carries `parameters.binary_data_size`, back to back in input order. The header's length
+// comes from the `Inference-Header-Content-Length` HTTP header (the whole body when absent).
+//
+// Memory: inputs sent as binary data are views into `body` (Tensor::owner null; the request's
+// `body` member keeps the bytes alive). Inputs sent as JSON `data` are converted into a buffer the
+// tensor owns. The shape's claim is checked against DecodeLimits before anything is allocated.
+//
+// Padding: simdjson reads up to kJsonPaddingBytes past the end of the JSON text. When the body
+// string has that much slack after the header (binary bytes or spare capacity), the header is
+// parsed in place; otherwise it is copied once into a per-thread scratch buffer. A front end can
+// avoid the copy by reserving `body size + kJsonPaddingBytes` of capacity when it reads a body.
+//
+// Thread safety: DecodeInferRequest may be called from any number of threads at once (it keeps
+// one parser and scratch buffer per thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "harrier/inference_request.h"
+#include "harrier/status.h"
+
+namespace harrier::kserve {
+
+// Limits on what one request may claim. Breaches are kPayloadTooLarge (HTTP 413).
+struct DecodeLimits {
+  // Elements one input may claim (the product of its shape). Default 2^28 (268,435,456): a
+  // 256 MB UINT8 image batch or a 1 GiB FP32 tensor fits; a 10 GB claim does not.
+  int64_t max_tensor_elements = int64_t{1} << 28;
+  // Bytes that all inputs of one request may hold together, JSON-decoded and binary alike.
+  // Default 2 GiB.
+  uint64_t max_total_input_bytes = uint64_t{1} << 31;
+  // Dimensions one input shape may have. Default 32 (numpy's classic limit). Over it: 400.
+  size_t max_shape_dims = 32;
+};
+
+// Readable bytes the JSON parser wants after the header (simdjson::SIMDJSON_PADDING).
+inline constexpr size_t kJsonPaddingBytes = 64;
+
+// Decodes a request. `body` is the whole HTTP body (null is treated as empty);
+// `json_header_length` is the JSON header's size in bytes (== body->size() when the request
+// has no binary part). model_name, model_version and received_at are left for the caller.
+//
+// Errors, each naming the field or tensor at fault:
+//   kInvalidArgument: malformed JSON, missing or mistyped fields, unknown fields, values out of
+//     range for the datatype, element counts that do not match the shape, binary sizes that
+//     do not match the shape or the body, duplicate input or output names.
+//   kPayloadTooLarge: a shape claim or a total over `limits`.
+StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
+    std::shared_ptr<const std::string> body, size_t json_header_length,
+    const DecodeLimits& limits = DecodeLimits());
+
+}  // namespace harrier::kserve

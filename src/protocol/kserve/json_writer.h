@@ -1,0 +1,53 @@
+// Appending JSON tokens to a std::string: the small writer behind every KServe response.
+//
+// Numbers use std::to_chars (shortest round-trip form for floating point). Strings are
+// escaped per RFC 8259; the caller guarantees they are valid UTF-8 (IsValidUtf8).
+// Non-finite numbers are written as the bare tokens NaN, Infinity and -Infinity, as Triton
+// does (RapidJSON's kWriteNanAndInfFlag): not strict JSON, but what Triton's clients and
+// Python's json module read. docs/api.md explains the choice.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace harrier::kserve {
+
+// True when `s` is well-formed UTF-8 (simdjson's validator).
+bool IsValidUtf8(std::string_view s);
+
+// Appends `s` as a quoted, escaped JSON string.
+void AppendJsonString(std::string* out, std::string_view s);
+
+// Upper bound of the bytes AppendJsonString writes for `s`.
+inline size_t JsonStringMaxSize(size_t raw_size) {
+  return 2 + 6 * raw_size;
+}
+
+template <typename T>
+void AppendJsonNumber(std::string* out, T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value)) {
+      out->append(std::isnan(value) ? "NaN" : (value < 0 ? "-Infinity" : "Infinity"));
+      return;
+    }
+  }
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  out->append(buf, r.ptr);
+}
+
+inline void AppendJsonBool(std::string* out, bool value) {
+  out->append(value ? "true" : "false");
+}
+
+// `"key":` with the key escaped.
+inline void AppendJsonKey(std::string* out, std::string_view key) {
+  AppendJsonString(out, key);
+  out->push_back(':');
+}
+
+}  // namespace harrier::kserve

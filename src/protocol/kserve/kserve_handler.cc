@@ -1,0 +1,474 @@
+#include "protocol/kserve/kserve_handler.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <chrono>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "core/status_mapping.h"
+#include "protocol/kserve/classification.h"
+#include "protocol/kserve/infer_response_encoder.h"
+#include "protocol/kserve/json_writer.h"
+
+namespace harrier::kserve {
+
+std::vector<std::string> DefaultKServeExtensions() {
+  return {"binary_tensor_data", "classification", "model_configuration", "statistics"};
+}
+
+namespace {
+
+constexpr std::string_view kJson = "application/json";
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", kJson);
+  r.body = std::move(body);
+  return r;
+}
+
+// The one place where an error becomes an HTTP response.
+HttpResponse ErrorResponse(int http_status, std::string_view message) {
+  std::string body = "{\"error\":";
+  if (IsValidUtf8(message)) {
+    AppendJsonString(&body, message);
+  } else {  // e.g. a percent-decoded model name: keep the ASCII, mark the rest
+    std::string ascii(message);
+    for (char& c : ascii)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    AppendJsonString(&body, ascii);
+  }
+  body.push_back('}');
+  return JsonResponse(http_status, std::move(body));
+}
+
+HttpResponse ErrorResponse(const Status& status) {
+  return ErrorResponse(HttpStatusFor(status.code()), status.message());
+}
+
+HttpResponse EmptyOk() {
+  return HttpResponse{};
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes one path segment ("%2F" -> "/"; '+' stays '+', as in any URL path).
+StatusOr<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (s.size() - i < 3 || HexValue(s[i + 1]) < 0 || HexValue(s[i + 2]) < 0) {
+      return InvalidArgument("malformed percent-encoding in URL path segment '" + std::string(s) +
+                             "'");
+    }
+    out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
+    i += 2;
+  }
+  return out;
+}
+
+StatusOr<int64_t> ParseVersion(std::string_view s) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || s[0] == '-' || ec != std::errc() || ptr != s.data() + s.size() || v < 1) {
+    return InvalidArgument("model version '" + std::string(s) +
+                           "' in the URL must be a positive integer");
+  }
+  return v;
+}
+
+void AppendVersion(std::string* out, int64_t version) {
+  out->push_back('"');
+  AppendJsonNumber(out, version);
+  out->push_back('"');
+}
+
+void AppendTensorSpecs(std::string* out, const std::vector<TensorSpec>& specs) {
+  out->push_back('[');
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i) out->push_back(',');
+    out->append("{\"name\":");
+    AppendJsonString(out, specs[i].name);
+    out->append(",\"datatype\":\"");
+    out->append(DataTypeName(specs[i].dtype));
+    out->append("\",\"shape\":[");
+    for (size_t d = 0; d < specs[i].dims.size(); ++d) {
+      if (d) out->push_back(',');
+      AppendJsonNumber(out, specs[i].dims[d]);
+    }
+    out->append("]}");
+  }
+  out->push_back(']');
+}
+
+void AppendDuration(std::string* out, std::string_view name, const DurationStat& d) {
+  out->push_back('"');
+  out->append(name);
+  out->append("\":{\"count\":");
+  AppendJsonNumber(out, d.count);
+  out->append(",\"ns\":");
+  AppendJsonNumber(out, d.ns);
+  out->push_back('}');
+}
+
+// The request's Inference-Header-Content-Length, or the whole body when absent.
+StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) {
+  constexpr std::string_view kHeader = "inference-header-content-length";
+  if (!request.HasHeader(kHeader)) return body_size;
+  std::string_view v = request.Header(kHeader);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  size_t n = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {
+    return InvalidArgument("Inference-Header-Content-Length must be a non-negative integer, got '" +
+                           std::string(request.Header(kHeader)) + "'");
+  }
+  if (n > body_size) {
+    return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(n) +
+                           " but the body has only " + std::to_string(body_size) + " bytes");
+  }
+  return n;
+}
+
+// Runs in the model's callback: classification, then encoding.
+HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRequest& selection,
+                           int64_t max_batch_size) {
+  if (!result.ok()) return ErrorResponse(result.status());
+  InferenceResponse& response = result.value();
+  if (response.model_name.empty()) response.model_name = selection.model_name;
+  for (const RequestedOutput& requested : selection.outputs) {
+    if (requested.classification <= 0) continue;
+    for (Tensor& t : response.outputs) {
+      if (t.name != requested.name) continue;
+      StatusOr<Tensor> classified = ClassifyOutput(t, requested.classification, max_batch_size);
+      if (!classified.ok()) return ErrorResponse(classified.status());
+      t = std::move(classified).value();
+    }
+  }
+  StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, selection);
+  if (!encoded.ok()) return ErrorResponse(encoded.status());
+  HttpResponse http;
+  if (encoded->binary) {
+    http.headers.emplace_back("Content-Type", "application/octet-stream");
+    http.headers.emplace_back("Inference-Header-Content-Length",
+                              std::to_string(encoded->json_header_length));
+  } else {
+    http.headers.emplace_back("Content-Type", kJson);
+  }
+  http.body = std::move(encoded->body);
+  return http;
+}
+
+}  // namespace
+
+struct KServeHandler::Route {
+  enum class Kind {
+    kLive,
+    kReady,
+    kServerMetadata,
+    kModelMetadata,
+    kModelReady,
+    kModelConfig,
+    kModelStats,
+    kAllStats,
+    kInfer,
+    kRepositoryIndex,
+    kRepositoryControl,
+  };
+  Kind kind = Kind::kLive;
+  std::string_view method = "GET";  // the only method the route accepts
+  std::string model;
+  std::optional<int64_t> version;
+};
+
+// Splits the path (query dropped) and finds its route. kNotFound for unknown paths,
+// kInvalidArgument for a bad version or percent-encoding.
+StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target) {
+  using Kind = Route::Kind;
+  const std::string_view path = target.substr(0, target.find('?'));
+  const Status not_found = NotFound("unknown path '" + std::string(path) + "'");
+  if (path.empty() || path[0] != '/') return not_found;
+  std::vector<std::string_view> seg;
+  for (size_t start = 1;;) {
+    const size_t slash = path.find('/', start);
+    seg.push_back(path.substr(start, slash == std::string_view::npos ? slash : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (seg.empty() || seg[0] != "v2") return not_found;
+
+  Route route;
+  auto simple = [&](Kind kind, std::string_view method) {
+    route.kind = kind;
+    route.method = method;
+    return route;
+  };
+  if (seg.size() == 1) return simple(Kind::kServerMetadata, "GET");
+  if (seg[1] == "health" && seg.size() == 3) {
+    if (seg[2] == "live") return simple(Kind::kLive, "GET");
+    if (seg[2] == "ready") return simple(Kind::kReady, "GET");
+    return not_found;
+  }
+  if (seg[1] == "repository") {
+    if (seg.size() == 3 && seg[2] == "index") return simple(Kind::kRepositoryIndex, "POST");
+    if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
+      ASSIGN_OR_RETURN(route.model, PercentDecode(seg[3]));
+      return simple(Kind::kRepositoryControl, "POST");
+    }
+    return not_found;
+  }
+  if (seg[1] != "models" || seg.size() < 3) return not_found;
+  if (seg.size() == 3 && seg[2] == "stats") return simple(Kind::kAllStats, "GET");
+
+  ASSIGN_OR_RETURN(route.model, PercentDecode(seg[2]));
+  if (route.model.empty())
+    return InvalidArgument("empty model name in '" + std::string(path) + "'");
+  size_t next = 3;
+  if (seg.size() >= 5 && seg[3] == "versions") {
+    ASSIGN_OR_RETURN(route.version, ParseVersion(seg[4]));
+    next = 5;
+  }
+  if (seg.size() == next) return simple(Kind::kModelMetadata, "GET");
+  if (seg.size() != next + 1) return not_found;
+  const std::string_view action = seg[next];
+  if (action == "ready") return simple(Kind::kModelReady, "GET");
+  if (action == "config") return simple(Kind::kModelConfig, "GET");
+  if (action == "stats") return simple(Kind::kModelStats, "GET");
+  if (action == "infer") return simple(Kind::kInfer, "POST");
+  return not_found;
+}
+
+KServeHandler::KServeHandler(ModelManager* models, Options options)
+    : models_(models), options_(std::move(options)) {}
+
+void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
+  StatusOr<Route> matched = MatchRoute(request.target);
+  if (!matched.ok()) return respond(ErrorResponse(matched.status()));
+  const Route& route = *matched;
+  if (request.method != route.method) {
+    HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
+                                            request.target + "'; use " + std::string(route.method));
+    r.headers.emplace_back("Allow", std::string(route.method));
+    return respond(std::move(r));
+  }
+  using Kind = Route::Kind;
+  switch (route.kind) {
+    case Kind::kLive: return respond(EmptyOk());
+    case Kind::kReady: return respond(ServerReady());
+    case Kind::kServerMetadata: return respond(ServerMetadata());
+    case Kind::kModelMetadata: return respond(ModelMetadata(route));
+    case Kind::kModelReady: return respond(ModelReady(route));
+    case Kind::kModelConfig: return respond(ModelConfig(route));
+    case Kind::kModelStats:
+    case Kind::kAllStats: return respond(ModelStats(route));
+    case Kind::kRepositoryIndex: return respond(RepositoryIndex(request));
+    case Kind::kRepositoryControl:
+      return respond(ErrorResponse(
+          Unimplemented("model load and unload are not supported: the server loads every "
+                        "model in its repository at start")));
+    case Kind::kInfer: return Infer(route, std::move(request), std::move(respond));
+  }
+  respond(ErrorResponse(Internal("unhandled route")));
+}
+
+HttpResponse KServeHandler::ServerReady() const {
+  if (!models_->AllReady()) {
+    return ErrorResponse(
+        Unavailable("the server is not ready: some models are not loaded "
+                    "(see POST /v2/repository/index)"));
+  }
+  return EmptyOk();
+}
+
+HttpResponse KServeHandler::ServerMetadata() const {
+  std::string body = "{\"name\":";
+  AppendJsonString(&body, options_.server_name);
+  body.append(",\"version\":");
+  AppendJsonString(&body, options_.server_version);
+  body.append(",\"extensions\":[");
+  for (size_t i = 0; i < options_.extensions.size(); ++i) {
+    if (i) body.push_back(',');
+    AppendJsonString(&body, options_.extensions[i]);
+  }
+  body.append("]}");
+  return JsonResponse(200, std::move(body));
+}
+
+HttpResponse KServeHandler::ModelMetadata(const Route& route) const {
+  StatusOr<harrier::ModelMetadata> md = models_->Metadata(route.model, route.version);
+  if (!md.ok()) return ErrorResponse(md.status());
+  std::string body = "{\"name\":";
+  AppendJsonString(&body, md->name);
+  body.append(",\"versions\":[");
+  for (size_t i = 0; i < md->versions.size(); ++i) {
+    if (i) body.push_back(',');
+    AppendJsonString(&body, md->versions[i]);
+  }
+  body.append("],\"platform\":");
+  AppendJsonString(&body, md->platform);
+  body.append(",\"inputs\":");
+  AppendTensorSpecs(&body, md->inputs);
+  body.append(",\"outputs\":");
+  AppendTensorSpecs(&body, md->outputs);
+  body.push_back('}');
+  return JsonResponse(200, std::move(body));
+}
+
+HttpResponse KServeHandler::ModelReady(const Route& route) const {
+  auto model = models_->Get(route.model, route.version);
+  if (!model.ok()) return ErrorResponse(model.status());
+  return EmptyOk();
+}
+
+HttpResponse KServeHandler::ModelConfig(const Route& route) const {
+  auto model = models_->Get(route.model, route.version);
+  if (!model.ok()) return ErrorResponse(model.status());
+  return JsonResponse(200, (*model)->ConfigJson());
+}
+
+HttpResponse KServeHandler::ModelStats(const Route& route) const {
+  std::optional<std::string_view> name;
+  if (route.kind == Route::Kind::kModelStats) name = route.model;
+  auto stats = models_->Stats(name, route.version);
+  if (!stats.ok()) return ErrorResponse(stats.status());
+  std::string body = "{\"model_stats\":[";
+  for (size_t i = 0; i < stats->size(); ++i) {
+    const ModelVersionStats& s = (*stats)[i];
+    if (i) body.push_back(',');
+    body.append("{\"name\":");
+    AppendJsonString(&body, s.name);
+    body.append(",\"version\":");
+    AppendVersion(&body, s.version);
+    body.append(",\"last_inference\":");
+    AppendJsonNumber(&body, s.last_inference_ms);
+    body.append(",\"inference_count\":");
+    AppendJsonNumber(&body, s.inference_count);
+    body.append(",\"execution_count\":");
+    AppendJsonNumber(&body, s.execution_count);
+    body.append(",\"inference_stats\":{");
+    AppendDuration(&body, "success", s.success);
+    body.push_back(',');
+    AppendDuration(&body, "fail", s.fail);
+    body.push_back(',');
+    AppendDuration(&body, "queue", s.queue);
+    body.push_back(',');
+    AppendDuration(&body, "compute_input", s.compute_input);
+    body.push_back(',');
+    AppendDuration(&body, "compute_infer", s.compute_infer);
+    body.push_back(',');
+    AppendDuration(&body, "compute_output", s.compute_output);
+    body.push_back(',');
+    AppendDuration(&body, "cache_hit", DurationStat{});  // no response cache yet
+    body.push_back(',');
+    AppendDuration(&body, "cache_miss", DurationStat{});
+    body.append("},\"batch_stats\":[]}");
+  }
+  body.append("]}");
+  return JsonResponse(200, std::move(body));
+}
+
+namespace {
+
+// The optional body of POST /v2/repository/index: {"ready": bool}.
+StatusOr<bool> ReadyOnlyFilter(const std::shared_ptr<const std::string>& body) {
+  if (!body || body->find_first_not_of(" \t\r\n") == std::string::npos) return false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(*body)).get(root)) {
+    return InvalidArgument(std::string("invalid JSON in the repository index request: ") +
+                           simdjson::error_message(err));
+  }
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) {
+    return InvalidArgument("the repository index request must be a JSON object");
+  }
+  bool ready = false;
+  for (auto [key, value] : obj) {
+    if (key != "ready") {
+      return InvalidArgument("repository index request: unknown field '" + std::string(key) +
+                             "' (expected ready)");
+    }
+    if (value.get_bool().get(ready)) {
+      return InvalidArgument("repository index request: 'ready' must be a bool");
+    }
+  }
+  return ready;
+}
+
+}  // namespace
+
+HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
+  StatusOr<bool> ready_only = ReadyOnlyFilter(request.body);
+  if (!ready_only.ok()) return ErrorResponse(ready_only.status());
+  std::string body = "[";
+  bool first = true;
+  for (const ModelVersionState& m : models_->Index()) {
+    if (*ready_only && m.state != ModelState::kReady) continue;
+    if (!first) body.push_back(',');
+    first = false;
+    body.append("{\"name\":");
+    AppendJsonString(&body, m.name);
+    if (m.version > 0) {
+      body.append(",\"version\":");
+      AppendVersion(&body, m.version);
+    }
+    body.append(",\"state\":\"");
+    body.append(ModelStateName(m.state));
+    body.push_back('"');
+    if (!m.reason.empty()) {
+      body.append(",\"reason\":");
+      AppendJsonString(&body, m.reason);
+    }
+    body.push_back('}');
+  }
+  body.push_back(']');
+  return JsonResponse(200, std::move(body));
+}
+
+void KServeHandler::Infer(const Route& route, HttpRequest request, HttpResponder respond) const {
+  const auto received_at = std::chrono::steady_clock::now();
+  // The model first: an unknown model is answered without parsing a large body.
+  auto model = models_->Get(route.model, route.version);
+  if (!model.ok()) return respond(ErrorResponse(model.status()));
+
+  std::shared_ptr<const std::string> body =
+      request.body ? std::move(request.body) : std::make_shared<const std::string>();
+  StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
+  if (!header_length.ok()) return respond(ErrorResponse(header_length.status()));
+  auto decoded = DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
+  if (!decoded.ok()) return respond(ErrorResponse(decoded.status()));
+  std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
+  infer_request->model_name = route.model;
+  infer_request->model_version = route.version;
+  infer_request->received_at = received_at;
+
+  // What the response needs of the request, which the model now owns and may free.
+  InferenceRequest selection;
+  selection.model_name = infer_request->model_name;
+  selection.id = infer_request->id;
+  selection.outputs = infer_request->outputs;
+  selection.binary_data_output = infer_request->binary_data_output;
+  const int64_t max_batch_size = (*model)->max_batch_size();
+
+  (*model)->Infer(std::move(infer_request),
+                  [selection = std::move(selection), max_batch_size,
+                   respond = std::move(respond)](StatusOr<InferenceResponse> result) {
+                    respond(InferResponse(std::move(result), selection, max_batch_size));
+                  });
+}
+
+}  // namespace harrier::kserve

@@ -1,0 +1,71 @@
+// KServeHandler: the KServe v2 / Open Inference Protocol REST API (with Triton's extensions)
+// over a ModelManager, independent of the transport. HTTP/1.1 and HTTP/2 front ends hand it
+// HttpRequests; it answers each exactly once through the responder.
+//
+// Routes (docs/api.md has the full reference):
+//   GET  /v2/health/live                                  200
+//   GET  /v2/health/ready                                 200, or 503 when a model is not ready
+//   GET  /v2                                              server metadata
+//   GET  /v2/models/{m}[/versions/{v}]                    model metadata
+//   GET  /v2/models/{m}[/versions/{v}]/ready              200, 404 unknown, 503 not ready
+//   GET  /v2/models/{m}[/versions/{v}]/config             model configuration (JSON)
+//   GET  /v2/models/stats, /v2/models/{m}[/versions/{v}]/stats   statistics
+//   POST /v2/models/{m}[/versions/{v}]/infer              inference (JSON or binary tensors)
+//   POST /v2/repository/index                             model states
+//   POST /v2/repository/models/{m}/load|unload            501: model control is not supported
+// Unknown paths answer 404, a known path with another method 405 with an Allow header. Every
+// error body is {"error": "..."} with the status HttpStatusFor() gives its code.
+//
+// Thread safety: Handle() may be called from any number of threads at once. Infer responses
+// are sent from whichever thread the model's callback runs on.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/http_message.h"
+#include "harrier/model_manager.h"
+#include "protocol/kserve/infer_request_decoder.h"
+
+namespace harrier::kserve {
+
+// "binary_tensor_data", "classification", "model_configuration", "statistics": exactly what
+// KServeHandler implements. "model_repository" is left out: the index works, but load and
+// unload do not (501), and a client that sees the extension would expect them to.
+std::vector<std::string> DefaultKServeExtensions();
+
+class KServeHandler : public HttpHandler {
+ public:
+  struct Options {
+    // Reported by GET /v2.
+    std::string server_name = "harrier";
+    std::string server_version = "unknown";  // the composition root passes the build's version
+    // Extensions GET /v2 lists.
+    std::vector<std::string> extensions = DefaultKServeExtensions();
+    DecodeLimits decode_limits;
+  };
+
+  // `models` is not owned and must outlive the handler and every request in flight.
+  KServeHandler(ModelManager* models, Options options);
+
+  void Handle(HttpRequest request, HttpResponder respond) override;
+
+ private:
+  struct Route;
+
+  static StatusOr<Route> MatchRoute(std::string_view target);
+  HttpResponse ServerMetadata() const;
+  HttpResponse ServerReady() const;
+  HttpResponse ModelMetadata(const Route& route) const;
+  HttpResponse ModelReady(const Route& route) const;
+  HttpResponse ModelConfig(const Route& route) const;
+  HttpResponse ModelStats(const Route& route) const;
+  HttpResponse RepositoryIndex(const HttpRequest& request) const;
+  void Infer(const Route& route, HttpRequest request, HttpResponder respond) const;
+
+  ModelManager* const models_;
+  const Options options_;
+};
+
+}  // namespace harrier::kserve

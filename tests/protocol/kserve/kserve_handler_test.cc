@@ -1,0 +1,336 @@
+#include "protocol/kserve/kserve_handler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/fake_model_manager.h"
+
+namespace harrier::kserve {
+namespace {
+
+using ::harrier::testing::FakeModelManager;
+using ::harrier::testing::FakeServableModel;
+using ::testing::HasSubstr;
+
+std::string HeaderOf(const HttpResponse& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return "";
+}
+
+class KServeHandlerTest : public ::testing::Test {
+ protected:
+  KServeHandlerTest() {
+    simple_ = models_.AddReady("simple", 1);
+    simple_v2_ = models_.AddReady("simple", 2, /*max_batch_size=*/4);
+    models_.AddState("broken", 1, ModelState::kUnavailable, "model.onnx: bad file");
+    models_.AddState("loading", 1, ModelState::kLoading);
+    models_.AddReady("my model", 1);
+    ModelMetadata md;
+    md.platform = "onnxruntime_onnx";
+    md.versions = {"1", "2"};
+    md.inputs = {{"INPUT0", DataType::kFp32, {-1, 16}}};
+    md.outputs = {{"OUTPUT0", DataType::kFp32, {-1, 16}}};
+    models_.metadata["simple"] = md;
+    ModelVersionStats s;
+    s.inference_count = 5;
+    s.execution_count = 4;
+    s.last_inference_ms = 1700000000000;
+    s.success = {5, 1000};
+    s.queue = {5, 200};
+    models_.stats[{"simple", 2}] = s;
+    KServeHandler::Options options;
+    options.server_version = "1.2.3";
+    handler_ = std::make_unique<KServeHandler>(&models_, options);
+  }
+
+  HttpResponse Call(std::string method, std::string target, std::string body = "",
+                    std::vector<std::pair<std::string, std::string>> headers = {}) {
+    HttpRequest request;
+    request.method = std::move(method);
+    request.target = std::move(target);
+    request.headers = std::move(headers);
+    request.body = std::make_shared<const std::string>(std::move(body));
+    std::optional<HttpResponse> response;
+    int calls = 0;
+    handler_->Handle(std::move(request), [&](HttpResponse r) {
+      ++calls;
+      response = std::move(r);
+    });
+    EXPECT_EQ(calls, 1);
+    return response.value_or(HttpResponse{});
+  }
+
+  // Expects an error response: status, JSON {"error": ...} containing `fragment`.
+  void ExpectError(const HttpResponse& r, int status, const std::string& fragment) {
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/json");
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    ASSERT_FALSE(parser.parse(simdjson::padded_string(r.body)).get(doc)) << r.body;
+    std::string_view message;
+    ASSERT_FALSE(doc["error"].get_string().get(message)) << r.body;
+    EXPECT_THAT(std::string(message), HasSubstr(fragment));
+  }
+
+  FakeModelManager models_;
+  std::shared_ptr<FakeServableModel> simple_, simple_v2_;
+  std::unique_ptr<KServeHandler> handler_;
+};
+
+TEST_F(KServeHandlerTest, Health) {
+  HttpResponse live = Call("GET", "/v2/health/live");
+  EXPECT_EQ(live.status, 200);
+  EXPECT_TRUE(live.body.empty());
+  EXPECT_EQ(Call("GET", "/v2/health/ready").status, 200);
+  models_.all_ready = false;
+  ExpectError(Call("GET", "/v2/health/ready"), 503, "not ready");
+}
+
+TEST_F(KServeHandlerTest, ServerMetadata) {
+  HttpResponse r = Call("GET", "/v2");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/json");
+  EXPECT_EQ(r.body, R"({"name":"harrier","version":"1.2.3","extensions":["binary_tensor_data",)"
+                    R"("classification","model_configuration","statistics"]})");
+}
+
+TEST_F(KServeHandlerTest, ModelMetadata) {
+  HttpResponse r = Call("GET", "/v2/models/simple");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"name":"simple","versions":["1","2"],"platform":"onnxruntime_onnx",)"
+                    R"("inputs":[{"name":"INPUT0","datatype":"FP32","shape":[-1,16]}],)"
+                    R"("outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[-1,16]}]})");
+  EXPECT_EQ(Call("GET", "/v2/models/simple/versions/1").status, 200);
+  ExpectError(Call("GET", "/v2/models/nope"), 404, "unknown model 'nope'");
+  ExpectError(Call("GET", "/v2/models/simple/versions/9"), 404, "version 9");
+  ExpectError(Call("GET", "/v2/models/broken"), 503, "model.onnx: bad file");
+}
+
+TEST_F(KServeHandlerTest, VersionsMustBePositiveIntegers) {
+  for (const char* v : {"0", "-1", "abc", "1.5", "", "+1", "99999999999999999999"}) {
+    ExpectError(Call("GET", std::string("/v2/models/simple/versions/") + v + "/ready"), 400,
+                "must be a positive integer");
+  }
+}
+
+TEST_F(KServeHandlerTest, ModelReady) {
+  EXPECT_EQ(Call("GET", "/v2/models/simple/ready").status, 200);
+  EXPECT_EQ(Call("GET", "/v2/models/simple/versions/2/ready").status, 200);
+  ExpectError(Call("GET", "/v2/models/simple/versions/3/ready"), 404, "unknown model");
+  ExpectError(Call("GET", "/v2/models/loading/ready"), 503, "not ready");
+  ExpectError(Call("GET", "/v2/models/nope/ready"), 404, "unknown model");
+}
+
+TEST_F(KServeHandlerTest, PercentDecodedModelNamesAndQueriesIgnored) {
+  EXPECT_EQ(Call("GET", "/v2/models/my%20model/ready").status, 200);
+  EXPECT_EQ(Call("GET", "/v2/models/simple/ready?verbose=1").status, 200);
+  ExpectError(Call("GET", "/v2/models/my%2/ready"), 400, "malformed percent-encoding");
+  ExpectError(Call("GET", "/v2/models/my%zzmodel/ready"), 400, "malformed percent-encoding");
+  // A name that decodes to invalid UTF-8 still gets a valid JSON error.
+  ExpectError(Call("GET", "/v2/models/a%FFb/ready"), 404, "unknown model 'a?b'");
+}
+
+TEST_F(KServeHandlerTest, ModelConfig) {
+  simple_v2_->config_json = R"({"name":"simple","max_batch_size":4})";
+  HttpResponse r = Call("GET", "/v2/models/simple/config");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/json");
+  EXPECT_EQ(r.body, simple_v2_->config_json);
+  EXPECT_EQ(Call("GET", "/v2/models/simple/versions/1/config").body, "{}");
+  ExpectError(Call("GET", "/v2/models/nope/config"), 404, "unknown model");
+}
+
+TEST_F(KServeHandlerTest, Statistics) {
+  HttpResponse one = Call("GET", "/v2/models/simple/versions/2/stats");
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(one.body,
+            R"({"model_stats":[{"name":"simple","version":"2","last_inference":1700000000000,)"
+            R"("inference_count":5,"execution_count":4,"inference_stats":{)"
+            R"("success":{"count":5,"ns":1000},"fail":{"count":0,"ns":0},)"
+            R"("queue":{"count":5,"ns":200},"compute_input":{"count":0,"ns":0},)"
+            R"("compute_infer":{"count":0,"ns":0},"compute_output":{"count":0,"ns":0},)"
+            R"("cache_hit":{"count":0,"ns":0},"cache_miss":{"count":0,"ns":0}},)"
+            R"("batch_stats":[]}]})");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  HttpResponse all = Call("GET", "/v2/models/stats");
+  ASSERT_FALSE(parser.parse(simdjson::padded_string(all.body)).get(doc));
+  EXPECT_EQ(doc["model_stats"].get_array().size(), 3u);  // simple 1, simple 2, my model 1
+  HttpResponse model = Call("GET", "/v2/models/simple/stats");
+  ASSERT_FALSE(parser.parse(simdjson::padded_string(model.body)).get(doc));
+  EXPECT_EQ(doc["model_stats"].get_array().size(), 2u);
+  ExpectError(Call("GET", "/v2/models/nope/stats"), 404, "unknown model");
+}
+
+TEST_F(KServeHandlerTest, RepositoryIndex) {
+  HttpResponse all = Call("POST", "/v2/repository/index");
+  EXPECT_EQ(all.status, 200);
+  EXPECT_EQ(
+      all.body,
+      R"([{"name":"broken","version":"1","state":"UNAVAILABLE","reason":"model.onnx: bad file"},)"
+      R"({"name":"loading","version":"1","state":"LOADING"},)"
+      R"({"name":"my model","version":"1","state":"READY"},)"
+      R"({"name":"simple","version":"1","state":"READY"},)"
+      R"({"name":"simple","version":"2","state":"READY"}])");
+  HttpResponse ready = Call("POST", "/v2/repository/index", R"({"ready":true})");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_THAT(ready.body, ::testing::Not(HasSubstr("broken")));
+  EXPECT_THAT(ready.body, HasSubstr("simple"));
+  EXPECT_EQ(Call("POST", "/v2/repository/index", R"({"ready":false})").body, all.body);
+  ExpectError(Call("POST", "/v2/repository/index", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/index", R"({"readdy":true})"), 400, "unknown field");
+  ExpectError(Call("POST", "/v2/repository/index", R"({"ready":1})"), 400, "must be a bool");
+}
+
+TEST_F(KServeHandlerTest, LoadAndUnloadAreNotImplemented) {
+  ExpectError(Call("POST", "/v2/repository/models/simple/load"), 501, "not supported");
+  ExpectError(Call("POST", "/v2/repository/models/simple/unload"), 501, "not supported");
+}
+
+TEST_F(KServeHandlerTest, UnknownPathsAndMethods) {
+  for (const char* path :
+       {"/", "/v1/models", "/v2/foo", "/v2/models", "/v2/models/simple/bogus", "/v2/health/alive",
+        "/v2/models/simple/versions/1/ready/x", "/v2/repository/models/simple/reload", "v2"}) {
+    ExpectError(Call("GET", path), 404, "unknown path");
+  }
+  HttpResponse r = Call("GET", "/v2/models/simple/infer");
+  ExpectError(r, 405, "use POST");
+  EXPECT_EQ(HeaderOf(r, "Allow"), "POST");
+  HttpResponse head = Call("HEAD", "/v2/health/live");
+  ExpectError(head, 405, "method HEAD");
+  EXPECT_EQ(HeaderOf(head, "Allow"), "GET");
+  EXPECT_EQ(Call("DELETE", "/v2").status, 405);
+}
+
+// ---- inference -----------------------------------------------------------------------------
+
+constexpr const char* kJsonInfer =
+    R"({"id":"r1","inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32","data":[1,2]}]})";
+
+TEST_F(KServeHandlerTest, InferJson) {
+  HttpResponse r = Call("POST", "/v2/models/simple/versions/1/infer", kJsonInfer);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/json");
+  EXPECT_EQ(HeaderOf(r, "Inference-Header-Content-Length"), "");
+  EXPECT_EQ(r.body, R"({"model_name":"simple","model_version":"1","id":"r1","outputs":[)"
+                    R"({"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2]}]})");
+  ASSERT_TRUE(simple_->last_request);
+  EXPECT_EQ(simple_->last_request->model_name, "simple");
+  EXPECT_EQ(simple_->last_request->model_version, 1);
+  EXPECT_NE(simple_->last_request->received_at, std::chrono::steady_clock::time_point{});
+}
+
+TEST_F(KServeHandlerTest, InferWithoutVersionUsesTheLatest) {
+  HttpResponse r = Call("POST", "/v2/models/simple/infer", kJsonInfer);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("model_version":"2")"));
+  ASSERT_TRUE(simple_v2_->last_request);
+  EXPECT_FALSE(simple_v2_->last_request->model_version.has_value());
+}
+
+std::string Raw(const void* p, size_t n) {
+  return std::string(static_cast<const char*>(p), n);
+}
+
+TEST_F(KServeHandlerTest, InferBinaryInAndOut) {
+  const std::string json =
+      R"({"inputs":[{"name":"INPUT0","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}],)"
+      R"("parameters":{"binary_data_output":true}})";
+  const float values[2] = {1.5f, -2};
+  HttpResponse r = Call("POST", "/v2/models/simple/infer", json + Raw(values, 8),
+                        {{"inference-header-content-length", std::to_string(json.size())}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/octet-stream");
+  const size_t header = std::stoul(HeaderOf(r, "Inference-Header-Content-Length"));
+  ASSERT_EQ(r.body.size(), header + 8);
+  EXPECT_EQ(r.body.substr(0, header),
+            R"({"model_name":"simple","model_version":"2","outputs":[{"name":"INPUT0",)"
+            R"("datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})");
+  EXPECT_EQ(r.body.substr(header), Raw(values, 8));
+}
+
+TEST_F(KServeHandlerTest, InferHeaderLengthErrors) {
+  const std::string body = kJsonInfer;
+  ExpectError(
+      Call("POST", "/v2/models/simple/infer", body, {{"inference-header-content-length", "abc"}}),
+      400, "must be a non-negative integer");
+  ExpectError(
+      Call("POST", "/v2/models/simple/infer", body, {{"inference-header-content-length", "-5"}}),
+      400, "must be a non-negative integer");
+  ExpectError(Call("POST", "/v2/models/simple/infer", body,
+                   {{"inference-header-content-length", std::to_string(body.size() + 1)}}),
+              400, "but the body has only");
+  ExpectError(Call("POST", "/v2/models/simple/infer", body,
+                   {{"inference-header-content-length", std::to_string(body.size() - 3)}}),
+              400, "invalid JSON");
+  EXPECT_EQ(Call("POST", "/v2/models/simple/infer", body,
+                 {{"inference-header-content-length", " " + std::to_string(body.size())}})
+                .status,
+            200);
+}
+
+TEST_F(KServeHandlerTest, InferErrors) {
+  ExpectError(Call("POST", "/v2/models/nope/infer", kJsonInfer), 404, "unknown model");
+  ExpectError(Call("POST", "/v2/models/broken/infer", kJsonInfer), 503, "not ready");
+  ExpectError(Call("POST", "/v2/models/simple/infer", ""), 400, "no JSON header");
+  ExpectError(Call("POST", "/v2/models/simple/infer", R"({"inputs":[{"name":"x"}]})"), 400,
+              "input 'x'");
+  ExpectError(
+      Call("POST", "/v2/models/simple/infer",
+           R"({"inputs":[{"name":"x","shape":[1000000000],"datatype":"FP32","data":[1]}]})"),
+      413, "claims more than");
+  simple_v2_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+    return ResourceExhausted("queue full");
+  };
+  ExpectError(Call("POST", "/v2/models/simple/infer", kJsonInfer), 429, "queue full");
+  simple_v2_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+    return InvalidArgument("unexpected input 'INPUT0'");
+  };
+  ExpectError(Call("POST", "/v2/models/simple/infer", kJsonInfer), 400, "unexpected input");
+}
+
+TEST_F(KServeHandlerTest, InferNonUtf8BytesOutputAsJsonIsAnError) {
+  const std::string bytes = std::string("\x01\x00\x00\x00\xff", 5);
+  const std::string json =
+      R"({"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":5}}]})";
+  ExpectError(Call("POST", "/v2/models/simple/infer", json + bytes,
+                   {{"inference-header-content-length", std::to_string(json.size())}}),
+              400, "not valid UTF-8");
+}
+
+TEST_F(KServeHandlerTest, InferClassification) {
+  simple_v2_->infer = [](const InferenceRequest& request) -> StatusOr<InferenceResponse> {
+    auto data = std::make_shared<std::vector<float>>(std::vector<float>{0.1f, 0.6f, 0.3f});
+    Tensor t;
+    t.name = "OUTPUT0";
+    t.dtype = DataType::kFp32;
+    t.shape = {1, 3};
+    t.data = reinterpret_cast<const std::byte*>(data->data());
+    t.size_bytes = 12;
+    t.owner = data;
+    InferenceResponse r;
+    r.model_name = "simple";
+    r.model_version = 2;
+    r.id = request.id;
+    r.outputs.push_back(t);
+    return r;
+  };
+  HttpResponse r =
+      Call("POST", "/v2/models/simple/infer",
+           R"({"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"FP32","data":[0]}],)"
+           R"("outputs":[{"name":"OUTPUT0","parameters":{"classification":2}}]})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  // simple v2 batches (max_batch_size 4): the first dimension is the batch.
+  EXPECT_THAT(r.body, HasSubstr(R"({"name":"OUTPUT0","datatype":"BYTES","shape":[1,2],)"
+                                R"("data":["0.600000:1","0.300000:2"]})"));
+}
+
+}  // namespace
+}  // namespace harrier::kserve
