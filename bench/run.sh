@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make bench: the micro-benchmarks, then the shared kit beside Harrier's floor and peers.
+#   bench/run.sh BUILD_DIR            everything (the kit takes ~10 minutes)
+#   BENCH_KIT=0 bench/run.sh BUILD    micro-benchmarks only
+# Results: printed, and the kit's lines in ~/.cache/harrier-bench/logs/results.txt.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+for b in "$build"/bench/*_bench; do
+  [[ -x $b ]] || continue
+  echo "== $(basename "$b")"
+  "$b" --benchmark_min_time=0.5
+done
+kit=$here/../../shared/bench/compare.sh
+if [[ ${BENCH_KIT:-1} == 1 ]]; then
+  if [[ -x $kit || -f $kit ]]; then
+    echo "== shared kit: $kit --harrier $build/harrier ${BENCH_ARGS:-}"
+    # shellcheck disable=SC2086
+    bash "$kit" --harrier "$build/harrier" ${BENCH_ARGS:-}
+  else
+    echo "shared kit not found at $kit; skipped" >&2
+  fi
+fi
