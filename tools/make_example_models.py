@@ -6,7 +6,8 @@
   dense_fp32/    a tiny classifier with a dynamic batch dim: "features" FP32 [N,8] ->
                  "scores" FP32 [N,5] = features x W + b (fixed weights); no config.pbtxt, so
                  Harrier auto-completes it (max_batch_size inferred from the dynamic first dim).
-  uppercase/     a BYTES model: "text" BYTES [N] -> "upper" BYTES [N] (ONNX StringNormalizer).
+  vocab_lookup/  a BYTES model: "tokens" BYTES [N] -> "ids" INT64 [N], a vocabulary lookup
+                 (ai.onnx.ml LabelEncoder; unknown words map to -1).
 
 Deterministic (fixed weights), so regenerating gives identical files. Needs Debian's
 python3-onnx and python3-numpy: run with /usr/bin/python3.
@@ -75,13 +76,21 @@ def dense_fp32():
     return helper.make_model(g, producer_name="harrier-examples", opset_imports=OPSET)
 
 
-def uppercase():
+VOCABULARY = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]
+
+
+def vocab_lookup():
+    # StringNormalizer would be the obvious string op, but ONNX Runtime's needs the en_US.UTF-8
+    # locale, which minimal machines lack; LabelEncoder has no such dependency.
     g = helper.make_graph(
-        [helper.make_node("StringNormalizer", ["text"], ["upper"], case_change_action="UPPER")],
-        "uppercase",
-        [helper.make_tensor_value_info("text", TensorProto.STRING, ["N"])],
-        [helper.make_tensor_value_info("upper", TensorProto.STRING, ["N"])])
-    return helper.make_model(g, producer_name="harrier-examples", opset_imports=OPSET)
+        [helper.make_node("LabelEncoder", ["tokens"], ["ids"], domain="ai.onnx.ml",
+                          keys_strings=VOCABULARY, values_int64s=list(range(len(VOCABULARY))),
+                          default_int64=-1)],
+        "vocab_lookup",
+        [helper.make_tensor_value_info("tokens", TensorProto.STRING, ["N"])],
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N"])])
+    return helper.make_model(g, producer_name="harrier-examples",
+                             opset_imports=OPSET + [helper.make_opsetid("ai.onnx.ml", 2)])
 
 
 def main():
@@ -89,7 +98,7 @@ def main():
         sys.exit(__doc__)
     out = sys.argv[1]
     force = "--force" in sys.argv[2:]
-    models = {"simple": simple, "dense_fp32": dense_fp32, "uppercase": uppercase}
+    models = {"simple": simple, "dense_fp32": dense_fp32, "vocab_lookup": vocab_lookup}
     for name, make in models.items():
         path = os.path.join(out, name, "1", "model.onnx")
         if force or not os.path.exists(path):

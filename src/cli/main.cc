@@ -1,3 +1,265 @@
-// Composition root (being written): parse flags, build objects, run.
+// Harrier's composition root: parse flags, build the objects, serve until SIGINT/SIGTERM.
+//
+//   backend (ONNX Runtime) -> ModelRepositoryManager -> KServeHandler -> HttpServer
+//
+// Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
+// (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
-int main() { std::puts("harrier " HARRIER_VERSION); return 0; }
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "backends/onnxruntime/onnxruntime_backend.h"
+#include "harrier/model_manager.h"
+#include "lifecycle/model_repository_manager.h"
+#include "protocol/kserve/kserve_handler.h"
+#include "server/http_server.h"
+
+namespace harrier {
+namespace {
+
+struct ServeFlags {
+  std::string model_repository;
+  std::string http_address = "0.0.0.0";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  int http_threads = 0;
+  uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
+  int exit_timeout_secs = 30;
+  double header_timeout_secs = 10;
+  double body_timeout_secs = 30;
+  double idle_timeout_secs = 60;
+  std::string log_format = "text";
+  int log_verbose = 0;
+};
+
+// spdlog flag %* : the message as the inside of a JSON string.
+class JsonEscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (char c : msg.payload) {
+      switch (c) {
+        case '"': dest.append(std::string_view("\\\"")); break;
+        case '\\': dest.append(std::string_view("\\\\")); break;
+        case '\n': dest.append(std::string_view("\\n")); break;
+        case '\r': dest.append(std::string_view("\\r")); break;
+        case '\t': dest.append(std::string_view("\\t")); break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            const char esc[] = {'\\', 'u', '0', '0', kHex[(c >> 4) & 0xf], kHex[c & 0xf]};
+            dest.append(esc, esc + sizeof(esc));
+          } else {
+            dest.push_back(c);
+          }
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonEscapedMessage>();
+  }
+};
+
+void SetUpLogging(const ServeFlags& flags) {
+  auto logger = spdlog::stderr_color_mt("harrier");
+  if (flags.log_format == "json") {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","thread":%t,"message":"%*"})");
+    logger->set_formatter(std::move(formatter));
+  } else {
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ %t] %v");
+  }
+  logger->set_level(flags.log_verbose >= 2   ? spdlog::level::trace
+                    : flags.log_verbose == 1 ? spdlog::level::debug
+                                             : spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+// Blocks SIGINT and SIGTERM in this thread and every thread started after it, so that they
+// are only ever received by sigwait() below, never by an I/O or model thread.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a vanished client is an error code, not a process exit
+  return set;
+}
+
+int Serve(const ServeFlags& flags) {
+  SetUpLogging(flags);
+  const sigset_t signals = BlockShutdownSignals();
+  spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
+               flags.model_repository);
+
+  OnnxRuntimeBackend::Options backend_options;
+  backend_options.log_severity = flags.log_verbose >= 2 ? OnnxRuntimeBackend::LogSeverity::kInfo
+                                                        : OnnxRuntimeBackend::LogSeverity::kWarning;
+  auto backend = OnnxRuntimeBackend::Create(backend_options);
+  if (!backend.ok()) {
+    spdlog::critical("cannot start ONNX Runtime: {}", backend.status().ToString());
+    return 1;
+  }
+
+  ModelRepositoryManager::Options manager_options;
+  manager_options.repository_path = flags.model_repository;
+  manager_options.backend = backend->get();
+  auto manager = ModelRepositoryManager::Create(manager_options);
+  if (!manager.ok()) {
+    spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,
+                     manager.status().message());
+    return 1;
+  }
+  (*manager)->LoadAll();  // logs each model's outcome
+  int ready = 0, total = 0;
+  std::string unavailable;
+  for (const ModelVersionState& m : (*manager)->Index()) {
+    ++total;
+    if (m.state == ModelState::kReady) {
+      ++ready;
+    } else {
+      unavailable += (unavailable.empty() ? "" : ", ") + m.name;
+    }
+  }
+  spdlog::info("{} of {} model version(s) ready{}{}", ready, total,
+               unavailable.empty() ? "" : "; unavailable: ", unavailable);
+
+  kserve::KServeHandler::Options handler_options;
+  handler_options.server_version = HARRIER_VERSION;
+  kserve::KServeHandler handler(manager->get(), handler_options);
+
+  HttpServer::Options http_options;
+  http_options.address = flags.http_address;
+  http_options.port = static_cast<uint16_t>(flags.http_port);
+  http_options.io_threads = flags.http_threads;
+  http_options.max_body_bytes = flags.max_body_bytes;
+  http_options.shutdown_timeout = std::chrono::seconds(flags.exit_timeout_secs);
+  auto ms = [](double secs) {
+    return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0 + 0.5));
+  };
+  http_options.header_timeout = ms(flags.header_timeout_secs);
+  http_options.body_timeout = ms(flags.body_timeout_secs);
+  http_options.keepalive_timeout = ms(flags.idle_timeout_secs);
+  auto server = HttpServer::Create(http_options, &handler);
+  Status started = server.ok() ? (*server)->Start() : server.status();
+  if (!started.ok()) {
+    spdlog::critical("cannot start the HTTP server: {}", started.message());
+    (*manager)->Shutdown();
+    return 1;
+  }
+  spdlog::info("listening on HTTP {}:{} ({} I/O threads)", flags.http_address, (*server)->port(),
+               (*server)->io_threads());
+  spdlog::info("gRPC port {} and metrics port {} are reserved: not served by this release",
+               flags.grpc_port, flags.metrics_port);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}; finishing in-flight requests (at most {} s), then exiting",
+               signal_number == SIGINT ? "SIGINT" : "SIGTERM", flags.exit_timeout_secs);
+  // A second signal means "now": do not wait for the drain.
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("second signal: exiting without waiting for in-flight requests");
+    std::_Exit(1);
+  }).detach();
+
+  (*server)->Stop();       // stop accepting, answer what is in flight, close connections
+  (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
+  server->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace harrier
+
+int main(int argc, char** argv) {
+  using harrier::ServeFlags;
+  ServeFlags flags;
+  CLI::App app{
+      "Harrier: a low-latency inference server for ONNX models, speaking the KServe v2 "
+      "(Open Inference Protocol) REST API with Triton's extensions.",
+      "harrier"};
+  app.set_version_flag("--version", std::string("harrier ") + HARRIER_VERSION,
+                       "Print the version and exit");
+  app.require_subcommand(1);
+
+  CLI::App* serve = app.add_subcommand("serve", "Load a model repository and serve it over HTTP");
+  serve
+      ->add_option("--model-repository", flags.model_repository,
+                   "Triton-layout model repository: <dir>/<model>/[config.pbtxt] and "
+                   "<dir>/<model>/<version>/model.onnx")
+      ->required();
+  serve->add_option("--http-address", flags.http_address, "Address the HTTP server binds")
+      ->capture_default_str();
+  serve->add_option("--http-port", flags.http_port, "HTTP port (0: pick a free one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--grpc-port", flags.grpc_port,
+                   "Reserved; gRPC arrives with a later release (accepted, not served)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--metrics-port", flags.metrics_port,
+                   "Reserved; Prometheus metrics arrive with a later release (accepted, not "
+                   "served)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--http-threads", flags.http_threads,
+                   "HTTP I/O threads (0: one per usable core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  serve
+      ->add_option("--max-body-bytes", flags.max_body_bytes,
+                   "Largest request body; larger ones get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--http-header-timeout-secs", flags.header_timeout_secs,
+                   "A request's line and headers must arrive within this time (else 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--http-body-timeout-secs", flags.body_timeout_secs,
+                   "Longest pause inside a request body (else 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--http-idle-timeout-secs", flags.idle_timeout_secs,
+                   "Idle keep-alive connections are closed after this time")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--exit-timeout-secs", flags.exit_timeout_secs,
+                   "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+  serve->add_option("--log-format", flags.log_format, "Log lines as text or as JSON objects")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  serve
+      ->add_option("--log-verbose", flags.log_verbose,
+                   "0: info; 1: debug; 2: trace (and ONNX Runtime's info)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+
+  CLI11_PARSE(app, argc, argv);
+  return harrier::Serve(flags);
+}

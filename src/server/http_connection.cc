@@ -1,0 +1,608 @@
+#include "server/http_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/status.hpp>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+#include <exception>
+
+namespace harrier::server_internal {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using boost::system::error_code;
+
+namespace {
+
+// Bytes asked of the kernel per read while parsing a header or a chunked body. The flat buffer
+// keeps its capacity, so this is allocated once per connection.
+constexpr std::size_t kReadChunk = 16 * 1024;
+// A Content-Length body is read straight into the request's string, at most this much per read;
+// the string grows as the bytes arrive, so a client that claims a large body and sends nothing
+// costs address space, not memory.
+constexpr std::size_t kBodyWindow = 4 * 1024 * 1024;
+// simdjson reads up to SIMDJSON_PADDING bytes past the end of its input.
+constexpr std::size_t kBodyPadding = 64;
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+const std::shared_ptr<const std::string>& EmptyBody() {
+  static const std::shared_ptr<const std::string> empty = [] {
+    auto s = std::make_shared<std::string>();
+    s->reserve(kBodyPadding);
+    return std::shared_ptr<const std::string>(std::move(s));
+  }();
+  return empty;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// The server owns message framing; these headers from a handler are ignored.
+bool IsFramingHeader(std::string_view name) {
+  return IEquals(name, "content-length") || IEquals(name, "transfer-encoding") ||
+         IEquals(name, "connection");
+}
+
+void AppendNumber(std::string* out, uint64_t value) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  (void)ec;
+  out->append(buf, end);
+}
+
+void AppendJsonEscaped(std::string* out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (char c : text) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          *out += "\\u00";
+          *out += kHex[(c >> 4) & 0xf];
+          *out += kHex[c & 0xf];
+        } else {
+          *out += c;
+        }
+    }
+  }
+}
+
+// "Date: Tue, 15 Nov 1994 08:12:31 GMT\r\n", formatted once per second per thread.
+std::string_view DateHeader() {
+  thread_local std::time_t cached_second = 0;
+  thread_local char line[64];
+  thread_local std::size_t length = 0;
+  std::time_t now = std::time(nullptr);
+  if (now != cached_second) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    length = std::strftime(line, sizeof(line), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    cached_second = now;
+  }
+  return {line, length};
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(Socket socket, IoThread* io, ServerShared* shared)
+    : io_(io), shared_(shared), socket_(std::move(socket)), timer_(io->ioc.get_executor()) {}
+
+HttpConnection::~HttpConnection() = default;
+
+void HttpConnection::Start() {
+  if (shared_->stopping.load(std::memory_order_relaxed)) {
+    Close();
+    return;
+  }
+  registry_pos_ = io_->connections.insert(io_->connections.end(), shared_from_this());
+  registered_ = true;
+  shared_->live_connections.fetch_add(1);
+  StartRequest();
+}
+
+void HttpConnection::OnServerStopping() {
+  if (phase_ == Phase::kIdle) {
+    Close();
+  } else {
+    close_after_response_ = true;
+  }
+}
+
+void HttpConnection::Close() {
+  if (phase_ == Phase::kClosed) return;
+  auto self = shared_from_this();  // the registry may hold the last reference
+  phase_ = Phase::kClosed;
+  ++timer_generation_;
+  timer_armed_ = false;
+  timer_.cancel();
+  error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+  inline_response_.reset();
+  if (registered_) {
+    registered_ = false;
+    io_->connections.erase(registry_pos_);
+    shared_->OnConnectionClosed();
+  }
+}
+
+// ---- Reading a request -------------------------------------------------------------------
+
+void HttpConnection::StartRequest() {
+  if (shared_->stopping.load(std::memory_order_relaxed)) {
+    Close();
+    return;
+  }
+  ++sequence_;
+  request_ = HttpRequest{};
+  body_.clear();
+  parser_.emplace(&request_, &body_, shared_->options.max_body_bytes,
+                  shared_->options.max_header_bytes);
+  body_received_ = 0;
+  body_expected_ = 0;
+  head_request_ = false;
+  http10_ = false;
+  continue_sent_ = false;
+  close_after_response_ = false;
+  linger_on_close_ = false;
+
+  const auto now = Clock::now();
+  if (buffer_.size() > 0) {  // a pipelined request is already here
+    phase_ = Phase::kHeader;
+    SetDeadline(now + shared_->options.header_timeout);
+    Parse();
+    return;
+  }
+  phase_ = Phase::kIdle;
+  // A fresh connection gets header_timeout from the accept, so connecting and sending nothing
+  // is cut off as fast as sending half a header.
+  SetDeadline(now + (first_request_ ? shared_->options.header_timeout
+                                    : shared_->options.keepalive_timeout));
+  ReadMore();
+}
+
+void HttpConnection::ReadMore() {
+  socket_.async_read_some(
+      buffer_.prepare(kReadChunk),
+      [self = shared_from_this()](const error_code& ec, std::size_t n) { self->OnRead(ec, n); });
+}
+
+void HttpConnection::OnRead(const error_code& ec, std::size_t n) {
+  // Anything but a reading phase: the read was cancelled (timeout answered with 408) or the
+  // connection closed; nothing to do.
+  if (phase_ != Phase::kIdle && phase_ != Phase::kHeader && phase_ != Phase::kBody) return;
+  if (ec) {
+    if (ec == asio::error::eof && (phase_ == Phase::kBody || buffer_.size() > 0)) {
+      // The client half-closed in the middle of a request (a body shorter than its
+      // Content-Length, say): it may still be reading, so tell it why.
+      SendError(400, "the connection was closed before the request was complete");
+      return;
+    }
+    // EOF between requests is how keep-alive connections normally end.
+    if (ec != asio::error::eof && ec != asio::error::connection_reset)
+      spdlog::debug("http: read failed: {}", ec.message());
+    Close();
+    return;
+  }
+  buffer_.commit(n);
+  if (phase_ == Phase::kIdle) {
+    phase_ = Phase::kHeader;
+    if (!first_request_) SetDeadline(Clock::now() + shared_->options.header_timeout);
+  } else if (phase_ == Phase::kBody) {
+    SetDeadline(Clock::now() + shared_->options.body_timeout);
+  }
+  Parse();
+}
+
+void HttpConnection::Parse() {
+  if (phase_ == Phase::kBody) {
+    ParseChunked();
+    return;
+  }
+  while (phase_ == Phase::kHeader) {
+    error_code ec;
+    const std::size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == http::error::need_more) {
+      ReadMore();
+      return;
+    }
+    if (ec) {
+      FailParse(ec);
+      return;
+    }
+    if (parser_->is_header_done()) {
+      OnHeaderDone();
+      return;
+    }
+    if (used == 0) {  // defensive: no progress without need_more
+      ReadMore();
+      return;
+    }
+  }
+}
+
+void HttpConnection::OnHeaderDone() {
+  http10_ = parser_->version() < 11;
+  head_request_ = request_.method == "HEAD";
+  if (!parser_->keep_alive()) close_after_response_ = true;
+  if (parser_->is_done()) {  // no body
+    Dispatch();
+    return;
+  }
+  phase_ = Phase::kBody;
+  SetDeadline(Clock::now() + shared_->options.body_timeout);
+  const bool need_continue = parser_->expects_continue() && !http10_ && buffer_.size() == 0;
+
+  if (parser_->chunked()) {
+    parser_->eager(true);
+    if (need_continue) {
+      SendContinue();
+      return;
+    }
+    ParseChunked();
+    return;
+  }
+
+  // Content-Length body (the parser already refused one over max_body_bytes): copy what came
+  // with the header, read the rest straight into the string.
+  body_expected_ = parser_->content_length().value_or(0);
+  body_.reserve(static_cast<std::size_t>(body_expected_) + kBodyPadding);
+  const std::size_t take =
+      static_cast<std::size_t>(std::min<uint64_t>(buffer_.size(), body_expected_));
+  body_.resize(take);
+  std::memcpy(body_.data(), buffer_.data().data(), take);
+  buffer_.consume(take);
+  body_received_ = take;
+  if (body_received_ == body_expected_) {
+    Dispatch();
+    return;
+  }
+  if (need_continue) {
+    SendContinue();
+    return;
+  }
+  ReadBodyDirect();
+}
+
+void HttpConnection::ParseChunked() {
+  for (;;) {
+    if (buffer_.size() == 0) {
+      ReadMore();
+      return;
+    }
+    error_code ec;
+    const std::size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == http::error::need_more) {
+      ReadMore();
+      return;
+    }
+    if (ec) {
+      FailParse(ec);
+      return;
+    }
+    if (parser_->is_done()) {
+      Dispatch();
+      return;
+    }
+    if (used == 0) {
+      ReadMore();
+      return;
+    }
+  }
+}
+
+void HttpConnection::ReadBodyDirect() {
+  const std::size_t window =
+      static_cast<std::size_t>(std::min<uint64_t>(body_expected_ - body_received_, kBodyWindow));
+  body_.resize(static_cast<std::size_t>(body_received_) + window);
+  socket_.async_read_some(asio::buffer(body_.data() + body_received_, window),
+                          [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnBodyRead(ec, n);
+                          });
+}
+
+void HttpConnection::OnBodyRead(const error_code& ec, std::size_t n) {
+  if (phase_ != Phase::kBody) return;  // cancelled by a timeout, or closed
+  if (ec) {
+    if (ec == asio::error::eof) {
+      SendError(400, "the connection was closed before the request body was complete");
+      return;
+    }
+    spdlog::debug("http: connection ended inside a request body: {}", ec.message());
+    Close();
+    return;
+  }
+  body_received_ += n;
+  body_.resize(static_cast<std::size_t>(body_received_));
+  if (body_received_ == body_expected_) {
+    Dispatch();
+    return;
+  }
+  SetDeadline(Clock::now() + shared_->options.body_timeout);
+  ReadBodyDirect();
+}
+
+void HttpConnection::SendContinue() {
+  continue_sent_ = true;
+  asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                    [self = shared_from_this()](const error_code& ec, std::size_t) {
+                      if (self->phase_ != Phase::kBody) return;  // timed out, or closed
+                      if (ec) {
+                        self->Close();
+                        return;
+                      }
+                      if (self->parser_->chunked()) {
+                        self->ParseChunked();
+                      } else {
+                        self->ReadBodyDirect();
+                      }
+                    });
+}
+
+void HttpConnection::FailParse(const error_code& ec) {
+  std::string message;
+  if (ec == http::error::body_limit) {
+    message = "request body is larger than the server's limit of ";
+    AppendNumber(&message, shared_->options.max_body_bytes);
+    message += " bytes";
+    SendError(413, message);
+  } else if (ec == http::error::header_limit) {
+    message = "request line and headers are larger than the server's limit of ";
+    AppendNumber(&message, shared_->options.max_header_bytes);
+    message += " bytes";
+    SendError(431, message);
+  } else {
+    SendError(400, "malformed HTTP request: " + ec.message());
+  }
+}
+
+void HttpConnection::SendError(int status, std::string_view message) {
+  spdlog::debug("http: answering {} and closing: {}", status, message);
+  HttpResponse response;
+  response.status = status;
+  response.headers.emplace_back("Content-Type", "application/json");
+  response.body = "{\"error\":\"";
+  AppendJsonEscaped(&response.body, message);
+  response.body += "\"}";
+  close_after_response_ = true;
+  linger_on_close_ = true;  // the rest of the request may still be on its way
+  head_request_ = false;
+  StartWrite(std::move(response));
+}
+
+// ---- Handing the request over -----------------------------------------------------------
+
+void HttpConnection::Dispatch() {
+  phase_ = Phase::kHandling;
+  ClearDeadline();  // the handler's time is the scheduler's business, not a read timeout
+  if (body_.empty()) {
+    request_.body = EmptyBody();
+  } else {
+    if (body_.capacity() < body_.size() + kBodyPadding) body_.reserve(body_.size() + kBodyPadding);
+    request_.body = std::make_shared<const std::string>(std::move(body_));
+  }
+  parser_.reset();
+
+  HttpResponder responder(Responder{weak_from_this(), io_->shared_from_this(), sequence_});
+  in_handler_ = true;
+  try {
+    shared_->handler->Handle(std::move(request_), std::move(responder));
+  } catch (const std::exception& e) {
+    spdlog::error("http: handler threw: {}", e.what());
+    if (phase_ == Phase::kHandling && !inline_response_) {
+      HttpResponse error;
+      error.status = 500;
+      error.headers.emplace_back("Content-Type", "application/json");
+      error.body = "{\"error\":\"internal error\"}";
+      inline_response_.emplace(std::move(error));
+      close_after_response_ = true;
+    }
+  }
+  in_handler_ = false;
+  if (inline_response_) {
+    HttpResponse response = std::move(*inline_response_);
+    inline_response_.reset();
+    StartWrite(std::move(response));
+  }
+}
+
+void HttpConnection::Responder::operator()(HttpResponse response) const {
+  if (io->ioc.get_executor().running_in_this_thread()) {
+    if (auto c = connection.lock()) c->OnResponse(sequence, std::move(response));
+    return;
+  }
+  // After the server stopped this lands in a stopped io_context and is destroyed with it; it
+  // holds only a weak reference, so nothing is kept alive in a cycle.
+  asio::post(io->ioc, [connection = connection, sequence = sequence,
+                       response = std::move(response)]() mutable {
+    if (auto c = connection.lock()) c->OnResponse(sequence, std::move(response));
+  });
+}
+
+void HttpConnection::OnResponse(uint64_t sequence, HttpResponse response) {
+  // Closed meanwhile (client gone, timeout, Stop), or a second call: drop it.
+  if (phase_ != Phase::kHandling || sequence != sequence_) return;
+  if (in_handler_) {  // answered inside Handle(): write once Handle() has returned
+    if (!inline_response_) inline_response_.emplace(std::move(response));
+    return;
+  }
+  StartWrite(std::move(response));
+}
+
+// ---- Writing the response ----------------------------------------------------------------
+
+void HttpConnection::FormatHead() {
+  int status = response_.status;
+  if (status < 200 || status > 599) {
+    spdlog::error("http: handler returned status {}; sending 500", status);
+    status = 500;
+    response_.body = "{\"error\":\"internal error\"}";
+  }
+  const bool no_body = status == 204 || status == 304;
+  head_.clear();
+  head_ += "HTTP/1.1 ";
+  AppendNumber(&head_, static_cast<uint64_t>(status));
+  head_ += ' ';
+  auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  head_.append(reason.data(), reason.size());
+  head_ += "\r\n";
+  for (const auto& [name, value] : response_.headers) {
+    if (IsFramingHeader(name)) continue;
+    head_ += name;
+    head_ += ": ";
+    head_ += value;
+    head_ += "\r\n";
+  }
+  if (no_body) {
+    response_.body.clear();
+  } else {
+    head_ += "Content-Length: ";
+    AppendNumber(&head_, response_.body.size());
+    head_ += "\r\n";
+  }
+  if (close_after_response_) {
+    head_ += "Connection: close\r\n";
+  } else if (http10_) {
+    head_ += "Connection: keep-alive\r\n";
+  }
+  head_ += DateHeader();
+  head_ += "\r\n";
+}
+
+void HttpConnection::StartWrite(HttpResponse response) {
+  response_ = std::move(response);
+  if (shared_->stopping.load(std::memory_order_relaxed)) close_after_response_ = true;
+  FormatHead();
+  out_[0] = asio::buffer(head_);
+  out_[1] = head_request_ ? asio::const_buffer() : asio::buffer(response_.body);
+  phase_ = Phase::kWriting;
+  SetDeadline(Clock::now() + shared_->options.write_timeout);
+  WriteSome();
+}
+
+void HttpConnection::WriteSome() {
+  // One gather write (sendmsg with two iovecs) for header and body; Asio tries it at once, so a
+  // response that fits the socket buffer costs one system call.
+  socket_.async_write_some(out_, [self = shared_from_this()](const error_code& ec, std::size_t n) {
+    self->OnWrite(ec, n);
+  });
+}
+
+void HttpConnection::OnWrite(const error_code& ec, std::size_t n) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    spdlog::debug("http: write failed (client gone?): {}", ec.message());
+    Close();
+    return;
+  }
+  for (auto& b : out_) {
+    const std::size_t k = std::min(n, b.size());
+    b += k;
+    n -= k;
+  }
+  if (out_[0].size() + out_[1].size() > 0) {
+    SetDeadline(Clock::now() + shared_->options.write_timeout);
+    WriteSome();
+    return;
+  }
+  OnWriteDone();
+}
+
+void HttpConnection::OnWriteDone() {
+  response_ = HttpResponse{};
+  if (close_after_response_) {
+    if (linger_on_close_ || buffer_.size() > 0) {
+      Linger();
+    } else {
+      Close();
+    }
+    return;
+  }
+  first_request_ = false;
+  StartRequest();
+}
+
+// Closing right away with unread input makes the kernel send a reset, which can destroy the
+// response before the client reads it; so shut the send side and drain for a while first.
+void HttpConnection::Linger() {
+  phase_ = Phase::kLinger;
+  error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+  SetDeadline(Clock::now() + shared_->options.linger_timeout);
+  buffer_.clear();
+  socket_.async_read_some(
+      buffer_.prepare(kReadChunk),
+      [self = shared_from_this()](const error_code& ec, std::size_t) { self->OnLingerRead(ec); });
+}
+
+void HttpConnection::OnLingerRead(const error_code& ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    Close();
+    return;
+  }
+  socket_.async_read_some(
+      buffer_.prepare(kReadChunk),
+      [self = shared_from_this()](const error_code& ec2, std::size_t) { self->OnLingerRead(ec2); });
+}
+
+// ---- Deadlines ---------------------------------------------------------------------------
+
+void HttpConnection::SetDeadline(Clock::time_point deadline) {
+  deadline_ = deadline;
+  if (!timer_armed_ || deadline < timer_at_) ArmTimer(deadline);
+}
+
+void HttpConnection::ArmTimer(Clock::time_point at) {
+  timer_at_ = at;
+  timer_armed_ = true;
+  const uint64_t generation = ++timer_generation_;
+  timer_.expires_at(at);  // cancels a pending wait; its handler sees a stale generation
+  timer_.async_wait([self = shared_from_this(), generation](const error_code& ec) {
+    self->OnTimer(generation, ec);
+  });
+}
+
+void HttpConnection::OnTimer(uint64_t generation, const error_code&) {
+  if (generation != timer_generation_ || phase_ == Phase::kClosed) return;
+  timer_armed_ = false;
+  if (deadline_ == Clock::time_point::max()) return;  // handling: no read/write deadline
+  if (Clock::now() < deadline_) {
+    ArmTimer(deadline_);  // the deadline moved later since the timer was set
+    return;
+  }
+  if (phase_ == Phase::kHeader || phase_ == Phase::kBody) {
+    // Part of a request came, the rest did not: cancel the read and say so (408). A client that
+    // is not reading either is cut off by the write timeout.
+    error_code ignored;
+    socket_.cancel(ignored);
+    SendError(408, phase_ == Phase::kHeader
+                       ? "the request header was not received within the header timeout"
+                       : "the request body stalled for longer than the body timeout");
+    return;
+  }
+  if (phase_ == Phase::kWriting) spdlog::debug("http: closing connection: write timeout");
+  Close();  // idle keep-alive connection, or lingering after an error
+}
+
+}  // namespace harrier::server_internal

@@ -1,0 +1,141 @@
+// HttpConnection: one accepted HTTP/1.1 connection and its request/response loop.
+//
+// States, one request at a time:
+//   kIdle      waiting for the first byte of a request (keep-alive idle, or a fresh connection)
+//   kHeader    reading the request line and header fields          (header_timeout, total)
+//   kBody      reading the body                                     (body_timeout, per read)
+//   kHandling  the handler has the request; nothing is read (pipelined bytes wait in buffer_)
+//   kWriting   writing the response with one gather write           (write_timeout, per write)
+//   kLinger    after an error response: send side shut, unread input drained (linger_timeout)
+//   kClosed
+//
+// Timeouts use one steady_timer lazily: a new deadline is only stored, and the timer is re-armed
+// when it fires early, so the common request path makes no timer system calls.
+//
+// Ownership: while open, the IoThread's connection list holds it; pending Asio operations hold
+// it through shared_from_this(). A responder holds only a weak_ptr, so a response for a closed
+// connection is dropped. Thread safety: every member function runs on the connection's I/O
+// thread, except that Responder (below) may be called from any thread.
+#pragma once
+
+#include <array>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "harrier/http_message.h"
+#include "server/io_thread.h"
+#include "server/request_parser.h"
+
+namespace harrier::server_internal {
+
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  // Concrete io_context executors (not any_io_executor): no type-erased dispatch per operation.
+  using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp,
+                                                  boost::asio::io_context::executor_type>;
+  using Timer =
+      boost::asio::basic_waitable_timer<std::chrono::steady_clock,
+                                        boost::asio::wait_traits<std::chrono::steady_clock>,
+                                        boost::asio::io_context::executor_type>;
+
+  // `socket` must belong to io->ioc. `io` and `shared` must outlive every call into this object
+  // (they do: calls only happen on io's thread, which the server joins before it goes away).
+  HttpConnection(Socket socket, IoThread* io, ServerShared* shared);
+  ~HttpConnection();
+
+  // Registers with the IoThread and starts reading. On the I/O thread.
+  void Start();
+  // The server is stopping: close now if idle, otherwise after the current response.
+  void OnServerStopping();
+  // Closes the socket now; an in-flight response will be dropped. Idempotent.
+  void Close();
+
+ private:
+  enum class Phase { kIdle, kHeader, kBody, kHandling, kWriting, kLinger, kClosed };
+  using Clock = std::chrono::steady_clock;
+
+  // Delivers a handler's response; any thread.
+  struct Responder {
+    std::weak_ptr<HttpConnection> connection;
+    std::shared_ptr<IoThread> io;
+    uint64_t sequence;
+    void operator()(HttpResponse response) const;
+  };
+
+  void StartRequest();
+  void ReadMore();
+  void OnRead(const boost::system::error_code& ec, std::size_t n);
+  void Parse();
+  void ParseChunked();
+  void OnHeaderDone();
+  void ReadBodyDirect();
+  void OnBodyRead(const boost::system::error_code& ec, std::size_t n);
+  void Dispatch();
+  void OnResponse(uint64_t sequence, HttpResponse response);
+  void StartWrite(HttpResponse response);
+  void WriteSome();
+  void OnWrite(const boost::system::error_code& ec, std::size_t n);
+  void OnWriteDone();
+  void SendContinue();
+  void SendError(int status, std::string_view message);
+  void FailParse(const boost::system::error_code& ec);
+  void Linger();
+  void OnLingerRead(const boost::system::error_code& ec);
+  void FormatHead();
+
+  void SetDeadline(Clock::time_point deadline);
+  void ClearDeadline() { deadline_ = Clock::time_point::max(); }
+  void ArmTimer(Clock::time_point at);
+  void OnTimer(uint64_t generation, const boost::system::error_code& ec);
+
+  // Constant after construction.
+  IoThread* const io_;
+  ServerShared* const shared_;
+
+  Socket socket_;
+  Timer timer_;
+
+  Phase phase_ = Phase::kIdle;
+  bool registered_ = false;
+  std::list<std::shared_ptr<HttpConnection>>::iterator registry_pos_;
+  bool first_request_ = true;
+  bool close_after_response_ = false;  // set by an error, Connection: close, HTTP/1.0 or Stop
+  bool linger_on_close_ = false;       // unread request bytes may remain
+  bool in_handler_ = false;            // inside HttpHandler::Handle on this thread
+  uint64_t sequence_ = 0;              // of the request in flight
+
+  // Read side. buffer_ is reused for the connection's life.
+  boost::beast::flat_buffer buffer_;
+  HttpRequest request_;
+  std::string body_;
+  std::optional<RequestParser> parser_;
+  uint64_t body_received_ = 0;  // Content-Length bodies read directly into body_
+  uint64_t body_expected_ = 0;
+  bool head_request_ = false;
+  bool http10_ = false;
+
+  // Write side.
+  std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it
+  HttpResponse response_;                        // keeps the body alive during the write
+  std::string head_;                             // status line + headers, reused
+  std::array<boost::asio::const_buffer, 2> out_;
+  bool continue_sent_ = false;
+
+  // Lazy deadline timer.
+  Clock::time_point deadline_ = Clock::time_point::max();
+  Clock::time_point timer_at_ = Clock::time_point::max();
+  bool timer_armed_ = false;
+  uint64_t timer_generation_ = 0;
+};
+
+}  // namespace harrier::server_internal

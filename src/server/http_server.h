@@ -1,0 +1,109 @@
+// HttpServer: Harrier's HTTP/1.1 front end (Boost.Asio + Beast's parser).
+//
+// It accepts TCP connections, parses requests into harrier::HttpRequest, hands each one to an
+// HttpHandler and writes the handler's HttpResponse back. It knows nothing about KServe.
+//
+// Threading: `io_threads` threads, each running its own io_context. One acceptor (on the first
+// thread) hands accepted sockets round-robin to the threads; a connection then lives on its
+// thread for good, and only that thread touches its socket. The handler is called on the
+// connection's thread and must not block; its HttpResponder may be called from any thread (the
+// response is posted back to the connection's thread, or dropped if the connection is gone).
+//
+// Per connection: one request at a time (pipelined requests wait in the read buffer), keep-alive
+// (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`), Content-Length and chunked bodies,
+// `Expect: 100-continue`. Protocol errors are answered and the connection closed:
+//   400 malformed request line, header, chunk or Content-Length
+//   413 body over max_body_bytes (a Content-Length claim is refused before reading the body)
+//   431 request line + headers over max_header_bytes
+//   408 part of a request arrived but the rest did not within header_timeout / body_timeout
+//   400 the client half-closed the connection in the middle of a request
+// Error bodies are `{"error": "..."}`. A connection idle between requests (or silent since the
+// accept) is closed without a response when its timeout passes.
+//
+// Lifecycle: Create() validates options; Start() binds, listens and starts the threads; Stop()
+// (also run by the destructor) stops accepting, closes idle connections, lets in-flight
+// requests finish for up to `shutdown_timeout`, then closes what is left and joins the threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harrier/http_message.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+namespace server_internal {
+class IoThread;
+struct ServerShared;
+class Acceptor;
+}  // namespace server_internal
+
+class HttpServer {
+ public:
+  struct Options {
+    // Address to listen on: an IPv4 or IPv6 literal. Default: every IPv4 interface.
+    std::string address = "0.0.0.0";
+    // TCP port; 0 picks a free one (see port()). Default 8000, as Triton.
+    uint16_t port = 8000;
+    // I/O threads, each with its own io_context. 0 (default): the usable cores (cgroup quota and
+    // affinity aware, see core/cpu_quota.h).
+    int io_threads = 0;
+    // Largest request body. Default 256 MiB: a 100 MB binary image batch fits with room; JSON
+    // tensors are 3-10x their binary size, so raise it for large JSON requests.
+    uint64_t max_body_bytes = 256ull << 20;
+    // Largest request line + header fields. Default 64 KiB.
+    uint32_t max_header_bytes = 64u << 10;
+    // Time from the first byte of a request (or from accepting the connection) until its header
+    // is complete. Default 10 s. Slow-header ("slowloris") clients are cut off by it.
+    std::chrono::milliseconds header_timeout{10'000};
+    // Longest gap between two reads of a request body. Default 30 s.
+    std::chrono::milliseconds body_timeout{30'000};
+    // How long a keep-alive connection may sit idle between requests. Default 60 s.
+    std::chrono::milliseconds keepalive_timeout{60'000};
+    // Longest gap between two writes of a response (a client that stops reading). Default 30 s.
+    std::chrono::milliseconds write_timeout{30'000};
+    // After an error response, how long unread request bytes are drained before closing, so
+    // the client sees the response instead of a connection reset. Default 2 s.
+    std::chrono::milliseconds linger_timeout{2'000};
+    // Stop(): how long in-flight requests may take to finish before their connections are
+    // closed. Default 30 s (tritonserver's --exit-timeout-secs).
+    std::chrono::milliseconds shutdown_timeout{30'000};
+  };
+
+  // kInvalidArgument for an unparsable address or a zero limit/timeout. `handler` is not
+  // owned and must outlive the server (it is called until Stop() returns).
+  static StatusOr<std::unique_ptr<HttpServer>> Create(const Options& options, HttpHandler* handler);
+
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens, then starts the I/O threads. kUnavailable when the address cannot be
+  // bound (in use, no permission); kInvalidArgument when called twice.
+  Status Start();
+
+  // The bound port (the real one when Options::port was 0). Valid after Start().
+  uint16_t port() const { return port_; }
+  int io_threads() const { return static_cast<int>(io_.size()); }
+
+  // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
+  // Idempotent. REQUIRES: not called from an I/O thread or from inside the handler.
+  void Stop();
+
+ private:
+  HttpServer(const Options& options, HttpHandler* handler);
+
+  Options options_;
+  std::shared_ptr<server_internal::ServerShared> shared_;
+  std::vector<std::shared_ptr<server_internal::IoThread>> io_;
+  std::unique_ptr<server_internal::Acceptor> acceptor_;  // after io_: destroyed first
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace harrier

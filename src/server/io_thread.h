@@ -1,0 +1,62 @@
+// IoThread and ServerShared: the state the HTTP server's connections share.
+//
+// An IoThread is one io_context, the thread that runs it and the connections that live on it.
+// It is held by shared_ptr: the server holds one reference and every HttpResponder handed to a
+// handler holds another, so a responder called after the server is gone still posts into a
+// live (stopped) io_context instead of freed memory. The posted work only holds weak
+// references to connections, so nothing cycles.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "harrier/http_message.h"
+#include "server/http_server.h"
+
+namespace harrier::server_internal {
+
+class HttpConnection;
+
+// Constant after HttpServer::Start() except the atomics and what `mu` guards. Connections use
+// it only from I/O threads, which are joined before the server (its owner) goes away.
+struct ServerShared {
+  HttpServer::Options options;
+  HttpHandler* handler = nullptr;
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> live_connections{0};
+
+  std::mutex mu;
+  std::condition_variable drained;  // notified (under mu) when live_connections reaches 0
+
+  void OnConnectionClosed() {
+    if (live_connections.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu);
+      drained.notify_all();
+    }
+  }
+};
+
+class IoThread : public std::enable_shared_from_this<IoThread> {
+ public:
+  // Concurrency hint 1: only this thread runs the context, so Asio can keep handlers posted
+  // from it on a thread-private queue (posts from other threads stay safe).
+  IoThread() : ioc(1), work(boost::asio::make_work_guard(ioc)) {}
+
+  boost::asio::io_context ioc;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  std::thread thread;
+  // The open connections of this thread; touched only on this thread (or after it is joined).
+  // Destroyed before `ioc` (declared after it), so sockets never outlive their context.
+  std::list<std::shared_ptr<HttpConnection>> connections;
+};
+
+}  // namespace harrier::server_internal

@@ -1,0 +1,60 @@
+// RequestParser: Beast's HTTP/1.1 request parser, writing straight into a harrier::HttpRequest.
+//
+// Beast's stock request_parser builds a beast::http::fields (one heap node per header) that we
+// would then copy; this parser lower-cases header names into HttpRequest::headers as they are
+// parsed and appends chunked body data to a caller-owned std::string. Content-Length bodies
+// are normally read by the connection directly into that string (one copy fewer), so
+// on_body_impl is only a fallback.
+//
+// One parser per request (it is a small object, no heap allocation of its own). Not thread
+// safe; used by one connection on its I/O thread.
+#pragma once
+
+#include <boost/beast/http/basic_parser.hpp>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "harrier/http_message.h"
+
+namespace harrier::server_internal {
+
+class RequestParser final : public boost::beast::http::basic_parser<true> {
+ public:
+  // `request` and `body` must outlive the parser. `max_body_bytes` bounds the body (a
+  // Content-Length over it fails the header with http::error::body_limit; chunked data over it
+  // fails when the chunk header arrives). `max_header_bytes` bounds request line + fields
+  // (http::error::header_limit).
+  RequestParser(HttpRequest* request, std::string* body, uint64_t max_body_bytes,
+                uint32_t max_header_bytes);
+
+  // True when the request carried `Expect: 100-continue`.
+  bool expects_continue() const { return expects_continue_; }
+  int version() const { return version_; }
+
+ private:
+  void on_request_impl(boost::beast::http::verb method, boost::beast::string_view method_str,
+                       boost::beast::string_view target, int version,
+                       boost::beast::error_code& ec) override;
+  void on_response_impl(int code, boost::beast::string_view reason, int version,
+                        boost::beast::error_code& ec) override;
+  void on_field_impl(boost::beast::http::field name, boost::beast::string_view name_string,
+                     boost::beast::string_view value, boost::beast::error_code& ec) override;
+  void on_header_impl(boost::beast::error_code& ec) override;
+  void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
+                         boost::beast::error_code& ec) override;
+  std::size_t on_body_impl(boost::beast::string_view body, boost::beast::error_code& ec) override;
+  void on_chunk_header_impl(std::uint64_t size, boost::beast::string_view extensions,
+                            boost::beast::error_code& ec) override;
+  std::size_t on_chunk_body_impl(std::uint64_t remain, boost::beast::string_view body,
+                                 boost::beast::error_code& ec) override;
+  void on_finish_impl(boost::beast::error_code& ec) override;
+
+  HttpRequest* request_;
+  std::string* body_;
+  uint64_t max_body_bytes_;
+  int version_ = 11;
+  bool expects_continue_ = false;
+};
+
+}  // namespace harrier::server_internal
