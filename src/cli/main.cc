@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "backends/onnxruntime/onnxruntime_backend.h"
+#include "core/json_writer.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "protocol/kserve/kserve_handler.h"
@@ -48,23 +49,9 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (char c : msg.payload) {
-      switch (c) {
-        case '"': dest.append(std::string_view("\\\"")); break;
-        case '\\': dest.append(std::string_view("\\\\")); break;
-        case '\n': dest.append(std::string_view("\\n")); break;
-        case '\r': dest.append(std::string_view("\\r")); break;
-        case '\t': dest.append(std::string_view("\\t")); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            const char esc[] = {'\\', 'u', '0', '0', kHex[(c >> 4) & 0xf], kHex[c & 0xf]};
-            dest.append(esc, esc + sizeof(esc));
-          } else {
-            dest.push_back(c);
-          }
-      }
-    }
+    std::string quoted;
+    AppendJsonString(&quoted, std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(quoted.data() + 1, quoted.data() + quoted.size() - 1);  // without the quotes
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<JsonEscapedMessage>();

@@ -10,36 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json_writer.h"
+
 namespace harrier {
 namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
-
-void AppendEscaped(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          *out += buf;
-        } else {
-          out->push_back(c);  // UTF-8 passes through unchanged
-        }
-    }
-  }
-  out->push_back('"');
-}
 
 template <typename T>
 void AppendNumber(T value, std::string* out) {
@@ -125,7 +103,7 @@ void AppendValue(const Message& message, const FieldDescriptor* field, int index
           rep ? r->GetRepeatedEnumValue(message, field, index) : r->GetEnumValue(message, field);
       const auto* value = field->enum_type()->FindValueByNumber(number);
       if (value != nullptr) {
-        AppendEscaped(value->name(), out);
+        AppendJsonString(out, value->name());
       } else {
         AppendNumber(number, out);  // an unknown value read from the wire
       }
@@ -138,7 +116,7 @@ void AppendValue(const Message& message, const FieldDescriptor* field, int index
       if (field->type() == FieldDescriptor::TYPE_BYTES) {
         AppendBase64(v, out);
       } else {
-        AppendEscaped(v, out);
+        AppendJsonString(out, v);
       }
       break;
     }
@@ -214,7 +192,7 @@ void AppendMessage(const Message& message, std::string* out) {
     }
     if (!first) out->push_back(',');
     first = false;
-    AppendEscaped(field->name(), out);
+    AppendJsonString(out, field->name());
     out->push_back(':');
     if (field->is_map()) {
       AppendMap(message, field, out);

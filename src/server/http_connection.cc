@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/json_writer.h"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -62,27 +64,6 @@ void AppendNumber(std::string* out, uint64_t value) {
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
   (void)ec;
   out->append(buf, end);
-}
-
-void AppendJsonEscaped(std::string* out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (char c : text) {
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          *out += "\\u00";
-          *out += kHex[(c >> 4) & 0xf];
-          *out += kHex[c & 0xf];
-        } else {
-          *out += c;
-        }
-    }
-  }
 }
 
 // "Date: Tue, 15 Nov 1994 08:12:31 GMT\r\n", formatted once per second per thread.
@@ -381,9 +362,9 @@ void HttpConnection::SendError(int status, std::string_view message) {
   HttpResponse response;
   response.status = status;
   response.headers.emplace_back("Content-Type", "application/json");
-  response.body = "{\"error\":\"";
-  AppendJsonEscaped(&response.body, message);
-  response.body += "\"}";
+  response.body = "{\"error\":";
+  AppendJsonString(&response.body, message);
+  response.body += "}";
   close_after_response_ = true;
   linger_on_close_ = true;  // the rest of the request may still be on its way
   head_request_ = false;

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "protocol/kserve/float16.h"
-#include "protocol/kserve/json_writer.h"
+#include "core/json_writer.h"
+#include "protocol/kserve/utf8.h"
 
 namespace harrier::kserve {
 namespace {

@@ -9,7 +9,7 @@
 // JSON values: integers and BOOL as JSON integers and true/false; FP16/BF16 widened to float;
 // floating point in the shortest form that reads back to the same value (std::to_chars);
 // NaN and infinities as the bare tokens NaN, Infinity, -Infinity (as Triton; see
-// json_writer.h); BYTES elements as JSON strings, which must be valid UTF-8 (else
+// core/json_writer.h); BYTES elements as JSON strings, which must be valid UTF-8 (else
 // kInvalidArgument telling the client to ask for the output as binary data).
 //
 // The body is built in one string whose capacity is reserved up front, so each output's bytes

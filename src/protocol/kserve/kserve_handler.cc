@@ -11,7 +11,8 @@
 #include "core/status_mapping.h"
 #include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
-#include "protocol/kserve/json_writer.h"
+#include "core/json_writer.h"
+#include "protocol/kserve/utf8.h"
 
 namespace harrier::kserve {
 

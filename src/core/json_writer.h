@@ -1,7 +1,8 @@
-// Appending JSON tokens to a std::string: the small writer behind every KServe response.
+// Appending JSON tokens to a std::string: the small writer behind every JSON body Harrier
+// writes (KServe responses, errors, the model config, JSON log lines).
 //
 // Numbers use std::to_chars (shortest round-trip form for floating point). Strings are
-// escaped per RFC 8259; the caller guarantees they are valid UTF-8 (IsValidUtf8).
+// escaped per RFC 8259; the caller guarantees they are valid UTF-8.
 // Non-finite numbers are written as the bare tokens NaN, Infinity and -Infinity, as Triton
 // does (RapidJSON's kWriteNanAndInfFlag): not strict JSON, but what Triton's clients and
 // Python's json module read. docs/api.md explains the choice.
@@ -14,10 +15,8 @@
 #include <string_view>
 #include <type_traits>
 
-namespace harrier::kserve {
+namespace harrier {
 
-// True when `s` is well-formed UTF-8 (simdjson's validator).
-bool IsValidUtf8(std::string_view s);
 
 // Appends `s` as a quoted, escaped JSON string.
 void AppendJsonString(std::string* out, std::string_view s);
@@ -50,4 +49,4 @@ inline void AppendJsonKey(std::string* out, std::string_view key) {
   out->push_back(':');
 }
 
-}  // namespace harrier::kserve
+}  // namespace harrier

@@ -1,12 +1,6 @@
-#include "protocol/kserve/json_writer.h"
+#include "core/json_writer.h"
 
-#include <simdjson.h>
-
-namespace harrier::kserve {
-
-bool IsValidUtf8(std::string_view s) {
-  return simdjson::validate_utf8(s.data(), s.size());
-}
+namespace harrier {
 
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -35,4 +29,4 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
 }
 
-}  // namespace harrier::kserve
+}  // namespace harrier
