@@ -36,6 +36,8 @@ struct ServeFlags {
   int metrics_port = 8002;
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
+  uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
+  int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;
   double header_timeout_secs = 10;
   double body_timeout_secs = 30;
@@ -127,6 +129,7 @@ int Serve(const ServeFlags& flags) {
 
   kserve::KServeHandler::Options handler_options;
   handler_options.server_version = HARRIER_VERSION;
+  handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   kserve::KServeHandler handler(manager->get(), handler_options);
 
   HttpServer::Options http_options;
@@ -134,6 +137,7 @@ int Serve(const ServeFlags& flags) {
   http_options.port = static_cast<uint16_t>(flags.http_port);
   http_options.io_threads = flags.http_threads;
   http_options.max_body_bytes = flags.max_body_bytes;
+  http_options.max_header_bytes = flags.max_header_bytes;
   http_options.shutdown_timeout = std::chrono::seconds(flags.exit_timeout_secs);
   auto ms = [](double secs) {
     return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0 + 0.5));
@@ -216,6 +220,16 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--max-body-bytes", flags.max_body_bytes,
                    "Largest request body; larger ones get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--max-header-bytes", flags.max_header_bytes,
+                   "Largest request line + headers; larger ones get 431")
+      ->capture_default_str()
+      ->check(CLI::Range(1024u, 16u << 20));
+  serve
+      ->add_option("--max-tensor-elements", flags.max_tensor_elements,
+                   "Most elements one input tensor may claim; more get 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve
