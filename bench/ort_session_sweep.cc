@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     }
     std::vector<harrier::Tensor> outputs;
     auto run = [&] {
-      harrier::Status st = (*instance)->Run(inputs, output_names, &outputs);
+      harrier::Status st = (*instance)->Run(inputs, output_names, &outputs, {});
       if (!st.ok()) {
         std::fprintf(stderr, "%s\n", st.ToString().c_str());
         std::exit(1);

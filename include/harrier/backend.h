@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harrier/cancellation.h"
 #include "harrier/data_type.h"
 #include "harrier/status.h"
 #include "harrier/tensor.h"
@@ -45,6 +46,13 @@ struct InstanceOptions {
   std::map<std::string, std::string> parameters;
 };
 
+// What a run may need besides its tensors.
+struct RunContext {
+  // When set and cancelled while Run() is in progress, the backend stops the run as soon as
+  // the engine allows and returns kCancelled. Not owned; outlives the Run() call.
+  CancellationToken* cancellation = nullptr;
+};
+
 // One loaded copy of a model that runs one request at a time.
 // Thread safety: Run() is called by one worker thread at a time per instance.
 class ModelInstance {
@@ -54,9 +62,10 @@ class ModelInstance {
   // Runs the model. `inputs` match the signature's input names, dtypes and shapes (validated
   // by the caller, including BYTES serialization). Fills `outputs` with one tensor per name in
   // `output_names`, in that order; output tensors own their memory (Tensor::owner).
-  // Errors: kInvalidArgument for input the engine rejects, kInternal for engine failures.
+  // Errors: kInvalidArgument for input the engine rejects, kCancelled when context.cancellation
+  // fired during the run, kInternal for engine failures.
   virtual Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
-                     std::vector<Tensor>* outputs) = 0;
+                     std::vector<Tensor>* outputs, const RunContext& context) = 0;
 };
 
 class Backend {

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "harrier/cancellation.h"
+
 namespace harrier {
 
 struct HttpRequest {
@@ -18,6 +20,9 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   // The whole body, in a shared heap string so that decoded tensors can borrow from it.
   std::shared_ptr<const std::string> body;
+  // Cancelled by the server when the client disconnects before the response is sent; may be
+  // null (the transport cannot tell).
+  std::shared_ptr<CancellationToken> cancellation;
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {

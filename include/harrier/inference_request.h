@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "harrier/cancellation.h"
 #include "harrier/status.h"
 #include "harrier/tensor.h"
 
@@ -55,6 +56,22 @@ struct InferenceRequest {
 
   // When the request was received (steady clock), for queue and total latency statistics.
   std::chrono::steady_clock::time_point received_at{};
+
+  // --- Scheduling: set by the codec and the transport, honoured by the scheduler ---------------
+  // Priority level (request parameter `priority`): 0 = the model's default level; 1 is the
+  // most urgent, as in Triton.
+  uint64_t priority = 0;
+  // Request parameter `timeout` in microseconds, counted from received_at; 0 = none. Whether it
+  // may override the model's default timeout is the model's queue policy
+  // (allow_timeout_override).
+  uint64_t timeout_us = 0;
+  // A deadline set by the transport (HTTP header X-Request-Timeout-Us, gRPC grpc-timeout);
+  // time_point::max() = none. Past it the request is answered kDeadlineExceeded.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Cancelled by the transport when the client goes away; may be null (never cancelled).
+  std::shared_ptr<CancellationToken> cancellation;
+  // Who is asking, for per-client rate limits (X-Client-Id header); empty = anonymous.
+  std::string client_id;
 };
 
 struct InferenceResponse {

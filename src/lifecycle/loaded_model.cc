@@ -49,7 +49,8 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
     const Clock::time_point start = Clock::now();
     InferenceRequest& req = *call->request;
     InferenceResponse response;
-    Status s = instance.Run(req.inputs, *output_names, &response.outputs);
+    RunContext context{req.cancellation.get()};
+    Status s = instance.Run(req.inputs, *output_names, &response.outputs, context);
     const Clock::time_point ran = Clock::now();
     if (!s.ok()) {
       stats_.RecordFailure(Ns(received, ran));

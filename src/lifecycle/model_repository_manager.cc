@@ -147,7 +147,7 @@ Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
     for (int i = 0; i < s.runs; ++i) {
       RETURN_IF_ERROR(pool.RunOnEachInstance([&](ModelInstance& instance) {
         std::vector<Tensor> out;
-        return instance.Run(check.inputs, outputs, &out);
+        return instance.Run(check.inputs, outputs, &out, RunContext{});
       }).WithContext("warm-up sample '" + s.name + "'"));
     }
   }

@@ -12,7 +12,8 @@ namespace {
 // An instance that records which thread ran it and whether two runs ever overlapped.
 class RecordingInstance : public ModelInstance {
  public:
-  Status Run(std::span<const Tensor>, std::span<const std::string>, std::vector<Tensor>*) override {
+  Status Run(std::span<const Tensor>, std::span<const std::string>, std::vector<Tensor>*,
+             const RunContext&) override {
     if (busy_.exchange(true)) overlapped_ = true;
     busy_ = false;
     return Status::Ok();
@@ -40,7 +41,7 @@ TEST(InstancePoolTest, RunsEveryJobOnAnInstanceNeverConcurrently) {
   std::set<ModelInstance*> used;
   for (int i = 0; i < kJobs; ++i) {
     ASSERT_TRUE((*pool)->Submit([&](ModelInstance& inst) {
-      EXPECT_TRUE(inst.Run({}, {}, nullptr).ok());
+      EXPECT_TRUE(inst.Run({}, {}, nullptr, {}).ok());
       {
         std::lock_guard l(mu);
         used.insert(&inst);

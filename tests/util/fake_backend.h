@@ -20,7 +20,7 @@ class FakeInstance : public ModelInstance {
  public:
   explicit FakeInstance(std::atomic<int>* runs) : runs_(runs) {}
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
-             std::vector<Tensor>* outputs) override {
+             std::vector<Tensor>* outputs, const RunContext&) override {
     ++*runs_;
     outputs->clear();
     for (const std::string& name : output_names) {

@@ -81,7 +81,16 @@ OnnxRuntimeInstance::Counters OnnxRuntimeInstance::counters() const {
 
 Status OnnxRuntimeInstance::Run(std::span<const Tensor> inputs,
                                 std::span<const std::string> output_names,
-                                std::vector<Tensor>* outputs) {
+                                std::vector<Tensor>* outputs, const RunContext& context) {
+  CancellationToken* cancellation = context.cancellation;
+  if (cancellation != nullptr && cancellation->cancelled()) {
+    outputs->clear();
+    return Cancelled("the request was cancelled before the model ran");
+  }
+  // The callback may fire on another thread at any time until Unregister() returns; the flag
+  // it sets is cleared before the next run.
+  const uint64_t callback =
+      cancellation ? cancellation->OnCancel([this] { run_options_.SetTerminate(); }) : 0;
   Status status;
   try {
     status = RunOrThrow(inputs, output_names, outputs);
@@ -89,6 +98,13 @@ Status OnnxRuntimeInstance::Run(std::span<const Tensor> inputs,
     status = StatusFromOrtException(e, OrtCallSite::kRun, "running the model");
   } catch (const std::exception& e) {
     status = Internal(std::string("running the model: ") + e.what());
+  }
+  if (cancellation != nullptr) {
+    cancellation->Unregister(callback);
+    if (cancellation->cancelled()) {
+      run_options_.UnsetTerminate();
+      status = Cancelled("the request was cancelled while the model ran");
+    }
   }
   // Drop the values over the caller's memory now, not at the next run.
   run_inputs_.clear();

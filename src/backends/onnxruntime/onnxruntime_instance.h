@@ -47,9 +47,10 @@ class OnnxRuntimeInstance final : public ModelInstance {
   // Errors (never an exception): kInvalidArgument for inputs that do not fit the model (count,
   // unknown or repeated name, dtype, byte size, malformed BYTES, unknown output name) or that
   // ONNX Runtime rejects as invalid; kInternal for other engine failures. With no output names,
-  // nothing is run and `outputs` is left empty.
+  // nothing is run and `outputs` is left empty. kCancelled when context.cancellation fires
+  // during the run: ORT's terminate flag stops it between kernels.
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
-             std::vector<Tensor>* outputs) override;
+             std::vector<Tensor>* outputs, const RunContext& context) override;
 
   Counters counters() const;
   const ModelSignature& signature() const { return signature_; }

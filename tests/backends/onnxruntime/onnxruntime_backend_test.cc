@@ -248,7 +248,7 @@ TEST_F(OnnxRuntimeBackendTest, RoundTripsEveryFixedSizeTypeBitExactly) {
     std::vector<Tensor> inputs{View("INPUT0", c.dtype, {2, 3}, buffer.get(), bytes.size())};
     std::vector<std::string> names{"OUTPUT0"};
     std::vector<Tensor> outputs;
-    Status s = instance->Run(inputs, names, &outputs);
+    Status s = instance->Run(inputs, names, &outputs, {});
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(outputs.size(), 1u);
     EXPECT_EQ(outputs[0].name, "OUTPUT0");
@@ -270,7 +270,7 @@ TEST_F(OnnxRuntimeBackendTest, RoundTripsBytesWithEmptyNonAsciiAndNulElements) {
   std::vector<Tensor> inputs{View("INPUT0", DataType::kBytes, {3, 2}, body.data(), body.size())};
   std::vector<std::string> names{"OUTPUT0"};
   std::vector<Tensor> outputs;
-  Status s = instance->Run(inputs, names, &outputs);
+  Status s = instance->Run(inputs, names, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_EQ(outputs[0].dtype, DataType::kBytes);
@@ -288,7 +288,7 @@ TEST_F(OnnxRuntimeBackendTest, MalformedBytesIsInvalidArgument) {
   const std::string trailing = SerializeBytes({"abc"}) + "x";
   for (const std::string& body : {truncated, trailing}) {
     std::vector<Tensor> inputs{View("INPUT0", DataType::kBytes, {1, 1}, body.data(), body.size())};
-    Status s = instance->Run(inputs, names, &outputs);
+    Status s = instance->Run(inputs, names, &outputs, {});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_TRUE(outputs.empty());
   }
@@ -296,7 +296,7 @@ TEST_F(OnnxRuntimeBackendTest, MalformedBytesIsInvalidArgument) {
   const std::string small = SerializeBytes({"abc"});
   std::vector<Tensor> huge{
       View("INPUT0", DataType::kBytes, {1'000'000'000, 1000}, small.data(), small.size())};
-  Status s = instance->Run(huge, names, &outputs);
+  Status s = instance->Run(huge, names, &outputs, {});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("cannot hold"));
 }
@@ -313,7 +313,7 @@ TEST_F(OnnxRuntimeBackendTest, ComputesAndReturnsOutputsInRequestedOrder) {
                              View("INPUT0", DataType::kInt32, {2, 16}, a.data(), 128)};
   std::vector<std::string> names{"OUTPUT1", "OUTPUT0"};
   std::vector<Tensor> outputs;
-  Status s = instance->Run(inputs, names, &outputs);
+  Status s = instance->Run(inputs, names, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(outputs.size(), 2u);
   EXPECT_EQ(outputs[0].name, "OUTPUT1");
@@ -327,7 +327,7 @@ TEST_F(OnnxRuntimeBackendTest, ComputesAndReturnsOutputsInRequestedOrder) {
 
   // Only one of the outputs.
   std::vector<std::string> one{"OUTPUT0"};
-  s = instance->Run(inputs, one, &outputs);
+  s = instance->Run(inputs, one, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_EQ(outputs[0].name, "OUTPUT0");
@@ -345,7 +345,7 @@ TEST_F(OnnxRuntimeBackendTest, AlignedInputsAreBorrowedAndMisalignedOnesCopied) 
   std::vector<Tensor> outputs;
 
   std::vector<Tensor> aligned{View("INPUT0", DataType::kFp32, {1, 4}, buffer.get(), 16)};
-  ASSERT_TRUE(instance->Run(aligned, names, &outputs).ok());
+  ASSERT_TRUE(instance->Run(aligned, names, &outputs, {}).ok());
   EXPECT_EQ(ort.counters().inputs_borrowed, 1u);
   EXPECT_EQ(ort.counters().inputs_copied, 0u);
   EXPECT_EQ(std::memcmp(outputs[0].data, values, 16), 0);
@@ -354,7 +354,7 @@ TEST_F(OnnxRuntimeBackendTest, AlignedInputsAreBorrowedAndMisalignedOnesCopied) 
 
   std::vector<Tensor> misaligned{View("INPUT0", DataType::kFp32, {1, 4}, buffer.get() + 17, 16)};
   for (int i = 0; i < 2; ++i) {  // the second run reuses the scratch buffer
-    ASSERT_TRUE(instance->Run(misaligned, names, &outputs).ok());
+    ASSERT_TRUE(instance->Run(misaligned, names, &outputs, {}).ok());
     EXPECT_EQ(std::memcmp(outputs[0].data, values, 16), 0);
   }
   EXPECT_EQ(ort.counters().inputs_borrowed, 1u);
@@ -370,7 +370,7 @@ TEST_F(OnnxRuntimeBackendTest, SingleByteTypesAreNeverCopied) {
   inputs[0].shape = {3, 1};
   std::vector<std::string> names{"OUTPUT0"};
   std::vector<Tensor> outputs;
-  ASSERT_TRUE(instance->Run(inputs, names, &outputs).ok());
+  ASSERT_TRUE(instance->Run(inputs, names, &outputs, {}).ok());
   EXPECT_EQ(AsOrt(*instance).counters().inputs_copied, 0u);
   EXPECT_EQ(std::memcmp(outputs[0].data, values + 1, 3), 0);
 }
@@ -385,7 +385,7 @@ TEST_F(OnnxRuntimeBackendTest, OutputsOutliveTheirInstanceAndInput) {
     std::memcpy(buffer.get(), values, 16);
     std::vector<Tensor> inputs{View("INPUT0", DataType::kInt64, {1, 2}, buffer.get(), 16)};
     std::vector<std::string> names{"OUTPUT0"};
-    ASSERT_TRUE(instance->Run(inputs, names, &outputs).ok());
+    ASSERT_TRUE(instance->Run(inputs, names, &outputs, {}).ok());
     std::memset(buffer.get(), 0, 16);
   }
   ASSERT_EQ(outputs.size(), 1u);
@@ -400,7 +400,7 @@ TEST_F(OnnxRuntimeBackendTest, ZeroElementTensorsRoundTrip) {
   std::vector<Tensor> inputs{View("INPUT0", DataType::kFp32, {0, 3}, nullptr, 0)};
   std::vector<std::string> names{"OUTPUT0"};
   std::vector<Tensor> outputs;
-  Status s = instance->Run(inputs, names, &outputs);
+  Status s = instance->Run(inputs, names, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_THAT(outputs[0].shape, ElementsAre(0, 3));
@@ -409,7 +409,7 @@ TEST_F(OnnxRuntimeBackendTest, ZeroElementTensorsRoundTrip) {
   auto strings = Load("identity_bytes");
   ASSERT_NE(strings, nullptr);
   inputs[0].dtype = DataType::kBytes;
-  s = strings->Run(inputs, names, &outputs);
+  s = strings->Run(inputs, names, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_THAT(outputs[0].shape, ElementsAre(0, 3));
   EXPECT_EQ(outputs[0].size_bytes, 0u);
@@ -446,7 +446,7 @@ TEST_F(OnnxRuntimeBackendTest, BadRequestsAreErrorsAndTheInstanceStaysUsable) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    Status s = instance->Run(c.inputs, c.outputs, &outputs);
+    Status s = instance->Run(c.inputs, c.outputs, &outputs, {});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_THAT(s.message(), HasSubstr(c.message));
     EXPECT_TRUE(outputs.empty());
@@ -454,7 +454,7 @@ TEST_F(OnnxRuntimeBackendTest, BadRequestsAreErrorsAndTheInstanceStaysUsable) {
 
   std::vector<Tensor> good{in0, in1};
   std::vector<std::string> both{"OUTPUT0", "OUTPUT1"};
-  Status s = instance->Run(good, both, &outputs);
+  Status s = instance->Run(good, both, &outputs, {});
   ASSERT_TRUE(s.ok()) << s.ToString();
   const auto* sum = reinterpret_cast<const float*>(outputs[0].data);
   const auto* diff = reinterpret_cast<const float*>(outputs[1].data);
@@ -468,7 +468,7 @@ TEST_F(OnnxRuntimeBackendTest, NoOutputNamesRunsNothing) {
   alignas(4) float x[2] = {1, 2};
   std::vector<Tensor> inputs{View("INPUT0", DataType::kFp32, {1, 2}, x, 8)};
   std::vector<Tensor> outputs(1);
-  EXPECT_TRUE(instance->Run(inputs, {}, &outputs).ok());
+  EXPECT_TRUE(instance->Run(inputs, {}, &outputs, {}).ok());
   EXPECT_TRUE(outputs.empty());
 }
 
@@ -482,7 +482,7 @@ TEST_F(OnnxRuntimeBackendTest, InstanceOutlivesItsBackend) {
   std::vector<Tensor> inputs{View("INPUT0", DataType::kInt32, {1, 2}, x, 8)};
   std::vector<std::string> names{"OUTPUT0"};
   std::vector<Tensor> outputs;
-  ASSERT_TRUE((*instance)->Run(inputs, names, &outputs).ok());
+  ASSERT_TRUE((*instance)->Run(inputs, names, &outputs, {}).ok());
   EXPECT_EQ(reinterpret_cast<const int32_t*>(outputs[0].data)[1], 6);
 }
 
@@ -502,7 +502,7 @@ TEST_F(OnnxRuntimeBackendTest, SessionOptionsFromParametersLoadAndRun) {
                              View("INPUT1", DataType::kInt32, {1, 16}, b.data(), 64)};
   std::vector<std::string> names{"OUTPUT1"};
   std::vector<Tensor> outputs;
-  ASSERT_TRUE(instance->Run(inputs, names, &outputs).ok());
+  ASSERT_TRUE(instance->Run(inputs, names, &outputs, {}).ok());
   EXPECT_EQ(reinterpret_cast<const int32_t*>(outputs[0].data)[15], 2);
 }
 

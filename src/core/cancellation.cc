@@ -1,0 +1,38 @@
+#include "harrier/cancellation.h"
+
+namespace harrier {
+
+void CancellationToken::Cancel() {
+  std::unique_lock lock(mu_);
+  if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
+  while (!callbacks_.empty()) {
+    auto [id, fn] = std::move(callbacks_.back());
+    callbacks_.pop_back();
+    running_id_ = id;
+    lock.unlock();
+    fn();
+    lock.lock();
+    running_id_ = 0;
+    done_cv_.notify_all();
+  }
+}
+
+uint64_t CancellationToken::OnCancel(std::function<void()> fn) {
+  std::unique_lock lock(mu_);
+  const uint64_t id = next_id_++;
+  if (cancelled_.load(std::memory_order_acquire)) {
+    lock.unlock();
+    fn();
+    return id;
+  }
+  callbacks_.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void CancellationToken::Unregister(uint64_t id) {
+  std::unique_lock lock(mu_);
+  std::erase_if(callbacks_, [id](const auto& entry) { return entry.first == id; });
+  done_cv_.wait(lock, [&] { return running_id_ != id; });
+}
+
+}  // namespace harrier
