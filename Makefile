@@ -7,6 +7,7 @@
 #   make test        deps + build + models, then every test (unit + integration) via CTest
 #   make test-sanitize  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
+#   make fuzz        fuzz the KServe codec for FUZZ_SECONDS (60) with libFuzzer + ASan/UBSan
 #   make format      clang-format every source file
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -16,7 +17,7 @@ CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_CXX_COMPILER_LA
 DEPS_STAMP := $(BUILD)/.deps-ok
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build models run test test-unit test-integration test-sanitize bench format clean
+.PHONY: all deps build models run test test-unit test-integration test-sanitize bench fuzz format clean
 
 all: build
 
@@ -53,6 +54,9 @@ test-sanitize: $(DEPS_STAMP)
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+fuzz: $(DEPS_STAMP)
+	bash tools/fuzz.sh $(or $(FUZZ_SECONDS),60)
 
 format:
 	find include src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
