@@ -46,13 +46,20 @@ struct DurationStat {
   uint64_t ns = 0;
 };
 
+// Triton's batch_stats entry: the executions of one batch size (count = executions).
+struct BatchStat {
+  uint64_t batch_size = 0;
+  DurationStat compute_input, compute_infer, compute_output;
+};
+
 struct ModelVersionStats {
   std::string name;
   int64_t version = 0;
   uint64_t last_inference_ms = 0;  // milliseconds since the epoch; 0 when never
-  uint64_t inference_count = 0;    // requests (a batch of n counts n once batching exists)
-  uint64_t execution_count = 0;    // model executions
+  uint64_t inference_count = 0;    // items: a request of batch dim n counts n
+  uint64_t execution_count = 0;    // model executions (a batch of requests counts 1)
   DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
+  std::vector<BatchStat> batch_stats;  // sizes that ran, ascending
 };
 
 // A ready model version, pinned for as long as the handle lives. Do not hold a handle longer
@@ -68,7 +75,9 @@ class ServableModel {
   // Checks `request` against the model and runs it on a worker thread; `done` is called once,
   // from a worker thread or, for errors found before queueing, from the calling thread.
   // Errors: kInvalidArgument (names, dtypes, shapes, sizes), kUnavailable (shutting down),
-  // kInternal (engine failure).
+  // kResourceExhausted (queue full), kDeadlineExceeded (deadline or queue timeout passed while
+  // queued), kCancelled (the request's token fired), kInternal (engine failure).
+  // See docs/scheduling.md.
   virtual void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) = 0;
 };
 

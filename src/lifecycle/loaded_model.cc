@@ -5,18 +5,44 @@
 namespace harrier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 uint64_t Ns(Clock::time_point from, Clock::time_point to) {
   return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
 }
 
 }  // namespace
 
-LoadedModel::LoadedModel(Options options, std::unique_ptr<InstancePool> pool)
-    : options_(std::move(options)), pool_(std::move(pool)) {}
+StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
+    Options options, std::vector<std::unique_ptr<ModelInstance>> instances) {
+  std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
+  ModelScheduler::Options scheduler_options;
+  scheduler_options.name = model->options_.name + ":" + std::to_string(model->options_.version);
+  scheduler_options.policy = model->options_.policy;
+  scheduler_options.clock = model->clock_;
+  LoadedModel* self = model.get();  // the scheduler is joined before the model goes away
+  scheduler_options.on_complete = [self](std::unique_ptr<ScheduledRequest> r,
+                                         StatusOr<std::vector<Tensor>> result,
+                                         const RequestTiming& timing) {
+    self->OnComplete(std::move(r), std::move(result), timing);
+  };
+  scheduler_options.on_batch_ran = [self](const BatchTiming& b) {
+    if (b.ok) self->stats_.RecordExecution(b.batch_size, b.compute_input_ns, b.compute_infer_ns);
+  };
+  scheduler_options.on_batch_answered = [self](const BatchTiming& b) {
+    if (b.ok) self->stats_.AddBatchOutputTime(b.batch_size, b.compute_output_ns);
+  };
+  ASSIGN_OR_RETURN(model->scheduler_,
+                   ModelScheduler::Create(std::move(instances), scheduler_options));
+  return model;
+}
 
-LoadedModel::~LoadedModel() { pool_->Shutdown(); }
+LoadedModel::LoadedModel(Options options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : &SteadyClock()),
+      stats_(options_.io.max_batch_size) {}
+
+LoadedModel::~LoadedModel() {
+  if (scheduler_) scheduler_->Shutdown();
+}
 
 void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
   out->name = options_.name;
@@ -25,60 +51,47 @@ void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
 }
 
 void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
-  const Clock::time_point received =
-      request->received_at == Clock::time_point{} ? Clock::now() : request->received_at;
-  const Clock::time_point validate_start = Clock::now();
-  auto output_names = std::make_shared<std::vector<std::string>>();
-  if (Status s = ValidateAndPrepare(options_.io, options_.name, request.get(), output_names.get());
+  const Clock::time_point validate_start = clock_->Now();
+  if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
+  auto scheduled = std::make_unique<ScheduledRequest>();
+  if (Status s =
+          ValidateAndPrepare(options_.io, options_.name, request.get(), &scheduled->output_names);
       !s.ok()) {
-    stats_.RecordFailure(Ns(received, Clock::now()));
+    stats_.RecordFailure(Ns(request->received_at, clock_->Now()));
     done(std::move(s));
     return;
   }
-  const Clock::time_point queued = Clock::now();
-  const uint64_t compute_input_ns = Ns(validate_start, queued);
+  scheduled->request = std::move(request);
+  scheduled->done = std::move(done);
+  scheduled->compute_input_ns = Ns(validate_start, clock_->Now());
+  scheduler_->Submit(std::move(scheduled));
+}
 
-  // std::function needs a copyable callable: the request and callback travel in a shared_ptr.
-  struct Call {
-    std::unique_ptr<InferenceRequest> request;
-    InferCallback done;
-  };
-  auto call = std::make_shared<Call>(Call{std::move(request), std::move(done)});
-  Status submitted = pool_->Submit([this, call, output_names, received, queued,
-                                    compute_input_ns](ModelInstance& instance) {
-    const Clock::time_point start = Clock::now();
-    InferenceRequest& req = *call->request;
-    InferenceResponse response;
-    RunContext context{req.cancellation.get()};
-    Status s = instance.Run(req.inputs, *output_names, &response.outputs, context);
-    const Clock::time_point ran = Clock::now();
-    if (!s.ok()) {
-      stats_.RecordFailure(Ns(received, ran));
-      call->done(s.WithContext("model '" + options_.name + "' version " +
-                               std::to_string(options_.version)));
-      return;
-    }
-    response.model_name = options_.name;
-    response.model_version = options_.version;
-    response.id = req.id;
-    // The callback encodes the response (compute_output) and hands it to the connection.
-    call->done(std::move(response));
-    const Clock::time_point finished = Clock::now();
-    ModelStats::Durations d;
-    d.queue_ns = Ns(queued, start);
-    d.compute_input_ns = compute_input_ns;
-    d.compute_infer_ns = Ns(start, ran);
-    d.compute_output_ns = Ns(ran, finished);
-    d.total_ns = Ns(received, finished);
-    int64_t batch = 1;
-    if (options_.io.max_batch_size > 0 && !req.inputs.empty() && !req.inputs[0].shape.empty())
-      batch = req.inputs[0].shape[0];
-    stats_.RecordSuccess(d, batch);
-  });
-  if (!submitted.ok()) {
-    stats_.RecordFailure(Ns(received, Clock::now()));
-    call->done(std::move(submitted));
+void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
+                             StatusOr<std::vector<Tensor>> result, const RequestTiming& timing) {
+  const InferenceRequest& req = *r->request;
+  const Clock::time_point ran = clock_->Now();
+  if (!result.ok()) {
+    stats_.RecordFailure(Ns(req.received_at, ran));
+    r->done(result.status().WithContext("model '" + options_.name + "' version " +
+                                        std::to_string(options_.version)));
+    return;
   }
+  ModelStats::Durations d;
+  d.queue_ns = timing.queue_ns;
+  d.compute_input_ns = r->compute_input_ns + timing.compute_input_ns;
+  d.compute_infer_ns = timing.compute_infer_ns;
+  d.total_ns = Ns(req.received_at, ran);
+  // Counted before the answer leaves, so that a client holding its answer sees it counted.
+  stats_.RecordSuccess(d, r->batch_size);
+  InferenceResponse response;
+  response.model_name = options_.name;
+  response.model_version = options_.version;
+  response.id = req.id;
+  response.outputs = std::move(result).value();
+  // The callback encodes the response (compute_output) and hands it to the connection.
+  r->done(std::move(response));
+  stats_.AddOutputTime(Ns(ran, clock_->Now()));
 }
 
 }  // namespace harrier

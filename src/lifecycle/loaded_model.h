@@ -1,16 +1,24 @@
-// LoadedModel: one ready model version — its I/O, completed config, instances and statistics.
+// LoadedModel: one ready model version — its I/O, completed config, scheduler and statistics.
 // The ServableModel the handlers get from ModelRepositoryManager::Get().
 //
-// Thread safety: Infer() from any thread; requests run on the pool's worker threads.
+// Infer() validates a request on the calling thread and submits it to the version's
+// ModelScheduler (src/scheduler/), which queues, batches and runs it on the instances' worker
+// threads; the scheduler's completions build the response, call the request's callback and
+// record statistics.
+//
+// Thread safety: Infer() from any thread.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "harrier/clock.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_io.h"
 #include "lifecycle/model_stats.h"
-#include "scheduler/instance_pool.h"
+#include "scheduler/batching_policy.h"
+#include "scheduler/model_scheduler.h"
 
 namespace harrier {
 
@@ -20,29 +28,40 @@ class LoadedModel : public ServableModel {
     std::string name;
     int64_t version = 0;
     ModelIO io;
-    std::string config_json;  // the completed config, as GET .../config returns it
+    std::string config_json;       // the completed config, as GET .../config returns it
+    BatchingPolicy policy;         // from dynamic_batching (defaults: one request per execution)
+    const Clock* clock = nullptr;  // null: SteadyClock()
   };
 
-  LoadedModel(Options options, std::unique_ptr<InstancePool> pool);
+  // Builds the scheduler over `instances` (kInvalidArgument when there are none).
+  static StatusOr<std::shared_ptr<LoadedModel>> Create(
+      Options options, std::vector<std::unique_ptr<ModelInstance>> instances);
   ~LoadedModel() override;
 
   const std::string& name() const override { return options_.name; }
   int64_t version() const override { return options_.version; }
   int64_t max_batch_size() const override { return options_.io.max_batch_size; }
   std::string ConfigJson() const override { return options_.config_json; }
+  // Errors through `done`: kInvalidArgument (validation, on the calling thread), and the
+  // scheduler's: kResourceExhausted, kDeadlineExceeded, kCancelled, kUnavailable, kInternal.
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
 
   const ModelIO& io() const { return options_.io; }
-  InstancePool& pool() { return *pool_; }
+  ModelScheduler& scheduler() { return *scheduler_; }
   void SnapshotStats(ModelVersionStats* out) const;
 
   // Stops accepting requests, finishes queued and running ones. Idempotent.
-  void Shutdown() { pool_->Shutdown(); }
+  void Shutdown() { scheduler_->Shutdown(); }
 
  private:
+  explicit LoadedModel(Options options);
+  void OnComplete(std::unique_ptr<ScheduledRequest> r, StatusOr<std::vector<Tensor>> result,
+                  const RequestTiming& timing);
+
   // Constant after construction.
   const Options options_;
-  const std::unique_ptr<InstancePool> pool_;
+  const Clock* const clock_;
+  std::unique_ptr<ModelScheduler> scheduler_;  // set by Create()
 
   ModelStats stats_;
 };

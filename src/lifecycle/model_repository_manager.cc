@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -24,6 +25,9 @@ namespace harrier {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The adaptive batching target (docs/scheduling.md).
+constexpr std::string_view kTargetP99Parameter = "harrier.batching.target_p99_us";
 
 ModelIO MakeModelIO(const inference::ModelConfig& config) {
   ModelIO io;
@@ -51,6 +55,49 @@ int GraphLevel(const inference::ModelConfig& config) {
     case 1: return 2;
     default: return -1;
   }
+}
+
+QueuePolicy MakeQueuePolicy(const inference::ModelQueuePolicy& p) {
+  QueuePolicy q;
+  q.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
+                         ? QueuePolicy::TimeoutAction::kDelay
+                         : QueuePolicy::TimeoutAction::kReject;
+  q.default_timeout_us = p.default_timeout_microseconds();
+  q.allow_timeout_override = p.allow_timeout_override();
+  q.max_queue_size = p.max_queue_size();
+  return q;
+}
+
+// The scheduler's policy from the completed config: `dynamic_batching` (absent: one request
+// per execution, one FIFO level) and the adaptive target parameter.
+StatusOr<BatchingPolicy> MakeBatchingPolicy(const inference::ModelConfig& config) {
+  BatchingPolicy policy;
+  policy.max_batch_size = config.max_batch_size();
+  if (config.has_dynamic_batching()) {
+    const inference::ModelDynamicBatching& db = config.dynamic_batching();
+    policy.dynamic_batching = true;
+    policy.preferred_batch_sizes.assign(db.preferred_batch_size().begin(),
+                                        db.preferred_batch_size().end());
+    policy.max_queue_delay_us = db.max_queue_delay_microseconds();
+    policy.preserve_ordering = db.preserve_ordering();
+    policy.priority_levels = db.priority_levels();
+    policy.default_priority_level = db.default_priority_level();
+    policy.default_queue_policy = MakeQueuePolicy(db.default_queue_policy());
+    for (const auto& [level, p] : db.priority_queue_policy())
+      policy.priority_queue_policy[level] = MakeQueuePolicy(p);
+  }
+  auto it = config.parameters().find(std::string(kTargetP99Parameter));
+  if (it != config.parameters().end()) {
+    const std::string& value = it->second.string_value();
+    uint64_t us = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
+    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+      return InvalidArgument("parameter '" + std::string(kTargetP99Parameter) + "' is '" + value +
+                             "'; expected a whole number of microseconds");
+    }
+    policy.target_p99_us = us;
+  }
+  return policy;
 }
 
 int InstanceCount(const inference::ModelConfig& config) {
@@ -134,7 +181,7 @@ StatusOr<std::vector<WarmupSample>> BuildWarmup(const inference::ModelConfig& co
 }
 
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
-                 std::string_view model_name, InstancePool& pool) {
+                 std::string_view model_name, ModelScheduler& scheduler) {
   std::vector<std::string> all_outputs;
   for (const auto& o : io.outputs) all_outputs.push_back(o.name);
   for (const WarmupSample& s : samples) {
@@ -145,7 +192,7 @@ Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
     RETURN_IF_ERROR(ValidateAndPrepare(io, model_name, &check, &outputs)
                         .WithContext("warm-up sample '" + s.name + "'"));
     for (int i = 0; i < s.runs; ++i) {
-      RETURN_IF_ERROR(pool.RunOnEachInstance([&](ModelInstance& instance) {
+      RETURN_IF_ERROR(scheduler.RunOnEachInstance([&](ModelInstance& instance) {
         std::vector<Tensor> out;
         return instance.Run(check.inputs, outputs, &out, RunContext{});
       }).WithContext("warm-up sample '" + s.name + "'"));
@@ -291,16 +338,27 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
     ASSIGN_OR_RETURN(auto instance, backend.CreateInstance(model_path, instance_options));
     created.push_back(std::move(instance));
   }
-  const std::string label = dir.name + ":" + std::to_string(version);
-  ASSIGN_OR_RETURN(auto pool, InstancePool::Create(std::move(created), {label}));
+  ASSIGN_OR_RETURN(BatchingPolicy policy, MakeBatchingPolicy(config));
   ASSIGN_OR_RETURN(auto warmup, BuildWarmup(config, io, dir.path));
-  RETURN_IF_ERROR(RunWarmup(warmup, io, dir.name, *pool));
 
-  LoadedModel::Options model_options{dir.name, version, std::move(io), ModelConfigToJson(config)};
-  spdlog::info("model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}",
-               dir.name, version, instances, instance_options.intra_op_threads,
-               model_options.io.max_batch_size);
-  return std::make_shared<LoadedModel>(std::move(model_options), std::move(pool));
+  LoadedModel::Options model_options;
+  model_options.name = dir.name;
+  model_options.version = version;
+  model_options.io = io;
+  model_options.config_json = ModelConfigToJson(config);
+  model_options.policy = policy;
+  ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
+                   LoadedModel::Create(std::move(model_options), std::move(created)));
+  // Warm-up runs on every instance before the version is reported READY.
+  RETURN_IF_ERROR(RunWarmup(warmup, io, dir.name, model->scheduler()));
+  spdlog::info(
+      "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}",
+      dir.name, version, instances, instance_options.intra_op_threads, io.max_batch_size,
+      !policy.dynamic_batching ? std::string("one request per execution")
+      : policy.target_p99_us > 0
+          ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
+          : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) + " us");
+  return model;
 }
 
 StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerImpl::FindModel(

@@ -1,5 +1,7 @@
 #include "lifecycle/model_stats.h"
 
+#include <algorithm>
+
 namespace harrier {
 namespace {
 
@@ -11,6 +13,30 @@ uint64_t NowMs() {
 
 }  // namespace
 
+ModelStats::ModelStats(int64_t max_batch_size)
+    : max_batch_stat_(std::max<int64_t>(1, max_batch_size)),
+      batch_(new BatchCounters[static_cast<size_t>(max_batch_stat_) + 1]) {}
+
+void ModelStats::RecordExecution(int64_t batch_size, uint64_t compute_input_ns,
+                                 uint64_t compute_infer_ns) {
+  execution_count_.fetch_add(1, std::memory_order_relaxed);
+  if (batch_size < 1 || batch_size > max_batch_stat_) return;
+  BatchCounters& b = batch_[batch_size];
+  b.compute_input.Add(compute_input_ns);
+  b.compute_infer.Add(compute_infer_ns);
+  b.compute_output.Add(0);
+}
+
+void ModelStats::AddBatchOutputTime(int64_t batch_size, uint64_t compute_output_ns) {
+  if (batch_size < 1 || batch_size > max_batch_stat_) return;
+  batch_[batch_size].compute_output.AddNs(compute_output_ns);
+}
+
+void ModelStats::AddOutputTime(uint64_t compute_output_ns) {
+  compute_output_.AddNs(compute_output_ns);
+  success_.AddNs(compute_output_ns);
+}
+
 void ModelStats::RecordSuccess(const Durations& d, int64_t batch_size) {
   success_.Add(d.total_ns);
   queue_.Add(d.queue_ns);
@@ -18,7 +44,6 @@ void ModelStats::RecordSuccess(const Durations& d, int64_t batch_size) {
   compute_infer_.Add(d.compute_infer_ns);
   compute_output_.Add(d.compute_output_ns);
   inference_count_.fetch_add(static_cast<uint64_t>(batch_size), std::memory_order_relaxed);
-  execution_count_.fetch_add(1, std::memory_order_relaxed);
   last_inference_ms_.store(NowMs(), std::memory_order_relaxed);
 }
 
@@ -37,6 +62,13 @@ void ModelStats::Snapshot(ModelVersionStats* out) const {
   out->compute_input = compute_input_.Read();
   out->compute_infer = compute_infer_.Read();
   out->compute_output = compute_output_.Read();
+  out->batch_stats.clear();
+  for (int64_t size = 1; size <= max_batch_stat_; ++size) {
+    const BatchCounters& b = batch_[size];
+    BatchStat stat{static_cast<uint64_t>(size), b.compute_input.Read(), b.compute_infer.Read(),
+                   b.compute_output.Read()};
+    if (stat.compute_infer.count > 0) out->batch_stats.push_back(stat);
+  }
 }
 
 }  // namespace harrier

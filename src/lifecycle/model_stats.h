@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "harrier/model_manager.h"
 
@@ -15,6 +16,10 @@ namespace harrier {
 
 class ModelStats {
  public:
+  // Batch statistics are kept for sizes 1..max(1, max_batch_size).
+  explicit ModelStats(int64_t max_batch_size = 0);
+
+  // Per request (Triton's inference_stats).
   struct Durations {
     uint64_t queue_ns = 0;
     uint64_t compute_input_ns = 0;
@@ -23,8 +28,17 @@ class ModelStats {
     uint64_t total_ns = 0;  // from receipt to the response being handed back
   };
 
+  // A request succeeded; `batch_size` is its own item count (inference_count += it). Called
+  // before the response is handed back, so that a client that has its answer sees it counted;
+  // the time spent handing it back is added by AddOutputTime().
   void RecordSuccess(const Durations& d, int64_t batch_size);
+  // Adds the time the response took to hand back (encoding) to compute_output and success.
+  void AddOutputTime(uint64_t compute_output_ns);
   void RecordFailure(uint64_t total_ns);
+  // One model execution of `batch_size` items (execution_count += 1, batch_stats), recorded
+  // before its requests are answered; AddBatchOutputTime() adds the answering time after.
+  void RecordExecution(int64_t batch_size, uint64_t compute_input_ns, uint64_t compute_infer_ns);
+  void AddBatchOutputTime(int64_t batch_size, uint64_t compute_output_ns);
 
   // Fills the counter fields of `out` (name and version are left to the caller).
   void Snapshot(ModelVersionStats* out) const;
@@ -37,15 +51,21 @@ class ModelStats {
       count.fetch_add(1, std::memory_order_relaxed);
       ns.fetch_add(n, std::memory_order_relaxed);
     }
+    void AddNs(uint64_t n) { ns.fetch_add(n, std::memory_order_relaxed); }
     DurationStat Read() const {
       return {count.load(std::memory_order_relaxed), ns.load(std::memory_order_relaxed)};
     }
+  };
+  struct BatchCounters {
+    Counter compute_input, compute_infer, compute_output;
   };
 
   Counter success_, fail_, queue_, compute_input_, compute_infer_, compute_output_;
   std::atomic<uint64_t> inference_count_{0};
   std::atomic<uint64_t> execution_count_{0};
   std::atomic<uint64_t> last_inference_ms_{0};
+  const int64_t max_batch_stat_;                  // constant after construction
+  const std::unique_ptr<BatchCounters[]> batch_;  // index = batch size; [0] unused
 };
 
 }  // namespace harrier

@@ -175,6 +175,35 @@ TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
   EXPECT_EQ(m->Stats("zzz", std::nullopt).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(ModelRepositoryManagerTest, DynamicBatchingConfigReachesTheScheduler) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/config.pbtxt",
+        "max_batch_size: 8\n"
+        "dynamic_batching { max_queue_delay_microseconds: 100 priority_levels: 2\n"
+        "  default_priority_level: 2\n"
+        "  default_queue_policy { max_queue_size: 4 } }\n"
+        "parameters { key: \"harrier.batching.target_p99_us\" value: { string_value: \"5000\" } }");
+  Write("bad/1/model.onnx", "identity FP32 -1 4");
+  Write("bad/config.pbtxt",
+        "parameters { key: \"harrier.batching.target_p99_us\" value: { string_value: \"5ms\" } }");
+  auto m = Load();
+  auto s = m->Get("m", std::nullopt);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto r = Fp32Request({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  r->priority = 1;
+  auto resp = InferSync(**s, std::move(r));
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->outputs[0].shape, (Shape{2, 4}));
+  auto stats = m->Stats("m", std::nullopt);
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ((*stats)[0].batch_stats.size(), 1u);
+  EXPECT_EQ((*stats)[0].batch_stats[0].batch_size, 2u);
+  auto bad = m->Get("bad", std::nullopt);
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(bad.status().message().find("harrier.batching.target_p99_us"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(ModelRepositoryManagerTest, ShutdownRefusesNewWork) {
   Write("m/1/model.onnx", "identity FP32 -1 4");
   auto m = Load();

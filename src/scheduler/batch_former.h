@@ -1,0 +1,98 @@
+// BatchFormer: a model's queued requests and the decision what to run next — the dynamic
+// batcher's logic, separate from threads and clocks so that it is tested deterministically.
+//
+// Requests wait in one queue per priority level (level 0 = most urgent); inside a level, in
+// arrival order, with requests whose DELAY-policy timeout expired moved behind the others of
+// that level. NextDecision(now) first answers what may not run (deadline passed, REJECT timeout
+// passed, cancelled), then either returns a batch to run now or the time to decide again:
+//   - without dynamic batching, the first request alone;
+//   - with it, the first request plus the following compatible ones (same input names, dtypes,
+//     non-batch dims and outputs; priority order; items summing to at most max_batch_size).
+//     The batch runs now when it is full, when flushing (shutdown), when the oldest member has
+//     waited the queue delay, or — cut to that size — when a preferred batch size is reached.
+//     Otherwise it waits until the queue delay ends (adaptive mode: see adaptive_delay.h).
+//
+// Thread safety: none; the ModelScheduler calls it under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "harrier/clock.h"
+#include "harrier/status.h"
+#include "scheduler/adaptive_delay.h"
+#include "scheduler/batching_policy.h"
+#include "scheduler/scheduled_request.h"
+
+namespace harrier {
+
+class BatchFormer {
+ public:
+  explicit BatchFormer(BatchingPolicy policy);
+
+  // Fills the request's scheduling fields (seq must be set by the caller; level, batch_size,
+  // enqueued_at, deadline, policy timeout) and queues it.
+  // kResourceExhausted when its level holds max_queue_size requests; the request is then left
+  // with the caller (`request` is not moved from).
+  Status Enqueue(std::unique_ptr<ScheduledRequest>& request, Clock::time_point now);
+
+  // Takes a queued request out (its token was cancelled); null when it is not queued.
+  std::unique_ptr<ScheduledRequest> Remove(uint64_t seq);
+
+  struct Decision {
+    // Requests to answer now without running them, with the answer.
+    std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>> rejected;
+    // Requests to run now as one execution; empty = nothing to run now.
+    std::vector<std::unique_ptr<ScheduledRequest>> batch;
+    // When `batch` is empty and requests are queued: decide again at this time (or on the next
+    // arrival). max() = only on the next arrival.
+    Clock::time_point wake_at = Clock::time_point::max();
+  };
+  // `flush`: run whatever is queued without waiting for a batch to fill (shutdown).
+  Decision NextDecision(Clock::time_point now, bool flush);
+  // The same, into `decision` (cleared first), so that a worker reuses its vectors' capacity.
+  void NextDecision(Clock::time_point now, bool flush, Decision* decision);
+
+  // Only the first step of NextDecision(): answers what expired and applies DELAY. For a timer
+  // that enforces deadlines while every instance is busy.
+  std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>> Expire(Clock::time_point now);
+  // No queued deadline or timeout ends before this (it may be earlier than the real next one).
+  Clock::time_point next_expiry() const { return next_expiry_; }
+
+  // Feeds the adaptive delay's service time estimate.
+  void RecordExecution(int64_t batch_size, Clock::duration run_time);
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const BatchingPolicy& policy() const { return policy_; }
+
+ private:
+  struct Level {
+    QueuePolicy policy;
+    std::map<uint64_t, std::unique_ptr<ScheduledRequest>> pending;  // by seq = arrival order
+    std::map<uint64_t, std::unique_ptr<ScheduledRequest>> delayed;  // DELAY timeout passed
+    size_t size() const { return pending.size() + delayed.size(); }
+  };
+
+  // Answers expired requests, moves DELAY-timed-out ones, recomputes next_expiry_.
+  void Sweep(Clock::time_point now, Decision* decision);
+  // Moves cancelled requests at the heads of the queues into `decision->rejected`.
+  ScheduledRequest* Head(Decision* decision);
+  std::unique_ptr<ScheduledRequest> Take(const ScheduledRequest* r);
+  bool batching() const { return policy_.dynamic_batching && policy_.max_batch_size > 0; }
+
+  const BatchingPolicy policy_;
+  const int64_t max_preferred_;  // largest preferred size; 0 = none
+  std::vector<Level> levels_;
+  size_t size_ = 0;
+  // No queued deadline or policy timeout ends before this; the sweep is skipped until then.
+  Clock::time_point next_expiry_ = Clock::time_point::max();
+  AdaptiveDelay adaptive_;
+  // Scratch for NextDecision(), kept to reuse its capacity.
+  std::vector<ScheduledRequest*> members_, cancelled_;
+};
+
+}  // namespace harrier

@@ -1,0 +1,329 @@
+#include "scheduler/model_scheduler.h"
+
+#include <pthread.h>
+
+#include <chrono>
+
+#include "scheduler/batch_tensors.h"
+
+namespace harrier {
+namespace {
+
+uint64_t Ns(Clock::time_point from, Clock::time_point to) {
+  return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
+}
+
+// Cancels a running execution once every one of its requests is cancelled: each request's
+// token counts down; the last one cancels the execution's own token.
+class BatchCancellation {
+ public:
+  explicit BatchCancellation(const std::vector<std::unique_ptr<ScheduledRequest>>& batch)
+      : remaining_(batch.size()) {
+    for (const auto& r : batch) {
+      if (r->request->cancellation == nullptr) return;  // someone always waits: never cancel
+    }
+    for (const auto& r : batch) {
+      CancellationToken* token = r->request->cancellation.get();
+      registrations_.emplace_back(token, token->OnCancel([this] {
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) token_.Cancel();
+      }));
+    }
+  }
+  ~BatchCancellation() {
+    for (auto& [token, id] : registrations_) token->Unregister(id);
+  }
+  // Null when the execution can never be cancelled.
+  CancellationToken* token() { return registrations_.empty() ? nullptr : &token_; }
+
+ private:
+  CancellationToken token_;
+  std::atomic<size_t> remaining_;
+  std::vector<std::pair<CancellationToken*, uint64_t>> registrations_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
+    std::vector<std::unique_ptr<ModelInstance>> instances, const Options& options) {
+  if (instances.empty()) return InvalidArgument("a model scheduler needs at least one instance");
+  if (!options.on_complete) return InvalidArgument("a model scheduler needs on_complete");
+  std::unique_ptr<ModelScheduler> s(new ModelScheduler(std::move(instances), options));
+  for (size_t i = 0; i < s->instances_.size(); ++i) {
+    s->workers_.emplace_back([p = s.get(), i] { p->WorkerLoop(i); });
+    // Linux limits thread names to 15 characters.
+    std::string thread_name = ("w" + std::to_string(i) + ":" + options.name).substr(0, 15);
+    pthread_setname_np(s->workers_.back().native_handle(), thread_name.c_str());
+  }
+  s->expiry_thread_ = std::thread([p = s.get()] { p->ExpiryLoop(); });
+  pthread_setname_np(s->expiry_thread_.native_handle(),
+                     ("t:" + options.name).substr(0, 15).c_str());
+  return s;
+}
+
+ModelScheduler::ModelScheduler(std::vector<std::unique_ptr<ModelInstance>> instances,
+                               const Options& options)
+    : options_(options),
+      clock_(options.clock != nullptr ? options.clock : &SteadyClock()),
+      instances_(std::move(instances)),
+      former_(options.policy) {}
+
+ModelScheduler::~ModelScheduler() {
+  Shutdown();
+}
+
+void ModelScheduler::Complete(std::unique_ptr<ScheduledRequest> r,
+                              StatusOr<std::vector<Tensor>> result, const RequestTiming& timing) {
+  if (r->order == 0) {
+    options_.on_complete(std::move(r), std::move(result), timing);
+    return;
+  }
+  // std::function needs a copyable callable: the answer travels in a shared_ptr.
+  struct Answer {
+    std::unique_ptr<ScheduledRequest> r;
+    StatusOr<std::vector<Tensor>> result;
+    RequestTiming timing;
+  };
+  const uint64_t order = r->order;
+  auto answer = std::make_shared<Answer>(Answer{std::move(r), std::move(result), timing});
+  sequencer_.Deliver(order, [this, answer] {
+    options_.on_complete(std::move(answer->r), std::move(answer->result), answer->timing);
+  });
+}
+
+void ModelScheduler::AnswerRejected(
+    std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>>* rejected) {
+  const Clock::time_point now = clock_->Now();
+  for (auto& [r, status] : *rejected) {
+    if (r->cancel_callback_id != 0) r->request->cancellation->Unregister(r->cancel_callback_id);
+    r->cancel_callback_id = 0;
+    RequestTiming timing;
+    timing.queue_ns = Ns(r->enqueued_at, now);
+    Complete(std::move(r), std::move(status), timing);
+  }
+  rejected->clear();
+}
+
+void ModelScheduler::ExpiryLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const Clock::time_point now = clock_->Now();
+    auto expired = former_.Expire(now);
+    if (!expired.empty()) {
+      lock.unlock();
+      AnswerRejected(&expired);
+      lock.lock();
+      continue;
+    }
+    expiry_wake_at_ = former_.next_expiry();
+    if (expiry_wake_at_ == Clock::time_point::max()) {
+      expiry_cv_.wait(lock);
+    } else {
+      expiry_cv_.wait_for(lock, expiry_wake_at_ - now);
+    }
+  }
+}
+
+void ModelScheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
+  request->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t seq = request->seq;
+  CancellationToken* token = request->request->cancellation.get();
+  if (token != nullptr) {
+    if (token->cancelled()) {
+      Complete(std::move(request), Cancelled("the request was cancelled before it was queued"), {});
+      return;
+    }
+    request->cancel_callback_id = token->OnCancel([this, seq] { CancelQueued(seq); });
+  }
+  Status status;
+  bool wake_expiry = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      status = Unavailable("model '" + options_.name + "' is shutting down");
+    } else {
+      request->order = options_.policy.preserve_ordering ? next_order_ : 0;
+      status = former_.Enqueue(request, clock_->Now());
+      if (status.ok()) {
+        if (options_.policy.preserve_ordering) ++next_order_;
+        wake_expiry = former_.next_expiry() < expiry_wake_at_;
+        if (wake_expiry) expiry_wake_at_ = former_.next_expiry();
+      } else {
+        request->order = 0;  // refused: answered at once, outside the order
+      }
+    }
+  }
+  if (!status.ok()) {
+    if (token != nullptr) token->Unregister(request->cancel_callback_id);
+    request->cancel_callback_id = 0;
+    Complete(std::move(request), std::move(status), {});
+    return;
+  }
+  cv_.notify_one();
+  if (wake_expiry) expiry_cv_.notify_one();
+  // Cancelled between OnCancel and Enqueue: the callback found nothing to remove.
+  if (token != nullptr && token->cancelled()) CancelQueued(seq);
+}
+
+void ModelScheduler::CancelQueued(uint64_t seq) {
+  std::unique_ptr<ScheduledRequest> r;
+  Clock::time_point now;
+  {
+    std::lock_guard lock(mu_);
+    r = former_.Remove(seq);
+    now = clock_->Now();
+  }
+  if (r == nullptr) return;  // already running, answered, or not queued yet
+  // Cancel() consumed the callback; there is nothing to unregister. (A second call from
+  // Submit() finds the request gone.)
+  r->cancel_callback_id = 0;
+  RequestTiming timing;
+  timing.queue_ns = Ns(r->enqueued_at, now);
+  Complete(std::move(r), Cancelled("the request was cancelled while queued"), timing);
+}
+
+Status ModelScheduler::RunOnEachInstance(const std::function<Status(ModelInstance&)>& job) {
+  // Only used before the model serves (warm-up), when nothing is queued: running on the
+  // caller's thread is simplest and pins each call to its instance.
+  for (const auto& instance : instances_) RETURN_IF_ERROR(job(*instance));
+  return Status::Ok();
+}
+
+void ModelScheduler::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && workers_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  expiry_cv_.notify_all();
+  if (expiry_thread_.joinable()) expiry_thread_.join();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
+  std::lock_guard lock(mu_);
+  workers_.clear();
+}
+
+size_t ModelScheduler::queue_depth() const {
+  std::lock_guard lock(mu_);
+  return former_.size();
+}
+
+void ModelScheduler::WorkerLoop(size_t index) {
+  ModelInstance& instance = *instances_[index];
+  WorkerScratch scratch;           // this worker's, reused across batches
+  BatchFormer::Decision decision;  // likewise
+  for (;;) {
+    bool more_queued = false;
+    {
+      std::unique_lock lock(mu_);
+      for (;;) {
+        const Clock::time_point now = clock_->Now();
+        former_.NextDecision(now, stopping_, &decision);
+        if (!decision.batch.empty() || !decision.rejected.empty()) break;
+        if (stopping_ && former_.empty()) return;
+        if (decision.wake_at == Clock::time_point::max()) {
+          cv_.wait(lock);
+        } else {
+          cv_.wait_for(lock, decision.wake_at - now);
+        }
+      }
+      more_queued = !former_.empty();
+    }
+    // Another idle worker may take what this one left.
+    if (more_queued) cv_.notify_one();
+
+    if (!decision.rejected.empty()) AnswerRejected(&decision.rejected);
+    if (!decision.batch.empty()) Execute(instance, &decision.batch, &scratch);
+  }
+}
+
+void ModelScheduler::Execute(ModelInstance& instance,
+                             std::vector<std::unique_ptr<ScheduledRequest>>* batch,
+                             WorkerScratch* scratch) {
+  const Clock::time_point start = clock_->Now();
+  // Out of the queue: the queued-cancellation callbacks no longer apply. A request cancelled
+  // by now is answered without running.
+  std::vector<std::unique_ptr<ScheduledRequest>>& members = scratch->members;
+  members.clear();
+  for (auto& r : *batch) {
+    if (r->cancel_callback_id != 0) {
+      r->request->cancellation->Unregister(r->cancel_callback_id);
+      r->cancel_callback_id = 0;
+    }
+    if (r->request->cancellation != nullptr && r->request->cancellation->cancelled()) {
+      RequestTiming timing;
+      timing.queue_ns = Ns(r->enqueued_at, start);
+      Complete(std::move(r), Cancelled("the request was cancelled while queued"), timing);
+      continue;
+    }
+    members.push_back(std::move(r));
+  }
+  batch->clear();
+  if (members.empty()) return;  // every member was cancelled: the batch is dropped
+
+  BatchTiming batch_timing;
+  batch_timing.request_count = members.size();
+  std::vector<int64_t>& item_counts = scratch->item_counts;
+  item_counts.clear();
+  for (const auto& r : members) {
+    item_counts.push_back(r->batch_size);
+    batch_timing.batch_size += r->batch_size;
+  }
+
+  // Inputs: a request alone runs on its own tensors; a batch is gathered once.
+  std::span<const Tensor> inputs;
+  Status status;
+  if (members.size() == 1) {
+    inputs = members[0]->request->inputs;
+  } else {
+    scratch->raw.clear();
+    for (const auto& r : members) scratch->raw.push_back(r.get());
+    status = GatherInputs(scratch->raw, &scratch->buffers, &scratch->gathered);
+    inputs = scratch->gathered;
+  }
+  const Clock::time_point gathered_at = clock_->Now();
+
+  std::vector<Tensor> outputs;
+  if (status.ok()) {
+    if (members.size() == 1) {
+      // Alone: the run is cancelled with the request's own token.
+      RunContext context{members[0]->request->cancellation.get()};
+      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+    } else {
+      BatchCancellation cancellation(members);
+      RunContext context{cancellation.token()};
+      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+    }
+  }
+  const Clock::time_point ran_at = clock_->Now();
+
+  std::vector<std::vector<Tensor>>& parts = scratch->parts;
+  if (status.ok() && members.size() > 1) status = SplitOutputs(outputs, item_counts, &parts);
+  RequestTiming timing;
+  timing.compute_input_ns = Ns(start, gathered_at);
+  timing.compute_infer_ns = Ns(gathered_at, ran_at);
+  timing.executed_batch_size = batch_timing.batch_size;
+  batch_timing.ok = status.ok();
+  batch_timing.compute_input_ns = timing.compute_input_ns;
+  batch_timing.compute_infer_ns = timing.compute_infer_ns;
+  if (options_.on_batch_ran) options_.on_batch_ran(batch_timing);
+  for (size_t i = 0; i < members.size(); ++i) {
+    timing.queue_ns = Ns(members[i]->enqueued_at, start);
+    if (!status.ok()) {
+      Complete(std::move(members[i]), status, timing);
+    } else if (members.size() == 1) {
+      Complete(std::move(members[i]), std::move(outputs), timing);
+    } else {
+      Complete(std::move(members[i]), std::move(parts[i]), timing);
+    }
+  }
+  members.clear();
+  batch_timing.compute_output_ns = Ns(ran_at, clock_->Now());
+  if (options_.on_batch_answered) options_.on_batch_answered(batch_timing);
+  if (status.ok()) {
+    std::lock_guard lock(mu_);
+    former_.RecordExecution(batch_timing.batch_size, ran_at - gathered_at);
+  }
+}
+
+}  // namespace harrier

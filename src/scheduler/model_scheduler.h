@@ -1,0 +1,135 @@
+// ModelScheduler: the scheduler of one model version, between LoadedModel and its instances.
+//
+// Requests are queued in a BatchFormer (priority levels, queue policies, deadlines, dynamic
+// batching; see batch_former.h and docs/scheduling.md) and run by one worker thread per
+// instance: an idle worker asks the BatchFormer what to run, runs it on its own instance
+// (gathering a batch's inputs once into reusable buffers and splitting the outputs back without
+// copies), and hands every request back through Options::on_complete.
+//
+// Cancellation: a queued request whose token is cancelled is taken out of the queue at once
+// (CancellationToken::OnCancel) and answered kCancelled without running. A running execution is
+// cancelled (RunContext::cancellation) only when every request in it is cancelled.
+//
+// Deadlines: an idle worker wakes for the next queued deadline; while every worker is busy, a
+// timer thread answers expired requests, so a deadline is honoured within the clock's
+// wake-up latency even behind a long run.
+//
+// Shutdown(): new requests are answered kUnavailable; everything already queued still runs,
+// without waiting for batches to fill; then the workers are joined.
+//
+// Thread safety: Submit() and Shutdown() from any thread. All of the scheduler's locking is in
+// model_scheduler.cc: one mutex guards the BatchFormer and the stopping flag (answer ordering,
+// under preserve_ordering, is the ResponseSequencer's own lock).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harrier/backend.h"
+#include "harrier/clock.h"
+#include "harrier/status.h"
+#include "scheduler/batch_former.h"
+#include "scheduler/batch_tensors.h"
+#include "scheduler/batching_policy.h"
+#include "scheduler/response_sequencer.h"
+#include "scheduler/scheduled_request.h"
+
+namespace harrier {
+
+class ModelScheduler {
+ public:
+  // Called exactly once per submitted request, with its outputs (in output_names order) or the
+  // reason it did not run: kDeadlineExceeded (deadline or REJECT timeout passed while queued),
+  // kCancelled, kResourceExhausted (queue full), kUnavailable (shutting down), or the backend's
+  // error. Runs on a worker thread, on the thread that cancelled the request, or — for refusals
+  // at Submit() — on the submitting thread. Must not block.
+  using CompletionFn = std::function<void(std::unique_ptr<ScheduledRequest>,
+                                          StatusOr<std::vector<Tensor>>, const RequestTiming&)>;
+  // Called twice per model execution on the worker thread: `on_batch_ran` after the run and
+  // before its requests' completions (compute_output_ns is 0), so that statistics count the
+  // execution before any client has its answer; `on_batch_answered` after the completions,
+  // with compute_output_ns set.
+  using BatchFn = std::function<void(const BatchTiming&)>;
+
+  struct Options {
+    std::string name;  // for thread names and messages, e.g. "simple:1"
+    BatchingPolicy policy;
+    const Clock* clock = nullptr;  // null: SteadyClock()
+    CompletionFn on_complete;      // required
+    BatchFn on_batch_ran;          // optional
+    BatchFn on_batch_answered;     // optional
+  };
+
+  // kInvalidArgument when `instances` is empty or on_complete is missing. Starts one worker
+  // thread per instance.
+  static StatusOr<std::unique_ptr<ModelScheduler>> Create(
+      std::vector<std::unique_ptr<ModelInstance>> instances, const Options& options);
+
+  ~ModelScheduler();  // Shutdown()
+  ModelScheduler(const ModelScheduler&) = delete;
+  ModelScheduler& operator=(const ModelScheduler&) = delete;
+
+  // Queues a validated request; every outcome is reported through on_complete.
+  void Submit(std::unique_ptr<ScheduledRequest> request);
+
+  // Runs `job` on every instance on the calling thread (warm-up, before any Submit()).
+  // Returns the first error.
+  Status RunOnEachInstance(const std::function<Status(ModelInstance&)>& job);
+
+  // Stops accepting requests, runs every queued one, joins the workers. Idempotent.
+  void Shutdown();
+
+  size_t instance_count() const { return instances_.size(); }
+  size_t queue_depth() const;
+
+ private:
+  ModelScheduler(std::vector<std::unique_ptr<ModelInstance>> instances, const Options& options);
+  void WorkerLoop(size_t index);
+  // Answers queued requests whose deadline passes while every worker is busy.
+  void ExpiryLoop();
+  void AnswerRejected(std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>>* rejected);
+  // The OnCancel callback of a queued request.
+  void CancelQueued(uint64_t seq);
+  void Complete(std::unique_ptr<ScheduledRequest> r, StatusOr<std::vector<Tensor>> result,
+                const RequestTiming& timing);
+  // A worker's reusable state: input buffers and vectors whose capacity survives batches.
+  struct WorkerScratch {
+    BatchInputBuffers buffers;
+    std::vector<std::unique_ptr<ScheduledRequest>> members;
+    std::vector<ScheduledRequest*> raw;
+    std::vector<int64_t> item_counts;
+    std::vector<Tensor> gathered;
+    std::vector<std::vector<Tensor>> parts;
+  };
+  // Runs one execution on `instance` and answers its requests.
+  void Execute(ModelInstance& instance, std::vector<std::unique_ptr<ScheduledRequest>>* batch,
+               WorkerScratch* scratch);
+
+  // Constant after construction.
+  const Options options_;
+  const Clock* const clock_;
+  const std::vector<std::unique_ptr<ModelInstance>> instances_;
+
+  std::atomic<uint64_t> next_seq_{1};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;         // workers: something to run or to decide
+  std::condition_variable expiry_cv_;  // the expiry timer: an earlier expiry or stopping
+  BatchFormer former_;                 // guarded by mu_
+  bool stopping_ = false;              // guarded by mu_
+  uint64_t next_order_ = 1;            // guarded by mu_ (preserve_ordering)
+  Clock::time_point expiry_wake_at_ = Clock::time_point::max();  // guarded by mu_
+
+  ResponseSequencer sequencer_;
+
+  std::vector<std::thread> workers_;
+  std::thread expiry_thread_;
+};
+
+}  // namespace harrier

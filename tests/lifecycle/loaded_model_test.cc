@@ -1,0 +1,114 @@
+#include "lifecycle/loaded_model.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "util/fake_backend.h"
+#include "util/scheduled_request_builder.h"
+
+namespace harrier {
+namespace {
+
+using testing::Floats;
+using testing::Fp32InferenceRequest;
+
+class LoadedModelTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<LoadedModel> Make(BatchingPolicy policy, int instances = 1) {
+    LoadedModel::Options options;
+    options.name = "m";
+    options.version = 1;
+    options.io.max_batch_size = 8;
+    options.io.inputs.push_back({"INPUT0", DataType::kFp32, {4}, std::nullopt, false});
+    options.io.outputs.push_back({"OUTPUT0", DataType::kFp32, {4}, std::nullopt, false});
+    options.policy = std::move(policy);
+    std::vector<std::unique_ptr<ModelInstance>> created;
+    for (int i = 0; i < instances; ++i)
+      created.push_back(std::make_unique<testing::FakeInstance>(&runs_));
+    auto m = LoadedModel::Create(std::move(options), std::move(created));
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return std::move(m).value();
+  }
+
+  // Sends requests from several threads; returns how many came back with their own values.
+  int InferConcurrently(LoadedModel& m, int threads, int per_thread) {
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0, correct = 0;
+    std::vector<std::thread> senders;
+    for (int t = 0; t < threads; ++t) {
+      senders.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          const float v = static_cast<float>(t * 10000 + i);
+          const int64_t items = 1 + i % 3;
+          m.Infer(Fp32InferenceRequest(std::vector<float>(items * 4, v), {items, 4}),
+                  [&, v, items](StatusOr<InferenceResponse> r) {
+                    bool good = r.ok() && r->outputs.size() == 1 &&
+                                r->outputs[0].shape == Shape{items, 4} &&
+                                Floats(r->outputs[0]) == std::vector<float>(items * 4, v);
+                    std::lock_guard l(mu);
+                    ++done;
+                    correct += good;
+                    cv.notify_all();
+                  });
+        }
+      });
+    }
+    for (auto& s : senders) s.join();
+    std::unique_lock l(mu);
+    cv.wait_for(l, std::chrono::seconds(20), [&] { return done == threads * per_thread; });
+    return correct;
+  }
+
+  std::atomic<int> runs_{0};
+};
+
+TEST_F(LoadedModelTest, BatchedRequestsGetTheirOwnOutputsAndStatisticsCountBatches) {
+  BatchingPolicy p;
+  p.dynamic_batching = true;
+  p.max_batch_size = 8;
+  auto m = Make(p, /*instances=*/2);
+  EXPECT_EQ(InferConcurrently(*m, 4, 300), 4 * 300);
+  m->Shutdown();
+  ModelVersionStats st;
+  m->SnapshotStats(&st);
+  EXPECT_EQ(st.success.count, 1200u);
+  uint64_t items = 0;  // 1, 2, 3 items in turn: 300 requests per thread = 100 of each
+  items = 4 * 100 * (1 + 2 + 3);
+  EXPECT_EQ(st.inference_count, items);
+  EXPECT_EQ(st.execution_count, static_cast<uint64_t>(runs_.load()));
+  uint64_t batch_executions = 0, batch_items = 0;
+  for (const BatchStat& b : st.batch_stats) {
+    EXPECT_GE(b.batch_size, 1u);
+    EXPECT_LE(b.batch_size, 8u);
+    EXPECT_EQ(b.compute_infer.count, b.compute_input.count);
+    batch_executions += b.compute_infer.count;
+    batch_items += b.compute_infer.count * b.batch_size;
+  }
+  EXPECT_EQ(batch_executions, st.execution_count);
+  EXPECT_EQ(batch_items, st.inference_count);
+}
+
+TEST_F(LoadedModelTest, ExpiredDeadlineIsAGatewayTimeoutWithTheModelNamed) {
+  auto m = Make(BatchingPolicy{});
+  auto r = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
+  r->deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  std::promise<StatusOr<InferenceResponse>> p;
+  m->Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { p.set_value(std::move(resp)); });
+  auto resp = p.get_future().get();
+  EXPECT_EQ(resp.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(resp.status().message().find("model 'm' version 1"), std::string::npos);
+  m->Shutdown();
+  ModelVersionStats st;
+  m->SnapshotStats(&st);
+  EXPECT_EQ(st.fail.count, 1u);
+  EXPECT_EQ(st.execution_count, 0u);
+  EXPECT_EQ(runs_.load(), 0);
+}
+
+}  // namespace
+}  // namespace harrier

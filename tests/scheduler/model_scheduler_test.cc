@@ -1,0 +1,406 @@
+// The threaded part of the scheduler, with real worker threads and a controllable instance.
+// Every wait is on a condition (bounded, so a bug fails instead of hanging); no sleeps. Batch
+// decisions themselves are covered deterministically in batch_former_test.cc.
+#include "scheduler/model_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "util/fake_clock.h"
+#include "util/scheduled_request_builder.h"
+
+namespace harrier {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::BatchItem;
+using testing::Floats;
+
+constexpr auto kWaitLimit = 20s;  // only reached when the scheduler is broken
+
+// An identity instance whose runs block until the test releases them (one release per run),
+// or until the run's cancellation token fires.
+class Probe {
+ public:
+  class Instance : public ModelInstance {
+   public:
+    explicit Instance(Probe* probe) : probe_(probe) {}
+    Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
+               std::vector<Tensor>* outputs, const RunContext& context) override {
+      return probe_->Run(inputs, output_names, outputs, context);
+    }
+
+   private:
+    Probe* probe_;
+  };
+
+  std::vector<std::unique_ptr<ModelInstance>> Instances(int n) {
+    std::vector<std::unique_ptr<ModelInstance>> v;
+    for (int i = 0; i < n; ++i) v.push_back(std::make_unique<Instance>(this));
+    return v;
+  }
+
+  void Release(int runs = 1) {
+    std::lock_guard l(mu_);
+    releases_ += runs;
+    cv_.notify_all();
+  }
+  void ReleaseAll() {
+    std::lock_guard l(mu_);
+    releases_ = 1 << 30;
+    cv_.notify_all();
+  }
+  // Waits until `n` runs have started.
+  void WaitStarted(size_t n) {
+    std::unique_lock l(mu_);
+    ASSERT_TRUE(cv_.wait_for(l, kWaitLimit, [&] { return batch_sizes_.size() >= n; }));
+  }
+  std::vector<int64_t> batch_sizes() {
+    std::lock_guard l(mu_);
+    return batch_sizes_;
+  }
+  // Only runs whose first input value is `value` block; the others finish at once.
+  void HoldOnly(float value) {
+    std::lock_guard l(mu_);
+    hold_only_ = value;
+  }
+  CancellationToken* current_cancellation() {
+    std::lock_guard l(mu_);
+    return current_;
+  }
+
+ private:
+  Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
+             std::vector<Tensor>* outputs, const RunContext& context) {
+    uint64_t id = 0;
+    if (context.cancellation != nullptr) {
+      id = context.cancellation->OnCancel([this] {
+        std::lock_guard l(mu_);
+        cv_.notify_all();
+      });
+    }
+    bool cancelled = false;
+    {
+      std::unique_lock l(mu_);
+      current_ = context.cancellation;
+      batch_sizes_.push_back(inputs[0].shape[0]);
+      cv_.notify_all();
+      float first;
+      std::memcpy(&first, inputs[0].data, sizeof first);
+      const bool hold = !hold_only_ || *hold_only_ == first;
+      cv_.wait_for(l, kWaitLimit, [&] {
+        return !hold || releases_ > 0 ||
+               (context.cancellation && context.cancellation->cancelled());
+      });
+      cancelled = context.cancellation && context.cancellation->cancelled();
+      if (!cancelled && hold) --releases_;
+      current_ = nullptr;
+    }
+    if (context.cancellation != nullptr) context.cancellation->Unregister(id);
+    if (cancelled) return Cancelled("run cancelled");
+    for (const std::string& name : output_names) {
+      auto copy = AllocateTensorBuffer(inputs[0].size_bytes);
+      std::memcpy(copy.get(), inputs[0].data, inputs[0].size_bytes);
+      Tensor t = inputs[0];
+      t.name = name;
+      t.data = copy.get();
+      t.owner = std::move(copy);
+      outputs->push_back(std::move(t));
+    }
+    return Status::Ok();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int releases_ = 0;
+  std::vector<int64_t> batch_sizes_;
+  CancellationToken* current_ = nullptr;
+  std::optional<float> hold_only_;
+};
+
+// Collects completions: per request, the value it carried, its status and its output.
+class Completions {
+ public:
+  struct Result {
+    StatusCode code = StatusCode::kOk;
+    float input_value = 0;
+    int64_t items = 0;
+    std::vector<float> output;
+    int64_t executed_batch_size = 0;
+  };
+
+  ModelScheduler::CompletionFn Fn() {
+    return [this](std::unique_ptr<ScheduledRequest> r, StatusOr<std::vector<Tensor>> result,
+                  const RequestTiming& timing) {
+      Result res;
+      res.code = result.status().code();
+      res.input_value = Floats(r->request->inputs[0])[0];
+      res.items = r->request->inputs[0].shape[0];
+      if (result.ok()) res.output = Floats((*result)[0]);
+      res.executed_batch_size = timing.executed_batch_size;
+      std::lock_guard l(mu_);
+      results_.push_back(std::move(res));
+      cv_.notify_all();
+    };
+  }
+  std::vector<Result> WaitFor(size_t n) {
+    std::unique_lock l(mu_);
+    EXPECT_TRUE(cv_.wait_for(l, kWaitLimit, [&] { return results_.size() >= n; }));
+    return results_;
+  }
+  size_t count() {
+    std::lock_guard l(mu_);
+    return results_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Result> results_;
+};
+
+class ModelSchedulerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ModelScheduler> Make(BatchingPolicy policy, int instances = 1) {
+    ModelScheduler::Options options;
+    options.name = "m:1";
+    options.policy = std::move(policy);
+    options.clock = &clock_;
+    options.on_complete = completions_.Fn();
+    options.on_batch_answered = [this](const BatchTiming& b) {
+      std::lock_guard l(batch_mu_);
+      batches_.push_back(b);
+      batch_cv_.notify_all();
+    };
+    auto s = ModelScheduler::Create(probe_.Instances(instances), options);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  static BatchingPolicy Batching(int64_t max_batch_size) {
+    BatchingPolicy p;
+    p.dynamic_batching = true;
+    p.max_batch_size = max_batch_size;
+    return p;
+  }
+
+  testing::FakeClock clock_;
+  Probe probe_;
+  Completions completions_;
+  std::mutex batch_mu_;
+  std::condition_variable batch_cv_;
+  std::vector<BatchTiming> batches_;
+};
+
+TEST_F(ModelSchedulerTest, CreateNeedsInstancesAndACompletion) {
+  ModelScheduler::Options options;
+  options.on_complete = completions_.Fn();
+  EXPECT_EQ(ModelScheduler::Create({}, options).status().code(), StatusCode::kInvalidArgument);
+  options.on_complete = nullptr;
+  EXPECT_EQ(ModelScheduler::Create(probe_.Instances(1), options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ModelSchedulerTest, QueuedRequestsAreBatchedAndEachGetsItsOwnOutput) {
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(100));  // occupies the only instance while the others queue
+  probe_.WaitStarted(1);
+  const std::vector<std::pair<float, int64_t>> queued{{1, 1}, {2, 2}, {3, 1},
+                                                      {4, 1}, {5, 2}, {6, 1}};
+  for (auto [value, items] : queued) s->Submit(BatchItem(value, items));
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(7);
+  EXPECT_EQ(probe_.batch_sizes(), (std::vector<int64_t>{1, 8}));
+  for (const auto& r : results) {
+    EXPECT_EQ(r.code, StatusCode::kOk);
+    EXPECT_EQ(r.output, std::vector<float>(static_cast<size_t>(r.items) * 4, r.input_value));
+    EXPECT_EQ(r.executed_batch_size, r.input_value == 100 ? 1 : 8);
+  }
+  s->Shutdown();
+  std::lock_guard l(batch_mu_);
+  ASSERT_EQ(batches_.size(), 2u);
+  EXPECT_EQ(batches_[1].batch_size, 8);
+  EXPECT_EQ(batches_[1].request_count, 6u);
+  EXPECT_TRUE(batches_[1].ok);
+}
+
+TEST_F(ModelSchedulerTest, ManyConcurrentRequestsOnSeveralInstancesAllCorrect) {
+  auto s = Make(Batching(4), /*instances=*/3);
+  probe_.ReleaseAll();
+  constexpr int kThreads = 4, kPerThread = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i)
+        s->Submit(BatchItem(static_cast<float>(t * 1000 + i), 1 + i % 2));
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto results = completions_.WaitFor(kThreads * kPerThread);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kThreads * kPerThread));
+  for (const auto& r : results) {
+    ASSERT_EQ(r.code, StatusCode::kOk);
+    EXPECT_EQ(r.output, std::vector<float>(static_cast<size_t>(r.items) * 4, r.input_value));
+  }
+}
+
+TEST_F(ModelSchedulerTest, CancellingAQueuedRequestAnswersItAtOnceWithoutRunning) {
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(1));
+  probe_.WaitStarted(1);
+  auto token = std::make_shared<CancellationToken>();
+  auto r = BatchItem(2);
+  r->request->cancellation = token;
+  s->Submit(std::move(r));
+  EXPECT_EQ(s->queue_depth(), 1u);
+  token->Cancel();  // runs the scheduler's callback on this thread
+  ASSERT_EQ(completions_.count(), 1u);
+  EXPECT_EQ(completions_.WaitFor(1)[0].code, StatusCode::kCancelled);
+  EXPECT_EQ(s->queue_depth(), 0u);  // the slot is free
+  probe_.ReleaseAll();
+  completions_.WaitFor(2);
+  s->Shutdown();
+  EXPECT_EQ(probe_.batch_sizes(), std::vector<int64_t>{1});  // only the first ran
+
+  // Already cancelled before Submit: answered there.
+  auto s2 = Make(Batching(8));
+  auto r2 = BatchItem(3);
+  r2->request->cancellation = token;
+  s2->Submit(std::move(r2));
+  EXPECT_EQ(completions_.count(), 3u);
+}
+
+TEST_F(ModelSchedulerTest, ARunningBatchIsCancelledOnlyWhenAllItsRequestsAre) {
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(1));  // no token: runs until released
+  probe_.WaitStarted(1);
+  auto ta = std::make_shared<CancellationToken>();
+  auto tb = std::make_shared<CancellationToken>();
+  auto a = BatchItem(2);
+  a->request->cancellation = ta;
+  auto b = BatchItem(3);
+  b->request->cancellation = tb;
+  s->Submit(std::move(a));
+  s->Submit(std::move(b));
+  probe_.Release(1);  // the first run ends; a and b run as one batch and block
+  probe_.WaitStarted(2);
+  EXPECT_EQ(probe_.batch_sizes(), (std::vector<int64_t>{1, 2}));
+  CancellationToken* batch_token = probe_.current_cancellation();
+  ASSERT_NE(batch_token, nullptr);
+  ta->Cancel();
+  EXPECT_FALSE(batch_token->cancelled());  // b still waits for its answer
+  tb->Cancel();
+  auto results = completions_.WaitFor(3);
+  EXPECT_EQ(results[1].code, StatusCode::kCancelled);
+  EXPECT_EQ(results[2].code, StatusCode::kCancelled);
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, ARunningRequestAloneIsCancelledWithItsToken) {
+  auto s = Make(BatchingPolicy{});
+  auto token = std::make_shared<CancellationToken>();
+  auto r = BatchItem(1);
+  r->request->cancellation = token;
+  s->Submit(std::move(r));
+  probe_.WaitStarted(1);
+  token->Cancel();
+  EXPECT_EQ(completions_.WaitFor(1)[0].code, StatusCode::kCancelled);
+  // The instance is free for the next request.
+  s->Submit(BatchItem(2));
+  probe_.WaitStarted(2);
+  probe_.ReleaseAll();
+  EXPECT_EQ(completions_.WaitFor(2)[1].code, StatusCode::kOk);
+}
+
+TEST_F(ModelSchedulerTest, FullQueueIsRefusedOnTheSubmittingThread) {
+  BatchingPolicy p;
+  p.default_queue_policy.max_queue_size = 1;
+  auto s = Make(p);
+  s->Submit(BatchItem(1));
+  probe_.WaitStarted(1);
+  s->Submit(BatchItem(2));  // queued
+  s->Submit(BatchItem(3));  // refused
+  ASSERT_EQ(completions_.count(), 1u);
+  EXPECT_EQ(completions_.WaitFor(1)[0].code, StatusCode::kResourceExhausted);
+  EXPECT_EQ(completions_.WaitFor(1)[0].input_value, 3);
+  probe_.ReleaseAll();
+  completions_.WaitFor(3);
+}
+
+TEST_F(ModelSchedulerTest, TimedOutQueuedRequestNeverReachesTheModel) {
+  BatchingPolicy p = Batching(8);
+  p.default_queue_policy.default_timeout_us = 100;
+  auto s = Make(p);
+  s->Submit(BatchItem(1));
+  probe_.WaitStarted(1);
+  s->Submit(BatchItem(2));
+  clock_.Advance(200us);  // request 2 waits past its timeout while the instance is busy
+  // The expiry timer answers it while the first request still runs.
+  auto results = completions_.WaitFor(1);
+  EXPECT_EQ(results[0].code, StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(results[0].input_value, 2);
+  probe_.ReleaseAll();
+  results = completions_.WaitFor(2);
+  EXPECT_EQ(results[1].code, StatusCode::kOk);
+  s->Shutdown();
+  EXPECT_EQ(probe_.batch_sizes(), std::vector<int64_t>{1});
+}
+
+TEST_F(ModelSchedulerTest, PreserveOrderingAnswersInArrivalOrderAcrossInstances) {
+  BatchingPolicy p = Batching(1);
+  p.preserve_ordering = true;
+  auto s = Make(p, /*instances=*/2);
+  probe_.HoldOnly(1);
+  s->Submit(BatchItem(1));  // held on one instance
+  probe_.WaitStarted(1);
+  s->Submit(BatchItem(2));  // runs at once on the other
+  {
+    // on_batch_answered follows the batch's completions: request 2 has been answered by the
+    // scheduler.
+    std::unique_lock l(batch_mu_);
+    ASSERT_TRUE(batch_cv_.wait_for(l, kWaitLimit, [&] { return !batches_.empty(); }));
+  }
+  EXPECT_EQ(completions_.count(), 0u);  // ...but it waits for request 1's answer
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(2);
+  EXPECT_EQ(results[0].input_value, 1);
+  EXPECT_EQ(results[1].input_value, 2);
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, ShutdownRunsEverythingQueuedAndRefusesNewWork) {
+  BatchingPolicy p = Batching(8);
+  p.max_queue_delay_us = 60'000'000;  // a batch would wait a minute; shutdown does not
+  auto s = Make(p);
+  for (int i = 1; i <= 5; ++i) s->Submit(BatchItem(static_cast<float>(i)));
+  EXPECT_EQ(s->queue_depth(), 5u);  // waiting for the batch to fill
+  std::thread stopper([&] { s->Shutdown(); });
+  // Submissions are accepted until Shutdown() begins, then answered kUnavailable.
+  size_t submitted = 5;
+  for (;;) {
+    const size_t before = completions_.count();
+    s->Submit(BatchItem(99));
+    ++submitted;
+    if (completions_.count() > before) break;  // refused synchronously
+  }
+  probe_.ReleaseAll();
+  stopper.join();
+  auto results = completions_.WaitFor(submitted);
+  ASSERT_EQ(results.size(), submitted);
+  size_t ok = 0, unavailable = 0;
+  for (const auto& r : results) {
+    if (r.code == StatusCode::kOk) ++ok;
+    if (r.code == StatusCode::kUnavailable) ++unavailable;
+  }
+  EXPECT_EQ(unavailable, 1u);
+  EXPECT_EQ(ok, submitted - 1);  // every accepted request ran
+}
+
+}  // namespace
+}  // namespace harrier
