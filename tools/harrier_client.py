@@ -253,9 +253,16 @@ class Client:
         return self.get_json("/v2/repository/index", method="POST", body=b"{}")
 
     def infer(self, model, inputs, outputs=None, version=None, binary_input=False,
-              binary_output=False, nested=False, request_id=None, parameters=None):
+              binary_output=False, nested=False, request_id=None, parameters=None,
+              timeout_us=None, client_id=None):
+        """`parameters` may hold `priority` and `timeout` (µs); `timeout_us` sets the
+        X-Request-Timeout-Us deadline header, `client_id` the X-Client-Id header."""
         body, headers = encode_infer_request(inputs, outputs, binary_input, binary_output,
                                              nested, request_id, parameters)
+        if timeout_us is not None:
+            headers["X-Request-Timeout-Us"] = str(int(timeout_us))
+        if client_id is not None:
+            headers["X-Client-Id"] = client_id
         status, hdrs, data = self.request("POST", self.model_path(model, version) + "/infer",
                                           body=body, headers=headers)
         return InferResult(status, hdrs, data)
@@ -285,6 +292,9 @@ def main(argv):
     p.add_argument("--input", action="append", default=[], help="NAME:DTYPE:SHAPE:V1,V2,...")
     p.add_argument("--output", action="append", default=None, help="output name to return")
     p.add_argument("--binary", action="store_true", help="binary tensors both ways")
+    p.add_argument("--priority", type=int, help="request parameter priority (1 = most urgent)")
+    p.add_argument("--timeout-us", type=int, help="deadline: X-Request-Timeout-Us header (µs)")
+    p.add_argument("--client-id", help="X-Client-Id header (per-client rate limits)")
     a = p.parse_args(argv)
     host, _, port = a.url.rpartition(":")
     c = Client(host or "127.0.0.1", int(port))
@@ -294,8 +304,10 @@ def main(argv):
         return 0 if ok else 1
     if a.command == "infer":
         inputs = dict(_parse_input(s) for s in a.input)
+        params = {"priority": a.priority} if a.priority is not None else None
         r = c.infer(a.model, inputs, outputs=a.output, binary_input=a.binary,
-                    binary_output=a.binary)
+                    binary_output=a.binary, parameters=params, timeout_us=a.timeout_us,
+                    client_id=a.client_id)
         if r.status != 200:
             print("HTTP %d: %s" % (r.status, r.error), file=sys.stderr)
             return 1

@@ -5,7 +5,7 @@ usage: /usr/bin/python3 tools/make_test_models.py OUT_DIR [--with-unsupported]
 
 Needs Debian's python3-onnx and python3-numpy: run it with /usr/bin/python3 (the `python3`
 first on PATH is a separate interpreter without them). Every model is IR 8 / opset 17, which
-ONNX Runtime 1.29 loads, and a few hundred bytes at most. No config.pbtxt is written: the
+ONNX Runtime 1.29 loads, and a few hundred bytes at most (`slow`: a few KB). No config.pbtxt is written: the
 config is auto-completed from the model.
 
 Models written to OUT_DIR/<model>/1/model.onnx:
@@ -18,6 +18,13 @@ Models written to OUT_DIR/<model>/1/model.onnx:
   simple            Triton's "simple" example: INT32 "INPUT0", "INPUT1" [N, 16] ->
                     "OUTPUT0" = INPUT0 + INPUT1, "OUTPUT1" = INPUT0 - INPUT1.
   add_sub_fp32      FP32 "INPUT0", "INPUT1" [4] (static) -> "OUTPUT0" = sum, "OUTPUT1" = diff.
+  slow              FP32 "INPUT0" [1, 1024] -> "OUTPUT0" [1, 1024], every element the mean of
+                    the input, computed the slow way: the input is broadcast to 1024x1024 and
+                    multiplied SLOW_MATMULS (110) times by a 1024x1024 matrix of 1/1024 (made
+                    in the graph by ConstantOfShape, so the file stays a few KB). Each MatMul
+                    is ~10 ms on one core, so a run takes about a second (less with more
+                    intra-op threads) and ONNX Runtime's terminate flag, checked between
+                    nodes, stops it within milliseconds. For cancellation and deadline tests.
 
 With --with-unsupported, also models that load in ONNX Runtime but that Harrier must refuse
 (they would make a repository not ready, so they are opt-in):
@@ -88,6 +95,35 @@ def two_in_two_out(out_dir, name, elem_type, dims):
     save(out_dir, name, g)
 
 
+SLOW_SIZE = 1024
+SLOW_MATMULS = 110
+
+
+def slow(out_dir):
+    n = SLOW_SIZE
+    nodes = [
+        helper.make_node("Constant", [], ["shape_nn"],
+                         value=helper.make_tensor("shape_nn", TensorProto.INT64, [2], [n, n])),
+        helper.make_node("ConstantOfShape", ["shape_nn"], ["W"],
+                         value=helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0 / n])),
+        helper.make_node("Expand", ["INPUT0", "shape_nn"], ["X0"]),
+    ]
+    for i in range(SLOW_MATMULS):
+        nodes.append(helper.make_node("MatMul", ["X%d" % i, "W"], ["X%d" % (i + 1)]))
+    nodes += [
+        helper.make_node("Constant", [], ["starts"],
+                         value=helper.make_tensor("starts", TensorProto.INT64, [1], [0])),
+        helper.make_node("Constant", [], ["ends"],
+                         value=helper.make_tensor("ends", TensorProto.INT64, [1], [1])),
+        helper.make_node("Slice", ["X%d" % SLOW_MATMULS, "starts", "ends"], ["OUTPUT0"]),
+    ]
+    g = helper.make_graph(
+        nodes, "slow",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, [1, n])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [1, n])])
+    save(out_dir, "slow", g)
+
+
 def unsupported(out_dir):
     fp8 = helper.make_tensor_value_info("INPUT_FP8", TensorProto.FLOAT, [2])
     fp8.type.tensor_type.elem_type = FLOAT8E4M3FN
@@ -115,6 +151,7 @@ def main(argv):
         identity(out_dir, suffix, elem_type)
     two_in_two_out(out_dir, "simple", TensorProto.INT32, ["N", 16])
     two_in_two_out(out_dir, "add_sub_fp32", TensorProto.FLOAT, [4])
+    slow(out_dir)
     if "--with-unsupported" in argv:
         unsupported(out_dir)
     return 0

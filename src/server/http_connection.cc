@@ -31,6 +31,13 @@ constexpr std::size_t kReadChunk = 16 * 1024;
 constexpr std::size_t kBodyWindow = 4 * 1024 * 1024;
 // simdjson reads up to SIMDJSON_PADDING bytes past the end of its input.
 constexpr std::size_t kBodyPadding = 64;
+// While a handler runs, the socket is still read to notice a client that goes away; bytes of a
+// pipelined next request are kept in the read buffer up to this much, then reading pauses (TCP
+// flow control holds the rest back) until the response is written.
+constexpr std::size_t kWatchBufferBytes = 4 * kReadChunk;
+// Header fields most clients send (Host, Content-Type, Content-Length, User-Agent, Accept,
+// and a few more); more still work, with the vector growing.
+constexpr std::size_t kExpectedHeaders = 8;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 const std::shared_ptr<const std::string>& EmptyBody() {
@@ -110,7 +117,12 @@ void HttpConnection::OnServerStopping() {
 void HttpConnection::Close() {
   if (phase_ == Phase::kClosed) return;
   auto self = shared_from_this();  // the registry may hold the last reference
+  const bool handling = phase_ == Phase::kHandling;
   phase_ = Phase::kClosed;
+  // Nobody will receive this request's answer (client gone, or Stop gave up on it): let the
+  // scheduler and the backend drop the work. Callbacks run here, on the I/O thread.
+  if (handling && cancellation_) cancellation_->Cancel();
+  cancellation_.reset();
   ++timer_generation_;
   timer_armed_ = false;
   timer_.cancel();
@@ -134,6 +146,8 @@ void HttpConnection::StartRequest() {
   }
   ++sequence_;
   request_ = HttpRequest{};
+  // One allocation for the usual handful of headers instead of a growing vector's three or four.
+  request_.headers.reserve(kExpectedHeaders);
   body_.clear();
   parser_.emplace(&request_, &body_, shared_->options.max_body_bytes,
                   shared_->options.max_header_bytes);
@@ -376,6 +390,8 @@ void HttpConnection::SendError(int status, std::string_view message) {
 void HttpConnection::Dispatch() {
   phase_ = Phase::kHandling;
   ClearDeadline();  // the handler's time is the scheduler's business, not a read timeout
+  cancellation_ = std::make_shared<CancellationToken>();
+  request_.cancellation = cancellation_;
   if (body_.empty()) {
     request_.body = EmptyBody();
   } else {
@@ -404,29 +420,84 @@ void HttpConnection::Dispatch() {
     HttpResponse response = std::move(*inline_response_);
     inline_response_.reset();
     StartWrite(std::move(response));
+    return;
+  }
+  if (phase_ == Phase::kHandling) WatchForDisconnect();
+}
+
+void HttpConnection::WatchForDisconnect() {
+  if (buffer_.size() >= kWatchBufferBytes) return;  // a lot pipelined: the client is there
+  watch_pending_ = true;
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnWatchRead(ec, n);
+                          });
+}
+
+// Stops the watch before the response is written. The read's handler still runs (aborted, or
+// with bytes it already read); OnWriteDone waits for it, because the next request is parsed
+// from the same buffer.
+void HttpConnection::CancelWatch() {
+  if (!watch_pending_) return;
+  error_code ignored;
+  socket_.cancel(ignored);
+}
+
+void HttpConnection::OnWatchRead(const error_code& ec, std::size_t n) {
+  watch_pending_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (n > 0) buffer_.commit(n);  // a pipelined request: parsed after this response
+  const bool client_gone = ec && ec != asio::error::operation_aborted;
+  if (phase_ == Phase::kHandling) {
+    if (client_gone) {
+      spdlog::debug("http: client went away while its request was handled ({}); cancelling it",
+                    ec.message());
+      Close();  // cancels the token; the response, when it comes, is dropped
+      return;
+    }
+    if (!ec) WatchForDisconnect();
+    return;
+  }
+  // The response is being written (or is written): finish it, then close if the client left.
+  if (client_gone) close_after_response_ = true;
+  if (resume_after_watch_) {
+    resume_after_watch_ = false;
+    OnWriteDone();
   }
 }
 
 void HttpConnection::Responder::operator()(HttpResponse response) const {
   if (io->ioc.get_executor().running_in_this_thread()) {
-    if (auto c = connection.lock()) c->OnResponse(sequence, std::move(response));
+    if (auto c = connection.lock()) {
+      c->OnResponse(sequence, std::move(response));
+    } else {
+      spdlog::debug("http: dropping a response: its connection is closed");
+    }
     return;
   }
   // After the server stopped this lands in a stopped io_context and is destroyed with it; it
   // holds only a weak reference, so nothing is kept alive in a cycle.
   asio::post(io->ioc, [connection = connection, sequence = sequence,
                        response = std::move(response)]() mutable {
-    if (auto c = connection.lock()) c->OnResponse(sequence, std::move(response));
+    if (auto c = connection.lock()) {
+      c->OnResponse(sequence, std::move(response));
+    } else {
+      spdlog::debug("http: dropping a response: its connection is closed");
+    }
   });
 }
 
 void HttpConnection::OnResponse(uint64_t sequence, HttpResponse response) {
   // Closed meanwhile (client gone, timeout, Stop), or a second call: drop it.
-  if (phase_ != Phase::kHandling || sequence != sequence_) return;
+  if (phase_ != Phase::kHandling || sequence != sequence_) {
+    if (phase_ == Phase::kClosed) spdlog::debug("http: dropping a response: connection closed");
+    return;
+  }
   if (in_handler_) {  // answered inside Handle(): write once Handle() has returned
     if (!inline_response_) inline_response_.emplace(std::move(response));
     return;
   }
+  CancelWatch();
   StartWrite(std::move(response));
 }
 
@@ -511,6 +582,11 @@ void HttpConnection::OnWrite(const error_code& ec, std::size_t n) {
 
 void HttpConnection::OnWriteDone() {
   response_ = HttpResponse{};
+  if (watch_pending_) {  // OnWatchRead calls back once the cancelled read has finished
+    resume_after_watch_ = true;
+    return;
+  }
+  cancellation_.reset();
   if (close_after_response_) {
     if (linger_on_close_ || buffer_.size() > 0) {
       Linger();

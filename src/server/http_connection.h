@@ -4,7 +4,12 @@
 //   kIdle      waiting for the first byte of a request (keep-alive idle, or a fresh connection)
 //   kHeader    reading the request line and header fields          (header_timeout, total)
 //   kBody      reading the body                                     (body_timeout, per read)
-//   kHandling  the handler has the request; nothing is read (pipelined bytes wait in buffer_)
+//   kHandling  the handler has the request. The socket is still read ("watched"): bytes of a
+//              pipelined next request are appended to buffer_ (up to kWatchBufferBytes, then
+//              reading pauses), and EOF or a reset means the client is gone: the request's
+//              CancellationToken is cancelled and the connection closed, so a late response
+//              is dropped. A half-close (shutdown(SHUT_WR)) reads exactly like a close, so it
+//              cancels too (docs/server.md, "Client disconnects").
 //   kWriting   writing the response with one gather write           (write_timeout, per write)
 //   kLinger    after an error response: send side shut, unread input drained (linger_timeout)
 //   kClosed
@@ -81,6 +86,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ReadBodyDirect();
   void OnBodyRead(const boost::system::error_code& ec, std::size_t n);
   void Dispatch();
+  void WatchForDisconnect();
+  void OnWatchRead(const boost::system::error_code& ec, std::size_t n);
+  void CancelWatch();
   void OnResponse(uint64_t sequence, HttpResponse response);
   void StartWrite(HttpResponse response);
   void WriteSome();
@@ -123,6 +131,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   uint64_t body_expected_ = 0;
   bool head_request_ = false;
   bool http10_ = false;
+
+  // The request in the handler's hands: cancelled when the client goes away before its
+  // response is written. Null between requests.
+  std::shared_ptr<CancellationToken> cancellation_;
+  bool watch_pending_ = false;       // a read is outstanding while handling or writing
+  bool resume_after_watch_ = false;  // OnWriteDone waits for that read to complete
 
   // Write side.
   std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it

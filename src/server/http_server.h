@@ -9,7 +9,9 @@
 // connection's thread and must not block; its HttpResponder may be called from any thread (the
 // response is posted back to the connection's thread, or dropped if the connection is gone).
 //
-// Per connection: one request at a time (pipelined requests wait in the read buffer), keep-alive
+// Per connection: one request at a time (pipelined requests wait in the read buffer; the socket
+// is still read while a request is handled, so that a client that closes or resets the
+// connection cancels its request's CancellationToken and the late response is dropped), keep-alive
 // (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`), Content-Length and chunked bodies,
 // `Expect: 100-continue`. Protocol errors are answered and the connection closed:
 //   400 malformed request line, header, chunk or Content-Length

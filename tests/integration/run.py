@@ -712,6 +712,136 @@ class CurlTests(HarrierTestCase):
         np.testing.assert_array_equal(np.frombuffer(body[json_len:], "<f4").reshape(4, 50000), x)
 
 
+# ---- Scheduling: cancellation, deadlines, priority --------------------------------------------
+
+SLOW_SIZE = 1024  # tools/make_test_models.py: the `slow` model's input width
+
+
+def slow_input():
+    """The slow model's input; every element of its output is this input's mean (3)."""
+    x = (np.arange(SLOW_SIZE) % 7).astype(np.float32)
+    return (x + np.float32(3.0 - x.mean())).reshape(1, SLOW_SIZE)
+
+
+def slow_request_bytes(parameters=None, headers=None, model="slow"):
+    import harrier_client
+    body, extra = harrier_client.encode_infer_request({"INPUT0": slow_input()},
+                                                      parameters=parameters)
+    extra.update(headers or {})
+    return http_request("POST", "/v2/models/%s/infer" % model, body, extra)
+
+
+def timed_slow_infer(test, model="slow"):
+    """Runs a slow model once on a fresh connection; returns (result, seconds)."""
+    start = time.monotonic()
+    r = client().infer(model, {"INPUT0": slow_input()})
+    elapsed = time.monotonic() - start
+    test.assertEqual(r.status, 200, r.raw[:300])
+    np.testing.assert_allclose(r.outputs["OUTPUT0"], np.full((1, SLOW_SIZE), 3.0), rtol=1e-3)
+    return r, elapsed
+
+
+class SchedulingTests(HarrierTestCase):
+    def test_disconnecting_client_frees_the_instance(self):
+        def slow_stats():
+            status, doc = client().model_stats("slow")
+            self.assertEqual(status, 200)
+            return doc["model_stats"][0]
+
+        # One slow run, alone: a warm instance and the reference time T.
+        _, t_run = timed_slow_infer(self)
+        before = slow_stats()
+        # A client starts a slow run and goes away a tenth of the way in.
+        s = connect(SERVER.port)
+        s.sendall(slow_request_bytes())
+        time.sleep(max(0.05, t_run / 10))
+        s.close()
+        start = time.monotonic()
+        _, t_next = timed_slow_infer(self)
+        after = slow_stats()
+        # The abandoned run did not complete: only the next one counts as an inference.
+        self.assertEqual(after["inference_count"] - before["inference_count"], 1)
+        # Without cancellation the next request waits ~0.9 T in the queue for the abandoned
+        # run (and takes ~1.9 T in all); with it, the instance is free within milliseconds.
+        # The server's own queue and compute times are compared, not wall-clock run times,
+        # which vary two-fold on a loaded machine.
+        stats = lambda doc, name: doc["inference_stats"][name]["ns"] / 1e9
+        queued = stats(after, "queue") - stats(before, "queue")
+        computed = stats(after, "compute_infer") - stats(before, "compute_infer")
+        message = ("the next request waited %.3f s for the instance and computed %.3f s "
+                   "(%.3f s in all; an undisturbed run took %.3f s)"
+                   % (queued, computed, time.monotonic() - start, t_run))
+        if ARGS.verbose:
+            print(message)
+        self.assertLess(queued, max(0.1, computed / 4), message)
+
+    def _queued_behind_a_slow_run(self, parameters=None, headers=None, model="slow"):
+        """Sends a slow request, then `parameters`/`headers` on a second slow request queued
+        behind it. Returns (second response, seconds it took, one run's seconds)."""
+        _, t_run = timed_slow_infer(self, model)
+        first = connect(SERVER.port, timeout=30)
+        try:
+            first.sendall(slow_request_bytes(model=model))
+            time.sleep(min(0.1, t_run / 5))
+            start = time.monotonic()
+            second = raw_request(SERVER.port, slow_request_bytes(parameters, headers, model),
+                                 timeout=30)
+            elapsed = time.monotonic() - start
+            r = read_response(first)
+            self.assertIsNotNone(r)
+            self.assertEqual(r.status, 200, r.body[:300])
+        finally:
+            first.close()
+        self.assertIsNotNone(second)
+        return second, elapsed, t_run
+
+    def test_timeout_parameter_on_a_queued_request_gets_504(self):
+        # As in Triton, `timeout` applies where the model's queue policy allows an override.
+        r, elapsed, t_run = self._queued_behind_a_slow_run(parameters={"timeout": 50000},
+                                                           model="slow_timeout_override")
+        self.assertEqual(r.status, 504, r.body[:300])
+        self.assertLess(elapsed, 1.5 * t_run, "the timed-out request reached the model")
+
+    def test_request_timeout_header_on_a_queued_request_gets_504(self):
+        r, elapsed, t_run = self._queued_behind_a_slow_run(
+            headers={"X-Request-Timeout-Us": "50000"})
+        self.assertEqual(r.status, 504, r.body[:300])
+        self.assertLess(elapsed, 1.5 * t_run, "the timed-out request reached the model")
+
+    def test_generous_deadline_and_priority_are_accepted(self):
+        r = client().infer("simple", {"INPUT0": SIMPLE_A, "INPUT1": SIMPLE_B},
+                           parameters={"priority": 1, "timeout": 10000000},
+                           timeout_us=10000000, client_id="integration")
+        self.assertEqual(r.status, 200, r.raw[:300])
+        np.testing.assert_array_equal(r.outputs["OUTPUT0"], SIMPLE_A + SIMPLE_B)
+
+    def test_malformed_request_timeout_header_is_400(self):
+        for value in ("soon", "-1", "1.5", "99999999999999999999"):
+            r = raw_request(SERVER.port, http_request(
+                "POST", "/v2/models/simple/infer", json.dumps(simple_json()).encode(),
+                {"X-Request-Timeout-Us": value}))
+            self.assertEqual(r.status, 400, value)
+            self.assertIn("X-Request-Timeout-Us", r.json()["error"])
+        self.assert_still_serves()
+
+    def test_scheduling_parameters_of_the_wrong_type_are_400(self):
+        for params, name in (({"priority": "high"}, "priority"), ({"priority": -1}, "priority"),
+                             ({"priority": 1.5}, "priority"), ({"timeout": "1s"}, "timeout"),
+                             ({"timeout": True}, "timeout")):
+            r = raw_request(SERVER.port, http_request(
+                "POST", "/v2/models/simple/infer",
+                json.dumps(simple_json(parameters=params)).encode()))
+            self.assertEqual(r.status, 400, params)
+            self.assertIn("'%s'" % name, r.json()["error"])
+
+    def test_overlong_client_id_is_400(self):
+        r = raw_request(SERVER.port, http_request(
+            "POST", "/v2/models/simple/infer", json.dumps(simple_json()).encode(),
+            {"X-Client-Id": "c" * 129}))
+        self.assertEqual(r.status, 400)
+        self.assertIn("X-Client-Id", r.json()["error"])
+
+
 # ---- Process lifecycle ---------------------------------------------------------------------
 
 class ProcessTests(HarrierTestCase):
@@ -801,6 +931,12 @@ def build_repository(repo):
     for script in ("make_test_models.py", "make_example_models.py"):
         subprocess.run(["/usr/bin/python3", os.path.join(tools, script), repo], check=True,
                        stdout=subprocess.DEVNULL)
+    # The slow model again, with a queue policy that lets a request's `timeout` apply.
+    override = os.path.join(repo, "slow_timeout_override")
+    shutil.copytree(os.path.join(repo, "slow"), override)
+    with open(os.path.join(override, "config.pbtxt"), "w") as f:
+        f.write('name: "slow_timeout_override"\nplatform: "onnxruntime_onnx"\n'
+                'dynamic_batching { default_queue_policy { allow_timeout_override: true } }\n')
     corrupt = os.path.join(repo, "corrupt", "1")
     os.makedirs(corrupt)
     with open(os.path.join(corrupt, "model.onnx"), "wb") as f:
@@ -831,7 +967,8 @@ def main():
     if ARGS.pattern:
         loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
     suite = unittest.TestSuite()
-    for case in (EndpointTests, InferTests, DataTypeTests, BadInputTests, CurlTests, ProcessTests):
+    for case in (EndpointTests, InferTests, DataTypeTests, BadInputTests, CurlTests,
+                 SchedulingTests, ProcessTests):
         suite.addTests(loader.loadTestsFromTestCase(case))
 
     try:
@@ -858,6 +995,8 @@ def main():
     passed = result.testsRun - len(result.failures) - len(result.errors) - len(result.skipped)
     if failed:
         print("server log: %s" % SERVER.log_path)
+    for test, _ in result.expectedFailures:
+        print("expected failure (a feature not there yet): %s" % test.id())
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 

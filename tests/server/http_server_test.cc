@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -474,6 +476,155 @@ TEST_F(HttpServerTest, ClientDisconnectBeforeTheResponseIsHarmless) {
   auto r = c2.ReadResponse();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "still-alive");
+}
+
+// Polls `done` until it holds or `timeout` passes.
+bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// Holds every request's responder and cancellation token until the test answers.
+struct HeldRequests {
+  std::mutex mu;
+  std::vector<HttpResponder> responders;
+  std::vector<std::shared_ptr<CancellationToken>> tokens;
+  std::vector<std::string> targets;
+  std::atomic<int> count{0};
+
+  std::function<void(HttpRequest, HttpResponder)> Handler() {
+    return [this](HttpRequest request, HttpResponder respond) {
+      std::lock_guard<std::mutex> lock(mu);
+      responders.push_back(std::move(respond));
+      tokens.push_back(request.cancellation);
+      targets.push_back(request.target);
+      ++count;
+    };
+  }
+  std::shared_ptr<CancellationToken> Token(int i) {
+    std::lock_guard<std::mutex> lock(mu);
+    return tokens.at(static_cast<std::size_t>(i));
+  }
+  void Respond(int i, std::string body) {
+    HttpResponder r;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      r = responders.at(static_cast<std::size_t>(i));
+    }
+    HttpResponse response;
+    response.body = std::move(body);
+    r(std::move(response));
+  }
+};
+
+TEST_F(HttpServerTest, EveryRequestCarriesAFreshCancellationToken) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  RawHttpClient c(server_->port());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.Send(Post("/x", "b")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == i + 1; }));
+    ASSERT_NE(held.Token(i), nullptr);
+    held.Respond(i, "ok");
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "ok");
+  }
+  EXPECT_NE(held.Token(0), held.Token(1));
+  c.Close();
+  std::this_thread::sleep_for(milliseconds(50));
+  // Answered requests are never cancelled, even when the client leaves afterwards.
+  EXPECT_FALSE(held.Token(0)->cancelled());
+  EXPECT_FALSE(held.Token(1)->cancelled());
+}
+
+TEST_F(HttpServerTest, ClientCloseWhileHandlingCancelsTheRequest) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  {
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/x", "b")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+    EXPECT_FALSE(held.Token(0)->cancelled());
+  }  // closed
+  auto token = held.Token(0);
+  const auto closed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return token->cancelled(); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - closed_at, milliseconds(1000));
+  held.Respond(0, std::string(1 << 20, 'x'));  // late: dropped
+  handler_.on_request = nullptr;
+  RawHttpClient c2(server_->port());
+  ASSERT_TRUE(c2.Send(Post("/y", "still-alive")));
+  auto r = c2.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "still-alive");
+}
+
+// A half-close reads exactly like a close (EOF), and clients that half-close and still wait
+// for an answer are rare, so it cancels too (docs/server.md, "Client disconnects").
+TEST_F(HttpServerTest, HalfCloseWhileHandlingCancelsTheRequest) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/x", "b")));
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+  c.ShutdownWrite();
+  auto token = held.Token(0);
+  ASSERT_TRUE(WaitFor([&] { return token->cancelled(); }));
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  held.Respond(0, "late");
+}
+
+TEST_F(HttpServerTest, PipelinedRequestArrivingWhileHandlingIsKept) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/first", "1")));
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+  // The next request arrives while the first is being handled; the watch read takes it in.
+  ASSERT_TRUE(c.Send(Post("/second", "2") + Post("/third", std::string(100000, 'z'))));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(held.count.load(), 1);  // one request at a time
+  EXPECT_FALSE(held.Token(0)->cancelled());
+  held.Respond(0, "one");
+  auto r1 = c.ReadResponse();
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->body, "one");
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 2; }));
+  held.Respond(1, "two");
+  auto r2 = c.ReadResponse();
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->body, "two");
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 3; }));
+  held.Respond(2, "three");
+  auto r3 = c.ReadResponse();
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->body, "three");
+  {
+    std::lock_guard<std::mutex> lock(held.mu);
+    EXPECT_EQ(held.targets, (std::vector<std::string>{"/first", "/second", "/third"}));
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(held.Token(i)->cancelled());
+}
+
+TEST_F(HttpServerTest, StopGivingUpOnARequestCancelsIt) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  options_.shutdown_timeout = milliseconds(100);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/x", "b")));
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+  server_.reset();
+  EXPECT_TRUE(held.Token(0)->cancelled());
 }
 
 TEST_F(HttpServerTest, ResponderOutlivingTheServerIsHarmless) {

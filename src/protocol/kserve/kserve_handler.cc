@@ -2,16 +2,18 @@
 
 #include <simdjson.h>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <optional>
 #include <string_view>
 #include <utility>
 
+#include "core/json_writer.h"
 #include "core/status_mapping.h"
 #include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
-#include "core/json_writer.h"
+#include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/utf8.h"
 
 namespace harrier::kserve {
@@ -48,7 +50,12 @@ HttpResponse ErrorResponse(int http_status, std::string_view message) {
 }
 
 HttpResponse ErrorResponse(const Status& status) {
-  return ErrorResponse(HttpStatusFor(status.code()), status.message());
+  HttpResponse response = ErrorResponse(HttpStatusFor(status.code()), status.message());
+  // 429 (a full queue, a rate limit): come back in a second. The value is a hint, not a
+  // promise; admission control decides again then.
+  if (status.code() == StatusCode::kResourceExhausted)
+    response.headers.emplace_back("Retry-After", "1");
+  return response;
 }
 
 HttpResponse EmptyOk() {
@@ -201,16 +208,27 @@ struct KServeHandler::Route {
 StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target) {
   using Kind = Route::Kind;
   const std::string_view path = target.substr(0, target.find('?'));
-  const Status not_found = NotFound("unknown path '" + std::string(path) + "'");
-  if (path.empty() || path[0] != '/') return not_found;
-  std::vector<std::string_view> seg;
+  // Built only when needed: routing a good request allocates nothing.
+  auto not_found = [path] { return NotFound("unknown path '" + std::string(path) + "'"); };
+  if (path.empty() || path[0] != '/') return not_found();
+  // No route has more than 6 segments ("/v2/models/m/versions/1/infer").
+  constexpr size_t kMaxSegments = 8;
+  struct Segments {
+    std::array<std::string_view, kMaxSegments> items;
+    size_t count = 0;
+    size_t size() const { return count; }
+    bool empty() const { return count == 0; }
+    std::string_view operator[](size_t i) const { return items[i]; }
+  } seg;
   for (size_t start = 1;;) {
+    if (seg.count == kMaxSegments) return not_found();
     const size_t slash = path.find('/', start);
-    seg.push_back(path.substr(start, slash == std::string_view::npos ? slash : slash - start));
+    seg.items[seg.count++] =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
-  if (seg.empty() || seg[0] != "v2") return not_found;
+  if (seg.empty() || seg[0] != "v2") return not_found();
 
   Route route;
   auto simple = [&](Kind kind, std::string_view method) {
@@ -222,7 +240,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
   if (seg[1] == "health" && seg.size() == 3) {
     if (seg[2] == "live") return simple(Kind::kLive, "GET");
     if (seg[2] == "ready") return simple(Kind::kReady, "GET");
-    return not_found;
+    return not_found();
   }
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") return simple(Kind::kRepositoryIndex, "POST");
@@ -230,9 +248,9 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
       ASSIGN_OR_RETURN(route.model, PercentDecode(seg[3]));
       return simple(Kind::kRepositoryControl, "POST");
     }
-    return not_found;
+    return not_found();
   }
-  if (seg[1] != "models" || seg.size() < 3) return not_found;
+  if (seg[1] != "models" || seg.size() < 3) return not_found();
   if (seg.size() == 3 && seg[2] == "stats") return simple(Kind::kAllStats, "GET");
 
   ASSIGN_OR_RETURN(route.model, PercentDecode(seg[2]));
@@ -244,13 +262,13 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
     next = 5;
   }
   if (seg.size() == next) return simple(Kind::kModelMetadata, "GET");
-  if (seg.size() != next + 1) return not_found;
+  if (seg.size() != next + 1) return not_found();
   const std::string_view action = seg[next];
   if (action == "ready") return simple(Kind::kModelReady, "GET");
   if (action == "config") return simple(Kind::kModelConfig, "GET");
   if (action == "stats") return simple(Kind::kModelStats, "GET");
   if (action == "infer") return simple(Kind::kInfer, "POST");
-  return not_found;
+  return not_found();
 }
 
 KServeHandler::KServeHandler(ModelManager* models, Options options)
@@ -376,7 +394,21 @@ HttpResponse KServeHandler::ModelStats(const Route& route) const {
     AppendDuration(&body, "cache_hit", DurationStat{});  // no response cache yet
     body.push_back(',');
     AppendDuration(&body, "cache_miss", DurationStat{});
-    body.append("},\"batch_stats\":[]}");
+    body.append("},\"batch_stats\":[");
+    for (size_t b = 0; b < s.batch_stats.size(); ++b) {
+      const BatchStat& bs = s.batch_stats[b];
+      if (b) body.push_back(',');
+      body.append("{\"batch_size\":");
+      AppendJsonNumber(&body, bs.batch_size);
+      body.push_back(',');
+      AppendDuration(&body, "compute_input", bs.compute_input);
+      body.push_back(',');
+      AppendDuration(&body, "compute_infer", bs.compute_infer);
+      body.push_back(',');
+      AppendDuration(&body, "compute_output", bs.compute_output);
+      body.push_back('}');
+    }
+    body.append("]}");
   }
   body.append("]}");
   return JsonResponse(200, std::move(body));
@@ -456,6 +488,9 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, HttpResponder
   infer_request->model_name = route.model;
   infer_request->model_version = route.version;
   infer_request->received_at = received_at;
+  infer_request->cancellation = std::move(request.cancellation);
+  if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok())
+    return respond(ErrorResponse(s));
 
   // What the response needs of the request, which the model now owns and may free.
   InferenceRequest selection;

@@ -14,7 +14,12 @@
 //   POST /v2/repository/index                             model states
 //   POST /v2/repository/models/{m}/load|unload            501: model control is not supported
 // Unknown paths answer 404, a known path with another method 405 with an Allow header. Every
-// error body is {"error": "..."} with the status HttpStatusFor() gives its code.
+// error body is {"error": "..."} with the status HttpStatusFor() gives its code; a 429 also
+// carries Retry-After: 1.
+//
+// Inference requests take their scheduling fields from the request parameters `priority` and
+// `timeout` and the headers X-Request-Timeout-Us and X-Client-Id (scheduling_fields.h), and
+// the HttpRequest's CancellationToken, which the model's scheduler and backend honour.
 //
 // Thread safety: Handle() may be called from any number of threads at once. Infer responses
 // are sent from whichever thread the model's callback runs on.

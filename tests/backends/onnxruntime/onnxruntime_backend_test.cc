@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/onnxruntime/onnxruntime_instance.h"
@@ -504,6 +507,109 @@ TEST_F(OnnxRuntimeBackendTest, SessionOptionsFromParametersLoadAndRun) {
   std::vector<Tensor> outputs;
   ASSERT_TRUE(instance->Run(inputs, names, &outputs, {}).ok());
   EXPECT_EQ(reinterpret_cast<const int32_t*>(outputs[0].data)[15], 2);
+}
+
+// ---- Cancellation: RunOptions::SetTerminate ------------------------------------------------
+
+namespace cancellation_test {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// The `slow` model's input: kSlowSize floats whose mean is 3.
+constexpr int kSlowSize = 1024;  // tools/make_test_models.py SLOW_SIZE
+
+std::vector<float> SlowInput() {
+  std::vector<float> v(kSlowSize);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7);  // 0..6
+  double sum = 0;
+  for (float x : v) sum += x;
+  const float shift = static_cast<float>(3.0 - sum / static_cast<double>(v.size()));
+  for (float& x : v) x += shift;
+  return v;
+}
+
+}  // namespace cancellation_test
+
+TEST_F(OnnxRuntimeBackendTest, CancelledBeforeTheRunIsCancelledWithoutRunning) {
+  auto instance = Load("add_sub_fp32");
+  ASSERT_TRUE(instance);
+  const float a[4] = {1, 2, 3, 4}, b[4] = {1, 1, 1, 1};
+  std::vector<Tensor> inputs = {View("INPUT0", DataType::kFp32, {4}, a, sizeof(a)),
+                                View("INPUT1", DataType::kFp32, {4}, b, sizeof(b))};
+  const std::vector<std::string> names = {"OUTPUT0"};
+  CancellationToken token;
+  token.Cancel();
+  std::vector<Tensor> outputs;
+  Status s = instance->Run(inputs, names, &outputs, RunContext{&token});
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+  EXPECT_TRUE(outputs.empty());
+  ASSERT_TRUE(instance->Run(inputs, names, &outputs, RunContext{}).ok());
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<const float*>(outputs[0].data)[3], 5.0f);
+}
+
+// A run of the `slow` model (about a second on one core) is stopped by cancelling its token:
+// Run() returns kCancelled within milliseconds of Cancel(), and the instance then runs the next
+// request normally (the terminate flag does not stick).
+TEST_F(OnnxRuntimeBackendTest, CancellingTerminatesARunningModelWithinMilliseconds) {
+  using cancellation_test::Clock;
+  using cancellation_test::Ms;
+  InstanceOptions options;
+  options.intra_op_threads = 1;
+  auto instance = Load("slow", options);
+  ASSERT_TRUE(instance);
+  const std::vector<float> input = cancellation_test::SlowInput();
+  std::vector<Tensor> inputs = {View("INPUT0", DataType::kFp32, {1, cancellation_test::kSlowSize},
+                                     input.data(), input.size() * sizeof(float))};
+  const std::vector<std::string> names = {"OUTPUT0"};
+
+  // Uncancelled: the full run, which must be long enough for the test below to mean something.
+  std::vector<Tensor> outputs;
+  const auto full_start = Clock::now();
+  ASSERT_TRUE(instance->Run(inputs, names, &outputs, RunContext{}).ok());
+  const double full_ms = Ms(Clock::now() - full_start);
+  ASSERT_EQ(outputs.size(), 1u);
+  ASSERT_EQ(outputs[0].size_bytes, cancellation_test::kSlowSize * sizeof(float));
+  EXPECT_NEAR(reinterpret_cast<const float*>(outputs[0].data)[0], 3.0f, 1e-3f);
+  EXPECT_GT(full_ms, 250.0) << "the slow model ran too fast to test cancellation";
+
+  CancellationToken token;
+  Status status;
+  Clock::time_point returned;
+  std::vector<Tensor> cancelled_outputs;
+  std::thread runner([&] {
+    status = instance->Run(inputs, names, &cancelled_outputs, RunContext{&token});
+    returned = Clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto cancelled_at = Clock::now();
+  token.Cancel();
+  runner.join();
+  const double cancel_latency_ms = Ms(returned - cancelled_at);
+  std::printf("slow model: full run %.1f ms; Run() returned %.2f ms after Cancel()\n", full_ms,
+              cancel_latency_ms);
+  RecordProperty("full_run_ms", std::to_string(full_ms));
+  RecordProperty("cancel_latency_ms", std::to_string(cancel_latency_ms));
+  EXPECT_EQ(status.code(), StatusCode::kCancelled) << status.ToString();
+  EXPECT_TRUE(cancelled_outputs.empty());
+  EXPECT_LT(cancel_latency_ms, 200.0);
+  EXPECT_LT(cancel_latency_ms, full_ms / 2);
+
+  // The instance is free and correct afterwards.
+  outputs.clear();
+  ASSERT_TRUE(instance->Run(inputs, names, &outputs, RunContext{&token}).code() ==
+              StatusCode::kCancelled);  // a cancelled token stays cancelled
+  CancellationToken fresh;
+  outputs.clear();
+  const Status again = instance->Run(inputs, names, &outputs, RunContext{&fresh});
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  ASSERT_EQ(outputs.size(), 1u);
+  const float* out = reinterpret_cast<const float*>(outputs[0].data);
+  for (int i = 0; i < cancellation_test::kSlowSize; ++i) ASSERT_NEAR(out[i], 3.0f, 1e-3f) << i;
 }
 
 }  // namespace

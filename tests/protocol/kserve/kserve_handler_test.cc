@@ -296,6 +296,55 @@ TEST_F(KServeHandlerTest, InferErrors) {
   ExpectError(Call("POST", "/v2/models/simple/infer", kJsonInfer), 400, "unexpected input");
 }
 
+TEST_F(KServeHandlerTest, TooManyRequestsCarriesRetryAfter) {
+  simple_v2_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+    return ResourceExhausted("queue full");
+  };
+  HttpResponse r = Call("POST", "/v2/models/simple/infer", kJsonInfer);
+  ExpectError(r, 429, "queue full");
+  EXPECT_EQ(HeaderOf(r, "Retry-After"), "1");
+  simple_v2_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+    return DeadlineExceeded("the request's deadline passed while it was queued");
+  };
+  r = Call("POST", "/v2/models/simple/infer", kJsonInfer);
+  ExpectError(r, 504, "deadline passed");
+  EXPECT_EQ(HeaderOf(r, "Retry-After"), "");
+}
+
+TEST_F(KServeHandlerTest, InferPassesSchedulingFieldsAndTheCancellationToken) {
+  auto token = std::make_shared<CancellationToken>();
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/v2/models/simple/infer";
+  request.headers = {{"x-request-timeout-us", "250000"}, {"x-client-id", "tenant-a"}};
+  request.body = std::make_shared<const std::string>(
+      R"({"parameters":{"priority":2,"timeout":1000},)"
+      R"("inputs":[{"name":"INPUT0","shape":[1],"datatype":"FP32","data":[1]}]})");
+  request.cancellation = token;
+  std::optional<HttpResponse> response;
+  handler_->Handle(std::move(request), [&](HttpResponse r) { response = std::move(r); });
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 200) << response->body;
+  ASSERT_TRUE(simple_v2_->last_request);
+  const InferenceRequest& got = *simple_v2_->last_request;
+  EXPECT_EQ(got.cancellation, token);
+  EXPECT_EQ(got.priority, 2u);
+  EXPECT_EQ(got.timeout_us, 1000u);
+  EXPECT_EQ(got.deadline - got.received_at, std::chrono::microseconds(250000));
+  EXPECT_EQ(got.client_id, "tenant-a");
+}
+
+TEST_F(KServeHandlerTest, MalformedSchedulingFieldsAre400AndNeverReachTheModel) {
+  const std::string priority_string =
+      R"({"parameters":{"priority":"high"},)"
+      R"("inputs":[{"name":"INPUT0","shape":[1],"datatype":"FP32","data":[1]}]})";
+  ExpectError(Call("POST", "/v2/models/simple/infer", priority_string), 400, "'priority'");
+  ExpectError(
+      Call("POST", "/v2/models/simple/infer", kJsonInfer, {{"x-request-timeout-us", "soon"}}), 400,
+      "X-Request-Timeout-Us");
+  EXPECT_EQ(simple_v2_->infer_calls, 0);
+}
+
 TEST_F(KServeHandlerTest, InferNonUtf8BytesOutputAsJsonIsAnError) {
   const std::string bytes = std::string("\x01\x00\x00\x00\xff", 5);
   const std::string json =
