@@ -1,0 +1,221 @@
+// Admission control: the server says "no" early and cheaply, before a request is queued.
+//
+//   AdmissionController  one per server (built in main.cc): the server-wide in-flight limit and
+//                        the server-wide per-client rate limit; makes one ModelAdmission per
+//                        model version.
+//   ModelAdmission       one per model version (owned by LoadedModel): overload protection
+//                        (OverloadLimiter), the model's rate limit and its per-client limit.
+//   AdmissionTicket      what an admitted request holds until its response is produced; its
+//                        destructor gives back the in-flight and overload slots.
+//
+// Every rejection is kResourceExhausted (HTTP 429) with a message that names the limit and ends
+// in "; retry after N s" (RetryAfterSeconds() reads it back for the Retry-After header).
+// Order of checks: overload (one atomic), server in-flight (one atomic), then the rate limits
+// (model bucket, model per-client bucket, server per-client bucket). A rejected request holds
+// nothing afterwards: slots and tokens taken by earlier checks are given back.
+//
+// Knobs, defaults and the algorithm: docs/admission.md.
+// Thread safety: every method may be called from any thread. Admit() costs two atomic
+// read-modify-writes with no rate limits configured; a per-client limit adds one short lock of
+// one of 16 shards.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "harrier/clock.h"
+#include "harrier/status.h"
+#include "scheduler/overload_limiter.h"
+#include "scheduler/rate_limiter.h"
+#include "scheduler/token_bucket.h"
+
+namespace harrier {
+
+class ModelAdmission;
+
+// Proof of admission. Move-only; releases its slots on destruction (or Release()).
+// REQUIRES: destroyed before the ModelAdmission that issued it.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;  // holds nothing
+  AdmissionTicket(AdmissionTicket&& other) noexcept
+      : model_(std::exchange(other.model_, nullptr)) {}
+  AdmissionTicket& operator=(AdmissionTicket&& other) noexcept {
+    if (this != &other) {
+      Release();
+      model_ = std::exchange(other.model_, nullptr);
+    }
+    return *this;
+  }
+  AdmissionTicket(const AdmissionTicket&) = delete;
+  AdmissionTicket& operator=(const AdmissionTicket&) = delete;
+  ~AdmissionTicket() { Release(); }
+
+  bool held() const { return model_ != nullptr; }
+
+  // Feedback for overload protection: how long the request waited in the queue (admission to
+  // the start of its run, or to its removal if it never ran) and how long its run (its batch's
+  // run) took, 0 when it never ran. Call at most once, before Release(); optional (a request
+  // rejected by validation has nothing to report).
+  void OnComplete(uint64_t queue_ns, uint64_t service_ns);
+
+  // Gives back the slots. Idempotent.
+  void Release();
+
+ private:
+  friend class ModelAdmission;
+  explicit AdmissionTicket(ModelAdmission* model) : model_(model) {}
+
+  ModelAdmission* model_ = nullptr;
+};
+
+class AdmissionController {
+ public:
+  // Server-wide settings (startup flags). Defaults: what `harrier serve` does with no flags.
+  struct Options {
+    const Clock* clock = &SteadyClock();  // not owned; must outlive the controller
+    // Requests admitted and not yet answered, across all models (--max-inflight); 0: no limit.
+    int64_t max_inflight = 1024;
+    // Each client key, across all models together (--rate-limit-per-client); off by default.
+    RateLimit per_client;
+    // Each model version's total, unless its config says otherwise (--rate-limit-per-model);
+    // off by default.
+    RateLimit per_model;
+    // Client keys remembered per table (--rate-limit-max-clients).
+    size_t max_clients = 65536;
+    // Overload protection for every model unless its config says otherwise
+    // (--overload-protection on|off).
+    bool overload_protection = true;
+    // Every model's target queue delay unless its config says otherwise
+    // (--overload-target-queue-delay-us); 0: derived from each model's service time.
+    std::chrono::nanoseconds target_queue_delay{0};
+  };
+
+  // What the controller needs to know about one model version.
+  struct ModelSpec {
+    std::string name;  // for messages
+    int instance_count = 1;
+    // Requests one run can take: max_batch_size when the model has a dynamic batcher, else 1.
+    int requests_per_run = 1;
+    // dynamic_batching.max_queue_delay_microseconds: queueing on purpose, not overload.
+    std::chrono::nanoseconds batching_delay{0};
+    // The model config's `parameters` (string values); the harrier.rate_limit.* and
+    // harrier.overload.* keys are read, the others ignored.
+    std::map<std::string, std::string> parameters;
+  };
+
+  // kInvalidArgument when a rate limit is malformed (rate set, burst < 1) or max_inflight < 0.
+  static StatusOr<std::unique_ptr<AdmissionController>> Create(const Options& options);
+  AdmissionController(const AdmissionController&) = delete;
+  AdmissionController& operator=(const AdmissionController&) = delete;
+
+  // Admission for one model version, from the server's defaults and the model's parameters.
+  // kInvalidArgument names the parameter when a harrier.* value is malformed (the model then
+  // fails to load with that reason). The result must not outlive the controller.
+  StatusOr<std::unique_ptr<ModelAdmission>> ForModel(const ModelSpec& spec);
+
+  const Options& options() const { return options_; }
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class ModelAdmission;
+  friend class AdmissionTicket;
+  explicit AdmissionController(const Options& options);
+
+  bool TryAcquireInflight() {
+    if (options_.max_inflight == 0) return true;
+    if (in_flight_.fetch_add(1, std::memory_order_relaxed) < options_.max_inflight) return true;
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  void ReleaseInflight() {
+    if (options_.max_inflight != 0) in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // Constant after construction.
+  const Options options_;
+  const std::unique_ptr<ClientRateLimiter> per_client_;  // null when off
+
+  // Every admission in the server touches this line: keep it to itself.
+  alignas(64) std::atomic<int64_t> in_flight_{0};
+};
+
+// The per-model settings, resolved from the server's defaults and the model's parameters.
+struct ModelAdmissionConfig {
+  RateLimit model_rate;       // harrier.rate_limit.rps / .burst
+  RateLimit per_client_rate;  // harrier.rate_limit.per_client_rps / .per_client_burst
+  OverloadLimiter::Options overload;
+};
+
+// Pure: the parameters table in docs/admission.md. kInvalidArgument names the bad key.
+StatusOr<ModelAdmissionConfig> ResolveModelAdmission(const AdmissionController::Options& server,
+                                                     const AdmissionController::ModelSpec& spec);
+
+class ModelAdmission {
+ public:
+  // Admits one request from `client_id` (empty: anonymous; all anonymous requests share one
+  // client key). kResourceExhausted names the limit hit; see the file comment.
+  StatusOr<AdmissionTicket> Admit(std::string_view client_id);
+  StatusOr<AdmissionTicket> Admit(std::string_view client_id, Clock::time_point now);
+
+  // Feedback without a ticket (AdmissionTicket::OnComplete calls this).
+  void OnComplete(uint64_t queue_ns, uint64_t service_ns);
+
+  const std::string& name() const { return name_; }
+  const ModelAdmissionConfig& config() const { return config_; }
+  OverloadLimiter::Snapshot overload() const { return overload_.snapshot(); }
+
+ private:
+  friend class AdmissionController;
+  friend class AdmissionTicket;
+  ModelAdmission(AdmissionController* server, std::string name, ModelAdmissionConfig config);
+  void Release() {
+    overload_.Release();
+    server_->ReleaseInflight();
+  }
+
+  // Constant after construction.
+  AdmissionController* const server_;
+  const std::string name_;
+  const ModelAdmissionConfig config_;
+  const std::unique_ptr<TokenBucket> model_bucket_;      // null when off
+  const std::unique_ptr<ClientRateLimiter> per_client_;  // null when off
+
+  OverloadLimiter overload_;
+};
+
+inline void AdmissionTicket::OnComplete(uint64_t queue_ns, uint64_t service_ns) {
+  if (model_ != nullptr) model_->OnComplete(queue_ns, service_ns);
+}
+
+inline void AdmissionTicket::Release() {
+  if (model_ != nullptr) std::exchange(model_, nullptr)->Release();
+}
+
+// The Retry-After value (seconds) for a rejection: N from a message ending in
+// "; retry after N s", 1 for any other kResourceExhausted, 0 (send no header) for other codes.
+// Pure and header-only so that the transport can use it without linking the scheduler.
+inline int RetryAfterSeconds(const Status& status) {
+  if (status.code() != StatusCode::kResourceExhausted) return 0;
+  constexpr std::string_view kMarker = "; retry after ";
+  const std::string_view m = status.message();
+  const size_t at = m.rfind(kMarker);
+  if (at == std::string_view::npos || !m.ends_with(" s")) return 1;
+  const std::string_view digits = m.substr(at + kMarker.size(), m.size() - 2 - at - kMarker.size());
+  if (digits.empty() || digits.size() > 6) return 1;
+  int seconds = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 1;
+    seconds = seconds * 10 + (c - '0');
+  }
+  return seconds > 0 ? seconds : 1;
+}
+
+}  // namespace harrier
