@@ -23,6 +23,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "protocol/kserve/kserve_handler.h"
+#include "scheduler/admission_controller.h"
 #include "server/http_server.h"
 
 namespace harrier {
@@ -42,6 +43,13 @@ struct ServeFlags {
   double header_timeout_secs = 10;
   double body_timeout_secs = 30;
   double idle_timeout_secs = 60;
+  // Admission control (docs/admission.md).
+  int64_t max_inflight = AdmissionController::Options{}.max_inflight;
+  std::string overload_protection = "on";
+  int64_t overload_target_queue_delay_us = 0;
+  std::string rate_limit_per_model = "off";
+  std::string rate_limit_per_client = "off";
+  size_t rate_limit_max_clients = AdmissionController::Options{}.max_clients;
   std::string log_format = "text";
   int log_verbose = 0;
 };
@@ -104,9 +112,25 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
 
+  // Built before the manager so that it outlives every model's admission.
+  AdmissionController::Options admission_options;
+  admission_options.max_inflight = flags.max_inflight;
+  admission_options.overload_protection = flags.overload_protection == "on";
+  admission_options.target_queue_delay =
+      std::chrono::microseconds(flags.overload_target_queue_delay_us);
+  admission_options.per_model = ParseRateLimit(flags.rate_limit_per_model).value();  // checked
+  admission_options.per_client = ParseRateLimit(flags.rate_limit_per_client).value();
+  admission_options.max_clients = flags.rate_limit_max_clients;
+  auto admission = AdmissionController::Create(admission_options);
+  if (!admission.ok()) {
+    spdlog::critical("admission control: {}", admission.status().message());
+    return 1;
+  }
+
   ModelRepositoryManager::Options manager_options;
   manager_options.repository_path = flags.model_repository;
   manager_options.backend = backend->get();
+  manager_options.admission = admission->get();
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,
@@ -252,6 +276,46 @@ int main(int argc, char** argv) {
                    "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
+  // Admission control: docs/admission.md.
+  auto rate_limit = [](const std::string& text) {
+    auto parsed = harrier::ParseRateLimit(text);
+    return parsed.ok() ? std::string() : parsed.status().message();
+  };
+  serve
+      ->add_option("--max-inflight", flags.max_inflight,
+                   "Requests admitted and not yet answered, across all models; more get 429 "
+                   "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve
+      ->add_option("--overload-protection", flags.overload_protection,
+                   "Per-model adaptive concurrency limit that answers 429 instead of letting "
+                   "queue delay grow past its target")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--overload-target-queue-delay-us", flags.overload_target_queue_delay_us,
+                   "Queue delay overload protection holds each model to (0: derived from the "
+                   "model's service time)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000'000}));
+  serve
+      ->add_option("--rate-limit-per-model", flags.rate_limit_per_model,
+                   "Token bucket for each model version's requests, RPS[:BURST] or off "
+                   "(config parameter harrier.rate_limit.rps overrides)")
+      ->capture_default_str()
+      ->check(rate_limit);
+  serve
+      ->add_option("--rate-limit-per-client", flags.rate_limit_per_client,
+                   "Token bucket per client key (X-Client-Id header; none = one anonymous "
+                   "client), across all models: RPS[:BURST] or off")
+      ->capture_default_str()
+      ->check(rate_limit);
+  serve
+      ->add_option("--rate-limit-max-clients", flags.rate_limit_max_clients,
+                   "Client keys a rate limiter remembers (least recently seen are forgotten)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
   serve->add_option("--log-format", flags.log_format, "Log lines as text or as JSON objects")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

@@ -19,4 +19,20 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
+int RetryAfterSeconds(const Status& status) {
+  if (status.code() != StatusCode::kResourceExhausted) return 0;
+  constexpr std::string_view kMarker = "; retry after ";
+  const std::string_view m = status.message();
+  const size_t at = m.rfind(kMarker);
+  if (at == std::string_view::npos || !m.ends_with(" s")) return 1;
+  const std::string_view digits = m.substr(at + kMarker.size(), m.size() - 2 - at - kMarker.size());
+  if (digits.empty() || digits.size() > 6) return 1;
+  int seconds = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 1;
+    seconds = seconds * 10 + (c - '0');
+  }
+  return seconds > 0 ? seconds : 1;
+}
+
 }  // namespace harrier

@@ -53,7 +53,19 @@ void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
 void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const Clock::time_point validate_start = clock_->Now();
   if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
+  // Admission first: the cheapest "no", before any work is spent on the request.
+  AdmissionTicket ticket;
+  if (options_.admission != nullptr) {
+    StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id);
+    if (!admitted.ok()) {
+      stats_.RecordFailure(Ns(request->received_at, clock_->Now()));
+      done(admitted.status());
+      return;
+    }
+    ticket = std::move(admitted).value();
+  }
   auto scheduled = std::make_unique<ScheduledRequest>();
+  scheduled->ticket = std::move(ticket);
   if (Status s =
           ValidateAndPrepare(options_.io, options_.name, request.get(), &scheduled->output_names);
       !s.ok()) {
@@ -71,6 +83,14 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
                              StatusOr<std::vector<Tensor>> result, const RequestTiming& timing) {
   const InferenceRequest& req = *r->request;
   const Clock::time_point ran = clock_->Now();
+  // Overload feedback from requests that ran or waited out their deadline in the queue; not
+  // from ones refused at Submit() or cancelled (their queue time says nothing about the load).
+  if (timing.executed_batch_size > 0) {
+    r->ticket.OnComplete(timing.queue_ns, timing.compute_input_ns + timing.compute_infer_ns);
+  } else if (!result.ok() && result.status().code() == StatusCode::kDeadlineExceeded) {
+    r->ticket.OnComplete(timing.queue_ns, 0);
+  }
+  // The ticket is released when `r` goes away at the end of this function, after `done`.
   if (!result.ok()) {
     stats_.RecordFailure(Ns(req.received_at, ran));
     r->done(result.status().WithContext("model '" + options_.name + "' version " +

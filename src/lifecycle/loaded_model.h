@@ -17,6 +17,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_io.h"
 #include "lifecycle/model_stats.h"
+#include "scheduler/admission_controller.h"
 #include "scheduler/batching_policy.h"
 #include "scheduler/model_scheduler.h"
 
@@ -31,6 +32,9 @@ class LoadedModel : public ServableModel {
     std::string config_json;       // the completed config, as GET .../config returns it
     BatchingPolicy policy;         // from dynamic_batching (defaults: one request per execution)
     const Clock* clock = nullptr;  // null: SteadyClock()
+    // Admission control for this version (AdmissionController::ForModel); null: admit
+    // everything. Outlives the scheduler (options_ is destroyed after scheduler_).
+    std::unique_ptr<ModelAdmission> admission;
   };
 
   // Builds the scheduler over `instances` (kInvalidArgument when there are none).

@@ -347,6 +347,17 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
   model_options.io = io;
   model_options.config_json = ModelConfigToJson(config);
   model_options.policy = policy;
+  if (options_.admission != nullptr) {
+    AdmissionController::ModelSpec spec;
+    spec.name = dir.name;
+    spec.instance_count = instances;
+    spec.requests_per_run =
+        policy.dynamic_batching ? static_cast<int>(std::max<int64_t>(1, policy.max_batch_size)) : 1;
+    spec.batching_delay = std::chrono::microseconds(
+        policy.dynamic_batching ? static_cast<int64_t>(policy.max_queue_delay_us) : 0);
+    spec.parameters = instance_options.parameters;
+    ASSIGN_OR_RETURN(model_options.admission, options_.admission->ForModel(spec));
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
                    LoadedModel::Create(std::move(model_options), std::move(created)));
   // Warm-up runs on every instance before the version is reported READY.

@@ -19,6 +19,7 @@
 #include "harrier/backend.h"
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
+#include "scheduler/admission_controller.h"
 
 namespace harrier {
 
@@ -30,6 +31,9 @@ class ModelRepositoryManager : public ModelManager {
     // Cores the server may use (cgroup quota aware); 0 = detect. Instances x intra-op threads
     // are sized not to exceed it unless a model's config says otherwise.
     int usable_cores = 0;
+    // Admission control (built from the flags in main.cc); not owned, must outlive the
+    // manager. Null: no admission control.
+    AdmissionController* admission = nullptr;
   };
 
   // kInvalidArgument / kNotFound when the repository path is missing or not a directory:

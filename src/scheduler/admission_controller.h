@@ -9,7 +9,8 @@
 //                        destructor gives back the in-flight and overload slots.
 //
 // Every rejection is kResourceExhausted (HTTP 429) with a message that names the limit and ends
-// in "; retry after N s" (RetryAfterSeconds() reads it back for the Retry-After header).
+// in "; retry after N s" (RetryAfterSeconds() in core/status_mapping.h reads it back for the
+// Retry-After header).
 // Order of checks: overload (one atomic), server in-flight (one atomic), then the rate limits
 // (model bucket, model per-client bucket, server per-client bucket). A rejected request holds
 // nothing afterwards: slots and tokens taken by earlier checks are given back.
@@ -199,23 +200,5 @@ inline void AdmissionTicket::Release() {
   if (model_ != nullptr) std::exchange(model_, nullptr)->Release();
 }
 
-// The Retry-After value (seconds) for a rejection: N from a message ending in
-// "; retry after N s", 1 for any other kResourceExhausted, 0 (send no header) for other codes.
-// Pure and header-only so that the transport can use it without linking the scheduler.
-inline int RetryAfterSeconds(const Status& status) {
-  if (status.code() != StatusCode::kResourceExhausted) return 0;
-  constexpr std::string_view kMarker = "; retry after ";
-  const std::string_view m = status.message();
-  const size_t at = m.rfind(kMarker);
-  if (at == std::string_view::npos || !m.ends_with(" s")) return 1;
-  const std::string_view digits = m.substr(at + kMarker.size(), m.size() - 2 - at - kMarker.size());
-  if (digits.empty() || digits.size() > 6) return 1;
-  int seconds = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return 1;
-    seconds = seconds * 10 + (c - '0');
-  }
-  return seconds > 0 ? seconds : 1;
-}
 
 }  // namespace harrier

@@ -13,6 +13,7 @@
 
 #include "harrier/clock.h"
 #include "harrier/inference_request.h"
+#include "scheduler/admission_controller.h"
 
 namespace harrier {
 
@@ -22,6 +23,9 @@ struct ScheduledRequest {
   std::vector<std::string> output_names;      // in response order
   InferCallback done;                         // called by the owner of on_complete, not here
   uint64_t compute_input_ns = 0;              // validation time before Submit(), for statistics
+  // Admission (scheduler/admission_controller.h): held until the request is answered;
+  // empty when the model has no admission control.
+  AdmissionTicket ticket;
 
   // --- Set by the scheduler ------------------------------------------------------------------
   uint64_t seq = 0;        // arrival order, unique per scheduler

@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/status_mapping.h"
+
 #include "util/fake_clock.h"
 
 namespace harrier {

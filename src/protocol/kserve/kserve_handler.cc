@@ -51,10 +51,10 @@ HttpResponse ErrorResponse(int http_status, std::string_view message) {
 
 HttpResponse ErrorResponse(const Status& status) {
   HttpResponse response = ErrorResponse(HttpStatusFor(status.code()), status.message());
-  // 429 (a full queue, a rate limit): come back in a second. The value is a hint, not a
-  // promise; admission control decides again then.
-  if (status.code() == StatusCode::kResourceExhausted)
-    response.headers.emplace_back("Retry-After", "1");
+  // 429 (a full queue, a rate limit): when to come back. A hint, not a promise; admission
+  // control decides again then.
+  if (int seconds = RetryAfterSeconds(status); seconds > 0)
+    response.headers.emplace_back("Retry-After", std::to_string(seconds));
   return response;
 }
 
