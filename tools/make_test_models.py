@@ -25,6 +25,8 @@ Models written to OUT_DIR/<model>/1/model.onnx:
                     is ~10 ms on one core, so a run takes about a second (less with more
                     intra-op threads) and ONNX Runtime's terminate flag, checked between
                     nodes, stops it within milliseconds. For cancellation and deadline tests.
+  busy              the `slow` graph with BUSY_MATMULS (1) MatMul instead of 110: the same input
+                    and output, a few milliseconds a run. For overload tests.
 
 With --with-unsupported, also models that load in ONNX Runtime but that Harrier must refuse
 (they would make a repository not ready, so they are opt-in):
@@ -97,9 +99,10 @@ def two_in_two_out(out_dir, name, elem_type, dims):
 
 SLOW_SIZE = 1024
 SLOW_MATMULS = 110
+BUSY_MATMULS = 1
 
 
-def slow(out_dir):
+def slow(out_dir, name="slow", matmuls=SLOW_MATMULS):
     n = SLOW_SIZE
     nodes = [
         helper.make_node("Constant", [], ["shape_nn"],
@@ -108,20 +111,20 @@ def slow(out_dir):
                          value=helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0 / n])),
         helper.make_node("Expand", ["INPUT0", "shape_nn"], ["X0"]),
     ]
-    for i in range(SLOW_MATMULS):
+    for i in range(matmuls):
         nodes.append(helper.make_node("MatMul", ["X%d" % i, "W"], ["X%d" % (i + 1)]))
     nodes += [
         helper.make_node("Constant", [], ["starts"],
                          value=helper.make_tensor("starts", TensorProto.INT64, [1], [0])),
         helper.make_node("Constant", [], ["ends"],
                          value=helper.make_tensor("ends", TensorProto.INT64, [1], [1])),
-        helper.make_node("Slice", ["X%d" % SLOW_MATMULS, "starts", "ends"], ["OUTPUT0"]),
+        helper.make_node("Slice", ["X%d" % matmuls, "starts", "ends"], ["OUTPUT0"]),
     ]
     g = helper.make_graph(
-        nodes, "slow",
+        nodes, name,
         [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, [1, n])],
         [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [1, n])])
-    save(out_dir, "slow", g)
+    save(out_dir, name, g)
 
 
 def unsupported(out_dir):
@@ -152,6 +155,7 @@ def main(argv):
     two_in_two_out(out_dir, "simple", TensorProto.INT32, ["N", 16])
     two_in_two_out(out_dir, "add_sub_fp32", TensorProto.FLOAT, [4])
     slow(out_dir)
+    slow(out_dir, "busy", BUSY_MATMULS)
     if "--with-unsupported" in argv:
         unsupported(out_dir)
     return 0

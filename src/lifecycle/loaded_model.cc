@@ -56,7 +56,14 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
   // Admission first: the cheapest "no", before any work is spent on the request.
   AdmissionTicket ticket;
   if (options_.admission != nullptr) {
-    StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id);
+    // Priority levels count from 1 (most urgent); 0 means the default level.
+    const BatchingPolicy& policy = options_.policy;
+    const uint64_t default_level = policy.default_priority_level != 0
+                                       ? policy.default_priority_level
+                                       : policy.priority_levels;
+    const bool urgent = request->priority != 0 && request->priority <= policy.priority_levels &&
+                        request->priority < default_level;
+    StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id, urgent);
     if (!admitted.ok()) {
       stats_.RecordFailure(Ns(request->received_at, clock_->Now()));
       done(admitted.status());

@@ -170,15 +170,16 @@ ModelAdmission::ModelAdmission(AdmissionController* server, std::string name,
                       : nullptr),
       overload_(config_.overload, server->options().clock->Now()) {}
 
-StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id) {
+StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id, bool urgent) {
   // Only rate limits need the time; a server without them never reads the clock here.
   if (model_bucket_ == nullptr && per_client_ == nullptr && server_->per_client_ == nullptr)
-    return Admit(client_id, Clock::time_point{});
-  return Admit(client_id, server_->options().clock->Now());
+    return Admit(client_id, Clock::time_point{}, urgent);
+  return Admit(client_id, server_->options().clock->Now(), urgent);
 }
 
-StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id, Clock::time_point now) {
-  if (!overload_.TryAcquire())
+StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id, Clock::time_point now,
+                                                bool urgent) {
+  if (!overload_.TryAcquire(urgent))
     return ResourceExhausted(overload_.RejectionMessage(name_) + RetryAfter(1));
   // From here on the ticket gives the slots back if a later check rejects the request.
   AdmissionTicket ticket(nullptr);

@@ -162,9 +162,13 @@ StatusOr<ModelAdmissionConfig> ResolveModelAdmission(const AdmissionController::
 class ModelAdmission {
  public:
   // Admits one request from `client_id` (empty: anonymous; all anonymous requests share one
-  // client key). kResourceExhausted names the limit hit; see the file comment.
-  StatusOr<AdmissionTicket> Admit(std::string_view client_id);
-  StatusOr<AdmissionTicket> Admit(std::string_view client_id, Clock::time_point now);
+  // client key). kResourceExhausted names the limit hit; see the file comment. `urgent`: the
+  // request is more urgent than the model's default priority level, so the scheduler will put
+  // it ahead of queued work; overload protection counts it but does not refuse it (the
+  // in-flight and rate limits still apply).
+  StatusOr<AdmissionTicket> Admit(std::string_view client_id, bool urgent = false);
+  StatusOr<AdmissionTicket> Admit(std::string_view client_id, Clock::time_point now,
+                                  bool urgent = false);
 
   // Feedback without a ticket (AdmissionTicket::OnComplete calls this).
   void OnComplete(uint64_t queue_ns, uint64_t service_ns);

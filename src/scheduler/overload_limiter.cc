@@ -47,13 +47,13 @@ OverloadLimiter::OverloadLimiter(const Options& options, Clock::time_point now)
       window_length_ns_(0),  // the first completion closes the first window
       target_ns_(DerivedTarget(options, nanoseconds(0)).count()) {}
 
-bool OverloadLimiter::TryAcquire() {
+bool OverloadLimiter::TryAcquire(bool exempt) {
   if (!options_.enabled) return true;
   const int n = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
   const int limit = limit_.load(std::memory_order_relaxed);
   if (n >= limit && !window_saturated_.load(std::memory_order_relaxed))
     window_saturated_.store(true, std::memory_order_relaxed);
-  if (n > limit) {
+  if (n > limit && !exempt) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -93,7 +93,9 @@ class OverloadLimiter {
   OverloadLimiter& operator=(const OverloadLimiter&) = delete;
 
   // Takes a slot for one request; false (and nothing taken) when the limit is reached.
-  bool TryAcquire();
+  // `exempt`: count the request but never refuse it (requests more urgent than the model's
+  // default priority, which the scheduler puts ahead of the queue anyway).
+  bool TryAcquire(bool exempt = false);
   // Gives back a slot taken by TryAcquire. Call once per successful TryAcquire.
   void Release();
   // Feedback for a request that held a slot: `queue_ns` from admission until its run started

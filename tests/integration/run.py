@@ -8,8 +8,11 @@ Builds a model repository in DIR/repo (tools/make_test_models.py, tools/make_exa
 plus a `corrupt` model whose model.onnx is garbage), starts harrier on a free port with short
 read timeouts, and checks every endpoint, every data type in JSON and binary form, the bad-input
 list (each answered with its 4xx, after which the server still serves), curl as a client, and
-shutdown on SIGTERM. Python stdlib + numpy only (run with /usr/bin/python3). The last line is
-"N passed, N failed"; the exit status is non-zero when anything failed.
+shutdown on SIGTERM. Scheduling under concurrency (batched outputs split back to the right
+clients, shapes batched apart, priorities, queue limits, overload protection, per-client rate
+limits, SIGTERM under load) runs on servers of their own over small repositories (DIR/repo-*).
+Python stdlib + numpy only (run with /usr/bin/python3). The last line is "N passed, N failed";
+the exit status is non-zero when anything failed.
 """
 import argparse
 import json
@@ -21,6 +24,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import weakref
@@ -136,11 +140,11 @@ def http_request(method, target, body=b"", headers=None):
 class HarrierProcess:
     """harrier serve on free ports, logging to a file in the work dir."""
 
-    def __init__(self, name, extra_args=()):
+    def __init__(self, name, extra_args=(), repo=None):
         self.port = free_port()
         self.log_path = os.path.join(ARGS.work_dir, name + ".log")
         self.log = open(self.log_path, "wb")
-        cmd = [ARGS.harrier, "serve", "--model-repository", REPO,
+        cmd = [ARGS.harrier, "serve", "--model-repository", repo or REPO,
                "--http-port", str(self.port), "--grpc-port", str(free_port()),
                "--metrics-port", str(free_port()), "--log-verbose", "1"] + list(extra_args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
@@ -161,7 +165,8 @@ class HarrierProcess:
         raise RuntimeError("harrier did not become live in %ds:\n%s" % (timeout, self.log_tail()))
 
     def log_tail(self, lines=40):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
 
@@ -842,6 +847,490 @@ class SchedulingTests(HarrierTestCase):
         self.assertIn("X-Client-Id", r.json()["error"])
 
 
+# ---- Scheduling under concurrency: batching, priorities, queue policy, overload, shutdown ----
+#
+# These run on servers of their own, over small repositories built next to the main one
+# (build_scheduling_repositories): copies of the test models with a config.pbtxt each.
+
+# Overload protection lets a one-instance model without batching hold 2 requests (one running,
+# one waiting) and refuses a third itself; the priority, queue-size and shutdown tests need more
+# waiting, so their models turn it off and test the scheduler's own rules.
+OVERLOAD_OFF = 'parameters { key: "harrier.overload.protection" value: { string_value: "off" } }\n'
+
+SCHED_MODELS = {  # name: (the test model it copies, config.pbtxt after name/platform, or None)
+    "batch_identity": ("identity_fp32",
+                       "max_batch_size: 8\n"
+                       "dynamic_batching { max_queue_delay_microseconds: 4000 }\n"),
+    # Overload protection stays on: an urgent request must overtake the queue, not be refused.
+    "slow_priority": ("slow", "dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n"),
+    "slow_queue1": ("slow", "dynamic_batching { default_queue_policy { max_queue_size: 1 } }\n"
+                    + OVERLOAD_OFF),
+    "slow_drain": ("slow", OVERLOAD_OFF),
+    "busy": ("busy", None),
+}
+SCHED_REPOS = {
+    "repo-sched": ("batch_identity", "slow_priority", "slow_queue1", "busy"),
+    "repo-drain": ("slow_drain", "batch_identity"),
+    "repo-limits": ("batch_identity",),
+}
+
+
+def build_scheduling_repositories():
+    for repo_name, models in SCHED_REPOS.items():
+        repo = os.path.join(ARGS.work_dir, repo_name)
+        if os.path.exists(repo):
+            shutil.rmtree(repo)
+        for name in models:
+            source, config = SCHED_MODELS[name]
+            shutil.copytree(os.path.join(REPO, source, "1"), os.path.join(repo, name, "1"))
+            if config is not None:
+                with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+                    f.write('name: "%s"\nplatform: "onnxruntime_onnx"\n%s' % (name, config))
+
+
+class RawClient:
+    """One keep-alive connection over a raw socket. Unlike harrier_client.Client it never
+    retries, so a connection closed without an answer shows as None."""
+
+    def __init__(self, port, timeout=30.0):
+        self.port, self.timeout, self.sock = port, timeout, None
+
+    def send(self, data):
+        if self.sock is None:
+            self.sock = connect(self.port, self.timeout)
+        self.sock.sendall(data)
+
+    def receive(self):
+        r = read_response(self.sock)
+        if r is None or r.headers.get("connection") == "close":
+            self.close()
+        return r
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def infer_bytes(model, inputs, **kwargs):
+    import harrier_client
+    body, headers = harrier_client.encode_infer_request(inputs, **kwargs)
+    return http_request("POST", "/v2/models/%s/infer" % model, body, headers)
+
+
+def decode(response):
+    import harrier_client
+    return harrier_client.InferResult(response.status, response.headers, response.body)
+
+
+def mean_input(k):
+    """An input of the slow and busy models whose output is k + 3 everywhere."""
+    return slow_input() + np.float32(k)
+
+
+def mean_request(model, k, parameters=None):
+    return infer_bytes(model, {"INPUT0": mean_input(k)}, binary_input=True, binary_output=True,
+                       parameters=parameters)
+
+
+def mean_output_ok(response, k):
+    if response is None or response.status != 200:
+        return False
+    out = decode(response).outputs.get("OUTPUT0")
+    return (out is not None and out.shape == (1, SLOW_SIZE) and
+            np.allclose(out, k + 3.0, rtol=1e-3))
+
+
+def model_stats_on(port, model):
+    status, doc = client(port).model_stats(model)
+    assert status == 200, doc
+    return doc["model_stats"][0]
+
+
+def stat_delta(before, after, name, field="count"):
+    return (int(after["inference_stats"][name][field]) -
+            int(before["inference_stats"][name][field]))
+
+
+def executions_by_batch_size(stats):
+    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
+            for b in stats.get("batch_stats", [])}
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, len(ordered) * p // 100)]
+
+
+def run_concurrently(count, fn, timeout=60.0):
+    """fn(0) ... fn(count - 1) on a thread each; their results in order. Raises the first
+    failure (a broken barrier only when nothing else failed)."""
+    results, errors = [None] * count, []
+
+    def body(i):
+        try:
+            results[i] = fn(i)
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(count)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("client threads still running after %.0f s" % timeout)
+    errors.sort(key=lambda e: isinstance(e[1], threading.BrokenBarrierError))
+    if errors:
+        i, e = errors[0]
+        raise AssertionError("client %d: %r" % (i, e)) from e
+    return results
+
+
+class ConcurrencyTests(HarrierTestCase):
+    """One server over repo-sched, shared by these tests (each uses models of its own)."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = HarrierProcess("harrier-sched", ["--http-threads", "2"],
+                                    repo=os.path.join(ARGS.work_dir, "repo-sched"))
+        try:
+            cls.server.wait_live()
+        except Exception:
+            cls.server.terminate(signal.SIGKILL)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.server.terminate()
+        if rc != 0:
+            raise RuntimeError("the scheduling server exited with %s on SIGTERM:\n%s"
+                               % (rc, cls.server.log_tail()))
+
+    def warm_up(self, model, width):
+        # Overload protection holds a freshly loaded model to max(2 x requests per run, 16)
+        # requests until its first completion; two requests give it a measurement.
+        for _ in range(2):
+            r = client(self.server.port).infer(model, {"INPUT0": np.ones((1, width), np.float32)})
+            self.assertEqual(r.status, 200, r.raw[:300])
+
+    def batched_clients(self, clients, shape_of, modes):
+        """`clients` threads, each sending one request per mode (binary_input, binary_output)
+        of shape shape_of(i, k) with values no other request has, all released together by a
+        barrier; checks that every request gets exactly its own input back (and its id), and
+        returns (requests, items, executions, executions by batch size before, after)."""
+        model, port = "batch_identity", self.server.port
+        before = model_stats_on(port, model)
+        barrier = threading.Barrier(clients, timeout=30)
+
+        def worker(i):
+            conn, out = RawClient(port), []
+            try:
+                for k, (binary_input, binary_output) in enumerate(modes):
+                    n, width = shape_of(i, k)
+                    x = (np.arange(n * width, dtype=np.float32) + np.float32(
+                        i * 10000 + k * 1000)).reshape(n, width)
+                    data = infer_bytes(model, {"INPUT0": x}, binary_input=binary_input,
+                                       binary_output=binary_output, request_id="c%d-%d" % (i, k))
+                    barrier.wait()
+                    conn.send(data)
+                    out.append((x, conn.receive()))
+            finally:
+                conn.close()
+            return out
+
+        results = run_concurrently(clients, worker)
+        items = 0
+        for i, out in enumerate(results):
+            for k, (x, r) in enumerate(out):
+                what = "client %d request %d (shape %s)" % (i, k, list(x.shape))
+                self.assertIsNotNone(r, what + ": no answer")
+                self.assertEqual(r.status, 200, "%s: %r" % (what, r))
+                result = decode(r)
+                self.assertEqual(result.json["id"], "c%d-%d" % (i, k), what)
+                np.testing.assert_array_equal(result.outputs["OUTPUT0"], x,
+                                              what + " got something else than its own input")
+                items += x.shape[0]
+        after = model_stats_on(port, model)
+        executions = int(after["execution_count"]) - int(before["execution_count"])
+        self.assertEqual(int(after["inference_count"]) - int(before["inference_count"]), items)
+        self.assertEqual(stat_delta(before, after, "success"), clients * len(modes))
+        if ARGS.verbose:
+            print("%d requests, %d items, %d executions" % (clients * len(modes), items,
+                                                            executions))
+        return (clients * len(modes), items, executions, executions_by_batch_size(before),
+                executions_by_batch_size(after))
+
+    def test_concurrent_clients_get_their_own_outputs_from_batched_runs(self):
+        self.warm_up("batch_identity", 16)
+        modes = [(False, False), (True, True), (True, False), (False, True)]
+        requests, items, executions, before, after = self.batched_clients(
+            48, lambda i, k: (1 + (i + k) % 2, 16), modes)
+        # Requests were merged: fewer executions than requests, and batches of 3 or more
+        # items, which no single request (1 or 2 items) makes alone.
+        self.assertLess(executions, requests, "no two requests shared an execution")
+        merged = {size: count - before.get(size, 0) for size, count in after.items()
+                  if size >= 3 and count > before.get(size, 0)}
+        self.assertTrue(merged, "no execution of 3+ items: %s" % after)
+
+    def test_requests_of_different_widths_are_batched_apart(self):
+        # identity [N, -1]: only requests of one width may share a run.
+        self.warm_up("batch_identity", 16)
+        widths = [3, 5, 8, 13]
+        requests, _, executions, _, _ = self.batched_clients(
+            32, lambda i, k: (1 + (i // 4 + k) % 3, widths[i % 4]), [(False, False), (True, True)])
+        self.assertLess(executions, requests, "no two requests shared an execution")
+
+    def test_high_priority_request_overtakes_a_queued_low_priority_one(self):
+        port, model = self.server.port, "slow_priority"
+        first = RawClient(port)
+        first.send(mean_request(model, 0))  # level 2 (the default): runs at once
+        time.sleep(0.2)
+        low = RawClient(port)
+        low.send(mean_request(model, 1, {"priority": 2}))
+        time.sleep(0.2)
+        high = RawClient(port)
+        high.send(mean_request(model, 2, {"priority": 1}))
+        conns = [first, low, high]
+
+        def receive(i):
+            r = conns[i].receive()
+            conns[i].close()
+            return r, time.monotonic()
+
+        (r0, t0), (r_low, t_low), (r_high, t_high) = run_concurrently(3, receive)
+        for k, r in enumerate((r0, r_low, r_high)):
+            self.assertTrue(mean_output_ok(r, k), "request %d: %r" % (k, r))
+        self.assertLess(t_high, t_low, "the priority-1 request was answered %.3f s after the "
+                        "priority-2 one queued before it" % (t_high - t_low))
+
+    def test_full_queue_refuses_at_once_with_retry_after(self):
+        port, model = self.server.port, "slow_queue1"
+        running, queued = RawClient(port), RawClient(port)
+        try:
+            running.send(mean_request(model, 0))
+            time.sleep(0.2)
+            queued.send(mean_request(model, 1))   # the one queue slot
+            time.sleep(0.2)
+            start = time.monotonic()
+            r = raw_request(port, mean_request(model, 2), timeout=30)
+            elapsed = time.monotonic() - start
+            self.assert_error(r, 429, "max_queue_size 1")
+            self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1, r.headers)
+            # Queued, it would have waited for two runs (a second on this machine).
+            self.assertLess(elapsed, 0.4, "the refusal took %.3f s" % elapsed)
+            self.assertTrue(mean_output_ok(running.receive(), 0))
+            self.assertTrue(mean_output_ok(queued.receive(), 1))
+        finally:
+            running.close()
+            queued.close()
+        # The slot is free again.
+        self.assertTrue(mean_output_ok(raw_request(port, mean_request(model, 3), timeout=30), 3))
+
+    def test_overload_is_refused_fast_while_admitted_requests_succeed(self):
+        # Default flags: overload protection on. `busy` runs in a few ms on one instance;
+        # 8 closed-loop clients offer it many times what it can serve.
+        port, model = self.server.port, "busy"
+        c = client(port)
+        unloaded = []
+        for k in range(10):  # warm-up, and the limiter's first measurements
+            start = time.monotonic()
+            r = raw_request(port, mean_request(model, k))
+            unloaded.append(time.monotonic() - start)
+            self.assertTrue(mean_output_ok(r, k), r)
+        before = model_stats_on(port, model)
+        threads, duration, most = 8, 4.0, 1500
+        stop_at = time.monotonic() + duration
+
+        def worker(i):
+            conn, records, k = RawClient(port), [], 100000 * (i + 1)
+            try:
+                while time.monotonic() < stop_at and len(records) < most:
+                    k += 1
+                    data = mean_request(model, k % 1000)
+                    start = time.monotonic()
+                    conn.send(data)
+                    r = conn.receive()
+                    records.append((k % 1000, r, time.monotonic() - start))
+            finally:
+                conn.close()
+            return records
+
+        load_start = time.monotonic()
+        records = [rec for recs in run_concurrently(threads, worker) for rec in recs]
+        load_secs = time.monotonic() - load_start
+        after = model_stats_on(port, model)
+        admitted = [(k, r, t) for k, r, t in records if r is not None and r.status == 200]
+        refused = [(k, r, t) for k, r, t in records if r is not None and r.status == 429]
+        other = [(k, r) for k, r, _ in records if r is None or r.status not in (200, 429)]
+        self.assertEqual(other, [], "answers other than 200 and 429 (None: no answer)")
+        self.assertTrue(refused, "nothing refused at %d requests" % len(records))
+        self.assertGreaterEqual(len(admitted), 10)
+        for k, r, _ in admitted:
+            self.assertTrue(mean_output_ok(r, k), "an admitted request's output is wrong: %r" % r)
+        for _, r, _ in refused:
+            self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1, r.headers)
+            message = r.json()["error"]
+            self.assertTrue("overloaded" in message or "concurrency limit" in message, message)
+        # At least 4x what it served was offered.
+        self.assertGreaterEqual(len(records), 4 * len(admitted))
+        # Refusals are fast (well under a millisecond of server time; the margin is the
+        # Python client and a loaded machine).
+        reject_ms = [t * 1000 for _, _, t in refused]
+        self.assertLess(percentile(reject_ms, 50), 50.0)
+        # The server saw what the clients saw, and kept admitted requests' queueing short:
+        # with 8 clients and nothing refused they would queue ~7 runs each.
+        self.assertEqual(stat_delta(before, after, "success"), len(admitted))
+        queue_ms = stat_delta(before, after, "queue", "ns") / 1e6 / len(admitted)
+        run_ms = stat_delta(before, after, "compute_infer", "ns") / 1e6 / len(admitted)
+        admitted_ms = [t * 1000 for _, _, t in admitted]
+        message = ("%d requests in %.1f s: %d admitted (mean queue %.2f ms, mean run %.2f ms, "
+                   "instance busy %.0f%% of the time, p50 %.1f ms, p99 %.1f ms; unloaded p50 "
+                   "%.1f ms), %d refused (p50 %.2f ms, p99 %.2f ms)" % (
+                       len(records), load_secs, len(admitted), queue_ms, run_ms,
+                       100 * run_ms * len(admitted) / 1000 / load_secs,
+                       percentile(admitted_ms, 50), percentile(admitted_ms, 99),
+                       percentile(unloaded, 50) * 1000, len(refused),
+                       percentile(reject_ms, 50), percentile(reject_ms, 99)))
+        if ARGS.verbose:
+            print(message)
+        self.assertLess(queue_ms, 3 * run_ms, message)
+        # Healthy afterwards.
+        self.assertTrue(c.live())
+        self.assertTrue(mean_output_ok(raw_request(port, mean_request(model, 7)), 7))
+
+
+class AdmissionProcessTests(HarrierTestCase):
+    """Servers of their own: a per-client rate limit, and SIGTERM under load."""
+
+    def test_per_client_rate_limit(self):
+        p = HarrierProcess("rate-limit", ["--rate-limit-per-client", "5:5"],
+                           repo=os.path.join(ARGS.work_dir, "repo-limits"))
+        try:
+            p.wait_live()
+            x = np.arange(4, dtype=np.float32).reshape(1, 4)
+
+            def statuses(client_id, count):
+                c, out = client(p.port), []
+                for _ in range(count):
+                    r = c.infer("batch_identity", {"INPUT0": x}, client_id=client_id)
+                    if r.status == 200:
+                        np.testing.assert_array_equal(r.outputs["OUTPUT0"], x)
+                    elif r.status == 429:
+                        self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1)
+                        self.assertIn("rate limit for client 'team-a'", r.error)
+                    out.append(r.status)
+                return out
+
+            a = statuses("team-a", 12)
+            # The burst of 5 passes; the next 7 come within a few ms, when at most one more
+            # token (one per 200 ms) can have been freed.
+            self.assertEqual(a[:5], [200] * 5, a)
+            self.assertGreaterEqual(a[5:].count(429), 4, a)
+            self.assertEqual(set(a), {200, 429}, a)
+            self.assertEqual(statuses("team-b", 3), [200] * 3)  # another key: its own bucket
+        finally:
+            self.assertEqual(p.terminate(), 0, p.log_tail())
+
+    def test_sigterm_under_load_answers_every_accepted_request(self):
+        # Accepted = the request's bytes were all sent before the signal. Four slow requests
+        # (~0.5 s each, one instance) are sent; when the first is answered, the second runs
+        # and two wait, and the signal comes. Meanwhile clients keep sending requests to a fast
+        # model until the server is gone, so requests are being received, queued and answered
+        # when the signal comes.
+        p = HarrierProcess("sigterm-load", repo=os.path.join(ARGS.work_dir, "repo-drain"))
+        try:
+            p.wait_live()
+            slow_conns = []
+            for k in range(4):
+                conn = RawClient(p.port, timeout=60)
+                conn.send(mean_request("slow_drain", k))
+                slow_conns.append(conn)
+                time.sleep(0.05)
+            signalled = threading.Event()
+            t_signal = [None]
+
+            def hammer(i):
+                conn, records, n = RawClient(p.port, timeout=60), [], 0
+                stop_after = None
+                while stop_after is None or time.monotonic() < stop_after:
+                    if signalled.is_set() and stop_after is None:
+                        stop_after = time.monotonic() + 0.5
+                    n += 1
+                    x = np.full((1, 8), i * 100000 + n, np.float32)
+                    data = infer_bytes("batch_identity", {"INPUT0": x}, binary_input=True,
+                                       binary_output=bool(n % 2))
+                    try:
+                        conn.send(data)
+                    except OSError:  # refused or reset: the server has stopped taking work
+                        conn.close()
+                        if signalled.is_set():
+                            break
+                        raise
+                    sent = time.monotonic()
+                    records.append((sent, x, conn.receive()))
+                return records
+
+            def slow_receive(k):
+                r = slow_conns[k].receive()
+                slow_conns[k].close()
+                return r
+
+            results = []
+
+            def run_hammers():
+                try:
+                    results.append(run_concurrently(4, hammer))
+                except AssertionError as e:
+                    results.append(e)
+
+            runner = threading.Thread(target=run_hammers, daemon=True)
+            runner.start()
+            first = slow_receive(0)
+            t_signal[0] = time.monotonic()
+            signalled.set()
+            p.proc.send_signal(signal.SIGTERM)
+            slow = [first] + run_concurrently(3, lambda k: slow_receive(k + 1))
+            runner.join(60)
+            self.assertEqual(p.proc.wait(timeout=60), 0, p.log_tail())
+        finally:
+            p.terminate(signal.SIGKILL)
+        for k, r in enumerate(slow):
+            self.assertIsNotNone(r, "slow request %d: no answer:\n%s" % (k, p.log_tail()))
+            if r.status == 503:
+                self.assertIn("error", r.json())
+            else:
+                self.assertTrue(mean_output_ok(r, k), "slow request %d: %r" % (k, r))
+            if k > 0:  # answered after the signal
+                self.assertEqual(r.headers.get("connection"), "close")
+        self.assertEqual(len(results), 1, "the load threads did not finish")
+        self.assertNotIsInstance(results[0], AssertionError, results[0])
+        records = [rec for recs in results[0] for rec in recs]
+        lost, late_lost, answered = [], 0, 0
+        for sent, x, r in records:
+            if r is None:
+                if sent < t_signal[0]:
+                    lost.append(t_signal[0] - sent)
+                else:
+                    late_lost += 1
+                continue
+            answered += 1
+            if r.status == 503:
+                self.assertIn("error", r.json())
+                continue
+            self.assertEqual(r.status, 200, r)
+            np.testing.assert_array_equal(decode(r).outputs["OUTPUT0"], x)
+        if ARGS.verbose:
+            print("load: %d requests, %d answered, %d sent before the signal and not answered "
+                  "(%s s before it), %d sent after it and not answered"
+                  % (len(records), answered, len(lost), ["%.4f" % t for t in lost], late_lost))
+        self.assertGreater(answered, 0)
+        self.assertEqual(lost, [], "requests sent before SIGTERM were not answered (seconds "
+                         "between the send and the signal)")
+
+
 # ---- Process lifecycle ---------------------------------------------------------------------
 
 class ProcessTests(HarrierTestCase):
@@ -941,6 +1430,7 @@ def build_repository(repo):
     os.makedirs(corrupt)
     with open(os.path.join(corrupt, "model.onnx"), "wb") as f:
         f.write(b"this is not an ONNX model \x00\xff\x13" * 10)
+    build_scheduling_repositories()
 
 
 class CountingResult(unittest.TextTestResult):
@@ -968,7 +1458,7 @@ def main():
         loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
     suite = unittest.TestSuite()
     for case in (EndpointTests, InferTests, DataTypeTests, BadInputTests, CurlTests,
-                 SchedulingTests, ProcessTests):
+                 SchedulingTests, ConcurrencyTests, AdmissionProcessTests, ProcessTests):
         suite.addTests(loader.loadTestsFromTestCase(case))
 
     try:

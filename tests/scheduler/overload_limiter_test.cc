@@ -87,6 +87,11 @@ TEST(OverloadLimiterTest, RefusesAtTheLimit) {
   EXPECT_FALSE(limiter.TryAcquire());
   EXPECT_EQ(limiter.snapshot().in_flight, 4);
   EXPECT_EQ(limiter.snapshot().rejected, 1u);
+  // An urgent request is counted but never refused; the next ordinary one still is.
+  EXPECT_TRUE(limiter.TryAcquire(/*exempt=*/true));
+  EXPECT_EQ(limiter.snapshot().in_flight, 5);
+  EXPECT_FALSE(limiter.TryAcquire());
+  limiter.Release();
   limiter.Release();
   EXPECT_TRUE(limiter.TryAcquire());
   EXPECT_EQ(limiter.RejectionMessage("m"),
