@@ -52,11 +52,15 @@ std::optional<Clock::duration> AdaptiveDelay::ExpectedGap(Clock::time_point now)
 Clock::time_point AdaptiveDelay::WaitUntil(Clock::time_point now, Clock::time_point oldest,
                                            int64_t batch_items) const {
   if (batch_items >= max_batch_size_) return now;
-  std::optional<Clock::duration> gap = ExpectedGap(now);
-  if (!gap) return now;
+  if (gap_ns_ < 0 || !last_arrival_) return now;
+  const Clock::duration gap = FromNs(gap_ns_);
+  // Light load: the instance keeps up one batch at a time.
+  if (gap >= ServiceTime(batch_items)) return now;
+  const Clock::time_point next_arrival = *last_arrival_ + gap;
+  if (next_arrival <= now) return now;  // the expected request did not come
   const Clock::time_point start_by = oldest + target_ - ServiceTime(batch_items + 1);
-  if (start_by <= now || now + *gap > start_by) return now;
-  return std::min(start_by, now + *gap);
+  if (start_by <= now || next_arrival > start_by) return now;
+  return next_arrival;
 }
 
 }  // namespace harrier

@@ -2,14 +2,16 @@
 // decides how long a partial batch may wait for more requests from two estimates:
 //   - the service time per batch size: an EWMA of each size's run time (a size never seen is
 //     extrapolated linearly from the nearest smaller size seen, or taken from the nearest larger);
-//   - the arrival rate: an EWMA of the gap between arrivals. The gap used is never smaller than
-//     the time since the last arrival, so a quiet model is recognised as quiet at once.
-// A batch of b items whose oldest request was enqueued at t0 must start by
+//   - the arrival rate: an EWMA of the gap between arrivals.
+// Light load never waits: when requests arrive no faster than the instance serves the batch at
+// hand (gap >= service(b)), running now keeps up and waiting would only add latency. (A closed
+// loop of one client is always here: its next request cannot come before this one's answer.)
+// Under heavier load a batch of b items whose oldest request was enqueued at t0 must start by
 //   start_by = t0 + target - service(b + 1)
-// to take one more request and still finish within the target. The batch runs now when it is
-// full, when start_by has passed, or when the next arrival is not expected before start_by
-// (light load never waits). Otherwise it waits until min(start_by, now + expected gap), and
-// every arrival re-decides (heavy load fills batches).
+// to take one more request and still finish within the target. It waits until the next
+// expected arrival (last arrival + gap) if that comes before start_by; once that moment passes
+// without an arrival, or when the batch is full, it runs. Every arrival re-decides (heavy load
+// fills batches).
 //
 // Not thread-safe: the ModelScheduler calls it under its mutex. Time is passed in (no clock).
 #pragma once

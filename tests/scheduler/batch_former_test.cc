@@ -319,11 +319,11 @@ TEST_F(BatchFormerTest, AdaptiveModeWaitsUnderHeavyLoadWithinTheTarget) {
   EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 4u);
 }
 
-TEST_F(BatchFormerTest, AdaptiveModeRunsWhenTheSlackIsSpent) {
+TEST_F(BatchFormerTest, AdaptiveModeWaitsOneExpectedGapThenRuns) {
   BatchingPolicy p = Batching(8);
   p.target_p99_us = 1000;
   BatchFormer f(p);
-  f.RecordExecution(1, 300us);  // service(2) extrapolated: 600 us
+  f.RecordExecution(1, 300us);  // arrivals every 100 us outpace 300 us runs: heavy load
   Add(f, BatchItem(0));
   f.NextDecision(clock_.Now(), false);  // runs alone (no rate yet)
   clock_.Advance(100us);
@@ -331,20 +331,45 @@ TEST_F(BatchFormerTest, AdaptiveModeRunsWhenTheSlackIsSpent) {
   Add(f, BatchItem(1));
   auto d = f.NextDecision(clock_.Now(), false);
   ASSERT_TRUE(d.batch.empty());
-  // Start by t1 + 1000 - 600 = t1 + 400 us; wait at most one expected gap (100 us) at a time.
-  EXPECT_EQ(d.wake_at, t1 + 100us);
-  clock_.Advance(100us);  // no arrival: the gap estimate grows with the silence
-  d = f.NextDecision(clock_.Now(), false);
-  ASSERT_TRUE(d.batch.empty());
-  EXPECT_EQ(d.wake_at, t1 + 200us);
-  clock_.Advance(200us);  // 200 us of silence is longer than the 100 us of slack left
+  EXPECT_EQ(d.wake_at, t1 + 100us);  // the next arrival is expected then
+  clock_.Advance(100us);             // it did not come: waiting longer is a guess; run
   EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u);
+}
+
+TEST_F(BatchFormerTest, AdaptiveModeRunsWhenTheSlackIsSpent) {
+  BatchingPolicy p = Batching(8);
+  p.target_p99_us = 1000;
+  BatchFormer f(p);
+  f.RecordExecution(1, 300us);  // service(3) extrapolated: 900 us
+  Add(f, BatchItem(0));
+  f.NextDecision(clock_.Now(), false);
+  clock_.Advance(100us);  // t1
+  Add(f, BatchItem(1));
+  ASSERT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());
+  clock_.Advance(100us);
+  Add(f, BatchItem(2));
+  // A third request would make the batch take 900 us: it must start by t1 + 1000 - 900 = now.
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 2u);
+}
+
+TEST_F(BatchFormerTest, AdaptiveModeNeverWaitsWhenTheInstanceKeepsUp) {
+  BatchingPolicy p = Batching(8);
+  p.target_p99_us = 100000;
+  BatchFormer f(p);
+  f.RecordExecution(1, 50us);
+  // A closed loop of one client: each request arrives after the previous answer (gap > run).
+  for (int i = 0; i < 5; ++i) {
+    Add(f, BatchItem(i));
+    EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u) << i;
+    clock_.Advance(80us);
+  }
 }
 
 TEST_F(BatchFormerTest, AdaptiveDelayIsBoundedByMaxQueueDelay) {
   BatchingPolicy p = Batching(8, /*delay_us=*/50);
   p.target_p99_us = 100000;
   BatchFormer f(p);
+  f.RecordExecution(1, 40us);  // arrivals every 10 us: heavy load
   Add(f, BatchItem(0));
   f.NextDecision(clock_.Now(), false);
   clock_.Advance(10us);
