@@ -76,13 +76,13 @@ void Count(std::size_t size) {
   t_in_trace = false;
 }
 
-void* Allocate(std::size_t size) {
+[[maybe_unused]] void* Allocate(std::size_t size) {
   Count(size);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
 
-void* AllocateAligned(std::size_t size, std::align_val_t align) {
+[[maybe_unused]] void* AllocateAligned(std::size_t size, std::align_val_t align) {
   Count(size);
   void* p = nullptr;
   const std::size_t a = std::max(static_cast<std::size_t>(align), sizeof(void*));
