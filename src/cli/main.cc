@@ -46,6 +46,7 @@ struct ServeFlags {
   // Admission control (docs/admission.md).
   int64_t max_inflight = AdmissionController::Options{}.max_inflight;
   std::string overload_protection = "on";
+  std::string cpu_affinity = "off";
   int64_t overload_target_queue_delay_us = 0;
   std::string rate_limit_per_model = "off";
   std::string rate_limit_per_client = "off";
@@ -131,6 +132,7 @@ int Serve(const ServeFlags& flags) {
   manager_options.repository_path = flags.model_repository;
   manager_options.backend = backend->get();
   manager_options.admission = admission->get();
+  manager_options.pin_instance_workers = flags.cpu_affinity == "on";
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,
@@ -287,6 +289,12 @@ int main(int argc, char** argv) {
                    "(0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  serve
+      ->add_option("--cpu-affinity", flags.cpu_affinity,
+                   "Pin each model instance's worker thread to one CPU, round robin over the "
+                   "process's CPUs in load order (ONNX Runtime's own pool threads stay unpinned)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   serve
       ->add_option("--overload-protection", flags.overload_protection,
                    "Per-model adaptive concurrency limit that answers 429 instead of letting "

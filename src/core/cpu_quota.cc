@@ -65,4 +65,13 @@ int UsableCores() {
                          ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us"), affinity);
 }
 
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
 }  // namespace harrier

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace harrier {
 
@@ -17,5 +18,8 @@ int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
 
 // Reads the files under /sys/fs/cgroup and the affinity mask of the calling thread.
 int UsableCores();
+
+// The CPU numbers in the calling thread's affinity mask, ascending (for pinning threads).
+std::vector<int> AllowedCpus();
 
 }  // namespace harrier

@@ -18,6 +18,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
   scheduler_options.name = model->options_.name + ":" + std::to_string(model->options_.version);
   scheduler_options.policy = model->options_.policy;
   scheduler_options.clock = model->clock_;
+  scheduler_options.worker_cpus = model->options_.worker_cpus;
   LoadedModel* self = model.get();  // the scheduler is joined before the model goes away
   scheduler_options.on_complete = [self](std::unique_ptr<ScheduledRequest> r,
                                          StatusOr<std::vector<Tensor>> result,

@@ -35,6 +35,8 @@ class LoadedModel : public ServableModel {
     // Admission control for this version (AdmissionController::ForModel); null: admit
     // everything. Outlives the scheduler (options_ is destroyed after scheduler_).
     std::unique_ptr<ModelAdmission> admission;
+    // CPUs for the instances' worker threads (ModelScheduler::Options::worker_cpus).
+    std::vector<int> worker_cpus;
   };
 
   // Builds the scheduler over `instances` (kInvalidArgument when there are none).

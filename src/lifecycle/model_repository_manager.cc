@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstring>
@@ -205,6 +206,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
  public:
   explicit ModelRepositoryManagerImpl(const Options& options) : options_(options) {
     if (options_.usable_cores <= 0) options_.usable_cores = UsableCores();
+    if (options_.pin_instance_workers) allowed_cpus_ = AllowedCpus();
   }
   ~ModelRepositoryManagerImpl() override { Shutdown(); }
 
@@ -238,7 +240,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
 
-  Options options_;  // constant after construction
+  Options options_;                // constant after construction
+  std::vector<int> allowed_cpus_;  // constant after construction; empty unless pinning
+  std::atomic<size_t> next_cpu_{0};  // round-robin position for pinned instance workers
 
   mutable std::shared_mutex mu_;
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
@@ -347,6 +351,10 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
   model_options.io = io;
   model_options.config_json = ModelConfigToJson(config);
   model_options.policy = policy;
+  if (!allowed_cpus_.empty()) {
+    for (int i = 0; i < instances; ++i)
+      model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);
+  }
   if (options_.admission != nullptr) {
     AdmissionController::ModelSpec spec;
     spec.name = dir.name;

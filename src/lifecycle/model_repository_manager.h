@@ -34,6 +34,9 @@ class ModelRepositoryManager : public ModelManager {
     // Admission control (built from the flags in main.cc); not owned, must outlive the
     // manager. Null: no admission control.
     AdmissionController* admission = nullptr;
+    // --cpu-affinity: pin each instance's worker thread to one CPU of the process's affinity
+    // mask, round robin across every instance of every model in load order. Off by default.
+    bool pin_instance_workers = false;
   };
 
   // kInvalidArgument / kNotFound when the repository path is missing or not a directory:

@@ -53,6 +53,18 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
     // Linux limits thread names to 15 characters.
     std::string thread_name = ("w" + std::to_string(i) + ":" + options.name).substr(0, 15);
     pthread_setname_np(s->workers_.back().native_handle(), thread_name.c_str());
+    if (!options.worker_cpus.empty()) {
+      const int cpu = options.worker_cpus[i % options.worker_cpus.size()];
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+      if (cpu < 0 || cpu >= CPU_SETSIZE ||
+          pthread_setaffinity_np(s->workers_.back().native_handle(), sizeof(set), &set) != 0) {
+        s->Shutdown();
+        return InvalidArgument("cannot pin the worker of instance " + std::to_string(i) + " of '" +
+                               options.name + "' to CPU " + std::to_string(cpu));
+      }
+    }
   }
   s->expiry_thread_ = std::thread([p = s.get()] { p->ExpiryLoop(); });
   pthread_setname_np(s->expiry_thread_.native_handle(),

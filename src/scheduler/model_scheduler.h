@@ -64,10 +64,13 @@ class ModelScheduler {
     CompletionFn on_complete;      // required
     BatchFn on_batch_ran;          // optional
     BatchFn on_batch_answered;     // optional
+    // Worker i runs pinned to CPU worker_cpus[i % size] (--cpu-affinity); empty: not pinned.
+    // ONNX Runtime's own intra-op pool threads are not pinned.
+    std::vector<int> worker_cpus;
   };
 
-  // kInvalidArgument when `instances` is empty or on_complete is missing. Starts one worker
-  // thread per instance.
+  // kInvalidArgument when `instances` is empty, on_complete is missing, or a worker cannot be
+  // pinned to its CPU (naming it). Starts one worker thread per instance.
   static StatusOr<std::unique_ptr<ModelScheduler>> Create(
       std::vector<std::unique_ptr<ModelInstance>> instances, const Options& options);
 

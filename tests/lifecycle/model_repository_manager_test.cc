@@ -218,3 +218,41 @@ TEST_F(ModelRepositoryManagerTest, ShutdownRefusesNewWork) {
 
 }  // namespace
 }  // namespace harrier
+
+namespace harrier {
+namespace {
+
+TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("harrier-pin-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "m" / "1");
+  std::ofstream(root / "m" / "1" / "model.onnx") << "identity FP32 -1 4";
+  std::ofstream(root / "m" / "config.pbtxt") << "instance_group [{ count: 3 kind: KIND_CPU }]";
+  testing::FakeBackend backend;
+  ModelRepositoryManager::Options options;
+  options.repository_path = root.string();
+  options.backend = &backend;
+  options.usable_cores = 1;
+  options.pin_instance_workers = true;
+  auto m = ModelRepositoryManager::Create(options);
+  ASSERT_TRUE(m.ok());
+  (*m)->LoadAll();
+  EXPECT_TRUE((*m)->AllReady());
+  auto served = (*m)->Get("m", std::nullopt);
+  ASSERT_TRUE(served.ok());
+  std::vector<float> x = {1, 2, 3, 4};
+  auto request = std::make_unique<InferenceRequest>();
+  auto body = std::make_shared<std::string>(reinterpret_cast<const char*>(x.data()), 16);
+  request->inputs.push_back({"INPUT0", DataType::kFp32, {1, 4},
+                             reinterpret_cast<const std::byte*>(body->data()), 16, nullptr});
+  request->body = body;
+  std::promise<StatusOr<InferenceResponse>> p;
+  (*served)->Infer(std::move(request), [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
+  EXPECT_TRUE(p.get_future().get().ok());
+  (*m)->Shutdown();
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace harrier

@@ -404,3 +404,62 @@ TEST_F(ModelSchedulerTest, ShutdownRunsEverythingQueuedAndRefusesNewWork) {
 
 }  // namespace
 }  // namespace harrier
+
+namespace harrier {
+namespace {
+
+// --cpu-affinity: each worker runs only on its CPU.
+class CpuRecordingInstance : public ModelInstance {
+ public:
+  Status Run(std::span<const Tensor>, std::span<const std::string>, std::vector<Tensor>*,
+             const RunContext&) override {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+    allowed = CPU_COUNT(&set);
+    pinned_to_0 = CPU_ISSET(0, &set);
+    return Status::Ok();
+  }
+  int allowed = -1;
+  bool pinned_to_0 = false;
+};
+
+TEST(ModelSchedulerPinningTest, WorkersRunOnlyOnTheirCpu) {
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<CpuRecordingInstance>());
+  auto* probe = static_cast<CpuRecordingInstance*>(instances.back().get());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  ModelScheduler::Options options;
+  options.name = "pinned";
+  options.worker_cpus = {0};
+  options.on_complete = [&](std::unique_ptr<ScheduledRequest>, StatusOr<std::vector<Tensor>>,
+                            const RequestTiming&) {
+    std::lock_guard l(mu);
+    done = true;
+    cv.notify_all();
+  };
+  auto s = ModelScheduler::Create(std::move(instances), options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  (*s)->Submit(testing::BatchItem(1));
+  std::unique_lock l(mu);
+  cv.wait(l, [&] { return done; });
+  EXPECT_EQ(probe->allowed, 1);
+  EXPECT_TRUE(probe->pinned_to_0);
+}
+
+TEST(ModelSchedulerPinningTest, AnImpossibleCpuFailsCreation) {
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<CpuRecordingInstance>());
+  ModelScheduler::Options options;
+  options.name = "pinned";
+  options.worker_cpus = {CPU_SETSIZE + 5};
+  options.on_complete = [](std::unique_ptr<ScheduledRequest>, StatusOr<std::vector<Tensor>>,
+                           const RequestTiming&) {};
+  EXPECT_EQ(ModelScheduler::Create(std::move(instances), options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harrier
