@@ -7,6 +7,7 @@
 #include <future>
 
 #include "util/fake_backend.h"
+#include "util/scheduled_request_builder.h"
 
 namespace harrier {
 namespace {
@@ -38,18 +39,7 @@ class ModelRepositoryManagerTest : public ::testing::Test {
   }
 
   static std::unique_ptr<InferenceRequest> Fp32Request(std::vector<float> values, Shape shape) {
-    auto r = std::make_unique<InferenceRequest>();
-    auto body = std::make_shared<std::string>(reinterpret_cast<const char*>(values.data()),
-                                              values.size() * sizeof(float));
-    Tensor t;
-    t.name = "INPUT0";
-    t.dtype = DataType::kFp32;
-    t.shape = std::move(shape);
-    t.data = reinterpret_cast<const std::byte*>(body->data());
-    t.size_bytes = body->size();
-    r->inputs.push_back(t);
-    r->body = body;
-    return r;
+    return testing::Fp32InferenceRequest(values, std::move(shape));
   }
 
   static StatusOr<InferenceResponse> InferSync(ServableModel& m, std::unique_ptr<InferenceRequest> r) {
@@ -241,12 +231,7 @@ TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
   EXPECT_TRUE((*m)->AllReady());
   auto served = (*m)->Get("m", std::nullopt);
   ASSERT_TRUE(served.ok());
-  std::vector<float> x = {1, 2, 3, 4};
-  auto request = std::make_unique<InferenceRequest>();
-  auto body = std::make_shared<std::string>(reinterpret_cast<const char*>(x.data()), 16);
-  request->inputs.push_back({"INPUT0", DataType::kFp32, {1, 4},
-                             reinterpret_cast<const std::byte*>(body->data()), 16, nullptr});
-  request->body = body;
+  auto request = testing::Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
   std::promise<StatusOr<InferenceResponse>> p;
   (*served)->Infer(std::move(request), [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
   EXPECT_TRUE(p.get_future().get().ok());
