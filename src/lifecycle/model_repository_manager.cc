@@ -391,15 +391,16 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
     std::string_view name, std::optional<int64_t> version) {
   std::shared_lock lock(mu_);
   ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
-  const std::string model = "model '" + std::string(name) + "'";
+  // Built only for an error: this runs on every request.
+  auto model = [name] { return "model '" + std::string(name) + "'"; };
   if (shut_down_) return Unavailable("the server is shutting down");
   if (version) {
     auto it = entry->versions.find(*version);
     if (it == entry->versions.end())
-      return NotFound(model + " has no version " + std::to_string(*version));
+      return NotFound(model() + " has no version " + std::to_string(*version));
     const VersionEntry& v = it->second;
     if (v.state != ModelState::kReady) {
-      return Unavailable(model + " version " + std::to_string(*version) + " is " +
+      return Unavailable(model() + " version " + std::to_string(*version) + " is " +
                          std::string(ModelStateName(v.state)) +
                          (v.reason.empty() ? "" : ": " + v.reason));
     }
@@ -410,7 +411,7 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
   std::string reason = entry->reason;
   if (reason.empty() && !entry->versions.empty()) reason = entry->versions.rbegin()->second.reason;
   if (reason.empty()) reason = "it is still loading";
-  return Unavailable(model + " is not ready: " + reason);
+  return Unavailable(model() + " is not ready: " + reason);
 }
 
 StatusOr<ModelMetadata> ModelRepositoryManagerImpl::Metadata(std::string_view name,

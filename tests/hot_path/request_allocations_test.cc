@@ -161,11 +161,11 @@ constexpr int kRequests = 2000;
 // repeatable: handler JSON 44, binary 50, transport 6, server JSON 53, binary 60. The transport
 // ceiling is tight; the others leave room for five, for scheduler work in progress, not for a
 // new allocation in every stage. Lower them when a pool lands.
-constexpr double kHandlerJsonCeiling = 49;
-constexpr double kHandlerBinaryCeiling = 55;
+constexpr double kHandlerJsonCeiling = 48;
+constexpr double kHandlerBinaryCeiling = 54;
 constexpr double kTransportCeiling = 6.5;
-constexpr double kServerJsonCeiling = 58;
-constexpr double kServerBinaryCeiling = 65;
+constexpr double kServerJsonCeiling = 57;
+constexpr double kServerBinaryCeiling = 64;
 
 bool TraceRequested() {
   const char* v = std::getenv("HARRIER_ALLOC_TRACE");
