@@ -4,10 +4,13 @@
 
 #include <cstring>
 
+#include "util/bytes_tensor.h"
 #include "util/scheduled_request_builder.h"
 
 namespace harrier {
 namespace {
+
+using ::harrier::testing::Strings;
 
 using testing::BatchItem;
 using testing::Floats;
@@ -32,18 +35,6 @@ std::unique_ptr<ScheduledRequest> BytesItem(const std::vector<std::string>& stri
   s->request->body = body;
   s->output_names = {"TEXT_OUT"};
   return s;
-}
-
-std::vector<std::string> Strings(const Tensor& t) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos + 4 <= t.size_bytes) {
-    uint32_t len;
-    std::memcpy(&len, t.data + pos, 4);
-    out.emplace_back(reinterpret_cast<const char*>(t.data + pos + 4), len);
-    pos += 4 + len;
-  }
-  return out;
 }
 
 // What an identity model returns for `inputs`: a copy of each, owned by the output.

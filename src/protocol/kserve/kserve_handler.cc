@@ -132,6 +132,17 @@ void AppendDuration(std::string* out, std::string_view name, const DurationStat&
   out->push_back('}');
 }
 
+// "compute_input":{..},"compute_infer":{..},"compute_output":{..} — in inference_stats and in
+// each batch_stats entry.
+void AppendComputeDurations(std::string* out, const DurationStat& input, const DurationStat& infer,
+                            const DurationStat& output) {
+  AppendDuration(out, "compute_input", input);
+  out->push_back(',');
+  AppendDuration(out, "compute_infer", infer);
+  out->push_back(',');
+  AppendDuration(out, "compute_output", output);
+}
+
 // The request's Inference-Header-Content-Length, or the whole body when absent.
 StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) {
   constexpr std::string_view kHeader = "inference-header-content-length";
@@ -385,11 +396,7 @@ HttpResponse KServeHandler::ModelStats(const Route& route) const {
     body.push_back(',');
     AppendDuration(&body, "queue", s.queue);
     body.push_back(',');
-    AppendDuration(&body, "compute_input", s.compute_input);
-    body.push_back(',');
-    AppendDuration(&body, "compute_infer", s.compute_infer);
-    body.push_back(',');
-    AppendDuration(&body, "compute_output", s.compute_output);
+    AppendComputeDurations(&body, s.compute_input, s.compute_infer, s.compute_output);
     body.push_back(',');
     AppendDuration(&body, "cache_hit", DurationStat{});  // no response cache yet
     body.push_back(',');
@@ -401,11 +408,7 @@ HttpResponse KServeHandler::ModelStats(const Route& route) const {
       body.append("{\"batch_size\":");
       AppendJsonNumber(&body, bs.batch_size);
       body.push_back(',');
-      AppendDuration(&body, "compute_input", bs.compute_input);
-      body.push_back(',');
-      AppendDuration(&body, "compute_infer", bs.compute_infer);
-      body.push_back(',');
-      AppendDuration(&body, "compute_output", bs.compute_output);
+      AppendComputeDurations(&body, bs.compute_input, bs.compute_infer, bs.compute_output);
       body.push_back('}');
     }
     body.append("]}");

@@ -7,8 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "util/bytes_tensor.h"
+
 namespace harrier::kserve {
 namespace {
+
+using ::harrier::testing::Strings;
 
 template <typename T>
 Tensor MakeTensor(DataType dtype, Shape shape, std::vector<T> values) {
@@ -21,18 +25,6 @@ Tensor MakeTensor(DataType dtype, Shape shape, std::vector<T> values) {
   t.size_bytes = buf->size() * sizeof(T);
   t.owner = buf;
   return t;
-}
-
-std::vector<std::string> Strings(const Tensor& t) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < t.size_bytes) {
-    uint32_t len;
-    std::memcpy(&len, t.data + pos, 4);
-    out.emplace_back(reinterpret_cast<const char*>(t.data) + pos + 4, len);
-    pos += 4 + len;
-  }
-  return out;
 }
 
 TEST(ClassifyOutputTest, TopNPerBatchRow) {

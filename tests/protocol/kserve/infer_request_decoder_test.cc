@@ -7,8 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "util/bytes_tensor.h"
+
 namespace harrier::kserve {
 namespace {
+
+using ::harrier::testing::Strings;
 
 using ::testing::HasSubstr;
 
@@ -55,18 +59,6 @@ std::vector<T> Values(const Tensor& t) {
   std::vector<T> v(t.size_bytes / sizeof(T));
   std::memcpy(v.data(), t.data, t.size_bytes);
   return v;
-}
-
-std::vector<std::string> Strings(const Tensor& t) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < t.size_bytes) {
-    uint32_t len;
-    std::memcpy(&len, t.data + pos, 4);
-    out.emplace_back(reinterpret_cast<const char*>(t.data) + pos + 4, len);
-    pos += 4 + len;
-  }
-  return out;
 }
 
 std::string Raw(const void* p, size_t n) {
