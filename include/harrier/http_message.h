@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,18 @@ class HttpHandler {
   virtual ~HttpHandler() = default;
   // Must not block: long work is handed to other threads and answered through `respond`.
   virtual void Handle(HttpRequest request, HttpResponder respond) = 0;
+
+  // An early look at a request from its request line and headers alone (`head.body` is null,
+  // `head.cancellation` too), made by the transport before it reads the body. A response
+  // answers the request there and then: the transport discards the body unread (HTTP/1.1
+  // reads past it or closes; HTTP/2 resets the stream's remaining data) and never calls
+  // Handle(). Used to refuse work the server would refuse anyway (admission control) without
+  // paying for a large upload and its decoding. Must be cheap and must not block. Default: no
+  // opinion.
+  virtual std::optional<HttpResponse> Precheck(const HttpRequest& head) {
+    (void)head;
+    return std::nullopt;
+  }
 };
 
 }  // namespace harrier

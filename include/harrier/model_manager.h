@@ -79,6 +79,17 @@ class ServableModel {
   // queued), kCancelled (the request's token fired), kInternal (engine failure).
   // See docs/scheduling.md.
   virtual void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) = 0;
+  // Would Infer() refuse a request from `client_id` for admission control right now (overload
+  // protection, the in-flight limit, the rate limits)? Takes no slot and no token: a peek, so
+  // that a transport can refuse before reading a large body. OK does not promise admission
+  // (Infer() decides again); kResourceExhausted has the message and retry hint Infer() would
+  // give. The request's priority is in its body, unknown here; since Infer() exempts urgent
+  // requests from overload protection, the overload part is skipped for models with priority
+  // levels.
+  virtual Status CheckAdmission(std::string_view client_id) const {
+    (void)client_id;
+    return Status::Ok();
+  }
 };
 
 class ModelManager {

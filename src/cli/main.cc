@@ -35,6 +35,14 @@ struct ServeFlags {
   int http_port = 8000;
   int grpc_port = 8001;
   int metrics_port = 8002;
+  // TLS (docs/server.md): with a certificate and key, REST is also served over TLS on
+  // https_port (ALPN h2 / http/1.1) and gRPC uses TLS on grpc_port. plain_http "off" closes the
+  // plain HTTP port. tls_client_ca: require and verify client certificates against it.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  int https_port = 8443;
+  std::string plain_http = "on";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
@@ -98,7 +106,22 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
+// Flag combinations CLI11's per-flag checks cannot see; empty when fine.
+std::string CheckFlagCombinations(const ServeFlags& flags) {
+  if (flags.tls_cert.empty() != flags.tls_key.empty())
+    return "--tls-cert and --tls-key go together: give both or neither";
+  if (!flags.tls_client_ca.empty() && flags.tls_cert.empty())
+    return "--tls-client-ca needs --tls-cert and --tls-key";
+  if (flags.plain_http == "off" && flags.tls_cert.empty())
+    return "--plain-http off leaves no REST port: it needs --tls-cert and --tls-key";
+  return {};
+}
+
 int Serve(const ServeFlags& flags) {
+  if (std::string bad = CheckFlagCombinations(flags); !bad.empty()) {
+    std::fprintf(stderr, "harrier: %s\n", bad.c_str());
+    return 2;
+  }
   SetUpLogging(flags);
   const sigset_t signals = BlockShutdownSignals();
   spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
@@ -232,6 +255,27 @@ int main(int argc, char** argv) {
                    "Reserved; gRPC arrives with a later release (accepted, not served)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--tls-cert", flags.tls_cert,
+                   "PEM certificate chain: with --tls-key, serve REST over TLS on --https-port "
+                   "(h2 or http/1.1 by ALPN) and gRPC over TLS")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--tls-key", flags.tls_key, "PEM private key for --tls-cert")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-client-ca", flags.tls_client_ca,
+                   "PEM CA bundle: require client certificates signed by it (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--https-port", flags.https_port,
+                   "TLS port for REST when --tls-cert is given (0: pick a free one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--plain-http", flags.plain_http,
+                   "Serve plain HTTP (HTTP/1.1 and h2c) on --http-port; 'off' needs --tls-cert")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   serve
       ->add_option("--metrics-port", flags.metrics_port,
                    "Reserved; Prometheus metrics arrive with a later release (accepted, not "
