@@ -171,49 +171,91 @@ ModelAdmission::ModelAdmission(AdmissionController* server, std::string name,
       overload_(config_.overload, server->options().clock->Now()) {}
 
 StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id, bool urgent) {
-  // Only rate limits need the time; a server without them never reads the clock here.
-  if (model_bucket_ == nullptr && per_client_ == nullptr && server_->per_client_ == nullptr)
-    return Admit(client_id, Clock::time_point{}, urgent);
+  // A server without overload protection or rate limits never reads the clock here.
+  if (!NeedsClock()) return Admit(client_id, Clock::time_point{}, urgent);
   return Admit(client_id, server_->options().clock->Now(), urgent);
+}
+
+// The refusals, worded once for Admit() and Peek().
+Status ModelAdmission::OverloadRefusal(const OverloadLimiter::Refusal& why) const {
+  return ResourceExhausted(overload_.RejectionMessage(name_, why) + RetryAfter(1));
+}
+
+Status ModelAdmission::InflightRefusal() const {
+  return ResourceExhausted("server in-flight limit " +
+                           std::to_string(server_->options().max_inflight) + " reached" +
+                           RetryAfter(1));
+}
+
+Status ModelAdmission::ModelRateRefusal(Clock::duration wait) const {
+  return ResourceExhausted("rate limit for model '" + name_ + "' exceeded (" +
+                           config_.model_rate.ToString() + ")" + RetryAfter(CeilSeconds(wait)));
+}
+
+Status ModelAdmission::ModelClientRefusal(std::string_view client_id, Clock::duration wait) const {
+  return ResourceExhausted("rate limit for " + ClientLabel(client_id) + " on model '" + name_ +
+                           "' exceeded (" + config_.per_client_rate.ToString() + ")" +
+                           RetryAfter(CeilSeconds(wait)));
+}
+
+Status ModelAdmission::ServerClientRefusal(std::string_view client_id, Clock::duration wait) const {
+  return ResourceExhausted("rate limit for " + ClientLabel(client_id) + " exceeded (" +
+                           server_->options().per_client.ToString() + ")" +
+                           RetryAfter(CeilSeconds(wait)));
 }
 
 StatusOr<AdmissionTicket> ModelAdmission::Admit(std::string_view client_id, Clock::time_point now,
                                                 bool urgent) {
-  if (!overload_.TryAcquire(urgent))
-    return ResourceExhausted(overload_.RejectionMessage(name_) + RetryAfter(1));
+  OverloadLimiter::Refusal why;
+  if (!overload_.TryAcquire(now, urgent, &why)) return OverloadRefusal(why);
   // From here on the ticket gives the slots back if a later check rejects the request.
   AdmissionTicket ticket(nullptr);
   if (!server_->TryAcquireInflight()) {
     overload_.Release();
-    return ResourceExhausted("server in-flight limit " +
-                             std::to_string(server_->options().max_inflight) + " reached" +
-                             RetryAfter(1));
+    return InflightRefusal();
   }
   ticket.model_ = this;
 
   Clock::duration wait{};
-  if (model_bucket_ != nullptr && !model_bucket_->TryAcquire(now, &wait)) {
-    return ResourceExhausted("rate limit for model '" + name_ + "' exceeded (" +
-                             config_.model_rate.ToString() + ")" + RetryAfter(CeilSeconds(wait)));
-  }
+  if (model_bucket_ != nullptr && !model_bucket_->TryAcquire(now, &wait))
+    return ModelRateRefusal(wait);
   std::string long_key;
   const std::string_view key = per_client_ != nullptr || server_->per_client_ != nullptr
                                    ? ClientKey(client_id, &long_key)
                                    : std::string_view();
   if (per_client_ != nullptr && !per_client_->TryAcquire(key, now, &wait)) {
     if (model_bucket_ != nullptr) model_bucket_->Refund();
-    return ResourceExhausted("rate limit for " + ClientLabel(client_id) + " on model '" + name_ +
-                             "' exceeded (" + config_.per_client_rate.ToString() + ")" +
-                             RetryAfter(CeilSeconds(wait)));
+    return ModelClientRefusal(client_id, wait);
   }
   if (server_->per_client_ != nullptr && !server_->per_client_->TryAcquire(key, now, &wait)) {
     if (model_bucket_ != nullptr) model_bucket_->Refund();
     if (per_client_ != nullptr) per_client_->Refund(key);
-    return ResourceExhausted("rate limit for " + ClientLabel(client_id) + " exceeded (" +
-                             server_->options().per_client.ToString() + ")" +
-                             RetryAfter(CeilSeconds(wait)));
+    return ServerClientRefusal(client_id, wait);
   }
   return ticket;
+}
+
+Status ModelAdmission::Peek(std::string_view client_id, bool check_overload) const {
+  if (!NeedsClock()) return Peek(client_id, Clock::time_point{}, check_overload);
+  return Peek(client_id, server_->options().clock->Now(), check_overload);
+}
+
+Status ModelAdmission::Peek(std::string_view client_id, Clock::time_point now,
+                            bool check_overload) const {
+  OverloadLimiter::Refusal why;
+  if (check_overload && !overload_.WouldAdmit(now, &why)) return OverloadRefusal(why);
+  if (!server_->WouldAcquireInflight()) return InflightRefusal();
+  Clock::duration wait{};
+  if (model_bucket_ != nullptr && !model_bucket_->WouldAcquire(now, &wait))
+    return ModelRateRefusal(wait);
+  if (per_client_ == nullptr && server_->per_client_ == nullptr) return Status::Ok();
+  std::string long_key;
+  const std::string_view key = ClientKey(client_id, &long_key);
+  if (per_client_ != nullptr && !per_client_->WouldAcquire(key, now, &wait))
+    return ModelClientRefusal(client_id, wait);
+  if (server_->per_client_ != nullptr && !server_->per_client_->WouldAcquire(key, now, &wait))
+    return ServerClientRefusal(client_id, wait);
+  return Status::Ok();
 }
 
 void ModelAdmission::OnComplete(uint64_t queue_ns, uint64_t service_ns) {

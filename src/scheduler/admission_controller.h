@@ -11,9 +11,9 @@
 // Every rejection is kResourceExhausted (HTTP 429) with a message that names the limit and ends
 // in "; retry after N s" (RetryAfterSeconds() in core/status_mapping.h reads it back for the
 // Retry-After header).
-// Order of checks: overload (one atomic), server in-flight (one atomic), then the rate limits
-// (model bucket, model per-client bucket, server per-client bucket). A rejected request holds
-// nothing afterwards: slots and tokens taken by earlier checks are given back.
+// Order of checks: overload (one atomic add, a few loads), server in-flight (one atomic), then
+// the rate limits (model bucket, model per-client bucket, server per-client bucket). A rejected
+// request holds nothing afterwards: slots and tokens taken by earlier checks are given back.
 //
 // Knobs, defaults and the algorithm: docs/admission.md.
 // Thread safety: every method may be called from any thread. Admit() costs two atomic
@@ -136,6 +136,10 @@ class AdmissionController {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return false;
   }
+  bool WouldAcquireInflight() const {
+    return options_.max_inflight == 0 ||
+           in_flight_.load(std::memory_order_relaxed) < options_.max_inflight;
+  }
   void ReleaseInflight() {
     if (options_.max_inflight != 0) in_flight_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -170,8 +174,25 @@ class ModelAdmission {
   StatusOr<AdmissionTicket> Admit(std::string_view client_id, Clock::time_point now,
                                   bool urgent = false);
 
+  // Would Admit(client_id) refuse a request now? The same checks in the same order, with the
+  // same kResourceExhausted message, but nothing is taken or counted (no slot, no token, no
+  // client key remembered): a peek for a transport that has only the request's headers.
+  // `check_overload` false skips overload protection (the request may turn out to be urgent,
+  // which Admit() exempts from it). OK does not promise that Admit() will admit.
+  Status Peek(std::string_view client_id, bool check_overload = true) const;
+  Status Peek(std::string_view client_id, Clock::time_point now, bool check_overload) const;
+
   // Feedback without a ticket (AdmissionTicket::OnComplete calls this).
   void OnComplete(uint64_t queue_ns, uint64_t service_ns);
+  // The scheduler's report of each model execution (OverloadLimiter::RunStarted/RunFinished):
+  // what the predicted queue delay of the next arrival is computed from.
+  void RunStarted(const OverloadLimiter::Run& run) {
+    if (config_.overload.enabled) overload_.RunStarted(run, server_->options().clock->Now());
+  }
+  void RunFinished(const OverloadLimiter::Run& run, std::chrono::nanoseconds service,
+                   std::chrono::nanoseconds busy) {
+    if (config_.overload.enabled) overload_.RunFinished(run, service, busy);
+  }
 
   const std::string& name() const { return name_; }
   const ModelAdmissionConfig& config() const { return config_; }
@@ -184,6 +205,16 @@ class ModelAdmission {
   void Release() {
     overload_.Release();
     server_->ReleaseInflight();
+  }
+  Status OverloadRefusal(const OverloadLimiter::Refusal& why) const;
+  Status InflightRefusal() const;
+  Status ModelRateRefusal(Clock::duration wait) const;
+  Status ModelClientRefusal(std::string_view client_id, Clock::duration wait) const;
+  Status ServerClientRefusal(std::string_view client_id, Clock::duration wait) const;
+  // Whether admission reads the clock: overload protection or a rate limit is on.
+  bool NeedsClock() const {
+    return config_.overload.enabled || model_bucket_ != nullptr || per_client_ != nullptr ||
+           server_->per_client_ != nullptr;
   }
 
   // Constant after construction.

@@ -223,6 +223,7 @@ size_t ModelScheduler::queue_depth() const {
 void ModelScheduler::WorkerLoop(size_t index) {
   ModelInstance& instance = *instances_[index];
   WorkerScratch scratch;           // this worker's, reused across batches
+  scratch.instance_index = index;
   BatchFormer::Decision decision;  // likewise
   for (;;) {
     bool more_queued = false;
@@ -281,6 +282,8 @@ void ModelScheduler::Execute(ModelInstance& instance,
     item_counts.push_back(r->batch_size);
     batch_timing.batch_size += r->batch_size;
   }
+  batch_timing.instance = scratch->instance_index;
+  if (options_.on_batch_start) options_.on_batch_start(batch_timing);
 
   // Inputs: a request alone runs on its own tensors; a batch is gathered once.
   std::span<const Tensor> inputs;

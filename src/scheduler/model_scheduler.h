@@ -62,6 +62,10 @@ class ModelScheduler {
     BatchingPolicy policy;
     const Clock* clock = nullptr;  // null: SteadyClock()
     CompletionFn on_complete;      // required
+    // Called on the worker thread as an execution starts (batch_size, request_count and
+    // instance set; the rest 0). Every call is followed by one on_batch_ran and one
+    // on_batch_answered. Optional.
+    BatchFn on_batch_start;
     BatchFn on_batch_ran;          // optional
     BatchFn on_batch_answered;     // optional
     // Worker i runs pinned to CPU worker_cpus[i % size] (--cpu-affinity); empty: not pinned.
@@ -103,6 +107,7 @@ class ModelScheduler {
                 const RequestTiming& timing);
   // A worker's reusable state: input buffers and vectors whose capacity survives batches.
   struct WorkerScratch {
+    size_t instance_index = 0;
     BatchInputBuffers buffers;
     std::vector<std::unique_ptr<ScheduledRequest>> members;
     std::vector<ScheduledRequest*> raw;

@@ -1,7 +1,6 @@
 #include "scheduler/overload_limiter.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace harrier {
@@ -27,53 +26,176 @@ std::string HumanDuration(int64_t ns) {
   return buf;
 }
 
+// Normal mode queues up to this many targets' worth; shedding mode one.
+constexpr int64_t kNormalBoundTargets = 8;
+// Shedding starts when the instances were busy at least this share of a window with a standing
+// queue, and stops when they were busy less than the second.
+constexpr int64_t kShedEnterPermille = 900;
+constexpr int64_t kShedLeavePermille = 800;
+
 }  // namespace
 
-nanoseconds OverloadLimiter::DerivedTarget(const Options& options, nanoseconds median_service) {
+nanoseconds OverloadLimiter::DerivedTarget(const Options& options, nanoseconds batch1_service) {
   if (options.target_queue_delay.count() > 0) return options.target_queue_delay;
-  // The time the instances take to drain one waiting run plus half a run each: enough queue to
-  // keep every instance busy, little enough that p99 stays within ~2 service times.
-  const int64_t instances = std::max(1, options.instance_count);
-  const nanoseconds from_service(median_service.count() * (instances + 2) / (2 * instances));
-  return std::max(options.min_target_queue_delay, from_service) + options.batching_delay;
+  // Half a batch-1 run: a newcomer is admitted only behind the second half of the run in
+  // front of it, so its latency stays within ~1.5 service times while the instance never waits
+  // for a request (one is always admitted before the run ends, unless none arrives).
+  return std::max(options.min_target_queue_delay, batch1_service / 2) + options.batching_delay;
 }
 
 OverloadLimiter::OverloadLimiter(const Options& options, Clock::time_point now)
     : options_(options),
-      min_limit_(std::max(1, options.instance_count) * std::max(1, options.requests_per_run)),
-      max_limit_(std::max(min_limit_, options.max_limit)),
-      limit_(std::min(max_limit_, std::max(2 * min_limit_, options.initial_limit))),
+      instances_(std::max(1, options.instance_count)),
+      per_run_(std::max(1, options.requests_per_run)),
+      initial_limit_(std::min(std::max(instances_, options.max_limit),
+                              std::max(2 * instances_ * per_run_, options.initial_limit))),
+      max_limit_(std::max(instances_, options.max_limit)),
+      run_end_ns_(new std::atomic<int64_t>[instances_]),
+      run_start_ns_(new std::atomic<int64_t>[instances_]),
       window_start_ns_(ToNs(now)),
-      window_length_ns_(0),  // the first completion closes the first window
-      target_ns_(DerivedTarget(options, nanoseconds(0)).count()) {}
+      window_length_ns_(options.interval.count()),
+      target_ns_(DerivedTarget(options, nanoseconds(0)).count()) {
+  for (int i = 0; i < instances_; ++i) {
+    run_end_ns_[i].store(0, std::memory_order_relaxed);
+    run_start_ns_[i].store(0, std::memory_order_relaxed);
+  }
+}
 
-bool OverloadLimiter::TryAcquire(bool exempt) {
+int64_t OverloadLimiter::ExpectedServiceNs(int64_t items) const {
+  items = std::max<int64_t>(1, items);
+  const int64_t tracked = std::min(items, kTrackedSizes);
+  if (const int64_t s = service_ns_[tracked - 1].load(std::memory_order_relaxed); s > 0)
+    return tracked == items ? s : s * items / tracked;
+  // Not measured at this size: scale the nearest measured one linearly (an overestimate from
+  // below — batching is sublinear — and an underestimate from above: both err towards the
+  // measured size).
+  for (int64_t d = 1; d < kTrackedSizes; ++d) {
+    if (tracked - d >= 1) {
+      if (const int64_t s = service_ns_[tracked - d - 1].load(std::memory_order_relaxed); s > 0)
+        return s * items / (tracked - d);
+    }
+    if (tracked + d <= kTrackedSizes) {
+      if (const int64_t s = service_ns_[tracked + d - 1].load(std::memory_order_relaxed); s > 0)
+        return s * items / (tracked + d);
+    }
+  }
+  return 0;
+}
+
+OverloadLimiter::Verdict OverloadLimiter::Decide(int ahead, int64_t now_ns,
+                                                 int64_t* predicted_ns) const {
+  *predicted_ns = 0;
+  if (ahead + 1 > max_limit_) return Verdict::kAtLimit;
+  const int64_t s1 = ExpectedServiceNs(1);
+  // Nothing measured yet: a burst at a fresh model is held by the initial limit alone.
+  if (s1 == 0) return ahead + 1 > initial_limit_ ? Verdict::kAtLimit : Verdict::kAdmit;
+
+  // Time until each instance is free. Instances past kMaxExactInstances are not looked at
+  // one by one: the average below stands for them.
+  std::array<int64_t, kMaxExactInstances> free_in;
+  const int looked_at = std::min(instances_, kMaxExactInstances);
+  int busy = 0;
+  for (int i = 0; i < looked_at; ++i) {
+    const int64_t end = run_end_ns_[i].load(std::memory_order_relaxed);
+    free_in[i] = end == 0 ? -1 : std::max<int64_t>(0, end - now_ns);
+    busy += end != 0;
+  }
+  const int queued = std::max(0, ahead - running_requests_.load(std::memory_order_relaxed));
+  const int idle_take = (looked_at - busy) * per_run_;
+  if (queued < idle_take) return Verdict::kAdmit;  // an idle instance takes it at once
+  // The idle instances are about to start runs of the queue's head (between one run and the
+  // next, or before a worker wakes): count them as busy for a whole run.
+  const int64_t full_run = ExpectedServiceNs(per_run_);
+  int64_t total = 0;
+  for (int i = 0; i < looked_at; ++i) {
+    if (free_in[i] < 0) free_in[i] = full_run;
+    free_in[i] = std::min(free_in[i], full_run);
+    total += free_in[i];
+  }
+  // The newcomer joins the partly filled batch after `runs_ahead` full ones: its run starts at
+  // the (runs_ahead + 1)-th time an instance is free. Every instance is free within one full
+  // run and then every full run, so that is the (runs_ahead mod instances)-th of the times
+  // above, plus a full run per round of the instances before it.
+  const int64_t runs_ahead = (queued - idle_take) / per_run_;
+  int64_t wait;
+  if (looked_at == instances_) {
+    const int64_t nth = runs_ahead % instances_;
+    std::nth_element(free_in.begin(), free_in.begin() + nth, free_in.begin() + looked_at);
+    wait = free_in[nth] + runs_ahead / instances_ * full_run;
+  } else {  // too many instances to look at one by one: their average
+    wait = (total + std::max<int64_t>(0, runs_ahead - looked_at + 1) * full_run) / looked_at;
+  }
+  *predicted_ns = wait;
+
+  const int64_t target = options_.target_queue_delay.count() > 0
+                             ? options_.target_queue_delay.count()
+                             : DerivedTarget(options_, nanoseconds(s1)).count();
+  const int64_t bound =
+      shedding_.load(std::memory_order_relaxed) ? target : kNormalBoundTargets * target;
+  return wait > bound ? Verdict::kOverTarget : Verdict::kAdmit;
+}
+
+bool OverloadLimiter::TryAcquire(Clock::time_point now, bool exempt, Refusal* why) {
   if (!options_.enabled) return true;
-  const int n = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const int limit = limit_.load(std::memory_order_relaxed);
-  if (n >= limit && !window_saturated_.load(std::memory_order_relaxed))
-    window_saturated_.store(true, std::memory_order_relaxed);
-  if (n > limit && !exempt) {
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
-  int peak = window_peak_.load(std::memory_order_relaxed);
-  while (n > peak && !window_peak_.compare_exchange_weak(peak, n, std::memory_order_relaxed)) {
-  }
-  return true;
+  const int ahead = in_flight_.fetch_add(1, std::memory_order_relaxed);
+  if (exempt) return true;
+  int64_t predicted = 0;
+  const Verdict v = Decide(ahead, ToNs(now), &predicted);
+  if (v == Verdict::kAdmit) return true;
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  last_refused_wait_ns_.store(predicted, std::memory_order_relaxed);
+  if (why != nullptr) *why = {v == Verdict::kAtLimit, nanoseconds(predicted)};
+  return false;
+}
+
+bool OverloadLimiter::WouldAdmit(Clock::time_point now, Refusal* why) const {
+  if (!options_.enabled) return true;
+  int64_t predicted = 0;
+  const Verdict v = Decide(in_flight_.load(std::memory_order_relaxed), ToNs(now), &predicted);
+  if (v == Verdict::kAdmit) return true;
+  if (why != nullptr) *why = {v == Verdict::kAtLimit, nanoseconds(predicted)};
+  return false;
 }
 
 void OverloadLimiter::Release() {
   if (options_.enabled) in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void OverloadLimiter::RunStarted(const Run& run, Clock::time_point now) {
+  if (!options_.enabled || run.instance >= static_cast<size_t>(instances_)) return;
+  const int64_t now_ns = ToNs(now);
+  running_requests_.fetch_add(run.requests, std::memory_order_relaxed);
+  run_start_ns_[run.instance].store(now_ns, std::memory_order_relaxed);
+  // A run of an unmeasured size is expected to take no time: the next admission sees the
+  // instance as about to be free, as it did before the run.
+  run_end_ns_[run.instance].store(std::max<int64_t>(1, now_ns + ExpectedServiceNs(run.items)),
+                                  std::memory_order_relaxed);
+}
+
+void OverloadLimiter::RunFinished(const Run& run, nanoseconds service, nanoseconds busy) {
+  if (!options_.enabled || run.instance >= static_cast<size_t>(instances_)) return;
+  run_end_ns_[run.instance].store(0, std::memory_order_relaxed);
+  running_requests_.fetch_sub(run.requests, std::memory_order_relaxed);
+  // Only the part of the run inside this window: CloseWindow counted the rest.
+  const int64_t start = run_start_ns_[run.instance].load(std::memory_order_relaxed);
+  const int64_t window_start = window_start_ns_.load(std::memory_order_relaxed);
+  window_busy_ns_.fetch_add(
+      std::max<int64_t>(0, start + busy.count() - std::max(start, window_start)),
+      std::memory_order_relaxed);
+  if (service.count() <= 0) return;
+  // A moving average per batch size (weight 1/8), with outliers (a descheduled worker) cut at
+  // 4 × the average so that one of them does not double it. Racing updates lose one sample.
+  const int64_t items = std::clamp<int64_t>(run.items, 1, kTrackedSizes);
+  std::atomic<int64_t>& avg = service_ns_[items - 1];
+  const int64_t old = avg.load(std::memory_order_relaxed);
+  const int64_t sample = old == 0 ? service.count() : std::min(service.count(), 4 * old);
+  avg.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
+}
+
 void OverloadLimiter::OnComplete(Clock::time_point now, uint64_t queue_ns, uint64_t service_ns) {
+  (void)service_ns;
   if (!options_.enabled) return;
-  if (service_ns > 0) {
-    const uint64_t i = service_count_.fetch_add(1, std::memory_order_relaxed);
-    service_ns_[i % kServiceSamples].store(service_ns, std::memory_order_relaxed);
-  }
   window_count_.fetch_add(1, std::memory_order_relaxed);
   uint64_t min_q = window_min_queue_ns_.load(std::memory_order_relaxed);
   while (queue_ns < min_q &&
@@ -91,94 +213,74 @@ void OverloadLimiter::OnComplete(Clock::time_point now, uint64_t queue_ns, uint6
   CloseWindow(now_ns);
 }
 
-uint64_t OverloadLimiter::MedianServiceNs() const {
-  const uint64_t n =
-      std::min<uint64_t>(service_count_.load(std::memory_order_relaxed), kServiceSamples);
-  if (n == 0) return 0;
-  std::array<uint64_t, kServiceSamples> samples;
-  for (uint64_t i = 0; i < n; ++i) samples[i] = service_ns_[i].load(std::memory_order_relaxed);
-  auto mid = samples.begin() + n / 2;
-  std::nth_element(samples.begin(), mid, samples.begin() + n);
-  return *mid;
-}
-
 void OverloadLimiter::CloseWindow(int64_t now_ns) {
   const uint64_t count = window_count_.exchange(0, std::memory_order_relaxed);
   const uint64_t min_q = window_min_queue_ns_.exchange(UINT64_MAX, std::memory_order_relaxed);
-  const int peak =
-      window_peak_.exchange(in_flight_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  const bool saturated = window_saturated_.exchange(false, std::memory_order_relaxed);
-  const bool first = adjustments_.fetch_add(1, std::memory_order_relaxed) == 0;
-  window_start_ns_.store(now_ns, std::memory_order_relaxed);
-
-  const double s = static_cast<double>(MedianServiceNs());
-  const int64_t target = DerivedTarget(options_, nanoseconds(static_cast<int64_t>(s))).count();
-  const int64_t interval = options_.interval.count();
-  window_length_ns_.store(std::max<int64_t>(interval, static_cast<int64_t>(4 * s)),
-                          std::memory_order_relaxed);
-  median_service_ns_.store(static_cast<int64_t>(s), std::memory_order_relaxed);
-  target_ns_.store(target, std::memory_order_relaxed);
-  if (count == 0) return;
-  const double previous_q = static_cast<double>(
-      last_queue_delay_ns_.exchange(static_cast<int64_t>(min_q), std::memory_order_relaxed));
-
-  const double t = static_cast<double>(target);
-  const double q = static_cast<double>(min_q);
-  int limit = limit_.load(std::memory_order_relaxed);
-  const bool was_overloaded = overloaded_.exchange(q > t, std::memory_order_relaxed);
-  // The queue the instances drain within the target: (requests one round of runs takes) ×
-  // (1 + T/S). The first window starts there; probing past it needs more evidence.
-  const int drainable = s > 0 ? static_cast<int>(std::clamp<double>(
-                                    std::floor(static_cast<double>(min_limit_) * (1.0 + t / s)),
-                                    min_limit_, max_limit_))
-                              : max_limit_;
-  if (q > t) {
-    // Requests admitted under a higher limit are still draining: the last cut has not taken
-    // effect yet, and cutting again on their queue delay would overshoot.
-    if (in_flight_.load(std::memory_order_relaxed) <= limit) {
-      // Little's law: at the same throughput, latency S+T needs peak × (S+T)/(S+q) in flight.
-      const int base = std::clamp(peak, 1, limit);
-      const double scaled = std::floor(static_cast<double>(base) * (s + t) / (s + q));
-      limit = static_cast<int>(std::min<double>(limit - 1, scaled));
-    }
-  } else if (first && s > 0) {
-    limit = drainable;
-  } else if (saturated && !was_overloaded &&
-             (limit < drainable ? q < t / 2 : q < t / 64 && previous_q < t / 64)) {
-    // Probe up when the limit, not the model, held requests back. Below the drainable queue a
-    // short queue is evidence enough. Past it, more requests would only wait longer unless the
-    // instances sat idle (the service time overstates how long they are busy): that takes two
-    // windows in a row in which some request found an idle instance (q ≈ 0). Never in the
-    // window right after a cut: it still shows the drain.
-    limit += std::max(1, limit / 4);
+  const int64_t window_start = window_start_ns_.load(std::memory_order_relaxed);
+  int64_t busy = window_busy_ns_.exchange(0, std::memory_order_relaxed);
+  // Runs in progress count up to now here, and from now in the next window (RunFinished).
+  for (int i = 0; i < instances_; ++i) {
+    if (run_end_ns_[i].load(std::memory_order_relaxed) == 0) continue;
+    busy += std::max<int64_t>(
+        0, now_ns - std::max(run_start_ns_[i].load(std::memory_order_relaxed), window_start));
   }
-  limit_.store(std::clamp(limit, min_limit_, max_limit_), std::memory_order_relaxed);
+  const int64_t elapsed = now_ns - window_start;
+  window_start_ns_.store(now_ns, std::memory_order_relaxed);
+  adjustments_.fetch_add(1, std::memory_order_relaxed);
+
+  const int64_t s1 = ExpectedServiceNs(1);
+  const int64_t target = DerivedTarget(options_, nanoseconds(s1)).count();
+  target_ns_.store(target, std::memory_order_relaxed);
+  window_length_ns_.store(std::max<int64_t>(options_.interval.count(), 4 * s1),
+                          std::memory_order_relaxed);
+  const int64_t utilization =
+      elapsed > 0 ? std::min<int64_t>(1000, busy * 1000 / (elapsed * instances_)) : 0;
+  const int64_t previous = utilization_permille_.exchange(utilization, std::memory_order_relaxed);
+  if (count == 0) return;
+  last_queue_delay_ns_.store(static_cast<int64_t>(min_q), std::memory_order_relaxed);
+
+  // CoDel's signal: even the luckiest request of the window waited past the target, and the
+  // instances had no idle time to speak of — a standing queue, not a burst.
+  const bool standing_queue =
+      static_cast<int64_t>(min_q) > target && utilization >= kShedEnterPermille;
+  if (shedding_.load(std::memory_order_relaxed)) {
+    // Two windows in a row: one with a few unlucky idle gaps must not reopen the queue.
+    if (utilization < kShedLeavePermille && previous < kShedLeavePermille)
+      shedding_.store(false, std::memory_order_relaxed);
+  } else if (standing_queue) {
+    shedding_.store(true, std::memory_order_relaxed);
+  }
 }
 
 OverloadLimiter::Snapshot OverloadLimiter::snapshot() const {
   Snapshot s;
   s.enabled = options_.enabled;
-  s.limit = limit_.load(std::memory_order_relaxed);
+  s.limit = ExpectedServiceNs(1) == 0 ? initial_limit_ : max_limit_;
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
-  s.overloaded = overloaded_.load(std::memory_order_relaxed);
-  s.target = nanoseconds(target_ns_.load(std::memory_order_relaxed));
-  s.median_service = nanoseconds(median_service_ns_.load(std::memory_order_relaxed));
+  s.overloaded = shedding_.load(std::memory_order_relaxed);
+  s.target = nanoseconds(options_.target_queue_delay.count() > 0
+                             ? options_.target_queue_delay.count()
+                             : DerivedTarget(options_, nanoseconds(ExpectedServiceNs(1))).count());
+  s.median_service = nanoseconds(ExpectedServiceNs(1));
   s.queue_delay = nanoseconds(last_queue_delay_ns_.load(std::memory_order_relaxed));
+  s.predicted_wait = nanoseconds(last_refused_wait_ns_.load(std::memory_order_relaxed));
+  s.utilization =
+      static_cast<double>(utilization_permille_.load(std::memory_order_relaxed)) / 1000.0;
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.adjustments = adjustments_.load(std::memory_order_relaxed);
   return s;
 }
 
-std::string OverloadLimiter::RejectionMessage(std::string_view model) const {
+std::string OverloadLimiter::RejectionMessage(std::string_view model, const Refusal& why) const {
   const Snapshot s = snapshot();
   std::string m = "model '" + std::string(model) + "' is ";
-  if (s.overloaded) {
-    m += "overloaded: queue delay " + HumanDuration(s.queue_delay.count()) + " over its " +
-         HumanDuration(s.target.count()) + " target (concurrency limit " + std::to_string(s.limit) +
-         ")";
-  } else {
+  if (why.at_limit) {
     m += "at its concurrency limit of " + std::to_string(s.limit) + " (queue delay target " +
          HumanDuration(s.target.count()) + ")";
+  } else {
+    m += "overloaded: predicted queue delay " + HumanDuration(why.predicted_wait.count()) +
+         " over its " + HumanDuration(s.target.count()) + " target";
+    if (!s.overloaded) m += " (burst allowance " + std::to_string(kNormalBoundTargets) + "x)";
   }
   return m;
 }

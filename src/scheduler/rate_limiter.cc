@@ -23,7 +23,7 @@ ClientRateLimiter::ClientRateLimiter(const Options& options) : options_(options)
   }
 }
 
-ClientRateLimiter::Shard& ClientRateLimiter::ShardFor(std::string_view client) {
+ClientRateLimiter::Shard& ClientRateLimiter::ShardFor(std::string_view client) const {
   if (shards_.size() == 1) return *shards_[0];
   // The index hashes the key again; the shard picks bits the table's own hash is unlikely to
   // correlate with by mixing once more.
@@ -54,6 +54,14 @@ bool ClientRateLimiter::TryAcquire(std::string_view client, Clock::time_point no
   }
   shard.index.emplace(shard.lru.front().key, shard.lru.begin());
   return shard.lru.front().bucket.TryAcquire(now, retry_after);
+}
+
+bool ClientRateLimiter::WouldAcquire(std::string_view client, Clock::time_point now,
+                                     Clock::duration* retry_after) const {
+  Shard& shard = ShardFor(client);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.index.find(client);
+  return it == shard.index.end() || it->second->bucket.WouldAcquire(now, retry_after);
 }
 
 void ClientRateLimiter::Refund(std::string_view client) {

@@ -44,6 +44,11 @@ class ClientRateLimiter {
   bool TryAcquire(std::string_view client, Clock::time_point now,
                   Clock::duration* retry_after = nullptr);
 
+  // Would TryAcquire(client, now) succeed? Takes nothing, creates no entry and leaves the
+  // recency order alone (an unknown client has a full bucket: true).
+  bool WouldAcquire(std::string_view client, Clock::time_point now,
+                    Clock::duration* retry_after = nullptr) const;
+
   // Gives back a token TryAcquire took for `client` (a later check rejected the request).
   // Does nothing if the key was evicted meanwhile.
   void Refund(std::string_view client);
@@ -67,7 +72,7 @@ class ClientRateLimiter {
     uint64_t evictions = 0;                                                  // guarded by mu
   };
 
-  Shard& ShardFor(std::string_view client);
+  Shard& ShardFor(std::string_view client) const;
 
   // Constant after construction.
   const Options options_;

@@ -55,6 +55,7 @@ struct RequestTiming {
 struct BatchTiming {
   int64_t batch_size = 0;  // items (sum of the requests' batch sizes)
   size_t request_count = 0;
+  size_t instance = 0;  // the index of the instance that ran it
   bool ok = false;
   uint64_t compute_input_ns = 0;   // gathering inputs into the batch
   uint64_t compute_infer_ns = 0;   // the model run

@@ -94,6 +94,16 @@ bool TokenBucket::TryAcquire(Clock::time_point now, Clock::duration* retry_after
   }
 }
 
+bool TokenBucket::WouldAcquire(Clock::time_point now, Clock::duration* retry_after) const {
+  const int64_t now_ns = ToNs(now);
+  const int64_t next = std::max(tat_ns_.load(std::memory_order_relaxed), now_ns) + interval_ns_;
+  if (next - now_ns <= tolerance_ns_) return true;
+  if (retry_after != nullptr)
+    *retry_after = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::nanoseconds(next - now_ns - tolerance_ns_));
+  return false;
+}
+
 void TokenBucket::Refund() {
   tat_ns_.fetch_sub(interval_ns_, std::memory_order_relaxed);
 }

@@ -50,6 +50,9 @@ class TokenBucket {
   // `*retry_after` (if not null) is set to the time until a token is available.
   bool TryAcquire(Clock::time_point now, Clock::duration* retry_after = nullptr);
 
+  // Would TryAcquire(now) succeed? Takes nothing; `*retry_after` as for TryAcquire.
+  bool WouldAcquire(Clock::time_point now, Clock::duration* retry_after = nullptr) const;
+
   // Gives back a token taken by TryAcquire (when a later check rejected the same request).
   // Never raises the bucket above its burst.
   void Refund();

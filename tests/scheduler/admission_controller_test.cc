@@ -343,15 +343,80 @@ TEST(AdmissionControllerTest, OverloadRefusalAndFeedback) {
             "model 'm' is at its concurrency limit of 16 (queue delay target 1.0 ms); retry "
             "after 1 s");
   EXPECT_EQ(c->in_flight(), 16);
-  // The first completion sizes the limit from the service time (100 µs → 11).
+  // Once a run is measured, the prediction decides: 1 ms runs, one instance, 15 requests
+  // queued: 15 ms > 4 × the 1 ms target.
+  m->RunStarted({0, 1, 1});
+  clock.Advance(std::chrono::milliseconds(1));
+  m->RunFinished({0, 1, 1}, std::chrono::milliseconds(1), std::chrono::milliseconds(1));
   held[0].OnComplete(0, 100'000);
   held[0].Release();
-  EXPECT_EQ(m->overload().limit, 11);
+  EXPECT_EQ(m->overload().limit, 4096);
   EXPECT_EQ(m->overload().in_flight, 15);
-  EXPECT_FALSE(m->Admit("").ok());  // 15 still held: over the new limit
+  EXPECT_FALSE(m->Peek("").ok());
+  auto over = m->Admit("");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "model 'm' is overloaded: predicted queue delay 15 ms over its 1.0 ms target "
+            "(burst allowance 8x); retry after 1 s");
   held.clear();
   EXPECT_EQ(c->in_flight(), 0);
+  EXPECT_TRUE(m->Peek("").ok());
   EXPECT_TRUE(m->Admit("").ok());
+}
+
+// Peek answers what Admit would, with the same message, and takes nothing.
+TEST(AdmissionControllerTest, PeekTakesNothing) {
+  FakeClock clock;
+  auto o = NoLimits(&clock);
+  o.max_inflight = 2;
+  o.per_client = {1, 1};
+  auto c = MakeController(o);
+  auto m = MakeModel(*c, {{"harrier.rate_limit.rps", "2"}, {"harrier.rate_limit.burst", "2"}});
+  EXPECT_TRUE(m->Peek("a").ok());
+  EXPECT_TRUE(m->Peek("a").ok());  // nothing taken by the first
+  auto a = m->Admit("a");
+  ASSERT_TRUE(a.ok());
+  // Client a's one token is gone; b's bucket is unknown, so full.
+  Status peek_a = m->Peek("a");
+  auto admit_a = m->Admit("a");
+  ASSERT_FALSE(admit_a.ok());
+  EXPECT_EQ(peek_a.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(peek_a.message(), admit_a.status().message());
+  EXPECT_TRUE(m->Peek("b").ok());
+  auto b = m->Admit("b");
+  ASSERT_TRUE(b.ok());
+  // Two held: the in-flight limit.
+  Status full = m->Peek("c");
+  EXPECT_EQ(full.message(), "server in-flight limit 2 reached; retry after 1 s");
+  EXPECT_EQ(c->in_flight(), 2);
+  a->Release();
+  b->Release();
+  // The model's bucket (2 tokens, both taken): its wait, rounded up.
+  Status rate = m->Peek("c");
+  EXPECT_EQ(rate.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(rate.message().find("rate limit for model 'm' exceeded (2 req/s)"),
+            std::string::npos)
+      << rate.message();
+  EXPECT_EQ(RetryAfterSeconds(rate), 1);
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_TRUE(m->Peek("c").ok());
+  EXPECT_EQ(c->in_flight(), 0);
+}
+
+// Peek without the overload check (a request that may be urgent) sees only the other limits.
+TEST(AdmissionControllerTest, PeekCanSkipOverloadProtection) {
+  FakeClock clock;
+  AdmissionController::Options o;
+  o.clock = &clock;
+  auto c = MakeController(o);
+  AdmissionController::ModelSpec spec;
+  spec.name = "m";
+  spec.parameters = {{"harrier.overload.max_concurrency", "1"}};
+  auto m = std::move(c->ForModel(spec)).value();
+  auto held = m->Admit("");
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(m->Peek("").code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(m->Peek("", /*check_overload=*/false).ok());
 }
 
 TEST(RetryAfterSecondsTest, ReadsTheSuffix) {
