@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harrier/backend.h"
+#include "harrier/clock.h"
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
 
@@ -90,6 +91,14 @@ class ServableModel {
     (void)client_id;
     return Status::Ok();
   }
+  // Counts an inference request for this version that a transport refused before calling
+  // Infer() (a body that does not decode, a refusal by CheckAdmission) in the version's
+  // statistics and metrics, as failed with `code`. Infer() counts its own outcomes; do not
+  // call this for them. Default: not counted.
+  virtual void RecordFailure(StatusCode code, Clock::time_point received_at) {
+    (void)code;
+    (void)received_at;
+  }
 };
 
 class ModelManager {
@@ -111,6 +120,10 @@ class ModelManager {
                                                          std::optional<int64_t> version) const = 0;
   // True when every model the repository holds is ready (the server's readiness).
   virtual bool AllReady() const = 0;
+  // Counts an inference request that failed before it reached a model version (Get() refused
+  // it: unknown model or version, not ready), for the metrics; labelled by `code` only, never
+  // by the name the client sent. Default: not counted.
+  virtual void RecordUnroutedFailure(StatusCode code) { (void)code; }
 };
 
 }  // namespace harrier

@@ -9,6 +9,10 @@ uint64_t Ns(Clock::time_point from, Clock::time_point to) {
   return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
 }
 
+OverloadLimiter::Run AdmissionRun(const BatchTiming& b) {
+  return {b.instance, static_cast<int>(b.request_count), b.batch_size};
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
@@ -27,9 +31,20 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
   };
   scheduler_options.on_batch_ran = [self](const BatchTiming& b) {
     if (b.ok) self->stats_.RecordExecution(b.batch_size, b.compute_input_ns, b.compute_infer_ns);
+    // Before the answers release their tickets: until then the finished requests still count
+    // as queued, which errs towards refusing, never towards a longer wait than predicted.
+    if (self->options_.admission != nullptr) {
+      const std::chrono::nanoseconds service(b.compute_input_ns + b.compute_infer_ns);
+      self->options_.admission->RunFinished(AdmissionRun(b), b.ok ? service : service.zero(),
+                                            service);
+    }
   };
   scheduler_options.on_batch_answered = [self](const BatchTiming& b) {
     if (b.ok) self->stats_.AddBatchOutputTime(b.batch_size, b.compute_output_ns);
+  };
+  // Overload protection predicts a newcomer's queue delay from the runs in progress.
+  scheduler_options.on_batch_start = [self](const BatchTiming& b) {
+    if (self->options_.admission != nullptr) self->options_.admission->RunStarted(AdmissionRun(b));
   };
   ASSIGN_OR_RETURN(model->scheduler_,
                    ModelScheduler::Create(std::move(instances), scheduler_options));
@@ -51,6 +66,21 @@ void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
   stats_.Snapshot(out);
 }
 
+void LoadedModel::RecordFailure(StatusCode code, Clock::time_point received_at) {
+  stats_.RecordFailure(Ns(received_at, clock_->Now()), code);
+}
+
+Status LoadedModel::CheckAdmission(std::string_view client_id) const {
+  if (options_.admission == nullptr) return Status::Ok();
+  // The priority is in the body: when a request could be more urgent than the default level
+  // (and so exempt from overload protection in Infer()), only the other limits are checked.
+  const BatchingPolicy& policy = options_.policy;
+  const uint64_t default_level =
+      policy.default_priority_level != 0 ? policy.default_priority_level : policy.priority_levels;
+  const bool may_be_urgent = policy.priority_levels > 0 && default_level > 1;
+  return options_.admission->Peek(client_id, /*check_overload=*/!may_be_urgent);
+}
+
 void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const Clock::time_point validate_start = clock_->Now();
   if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
@@ -66,7 +96,7 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
                         request->priority < default_level;
     StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id, urgent);
     if (!admitted.ok()) {
-      stats_.RecordFailure(Ns(request->received_at, clock_->Now()));
+      stats_.RecordFailure(Ns(request->received_at, clock_->Now()), admitted.status().code());
       done(admitted.status());
       return;
     }
@@ -77,13 +107,14 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
   if (Status s =
           ValidateAndPrepare(options_.io, options_.name, request.get(), &scheduled->output_names);
       !s.ok()) {
-    stats_.RecordFailure(Ns(request->received_at, clock_->Now()));
+    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), s.code());
     done(std::move(s));
     return;
   }
   scheduled->request = std::move(request);
   scheduled->done = std::move(done);
   scheduled->compute_input_ns = Ns(validate_start, clock_->Now());
+  stats_.RequestStarted();  // RequestFinished() in OnComplete, which every Submit() reaches
   scheduler_->Submit(std::move(scheduled));
 }
 
@@ -91,6 +122,7 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
                              StatusOr<std::vector<Tensor>> result, const RequestTiming& timing) {
   const InferenceRequest& req = *r->request;
   const Clock::time_point ran = clock_->Now();
+  stats_.RequestFinished();
   // Overload feedback from requests that ran or waited out their deadline in the queue; not
   // from ones refused at Submit() or cancelled (their queue time says nothing about the load).
   if (timing.executed_batch_size > 0) {
@@ -100,7 +132,11 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   }
   // The ticket is released when `r` goes away at the end of this function, after `done`.
   if (!result.ok()) {
-    stats_.RecordFailure(Ns(req.received_at, ran));
+    stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());
+    if (result.status().code() == StatusCode::kCancelled) {
+      stats_.RecordCancellation(timing.executed_batch_size > 0 ? CancellationStage::kRunning
+                                                               : CancellationStage::kQueued);
+    }
     r->done(result.status().WithContext("model '" + options_.name + "' version " +
                                         std::to_string(options_.version)));
     return;
@@ -119,7 +155,8 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   response.outputs = std::move(result).value();
   // The callback encodes the response (compute_output) and hands it to the connection.
   r->done(std::move(response));
-  stats_.AddOutputTime(Ns(ran, clock_->Now()));
+  const Clock::time_point answered = clock_->Now();
+  stats_.AddOutputTime(Ns(ran, answered), Ns(req.received_at, answered));
 }
 
 }  // namespace harrier

@@ -51,10 +51,16 @@ class LoadedModel : public ServableModel {
   // Errors through `done`: kInvalidArgument (validation, on the calling thread), and the
   // scheduler's: kResourceExhausted, kDeadlineExceeded, kCancelled, kUnavailable, kInternal.
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
+  // ModelAdmission::Peek: nothing taken. With priority levels more urgent than the default
+  // (which Infer() exempts from overload protection) the overload part is skipped.
+  Status CheckAdmission(std::string_view client_id) const override;
+  void RecordFailure(StatusCode code, Clock::time_point received_at) override;
 
   const ModelIO& io() const { return options_.io; }
   ModelScheduler& scheduler() { return *scheduler_; }
   void SnapshotStats(ModelVersionStats* out) const;
+  // The version's Prometheus histograms and counters (recorded by its ModelStats).
+  const ModelMetrics& metrics() const { return stats_.metrics(); }
 
   // Stops accepting requests, finishes queued and running ones. Idempotent.
   void Shutdown() { scheduler_->Shutdown(); }

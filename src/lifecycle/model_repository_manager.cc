@@ -14,6 +14,7 @@
 
 #include "core/cpu_quota.h"
 #include "lifecycle/loaded_model.h"
+#include "observability/model_metrics.h"
 #include "repository/config_autocomplete.h"
 #include "repository/config_data_type.h"
 #include "repository/config_json.h"
@@ -219,12 +220,17 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   StatusOr<std::vector<ModelVersionStats>> Stats(std::optional<std::string_view> name,
                                                  std::optional<int64_t> version) const override;
   bool AllReady() const override;
+  void RecordUnroutedFailure(StatusCode code) override {
+    unrouted_failures_.Add(FailureReasonFor(code));
+  }
+  void CollectMetrics(TextExposition* out) const override;
 
  private:
   struct VersionEntry {
     ModelState state = ModelState::kLoading;
     std::string reason;
     std::shared_ptr<LoadedModel> model;  // set when READY
+    double load_seconds = -1;            // load and warm-up time; negative: never tried
   };
   struct ModelEntry {
     std::string platform;
@@ -247,6 +253,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   mutable std::shared_mutex mu_;
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
   bool shut_down_ = false;                                 // guarded by mu_
+
+  FailureCounters unrouted_failures_;  // relaxed atomics
 };
 
 void ModelRepositoryManagerImpl::LoadAll() {
@@ -302,11 +310,12 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (loaded.ok()) {
       spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v, ms);
-      entry.versions[v] = {ModelState::kReady, "", std::move(loaded).value()};
+      entry.versions[v] = {ModelState::kReady, "", std::move(loaded).value(), ms / 1000.0};
     } else {
       spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
                     loaded.status().message());
-      entry.versions[v] = {ModelState::kUnavailable, loaded.status().message(), nullptr};
+      entry.versions[v] = {ModelState::kUnavailable, loaded.status().message(), nullptr,
+                           ms / 1000.0};
     }
   }
   SetModel(dir.name, std::move(entry));
@@ -481,6 +490,43 @@ bool ModelRepositoryManagerImpl::AllReady() const {
       if (e.state != ModelState::kReady) return false;
   }
   return true;
+}
+
+void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
+  DeclareModelMetricFamilies(out);
+  // Pinned under the lock, read outside it: a scrape does not hold up Get() on the request path
+  // longer than a map walk.
+  struct Version {
+    ModelVersionState state;
+    double load_seconds;
+    std::shared_ptr<LoadedModel> model;
+  };
+  std::vector<Version> versions;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [name, entry] : models_) {
+      if (entry.versions.empty()) {
+        versions.push_back({{name, 0,
+                             entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
+                             ""},
+                            -1, nullptr});
+      }
+      for (const auto& [v, e] : entry.versions)
+        versions.push_back({{name, v, e.state, ""}, e.load_seconds, e.model});
+    }
+  }
+  for (const Version& v : versions) {
+    if (v.model == nullptr) continue;
+    ModelVersionStats stats;
+    v.model->SnapshotStats(&stats);
+    ModelVersionSample sample;
+    sample.stats = &stats;
+    sample.metrics = &v.model->metrics();
+    sample.queue_depth = v.model->scheduler().queue_depth();
+    AppendModelVersionMetrics(sample, out);
+  }
+  AppendUnroutedFailures(unrouted_failures_, out);
+  for (const Version& v : versions) AppendModelState(v.state, v.load_seconds, out);
 }
 
 void ModelRepositoryManagerImpl::Shutdown() {

@@ -19,6 +19,7 @@
 #include "harrier/backend.h"
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
+#include "observability/text_exposition.h"
 #include "scheduler/admission_controller.h"
 
 namespace harrier {
@@ -49,6 +50,11 @@ class ModelRepositoryManager : public ModelManager {
   // Stops accepting new requests (kUnavailable), finishes the ones queued or running, and
   // joins the worker threads. Idempotent.
   virtual void Shutdown() = 0;
+
+  // Adds every model version's metrics to `out` (docs/metrics.md): the per-version families of
+  // the ready versions, the state and load time of every version in the index, and the
+  // failures of requests that never reached a version. For the metrics endpoint's scrape.
+  virtual void CollectMetrics(TextExposition* out) const = 0;
 };
 
 }  // namespace harrier

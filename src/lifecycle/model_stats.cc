@@ -20,6 +20,7 @@ ModelStats::ModelStats(int64_t max_batch_size)
 void ModelStats::RecordExecution(int64_t batch_size, uint64_t compute_input_ns,
                                  uint64_t compute_infer_ns) {
   execution_count_.fetch_add(1, std::memory_order_relaxed);
+  metrics_.batch_size.Observe(static_cast<uint64_t>(std::max<int64_t>(0, batch_size)));
   if (batch_size < 1 || batch_size > max_batch_stat_) return;
   BatchCounters& b = batch_[batch_size];
   b.compute_input.Add(compute_input_ns);
@@ -32,9 +33,11 @@ void ModelStats::AddBatchOutputTime(int64_t batch_size, uint64_t compute_output_
   batch_[batch_size].compute_output.AddNs(compute_output_ns);
 }
 
-void ModelStats::AddOutputTime(uint64_t compute_output_ns) {
+void ModelStats::AddOutputTime(uint64_t compute_output_ns, uint64_t total_ns) {
   compute_output_.AddNs(compute_output_ns);
   success_.AddNs(compute_output_ns);
+  metrics_.compute_output_duration.Observe(compute_output_ns);
+  metrics_.request_duration.Observe(total_ns);
 }
 
 void ModelStats::RecordSuccess(const Durations& d, int64_t batch_size) {
@@ -43,12 +46,16 @@ void ModelStats::RecordSuccess(const Durations& d, int64_t batch_size) {
   compute_input_.Add(d.compute_input_ns);
   compute_infer_.Add(d.compute_infer_ns);
   compute_output_.Add(d.compute_output_ns);
+  metrics_.queue_duration.Observe(d.queue_ns);
+  metrics_.compute_input_duration.Observe(d.compute_input_ns);
+  metrics_.compute_infer_duration.Observe(d.compute_infer_ns);
   inference_count_.fetch_add(static_cast<uint64_t>(batch_size), std::memory_order_relaxed);
   last_inference_ms_.store(NowMs(), std::memory_order_relaxed);
 }
 
-void ModelStats::RecordFailure(uint64_t total_ns) {
+void ModelStats::RecordFailure(uint64_t total_ns, StatusCode code) {
   fail_.Add(total_ns);
+  metrics_.failures.Add(FailureReasonFor(code));
   last_inference_ms_.store(NowMs(), std::memory_order_relaxed);
 }
 

@@ -1,8 +1,11 @@
-// ModelStats: a model version's counters for Triton's statistics extension.
+// ModelStats: a model version's counters for Triton's statistics extension, and the one place
+// that records its Prometheus metrics too (observability/model_metrics.h): each Record* call
+// below feeds both, so there is one set of timing code.
 //
-// Lock-free: every field is a relaxed atomic, so recording costs a few atomic adds on the
-// request path and a reader (GET .../stats) sees each counter consistently but not a snapshot
-// across counters, which is what Triton's statistics promise too.
+// Lock-free: every field is a relaxed atomic (the histograms are sharded relaxed atomics), so
+// recording costs a few atomic adds on the request path and a reader (GET .../stats, a
+// scrape) sees each counter consistently but not a snapshot across counters, which is what
+// Triton's statistics promise too.
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,8 @@
 #include <memory>
 
 #include "harrier/model_manager.h"
+#include "harrier/status.h"
+#include "observability/model_metrics.h"
 
 namespace harrier {
 
@@ -32,9 +37,17 @@ class ModelStats {
   // before the response is handed back, so that a client that has its answer sees it counted;
   // the time spent handing it back is added by AddOutputTime().
   void RecordSuccess(const Durations& d, int64_t batch_size);
-  // Adds the time the response took to hand back (encoding) to compute_output and success.
-  void AddOutputTime(uint64_t compute_output_ns);
-  void RecordFailure(uint64_t total_ns);
+  // Adds the time the response took to hand back (encoding) to compute_output and success,
+  // and records the request's compute_output and end-to-end (`total_ns`, receipt to handed
+  // back) histograms.
+  void AddOutputTime(uint64_t compute_output_ns, uint64_t total_ns);
+  // A request failed with `code` (counted by FailureReasonFor(code)).
+  void RecordFailure(uint64_t total_ns, StatusCode code);
+  // A cancelled request (also recorded by RecordFailure with kCancelled): where it was.
+  void RecordCancellation(CancellationStage stage) { metrics_.RecordCancellation(stage); }
+  // Requests admitted and not yet answered (harrier_inflight_requests).
+  void RequestStarted() { metrics_.in_flight.fetch_add(1, std::memory_order_relaxed); }
+  void RequestFinished() { metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed); }
   // One model execution of `batch_size` items (execution_count += 1, batch_stats), recorded
   // before its requests are answered; AddBatchOutputTime() adds the answering time after.
   void RecordExecution(int64_t batch_size, uint64_t compute_input_ns, uint64_t compute_infer_ns);
@@ -42,6 +55,7 @@ class ModelStats {
 
   // Fills the counter fields of `out` (name and version are left to the caller).
   void Snapshot(ModelVersionStats* out) const;
+  const ModelMetrics& metrics() const { return metrics_; }
 
  private:
   struct Counter {
@@ -66,6 +80,7 @@ class ModelStats {
   std::atomic<uint64_t> last_inference_ms_{0};
   const int64_t max_batch_stat_;                  // constant after construction
   const std::unique_ptr<BatchCounters[]> batch_;  // index = batch size; [0] unused
+  ModelMetrics metrics_;
 };
 
 }  // namespace harrier

@@ -110,5 +110,64 @@ TEST_F(LoadedModelTest, ExpiredDeadlineIsAGatewayTimeoutWithTheModelNamed) {
   EXPECT_EQ(runs_.load(), 0);
 }
 
+// The Prometheus metrics are recorded at the same points as Triton's statistics.
+TEST_F(LoadedModelTest, MetricsAgreeWithTheStatistics) {
+  BatchingPolicy p;
+  p.dynamic_batching = true;
+  p.max_batch_size = 8;
+  auto m = Make(p, /*instances=*/2);
+  EXPECT_EQ(InferConcurrently(*m, 2, 200), 2 * 200);
+  m->Shutdown();
+  ModelVersionStats st;
+  m->SnapshotStats(&st);
+  const ModelMetrics& metrics = m->metrics();
+  EXPECT_EQ(metrics.request_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.queue_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.compute_input_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.compute_infer_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.compute_output_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.queue_duration.Snapshot().sum, st.queue.ns);
+  EXPECT_EQ(metrics.compute_infer_duration.Snapshot().sum, st.compute_infer.ns);
+  // Triton's success time includes the output time: the histogram's end-to-end sum is the same.
+  EXPECT_EQ(metrics.request_duration.Snapshot().sum, st.success.ns);
+  HistogramSnapshot batches = metrics.batch_size.Snapshot();
+  EXPECT_EQ(batches.count(), st.execution_count);
+  EXPECT_EQ(batches.sum, st.inference_count);
+  EXPECT_EQ(metrics.in_flight.load(), 0);
+}
+
+TEST_F(LoadedModelTest, FailuresAreCountedByReasonAndCancellationsByStage) {
+  auto m = Make(BatchingPolicy{});
+  auto call = [&](std::unique_ptr<InferenceRequest> r) {
+    std::promise<StatusOr<InferenceResponse>> done;
+    m->Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { done.set_value(std::move(resp)); });
+    return done.get_future().get().status().code();
+  };
+  auto expired = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
+  expired->deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  EXPECT_EQ(call(std::move(expired)), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(call(Fp32InferenceRequest({1, 2, 3}, {1, 3})), StatusCode::kInvalidArgument);
+  auto cancelled = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
+  cancelled->cancellation = std::make_shared<CancellationToken>();
+  cancelled->cancellation->Cancel();
+  EXPECT_EQ(call(std::move(cancelled)), StatusCode::kCancelled);
+  // Found by the transport before Infer().
+  m->RecordFailure(StatusCode::kInvalidArgument, std::chrono::steady_clock::now());
+  m->Shutdown();
+
+  const ModelMetrics& metrics = m->metrics();
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kTimeout), 1u);
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kBadRequest), 2u);
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kCancelled), 1u);
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kInternal), 0u);
+  EXPECT_EQ(metrics.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(), 1u);
+  EXPECT_EQ(metrics.cancellations[static_cast<size_t>(CancellationStage::kRunning)].load(), 0u);
+  EXPECT_EQ(metrics.request_duration.Snapshot().count(), 0u);
+  EXPECT_EQ(metrics.in_flight.load(), 0);
+  ModelVersionStats st;
+  m->SnapshotStats(&st);
+  EXPECT_EQ(st.fail.count, 4u);  // Triton's failure count: the same four
+}
+
 }  // namespace
 }  // namespace harrier

@@ -38,6 +38,16 @@ class FakeServableModel : public ServableModel {
     done(std::move(response));
   }
 
+  // Answers `admission` and remembers what it was asked.
+  Status CheckAdmission(std::string_view client_id) const override {
+    ++admission_checks;
+    admission_client = std::string(client_id);
+    return admission;
+  }
+  void RecordFailure(StatusCode code, Clock::time_point) override {
+    recorded_failures.push_back(code);
+  }
+
   // Every input back as an output with the same name, sharing the input's memory.
   StatusOr<InferenceResponse> Echo(const InferenceRequest& request) const {
     InferenceResponse r;
@@ -54,6 +64,10 @@ class FakeServableModel : public ServableModel {
 
   std::string config_json = "{}";
   InferFn infer;  // null: Echo
+  Status admission;  // what CheckAdmission answers
+  mutable int admission_checks = 0;
+  mutable std::string admission_client;
+  std::vector<StatusCode> recorded_failures;  // by RecordFailure
   std::unique_ptr<InferenceRequest> last_request;
   int infer_calls = 0;
 

@@ -315,6 +315,18 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
   respond(ErrorResponse(Internal("unhandled route")));
 }
 
+std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
+  if (head.method != "POST") return std::nullopt;
+  StatusOr<Route> matched = MatchRoute(head.target);
+  if (!matched.ok() || matched->kind != Route::Kind::kInfer) return std::nullopt;
+  auto model = models_->Get(matched->model, matched->version);
+  if (!model.ok()) return std::nullopt;
+  Status admission = (*model)->CheckAdmission(head.Header("x-client-id"));
+  if (admission.code() != StatusCode::kResourceExhausted) return std::nullopt;
+  (*model)->RecordFailure(admission.code(), std::chrono::steady_clock::now());
+  return ErrorResponse(admission);
+}
+
 HttpResponse KServeHandler::ServerReady() const {
   if (!models_->AllReady()) {
     return ErrorResponse(
@@ -479,21 +491,28 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, HttpResponder
   const auto received_at = std::chrono::steady_clock::now();
   // The model first: an unknown model is answered without parsing a large body.
   auto model = models_->Get(route.model, route.version);
-  if (!model.ok()) return respond(ErrorResponse(model.status()));
+  if (!model.ok()) {
+    models_->RecordUnroutedFailure(model.status().code());
+    return respond(ErrorResponse(model.status()));
+  }
+  // Refusals from here until Infer() count in the version's statistics and metrics.
+  auto refuse = [&](const Status& s) {
+    (*model)->RecordFailure(s.code(), received_at);
+    respond(ErrorResponse(s));
+  };
 
   std::shared_ptr<const std::string> body =
       request.body ? std::move(request.body) : std::make_shared<const std::string>();
   StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
-  if (!header_length.ok()) return respond(ErrorResponse(header_length.status()));
+  if (!header_length.ok()) return refuse(header_length.status());
   auto decoded = DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
-  if (!decoded.ok()) return respond(ErrorResponse(decoded.status()));
+  if (!decoded.ok()) return refuse(decoded.status());
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
   infer_request->model_name = route.model;
   infer_request->model_version = route.version;
   infer_request->received_at = received_at;
   infer_request->cancellation = std::move(request.cancellation);
-  if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok())
-    return respond(ErrorResponse(s));
+  if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok()) return refuse(s);
 
   // What the response needs of the request, which the model now owns and may free.
   InferenceRequest selection;

@@ -25,6 +25,7 @@
 // are sent from whichever thread the model's callback runs on.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,12 @@ class KServeHandler : public HttpHandler {
   KServeHandler(ModelManager* models, Options options);
 
   void Handle(HttpRequest request, HttpResponder respond) override;
+  // For POST .../infer only: the 429 (with Retry-After) that Infer would answer when the
+  // model's admission control refuses the request now (ServableModel::CheckAdmission with its
+  // X-Client-Id), counted as a failure of that version. Anything else — another route, an
+  // unknown or unready model, a request admission would take — has no opinion: Handle()
+  // answers it. Allocates nothing for a model name of up to 15 bytes that admission takes.
+  std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
 
  private:
   struct Route;

@@ -1,0 +1,45 @@
+#include "observability/metrics_handler.h"
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace harrier {
+namespace {
+
+HttpResponse Error(int status, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  // The messages below are constants without characters that need JSON escaping.
+  r.body = "{\"error\":\"" + std::string(message) + "\"}";
+  return r;
+}
+
+}  // namespace
+
+MetricsHandler::MetricsHandler(std::vector<Collector> collectors)
+    : collectors_(std::move(collectors)) {}
+
+std::string MetricsHandler::Scrape() const {
+  TextExposition exposition;
+  for (const Collector& collect : collectors_) collect(&exposition);
+  return exposition.Text();
+}
+
+void MetricsHandler::Handle(HttpRequest request, HttpResponder respond) {
+  std::string_view path = request.target;
+  path = path.substr(0, path.find('?'));
+  if (path != "/metrics") return respond(Error(404, "unknown path: metrics are at /metrics"));
+  if (request.method != "GET") {
+    HttpResponse r = Error(405, "use GET on /metrics");
+    r.headers.emplace_back("Allow", "GET");
+    return respond(std::move(r));
+  }
+  HttpResponse r;
+  r.headers.emplace_back("Content-Type", std::string(TextExposition::kContentType));
+  r.body = Scrape();
+  respond(std::move(r));
+}
+
+}  // namespace harrier

@@ -1,0 +1,209 @@
+#include "observability/model_metrics.h"
+
+#include <string>
+
+namespace harrier {
+namespace {
+
+using Type = TextExposition::Type;
+constexpr double kNsPerSecond = 1e9;
+constexpr double kNsPerMicrosecond = 1e3;
+
+constexpr FailureReason kAllReasons[] = {FailureReason::kBadRequest, FailureReason::kNotFound,
+                                         FailureReason::kTimeout,    FailureReason::kCancelled,
+                                         FailureReason::kRejected,   FailureReason::kUnavailable,
+                                         FailureReason::kInternal};
+static_assert(std::size(kAllReasons) == kFailureReasonCount);
+
+constexpr ModelState kAllStates[] = {ModelState::kLoading, ModelState::kReady,
+                                     ModelState::kUnloading, ModelState::kUnavailable};
+
+// Histograms: name, help, and which member of ModelMetrics.
+struct HistogramFamily {
+  std::string_view name;
+  std::string_view help;
+  Histogram ModelMetrics::*member;
+  double unit_divisor;
+};
+constexpr HistogramFamily kHistograms[] = {
+    {"harrier_request_duration_seconds",
+     "Successful inference requests: time from receipt by the server to the response handed "
+     "back to the connection",
+     &ModelMetrics::request_duration, kNsPerSecond},
+    {"harrier_queue_duration_seconds",
+     "Successful inference requests: time waiting in the model's queue",
+     &ModelMetrics::queue_duration, kNsPerSecond},
+    {"harrier_compute_input_duration_seconds",
+     "Successful inference requests: input validation, preparation and batch gathering",
+     &ModelMetrics::compute_input_duration, kNsPerSecond},
+    {"harrier_compute_infer_duration_seconds",
+     "Successful inference requests: the model execution they ran in",
+     &ModelMetrics::compute_infer_duration, kNsPerSecond},
+    {"harrier_compute_output_duration_seconds",
+     "Successful inference requests: output splitting and response encoding",
+     &ModelMetrics::compute_output_duration, kNsPerSecond},
+    {"harrier_batch_size", "Successful model executions: items (batch dimension) per execution",
+     &ModelMetrics::batch_size, 1.0},
+};
+
+// Triton's cumulative-microsecond counters and the ModelVersionStats field each comes from.
+struct TritonDuration {
+  std::string_view name;
+  std::string_view help;
+  DurationStat ModelVersionStats::*field;
+};
+constexpr TritonDuration kTritonDurations[] = {
+    {"nv_inference_request_duration_us",
+     "Cumulative inference request duration in microseconds (successful requests; Triton's name)",
+     &ModelVersionStats::success},
+    {"nv_inference_queue_duration_us",
+     "Cumulative inference queuing duration in microseconds (Triton's name)",
+     &ModelVersionStats::queue},
+    {"nv_inference_compute_input_duration_us",
+     "Cumulative compute input duration in microseconds (Triton's name)",
+     &ModelVersionStats::compute_input},
+    {"nv_inference_compute_infer_duration_us",
+     "Cumulative compute inference duration in microseconds (Triton's name)",
+     &ModelVersionStats::compute_infer},
+    {"nv_inference_compute_output_duration_us",
+     "Cumulative inference compute output duration in microseconds (Triton's name)",
+     &ModelVersionStats::compute_output},
+};
+
+}  // namespace
+
+FailureReason FailureReasonFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kPayloadTooLarge:
+    case StatusCode::kUnimplemented: return FailureReason::kBadRequest;
+    case StatusCode::kNotFound: return FailureReason::kNotFound;
+    case StatusCode::kDeadlineExceeded: return FailureReason::kTimeout;
+    case StatusCode::kCancelled: return FailureReason::kCancelled;
+    case StatusCode::kResourceExhausted: return FailureReason::kRejected;
+    case StatusCode::kUnavailable: return FailureReason::kUnavailable;
+    case StatusCode::kOk:
+    case StatusCode::kInternal: return FailureReason::kInternal;
+  }
+  return FailureReason::kInternal;
+}
+
+std::string_view FailureReasonName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kBadRequest: return "bad_request";
+    case FailureReason::kNotFound: return "not_found";
+    case FailureReason::kTimeout: return "timeout";
+    case FailureReason::kCancelled: return "cancelled";
+    case FailureReason::kRejected: return "rejected";
+    case FailureReason::kUnavailable: return "unavailable";
+    case FailureReason::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+ModelMetrics::ModelMetrics()
+    : request_duration(HistogramBuckets::Latency()),
+      queue_duration(HistogramBuckets::Latency()),
+      compute_input_duration(HistogramBuckets::Latency()),
+      compute_infer_duration(HistogramBuckets::Latency()),
+      compute_output_duration(HistogramBuckets::Latency()),
+      batch_size(HistogramBuckets::BatchSize()) {}
+
+void DeclareModelMetricFamilies(TextExposition* out) {
+  for (const HistogramFamily& h : kHistograms) out->Declare(h.name, Type::kHistogram, h.help);
+  out->Declare("harrier_request_success_total", Type::kCounter,
+               "Inference requests answered successfully");
+  out->Declare("harrier_request_failure_total", Type::kCounter,
+               "Inference requests that failed, by reason; model=\"\" for requests that never "
+               "reached a model version (unknown model or version, model not ready)");
+  out->Declare("harrier_cancellations_total", Type::kCounter,
+               "Inference requests cancelled because the client went away, by where they were: "
+               "queued (removed without running) or running (execution stopped)");
+  out->Declare("harrier_inference_total", Type::kCounter,
+               "Inferences performed (a request with batch dimension n counts n)");
+  out->Declare("harrier_execution_total", Type::kCounter,
+               "Model executions (a dynamic batch of requests counts 1)");
+  out->Declare("harrier_queue_depth", Type::kGauge,
+               "Requests waiting in the model version's queue");
+  out->Declare("harrier_inflight_requests", Type::kGauge,
+               "Requests admitted to the model version and not yet answered (queued or running)");
+  out->Declare("harrier_model_state", Type::kGauge,
+               "1 for the model version's current state (LOADING, READY, UNLOADING, "
+               "UNAVAILABLE), 0 for the others");
+  out->Declare("harrier_model_load_duration_seconds", Type::kGauge,
+               "Time the model version took to load and warm up");
+  out->Declare("nv_inference_request_success", Type::kCounter,
+               "Number of successful inference requests, all batch sizes (Triton's name)");
+  out->Declare("nv_inference_request_failure", Type::kCounter,
+               "Number of failed inference requests, all batch sizes (Triton's name)");
+  out->Declare("nv_inference_count", Type::kCounter,
+               "Number of inferences performed (Triton's name)");
+  out->Declare("nv_inference_exec_count", Type::kCounter,
+               "Number of model executions performed (Triton's name)");
+  for (const TritonDuration& t : kTritonDurations) out->Declare(t.name, Type::kCounter, t.help);
+  out->Declare("nv_inference_pending_request_count", Type::kGauge,
+               "Instantaneous number of pending requests awaiting execution (Triton's name)");
+}
+
+void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition* out) {
+  const ModelVersionStats& s = *sample.stats;
+  const ModelMetrics& m = *sample.metrics;
+  const std::string version = std::to_string(s.version);
+  const TextExposition::Labels labels = {{"model", s.name}, {"version", version}};
+
+  for (const HistogramFamily& h : kHistograms) {
+    const Histogram& histogram = m.*h.member;
+    out->AddHistogram(h.name, labels, histogram.upper_bounds(), histogram.Snapshot(),
+                      h.unit_divisor);
+  }
+  out->Add("harrier_request_success_total", labels, s.success.count);
+  for (FailureReason reason : kAllReasons) {
+    out->Add("harrier_request_failure_total",
+             {{"model", s.name}, {"version", version}, {"reason", FailureReasonName(reason)}},
+             m.failures.Read(reason));
+  }
+  out->Add("harrier_cancellations_total",
+           {{"model", s.name}, {"version", version}, {"stage", "queued"}},
+           m.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(
+               std::memory_order_relaxed));
+  out->Add("harrier_cancellations_total",
+           {{"model", s.name}, {"version", version}, {"stage", "running"}},
+           m.cancellations[static_cast<size_t>(CancellationStage::kRunning)].load(
+               std::memory_order_relaxed));
+  out->Add("harrier_inference_total", labels, s.inference_count);
+  out->Add("harrier_execution_total", labels, s.execution_count);
+  out->Add("harrier_queue_depth", labels, sample.queue_depth);
+  out->Add("harrier_inflight_requests", labels,
+           static_cast<double>(m.in_flight.load(std::memory_order_relaxed)));
+
+  out->Add("nv_inference_request_success", labels, s.success.count);
+  out->Add("nv_inference_request_failure", labels, s.fail.count);
+  out->Add("nv_inference_count", labels, s.inference_count);
+  out->Add("nv_inference_exec_count", labels, s.execution_count);
+  for (const TritonDuration& t : kTritonDurations)
+    out->Add(t.name, labels, (s.*t.field).ns / static_cast<uint64_t>(kNsPerMicrosecond));
+  out->Add("nv_inference_pending_request_count", labels, sample.queue_depth);
+}
+
+void AppendUnroutedFailures(const FailureCounters& failures, TextExposition* out) {
+  for (FailureReason reason : kAllReasons) {
+    out->Add("harrier_request_failure_total",
+             {{"model", ""}, {"version", ""}, {"reason", FailureReasonName(reason)}},
+             failures.Read(reason));
+  }
+}
+
+void AppendModelState(const ModelVersionState& state, double load_seconds, TextExposition* out) {
+  const std::string version = std::to_string(state.version);
+  for (ModelState s : kAllStates) {
+    out->Add("harrier_model_state",
+             {{"model", state.name}, {"version", version}, {"state", ModelStateName(s)}},
+             uint64_t{s == state.state ? 1u : 0u});
+  }
+  if (load_seconds >= 0) {
+    out->Add("harrier_model_load_duration_seconds", {{"model", state.name}, {"version", version}},
+             load_seconds);
+  }
+}
+
+}  // namespace harrier
