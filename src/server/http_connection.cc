@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/json_writer.h"
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -13,6 +11,10 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <type_traits>
+
+#include "core/json_writer.h"
+#include "server/http2_connection.h"
 
 namespace harrier::server_internal {
 
@@ -88,25 +90,74 @@ std::string_view DateHeader() {
   return {line, length};
 }
 
+// True when the comma-separated header value `list` holds `token` (case-insensitive).
+bool ListHasToken(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (IEquals(item, token)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// base64url without padding (RFC 4648 §5), as HTTP2-Settings uses; padding is tolerated.
+bool DecodeBase64Url(std::string_view in, std::string* out) {
+  out->clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : in) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z')
+      v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z')
+      v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9')
+      v = ch - '0' + 52;
+    else if (ch == '-' || ch == '+')
+      v = 62;
+    else if (ch == '_' || ch == '/')
+      v = 63;
+    else if (ch == '=')
+      break;
+    else
+      return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-HttpConnection::HttpConnection(Socket socket, IoThread* io, ServerShared* shared)
+template <class Stream>
+BasicHttpConnection<Stream>::BasicHttpConnection(Socket socket, IoThread* io, ServerShared* shared)
     : io_(io), shared_(shared), socket_(std::move(socket)), timer_(io->ioc.get_executor()) {}
 
-HttpConnection::~HttpConnection() = default;
+template <class Stream>
+BasicHttpConnection<Stream>::~BasicHttpConnection() = default;
 
-void HttpConnection::Start() {
+template <class Stream>
+void BasicHttpConnection<Stream>::Start() {
   if (shared_->stopping.load(std::memory_order_relaxed)) {
     Close();
     return;
   }
-  registry_pos_ = io_->connections.insert(io_->connections.end(), shared_from_this());
+  registry_pos_ = io_->connections.insert(io_->connections.end(), this->shared_from_this());
   registered_ = true;
   shared_->live_connections.fetch_add(1);
   StartRequest();
 }
 
-void HttpConnection::OnServerStopping() {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnServerStopping() {
   if (phase_ == Phase::kIdle) {
     Close();
   } else {
@@ -114,9 +165,10 @@ void HttpConnection::OnServerStopping() {
   }
 }
 
-void HttpConnection::Close() {
+template <class Stream>
+void BasicHttpConnection<Stream>::Close() {
   if (phase_ == Phase::kClosed) return;
-  auto self = shared_from_this();  // the registry may hold the last reference
+  auto self = this->shared_from_this();  // the registry may hold the last reference
   const bool handling = phase_ == Phase::kHandling;
   phase_ = Phase::kClosed;
   // Nobody will receive this request's answer (client gone, or Stop gave up on it): let the
@@ -127,9 +179,10 @@ void HttpConnection::Close() {
   timer_armed_ = false;
   timer_.cancel();
   error_code ignored;
-  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
-  socket_.close(ignored);
+  socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.lowest_layer().close(ignored);
   inline_response_.reset();
+  early_response_.reset();
   if (registered_) {
     registered_ = false;
     io_->connections.erase(registry_pos_);
@@ -139,7 +192,8 @@ void HttpConnection::Close() {
 
 // ---- Reading a request -------------------------------------------------------------------
 
-void HttpConnection::StartRequest() {
+template <class Stream>
+void BasicHttpConnection<Stream>::StartRequest() {
   if (shared_->stopping.load(std::memory_order_relaxed)) {
     Close();
     return;
@@ -174,13 +228,16 @@ void HttpConnection::StartRequest() {
   ReadMore();
 }
 
-void HttpConnection::ReadMore() {
-  socket_.async_read_some(
-      buffer_.prepare(kReadChunk),
-      [self = shared_from_this()](const error_code& ec, std::size_t n) { self->OnRead(ec, n); });
+template <class Stream>
+void BasicHttpConnection<Stream>::ReadMore() {
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnRead(ec, n);
+                          });
 }
 
-void HttpConnection::OnRead(const error_code& ec, std::size_t n) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnRead(const error_code& ec, std::size_t n) {
   // Anything but a reading phase: the read was cancelled (timeout answered with 408) or the
   // connection closed; nothing to do.
   if (phase_ != Phase::kIdle && phase_ != Phase::kHeader && phase_ != Phase::kBody) return;
@@ -198,6 +255,7 @@ void HttpConnection::OnRead(const error_code& ec, std::size_t n) {
     return;
   }
   buffer_.commit(n);
+  if (!protocol_known_ && CheckHttp2Preface()) return;
   if (phase_ == Phase::kIdle) {
     phase_ = Phase::kHeader;
     if (!first_request_) SetDeadline(Clock::now() + shared_->options.header_timeout);
@@ -207,7 +265,78 @@ void HttpConnection::OnRead(const error_code& ec, std::size_t n) {
   Parse();
 }
 
-void HttpConnection::Parse() {
+template <class Stream>
+bool BasicHttpConnection<Stream>::CheckHttp2Preface() {
+  const auto data = buffer_.data();
+  const std::string_view got(static_cast<const char*>(data.data()),
+                             std::min(data.size(), kHttp2Preface.size()));
+  if (!first_request_ || sequence_ != 1 || kHttp2Preface.substr(0, got.size()) != got) {
+    protocol_known_ = true;  // HTTP/1.x
+    return false;
+  }
+  if (got.size() < kHttp2Preface.size()) {  // a prefix of it so far
+    if (phase_ == Phase::kIdle) phase_ = Phase::kHeader;
+    ReadMore();
+    return true;
+  }
+  // HTTP/2 with prior knowledge: the socket and the bytes read so far move to an
+  // Http2Connection.
+  protocol_known_ = true;
+  const std::string preread(static_cast<const char*>(data.data()), data.size());
+  auto self = this->shared_from_this();
+  auto h2 = std::make_shared<Http2Connection<Stream>>(std::move(socket_), io_, shared_);
+  Detach();
+  h2->Start(preread);
+  return true;
+}
+
+// Leaves the registry without touching the socket (it has moved to an Http2Connection).
+template <class Stream>
+void BasicHttpConnection<Stream>::Detach() {
+  auto self = this->shared_from_this();
+  phase_ = Phase::kClosed;
+  ++timer_generation_;
+  timer_armed_ = false;
+  timer_.cancel();
+  if (registered_) {
+    registered_ = false;
+    io_->connections.erase(registry_pos_);
+    shared_->OnConnectionClosed();
+  }
+}
+
+// `Upgrade: h2c` with an HTTP2-Settings header (RFC 7540 §3.2), on a complete request: answer
+// 101 and serve this request as HTTP/2 stream 1. Anything else (h2 over cleartext, a bad
+// settings header, HTTP/1.0) is served as plain HTTP/1.1.
+template <class Stream>
+bool BasicHttpConnection<Stream>::MaybeUpgrade() {
+  if (http10_ || !request_.HasHeader("http2-settings") ||
+      !ListHasToken(request_.Header("upgrade"), "h2c") ||
+      !ListHasToken(request_.Header("connection"), "upgrade"))
+    return false;
+  std::string settings;
+  if (!DecodeBase64Url(request_.Header("http2-settings"), &settings) || settings.size() % 6 != 0)
+    return false;
+  cancellation_.reset();
+  if (!body_.empty()) {
+    if (body_.capacity() < body_.size() + kBodyPadding) body_.reserve(body_.size() + kBodyPadding);
+    request_.body = std::make_shared<const std::string>(std::move(body_));
+  }
+  parser_.reset();
+  const auto data = buffer_.data();
+  const std::string preread(static_cast<const char*>(data.data()), data.size());
+  auto self = this->shared_from_this();
+  auto h2 = std::make_shared<Http2Connection<Stream>>(std::move(socket_), io_, shared_);
+  Detach();
+  if (!h2->StartUpgraded(settings, std::move(request_), head_request_, preread)) {
+    spdlog::debug("http: refusing an h2c upgrade: bad HTTP2-Settings");
+    h2->Close();
+  }
+  return true;
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::Parse() {
   if (phase_ == Phase::kBody) {
     ParseChunked();
     return;
@@ -235,10 +364,12 @@ void HttpConnection::Parse() {
   }
 }
 
-void HttpConnection::OnHeaderDone() {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnHeaderDone() {
   http10_ = parser_->version() < 11;
   head_request_ = request_.method == "HEAD";
   if (!parser_->keep_alive()) close_after_response_ = true;
+  if (RunPrecheck()) return;
   if (parser_->is_done()) {  // no body
     Dispatch();
     return;
@@ -278,7 +409,81 @@ void HttpConnection::OnHeaderDone() {
   ReadBodyDirect();
 }
 
-void HttpConnection::ParseChunked() {
+// Asks the handler about the request from its header alone. A response answers it without the
+// body ever being stored: with a Content-Length the body is read past (into the read buffer's
+// spare space, which never grows for it) and the connection kept; a chunked body, or a client
+// waiting for `100 Continue`, is answered at once and the connection closed after a linger.
+template <class Stream>
+bool BasicHttpConnection<Stream>::RunPrecheck() {
+  std::optional<HttpResponse> early;
+  try {
+    early = shared_->handler->Precheck(request_);
+  } catch (const std::exception& e) {
+    spdlog::error("http: Precheck threw: {}; handling the request normally", e.what());
+    return false;
+  }
+  if (!early) return false;
+  if (parser_->is_done()) {  // no body
+    parser_.reset();
+    StartWrite(std::move(*early));
+    return true;
+  }
+  if (parser_->chunked() || parser_->expects_continue()) {
+    close_after_response_ = true;
+    linger_on_close_ = true;
+    parser_.reset();
+    StartWrite(std::move(*early));
+    return true;
+  }
+  uint64_t remaining = parser_->content_length().value_or(0);
+  parser_.reset();
+  const std::size_t take = static_cast<std::size_t>(std::min<uint64_t>(buffer_.size(), remaining));
+  buffer_.consume(take);
+  remaining -= take;
+  if (remaining == 0) {
+    StartWrite(std::move(*early));
+    return true;
+  }
+  body_expected_ = remaining;  // left to discard
+  early_response_ = std::move(early);
+  phase_ = Phase::kDiscard;
+  SetDeadline(Clock::now() + shared_->options.body_timeout);
+  DiscardMore();
+  return true;
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::DiscardMore() {
+  // The buffer is empty here (what came with the header was consumed); never read past the
+  // body, so a pipelined next request stays on the socket.
+  const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kReadChunk));
+  socket_.async_read_some(buffer_.prepare(want),
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnDiscardRead(ec, n);
+                          });
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::OnDiscardRead(const error_code& ec, std::size_t n) {
+  if (phase_ != Phase::kDiscard) return;  // timed out, or closed
+  if (ec) {
+    spdlog::debug("http: connection ended inside a refused request's body: {}", ec.message());
+    Close();
+    return;
+  }
+  body_expected_ -= std::min<uint64_t>(n, body_expected_);  // not committed: thrown away
+  if (body_expected_ == 0) {
+    HttpResponse response = std::move(*early_response_);
+    early_response_.reset();
+    StartWrite(std::move(response));
+    return;
+  }
+  SetDeadline(Clock::now() + shared_->options.body_timeout);
+  DiscardMore();
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::ParseChunked() {
   for (;;) {
     if (buffer_.size() == 0) {
       ReadMore();
@@ -306,17 +511,19 @@ void HttpConnection::ParseChunked() {
   }
 }
 
-void HttpConnection::ReadBodyDirect() {
+template <class Stream>
+void BasicHttpConnection<Stream>::ReadBodyDirect() {
   const std::size_t window =
       static_cast<std::size_t>(std::min<uint64_t>(body_expected_ - body_received_, kBodyWindow));
   body_.resize(static_cast<std::size_t>(body_received_) + window);
   socket_.async_read_some(asio::buffer(body_.data() + body_received_, window),
-                          [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
                             self->OnBodyRead(ec, n);
                           });
 }
 
-void HttpConnection::OnBodyRead(const error_code& ec, std::size_t n) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnBodyRead(const error_code& ec, std::size_t n) {
   if (phase_ != Phase::kBody) return;  // cancelled by a timeout, or closed
   if (ec) {
     if (ec == asio::error::eof) {
@@ -337,10 +544,11 @@ void HttpConnection::OnBodyRead(const error_code& ec, std::size_t n) {
   ReadBodyDirect();
 }
 
-void HttpConnection::SendContinue() {
+template <class Stream>
+void BasicHttpConnection<Stream>::SendContinue() {
   continue_sent_ = true;
   asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
-                    [self = shared_from_this()](const error_code& ec, std::size_t) {
+                    [self = this->shared_from_this()](const error_code& ec, std::size_t) {
                       if (self->phase_ != Phase::kBody) return;  // timed out, or closed
                       if (ec) {
                         self->Close();
@@ -354,7 +562,8 @@ void HttpConnection::SendContinue() {
                     });
 }
 
-void HttpConnection::FailParse(const error_code& ec) {
+template <class Stream>
+void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
   std::string message;
   if (ec == http::error::body_limit) {
     message = "request body is larger than the server's limit of ";
@@ -371,7 +580,8 @@ void HttpConnection::FailParse(const error_code& ec) {
   }
 }
 
-void HttpConnection::SendError(int status, std::string_view message) {
+template <class Stream>
+void BasicHttpConnection<Stream>::SendError(int status, std::string_view message) {
   spdlog::debug("http: answering {} and closing: {}", status, message);
   HttpResponse response;
   response.status = status;
@@ -387,7 +597,9 @@ void HttpConnection::SendError(int status, std::string_view message) {
 
 // ---- Handing the request over -----------------------------------------------------------
 
-void HttpConnection::Dispatch() {
+template <class Stream>
+void BasicHttpConnection<Stream>::Dispatch() {
+  if (MaybeUpgrade()) return;
   phase_ = Phase::kHandling;
   ClearDeadline();  // the handler's time is the scheduler's business, not a read timeout
   cancellation_ = std::make_shared<CancellationToken>();
@@ -400,7 +612,7 @@ void HttpConnection::Dispatch() {
   }
   parser_.reset();
 
-  HttpResponder responder(Responder{weak_from_this(), io_->shared_from_this(), sequence_});
+  HttpResponder responder(Responder{this->weak_from_this(), io_->shared_from_this(), sequence_});
   in_handler_ = true;
   try {
     shared_->handler->Handle(std::move(request_), std::move(responder));
@@ -425,11 +637,12 @@ void HttpConnection::Dispatch() {
   if (phase_ == Phase::kHandling) WatchForDisconnect();
 }
 
-void HttpConnection::WatchForDisconnect() {
+template <class Stream>
+void BasicHttpConnection<Stream>::WatchForDisconnect() {
   if (buffer_.size() >= kWatchBufferBytes) return;  // a lot pipelined: the client is there
   watch_pending_ = true;
   socket_.async_read_some(buffer_.prepare(kReadChunk),
-                          [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
                             self->OnWatchRead(ec, n);
                           });
 }
@@ -437,13 +650,15 @@ void HttpConnection::WatchForDisconnect() {
 // Stops the watch before the response is written. The read's handler still runs (aborted, or
 // with bytes it already read); OnWriteDone waits for it, because the next request is parsed
 // from the same buffer.
-void HttpConnection::CancelWatch() {
+template <class Stream>
+void BasicHttpConnection<Stream>::CancelWatch() {
   if (!watch_pending_) return;
   error_code ignored;
-  socket_.cancel(ignored);
+  socket_.lowest_layer().cancel(ignored);
 }
 
-void HttpConnection::OnWatchRead(const error_code& ec, std::size_t n) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnWatchRead(const error_code& ec, std::size_t n) {
   watch_pending_ = false;
   if (phase_ == Phase::kClosed) return;
   if (n > 0) buffer_.commit(n);  // a pipelined request: parsed after this response
@@ -466,7 +681,8 @@ void HttpConnection::OnWatchRead(const error_code& ec, std::size_t n) {
   }
 }
 
-void HttpConnection::Responder::operator()(HttpResponse response) const {
+template <class Stream>
+void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) const {
   if (io->ioc.get_executor().running_in_this_thread()) {
     if (auto c = connection.lock()) {
       c->OnResponse(sequence, std::move(response));
@@ -487,7 +703,8 @@ void HttpConnection::Responder::operator()(HttpResponse response) const {
   });
 }
 
-void HttpConnection::OnResponse(uint64_t sequence, HttpResponse response) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse response) {
   // Closed meanwhile (client gone, timeout, Stop), or a second call: drop it.
   if (phase_ != Phase::kHandling || sequence != sequence_) {
     if (phase_ == Phase::kClosed) spdlog::debug("http: dropping a response: connection closed");
@@ -503,7 +720,8 @@ void HttpConnection::OnResponse(uint64_t sequence, HttpResponse response) {
 
 // ---- Writing the response ----------------------------------------------------------------
 
-void HttpConnection::FormatHead() {
+template <class Stream>
+void BasicHttpConnection<Stream>::FormatHead() {
   int status = response_.status;
   if (status < 200 || status > 599) {
     spdlog::error("http: handler returned status {}; sending 500", status);
@@ -541,7 +759,8 @@ void HttpConnection::FormatHead() {
   head_ += "\r\n";
 }
 
-void HttpConnection::StartWrite(HttpResponse response) {
+template <class Stream>
+void BasicHttpConnection<Stream>::StartWrite(HttpResponse response) {
   response_ = std::move(response);
   if (shared_->stopping.load(std::memory_order_relaxed)) close_after_response_ = true;
   FormatHead();
@@ -552,15 +771,18 @@ void HttpConnection::StartWrite(HttpResponse response) {
   WriteSome();
 }
 
-void HttpConnection::WriteSome() {
+template <class Stream>
+void BasicHttpConnection<Stream>::WriteSome() {
   // One gather write (sendmsg with two iovecs) for header and body; Asio tries it at once, so a
   // response that fits the socket buffer costs one system call.
-  socket_.async_write_some(out_, [self = shared_from_this()](const error_code& ec, std::size_t n) {
-    self->OnWrite(ec, n);
-  });
+  socket_.async_write_some(out_,
+                           [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                             self->OnWrite(ec, n);
+                           });
 }
 
-void HttpConnection::OnWrite(const error_code& ec, std::size_t n) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnWrite(const error_code& ec, std::size_t n) {
   if (phase_ == Phase::kClosed) return;
   if (ec) {
     spdlog::debug("http: write failed (client gone?): {}", ec.message());
@@ -580,7 +802,8 @@ void HttpConnection::OnWrite(const error_code& ec, std::size_t n) {
   OnWriteDone();
 }
 
-void HttpConnection::OnWriteDone() {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnWriteDone() {
   response_ = HttpResponse{};
   if (watch_pending_) {  // OnWatchRead calls back once the cancelled read has finished
     resume_after_watch_ = true;
@@ -590,6 +813,13 @@ void HttpConnection::OnWriteDone() {
   if (close_after_response_) {
     if (linger_on_close_ || buffer_.size() > 0) {
       Linger();
+    } else if constexpr (std::is_same_v<Stream, TlsStream>) {
+      // A clean TLS close (close_notify) so that the client can tell the end of the response
+      // from a truncation; bounded by the linger timeout.
+      phase_ = Phase::kLinger;
+      SetDeadline(Clock::now() + shared_->options.linger_timeout);
+      socket_.async_shutdown(
+          [self = this->shared_from_this()](const error_code&) { self->Close(); });
     } else {
       Close();
     }
@@ -601,46 +831,53 @@ void HttpConnection::OnWriteDone() {
 
 // Closing right away with unread input makes the kernel send a reset, which can destroy the
 // response before the client reads it; so shut the send side and drain for a while first.
-void HttpConnection::Linger() {
+template <class Stream>
+void BasicHttpConnection<Stream>::Linger() {
   phase_ = Phase::kLinger;
   error_code ignored;
-  socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+  socket_.lowest_layer().shutdown(asio::socket_base::shutdown_send, ignored);
   SetDeadline(Clock::now() + shared_->options.linger_timeout);
   buffer_.clear();
-  socket_.async_read_some(
-      buffer_.prepare(kReadChunk),
-      [self = shared_from_this()](const error_code& ec, std::size_t) { self->OnLingerRead(ec); });
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t) {
+                            self->OnLingerRead(ec);
+                          });
 }
 
-void HttpConnection::OnLingerRead(const error_code& ec) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnLingerRead(const error_code& ec) {
   if (phase_ == Phase::kClosed) return;
   if (ec) {
     Close();
     return;
   }
-  socket_.async_read_some(
-      buffer_.prepare(kReadChunk),
-      [self = shared_from_this()](const error_code& ec2, std::size_t) { self->OnLingerRead(ec2); });
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
+                            self->OnLingerRead(ec2);
+                          });
 }
 
 // ---- Deadlines ---------------------------------------------------------------------------
 
-void HttpConnection::SetDeadline(Clock::time_point deadline) {
+template <class Stream>
+void BasicHttpConnection<Stream>::SetDeadline(Clock::time_point deadline) {
   deadline_ = deadline;
   if (!timer_armed_ || deadline < timer_at_) ArmTimer(deadline);
 }
 
-void HttpConnection::ArmTimer(Clock::time_point at) {
+template <class Stream>
+void BasicHttpConnection<Stream>::ArmTimer(Clock::time_point at) {
   timer_at_ = at;
   timer_armed_ = true;
   const uint64_t generation = ++timer_generation_;
   timer_.expires_at(at);  // cancels a pending wait; its handler sees a stale generation
-  timer_.async_wait([self = shared_from_this(), generation](const error_code& ec) {
+  timer_.async_wait([self = this->shared_from_this(), generation](const error_code& ec) {
     self->OnTimer(generation, ec);
   });
 }
 
-void HttpConnection::OnTimer(uint64_t generation, const error_code&) {
+template <class Stream>
+void BasicHttpConnection<Stream>::OnTimer(uint64_t generation, const error_code&) {
   if (generation != timer_generation_ || phase_ == Phase::kClosed) return;
   timer_armed_ = false;
   if (deadline_ == Clock::time_point::max()) return;  // handling: no read/write deadline
@@ -652,7 +889,7 @@ void HttpConnection::OnTimer(uint64_t generation, const error_code&) {
     // Part of a request came, the rest did not: cancel the read and say so (408). A client that
     // is not reading either is cut off by the write timeout.
     error_code ignored;
-    socket_.cancel(ignored);
+    socket_.lowest_layer().cancel(ignored);
     SendError(408, phase_ == Phase::kHeader
                        ? "the request header was not received within the header timeout"
                        : "the request body stalled for longer than the body timeout");
@@ -661,5 +898,8 @@ void HttpConnection::OnTimer(uint64_t generation, const error_code&) {
   if (phase_ == Phase::kWriting) spdlog::debug("http: closing connection: write timeout");
   Close();  // idle keep-alive connection, or lingering after an error
 }
+
+template class BasicHttpConnection<TcpStream>;
+template class BasicHttpConnection<TlsStream>;
 
 }  // namespace harrier::server_internal

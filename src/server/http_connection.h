@@ -1,4 +1,7 @@
-// HttpConnection: one accepted HTTP/1.1 connection and its request/response loop.
+// HttpConnection: one accepted HTTP/1.1 connection and its request/response loop, over TCP or
+// TLS (BasicHttpConnection<Stream>). A TCP connection whose first bytes are the HTTP/2 preface,
+// or a request asking for `Upgrade: h2c`, is handed to an Http2Connection (the socket moves
+// there; this object unregisters and goes away).
 //
 // States, one request at a time:
 //   kIdle      waiting for the first byte of a request (keep-alive idle, or a fresh connection)
@@ -11,6 +14,9 @@
 //              is dropped. A half-close (shutdown(SHUT_WR)) reads exactly like a close, so it
 //              cancels too (docs/server.md, "Client disconnects").
 //   kWriting   writing the response with one gather write           (write_timeout, per write)
+//   kDiscard   HttpHandler::Precheck answered from the header: the Content-Length body is read
+//              into the read buffer's spare space and thrown away (body_timeout, per read),
+//              then the early response is written and the connection kept
 //   kLinger    after an error response: send side shut, unread input drained (linger_timeout)
 //   kClosed
 //
@@ -40,14 +46,15 @@
 #include "harrier/http_message.h"
 #include "server/io_thread.h"
 #include "server/request_parser.h"
+#include "server/tls.h"
 
 namespace harrier::server_internal {
 
-class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+template <class Stream>
+class BasicHttpConnection : public Connection,
+                            public std::enable_shared_from_this<BasicHttpConnection<Stream>> {
  public:
-  // Concrete io_context executors (not any_io_executor): no type-erased dispatch per operation.
-  using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp,
-                                                  boost::asio::io_context::executor_type>;
+  using Socket = Stream;
   using Timer =
       boost::asio::basic_waitable_timer<std::chrono::steady_clock,
                                         boost::asio::wait_traits<std::chrono::steady_clock>,
@@ -55,34 +62,40 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // `socket` must belong to io->ioc. `io` and `shared` must outlive every call into this object
   // (they do: calls only happen on io's thread, which the server joins before it goes away).
-  HttpConnection(Socket socket, IoThread* io, ServerShared* shared);
-  ~HttpConnection();
+  BasicHttpConnection(Socket socket, IoThread* io, ServerShared* shared);
+  ~BasicHttpConnection() override;
 
   // Registers with the IoThread and starts reading. On the I/O thread.
   void Start();
   // The server is stopping: close now if idle, otherwise after the current response.
-  void OnServerStopping();
+  void OnServerStopping() override;
   // Closes the socket now; an in-flight response will be dropped. Idempotent.
-  void Close();
+  void Close() override;
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kHandling, kWriting, kLinger, kClosed };
+  enum class Phase { kIdle, kHeader, kBody, kHandling, kDiscard, kWriting, kLinger, kClosed };
   using Clock = std::chrono::steady_clock;
 
   // Delivers a handler's response; any thread.
   struct Responder {
-    std::weak_ptr<HttpConnection> connection;
+    std::weak_ptr<BasicHttpConnection> connection;
     std::shared_ptr<IoThread> io;
     uint64_t sequence;
     void operator()(HttpResponse response) const;
   };
 
   void StartRequest();
+  bool CheckHttp2Preface();
+  bool MaybeUpgrade();
+  void Detach();
   void ReadMore();
   void OnRead(const boost::system::error_code& ec, std::size_t n);
   void Parse();
   void ParseChunked();
   void OnHeaderDone();
+  bool RunPrecheck();
+  void DiscardMore();
+  void OnDiscardRead(const boost::system::error_code& ec, std::size_t n);
   void ReadBodyDirect();
   void OnBodyRead(const boost::system::error_code& ec, std::size_t n);
   void Dispatch();
@@ -115,8 +128,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   Phase phase_ = Phase::kIdle;
   bool registered_ = false;
-  std::list<std::shared_ptr<HttpConnection>>::iterator registry_pos_;
+  std::list<std::shared_ptr<Connection>>::iterator registry_pos_;
   bool first_request_ = true;
+  bool protocol_known_ = false;        // the first bytes were checked for the HTTP/2 preface
   bool close_after_response_ = false;  // set by an error, Connection: close, HTTP/1.0 or Stop
   bool linger_on_close_ = false;       // unread request bytes may remain
   bool in_handler_ = false;            // inside HttpHandler::Handle on this thread
@@ -140,6 +154,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // Write side.
   std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it
+  std::optional<HttpResponse> early_response_;   // Precheck's answer, written after kDiscard
   HttpResponse response_;                        // keeps the body alive during the write
   std::string head_;                             // status line + headers, reused
   std::array<boost::asio::const_buffer, 2> out_;
@@ -151,5 +166,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool timer_armed_ = false;
   uint64_t timer_generation_ = 0;
 };
+
+// The plain-TCP connection (TLS connections are BasicHttpConnection<TlsStream>).
+using HttpConnection = BasicHttpConnection<TcpStream>;
 
 }  // namespace harrier::server_internal

@@ -14,14 +14,68 @@
 #include <utility>
 
 #include "core/cpu_quota.h"
+#include "server/http2_connection.h"
 #include "server/http_connection.h"
 #include "server/io_thread.h"
+#include "server/tls.h"
 
 namespace harrier {
 namespace server_internal {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
+
+// A TLS connection until its handshake is done (bounded by header_timeout); then ALPN decides:
+// "h2" → Http2Connection, anything else → HTTP/1.1. Not registered with the IoThread: Stop()
+// stops the loops, which drops a handshake still running.
+class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
+ public:
+  TlsHandshake(TcpStream socket, TlsContext* tls, IoThread* io, ServerShared* shared)
+      : stream_(std::move(socket), tls->context()),
+        timer_(io->ioc.get_executor()),
+        io_(io),
+        shared_(shared) {}
+
+  void Start() {
+    if (shared_->stopping.load(std::memory_order_relaxed)) return;
+    timer_.expires_after(shared_->options.header_timeout);
+    timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec || self->done_) return;
+      spdlog::debug("https: handshake timed out");
+      error_code ignored;
+      self->stream_.lowest_layer().close(ignored);
+    });
+    stream_.async_handshake(
+        asio::ssl::stream_base::server,
+        [self = shared_from_this()](const error_code& ec) { self->OnDone(ec); });
+  }
+
+ private:
+  void OnDone(const error_code& ec) {
+    done_ = true;
+    timer_.cancel();
+    if (ec) {
+      spdlog::debug("https: handshake failed: {}", ec.message());
+      error_code ignored;
+      stream_.lowest_layer().close(ignored);
+      return;
+    }
+    if (TlsContext::Negotiated(stream_) == "h2") {
+      std::make_shared<Http2Connection<TlsStream>>(std::move(stream_), io_, shared_)->Start({});
+    } else {
+      std::make_shared<BasicHttpConnection<TlsStream>>(std::move(stream_), io_, shared_)->Start();
+    }
+  }
+
+  TlsStream stream_;
+  asio::basic_waitable_timer<std::chrono::steady_clock,
+                             asio::wait_traits<std::chrono::steady_clock>,
+                             asio::io_context::executor_type>
+      timer_;
+  IoThread* io_;
+  ServerShared* shared_;
+  bool done_ = false;
+};
 
 // Listens on the first I/O thread and deals accepted sockets round-robin to all threads.
 //
@@ -32,9 +86,12 @@ using boost::system::error_code;
 // a latency cost on every later request. A connection never changes thread after the accept.
 class Acceptor {
  public:
-  Acceptor(std::vector<std::shared_ptr<IoThread>>* threads, ServerShared* shared)
+  // `tls` null: plain TCP (HTTP/1.1 and h2c); else TLS.
+  Acceptor(std::vector<std::shared_ptr<IoThread>>* threads, ServerShared* shared,
+           TlsContext* tls = nullptr)
       : threads_(threads),
         shared_(shared),
+        tls_(tls),
         acceptor_((*threads)[0]->ioc),
         retry_timer_((*threads)[0]->ioc) {}
 
@@ -58,31 +115,36 @@ class Acceptor {
 
   void Accept() {
     IoThread* target = (*threads_)[next_++ % threads_->size()].get();
-    acceptor_.async_accept(
-        target->ioc, [this, target](const error_code& ec, HttpConnection::Socket socket) {
-          if (ec == asio::error::operation_aborted || !acceptor_.is_open() ||
-              shared_->stopping.load(std::memory_order_relaxed))
-            return;
-          if (ec) {
-            spdlog::warn("http: accept failed: {}", ec.message());
-            if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
-                ec == asio::error::no_memory) {
-              // Out of file descriptors or memory: accepting again at once would spin.
-              retry_timer_.expires_after(std::chrono::milliseconds(100));
-              retry_timer_.async_wait([this](const error_code& wait_ec) {
-                if (!wait_ec && acceptor_.is_open()) Accept();
-              });
-              return;
-            }
-            Accept();
-            return;
-          }
-          error_code ignored;
-          socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-          auto connection = std::make_shared<HttpConnection>(std::move(socket), target, shared_);
-          asio::post(target->ioc, [connection] { connection->Start(); });
-          Accept();
-        });
+    acceptor_.async_accept(target->ioc, [this, target](const error_code& ec,
+                                                       HttpConnection::Socket socket) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open() ||
+          shared_->stopping.load(std::memory_order_relaxed))
+        return;
+      if (ec) {
+        spdlog::warn("http: accept failed: {}", ec.message());
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+            ec == asio::error::no_memory) {
+          // Out of file descriptors or memory: accepting again at once would spin.
+          retry_timer_.expires_after(std::chrono::milliseconds(100));
+          retry_timer_.async_wait([this](const error_code& wait_ec) {
+            if (!wait_ec && acceptor_.is_open()) Accept();
+          });
+          return;
+        }
+        Accept();
+        return;
+      }
+      error_code ignored;
+      socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+      if (tls_ != nullptr) {
+        auto handshake = std::make_shared<TlsHandshake>(std::move(socket), tls_, target, shared_);
+        asio::post(target->ioc, [handshake] { handshake->Start(); });
+      } else {
+        auto connection = std::make_shared<HttpConnection>(std::move(socket), target, shared_);
+        asio::post(target->ioc, [connection] { connection->Start(); });
+      }
+      Accept();
+    });
   }
 
   void Close() {
@@ -94,6 +156,7 @@ class Acceptor {
  private:
   std::vector<std::shared_ptr<IoThread>>* threads_;
   ServerShared* shared_;
+  TlsContext* tls_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::size_t next_ = 0;
@@ -134,6 +197,7 @@ void RunIoThread(IoThread* io, int index) {
 
 using server_internal::IoThread;
 using server_internal::RunOn;
+using server_internal::TcpStream;
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const Options& options,
                                                          HttpHandler* handler) {
@@ -151,7 +215,31 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const Options& options,
   }
   if (options.linger_timeout < milliseconds(0) || options.shutdown_timeout < milliseconds(0))
     return InvalidArgument("linger_timeout and shutdown_timeout must be >= 0");
-  return std::unique_ptr<HttpServer>(new HttpServer(options, handler));
+  if (options.http2_max_concurrent_streams == 0)
+    return InvalidArgument("http2_max_concurrent_streams must be > 0");
+  if (options.http2_initial_window_bytes == 0 || options.http2_initial_window_bytes > 0x7fffffffu)
+    return InvalidArgument("http2_initial_window_bytes must be in 1..2^31-1");
+  if (options.http2_max_frame_bytes < (1u << 14) || options.http2_max_frame_bytes > (1u << 24) - 1)
+    return InvalidArgument("http2_max_frame_bytes must be in 16384..16777215");
+  const bool tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  if (tls && (options.tls_cert_file.empty() || options.tls_key_file.empty()))
+    return InvalidArgument("TLS needs both a certificate and a key");
+  if (!tls && !options.tls_client_ca_file.empty())
+    return InvalidArgument("a TLS client CA needs TLS (a certificate and a key)");
+  if (!tls && !options.plain_http)
+    return InvalidArgument("plain_http off needs TLS (a certificate and a key)");
+  std::unique_ptr<HttpServer> server(new HttpServer(options, handler));
+  if (tls) {
+    server_internal::TlsContext::Options t;
+    t.cert_file = options.tls_cert_file;
+    t.key_file = options.tls_key_file;
+    t.client_ca_file = options.tls_client_ca_file;
+    t.ticket_key_rotation = options.tls_ticket_key_rotation;
+    auto context = server_internal::TlsContext::Create(t);
+    if (!context.ok()) return context.status();
+    server->tls_ = std::move(context).value();
+  }
+  return server;
 }
 
 HttpServer::HttpServer(const Options& options, HttpHandler* handler)
@@ -163,6 +251,7 @@ HttpServer::HttpServer(const Options& options, HttpHandler* handler)
 HttpServer::~HttpServer() {
   Stop();
   acceptor_.reset();
+  tls_acceptor_.reset();
   for (auto& io : io_) io->connections.clear();  // threads are joined (or never started)
 }
 
@@ -171,13 +260,20 @@ Status HttpServer::Start() {
   const int threads = options_.io_threads > 0 ? options_.io_threads : UsableCores();
   io_.clear();
   for (int i = 0; i < threads; ++i) io_.push_back(std::make_shared<IoThread>());
-  acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get());
-
-  const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(options_.address),
-                                                options_.port);
-  RETURN_IF_ERROR(acceptor_->Listen(endpoint));
-  port_ = acceptor_->port();
-  acceptor_->Accept();
+  const auto address = boost::asio::ip::make_address(options_.address);
+  if (options_.plain_http) {
+    acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get());
+    RETURN_IF_ERROR(acceptor_->Listen(boost::asio::ip::tcp::endpoint(address, options_.port)));
+    port_ = acceptor_->port();
+  }
+  if (tls_) {
+    tls_acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get(), tls_.get());
+    RETURN_IF_ERROR(
+        tls_acceptor_->Listen(boost::asio::ip::tcp::endpoint(address, options_.tls_port)));
+    tls_port_ = tls_acceptor_->port();
+  }
+  if (acceptor_) acceptor_->Accept();
+  if (tls_acceptor_) tls_acceptor_->Accept();
   for (int i = 0; i < threads; ++i) {
     IoThread* io = io_[i].get();
     io->thread = std::thread(server_internal::RunIoThread, io, i);
@@ -194,7 +290,10 @@ void HttpServer::Stop() {
 
   // 1. No new connections; idle keep-alive connections close now, busy ones after their
   //    current response (with Connection: close).
-  RunOn(*io_[0], [this] { acceptor_->Close(); });
+  RunOn(*io_[0], [this] {
+    if (acceptor_) acceptor_->Close();
+    if (tls_acceptor_) tls_acceptor_->Close();
+  });
   for (auto& io : io_) {
     RunOn(*io, [&io] {
       auto connections = io->connections;  // Close() edits the list

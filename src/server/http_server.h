@@ -1,4 +1,6 @@
-// HttpServer: Harrier's HTTP/1.1 front end (Boost.Asio + Beast's parser).
+// HttpServer: Harrier's HTTP front end: HTTP/1.1 (Boost.Asio + Beast's parser) and HTTP/2
+// (nghttp2; h2c on the plain port, h2 over TLS by ALPN), both on the same I/O threads and
+// handing requests to the same HttpHandler.
 //
 // It accepts TCP connections, parses requests into harrier::HttpRequest, hands each one to an
 // HttpHandler and writes the handler's HttpResponse back. It knows nothing about KServe.
@@ -22,6 +24,13 @@
 // Error bodies are `{"error": "..."}`. A connection idle between requests (or silent since the
 // accept) is closed without a response when its timeout passes.
 //
+// HTTP/2 (server/http2_connection.h): a plain connection that starts with the HTTP/2 preface, or
+// an HTTP/1.1 request with `Upgrade: h2c`, continues as HTTP/2 on the same thread; with a TLS
+// certificate a second listener serves h2 or HTTP/1.1 by ALPN (server/tls.h). The limits and
+// timeouts below apply per stream there; Stop() sends GOAWAY and lets open streams finish.
+// Handlers see the same HttpRequest whichever the transport, and Precheck() is called after
+// every request's header, before its body (see harrier/http_message.h).
+//
 // Lifecycle: Create() validates options; Start() binds, listens and starts the threads; Stop()
 // (also run by the destructor) stops accepting, closes idle connections, lets in-flight
 // requests finish for up to `shutdown_timeout`, then closes what is left and joins the threads.
@@ -42,6 +51,7 @@ namespace server_internal {
 class IoThread;
 struct ServerShared;
 class Acceptor;
+class TlsContext;
 }  // namespace server_internal
 
 class HttpServer {
@@ -74,6 +84,30 @@ class HttpServer {
     // Stop(): how long in-flight requests may take to finish before their connections are
     // closed. Default 30 s (tritonserver's --exit-timeout-secs).
     std::chrono::milliseconds shutdown_timeout{30'000};
+
+    // HTTP/2 (h2c on `port`, by prior knowledge or `Upgrade: h2c`; h2 on `tls_port` by ALPN).
+    // The limits above apply per stream. SETTINGS_MAX_CONCURRENT_STREAMS; default 128.
+    uint32_t http2_max_concurrent_streams = 128;
+    // SETTINGS_INITIAL_WINDOW_SIZE: how much of one stream's body the client may send ahead of
+    // the server; the connection window is 16 times this. Default 1 MiB.
+    uint32_t http2_initial_window_bytes = 1u << 20;
+    // SETTINGS_MAX_FRAME_SIZE: largest frame payload the client may send (16 KiB..16 MiB).
+    // Default 64 KiB.
+    uint32_t http2_max_frame_bytes = 64u << 10;
+
+    // TLS: with a certificate and key, a second listener on `tls_port` (same address) serves h2
+    // or HTTP/1.1 as ALPN chooses, TLS 1.2 and 1.3 only. PEM files.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    // Non-empty: clients must present a certificate signed by one of these CAs (PEM bundle).
+    std::string tls_client_ca_file;
+    // 0 picks a free port (see tls_port()).
+    uint16_t tls_port = 8443;
+    // Session tickets are sealed with a key replaced this often; the previous key still opens
+    // tickets (which are then renewed), so a ticket resumes for at most two periods. 1 h.
+    std::chrono::seconds tls_ticket_key_rotation{3600};
+    // False: no plain (h2c/HTTP/1.1) listener, TLS only. Needs a certificate.
+    bool plain_http = true;
   };
 
   // kInvalidArgument for an unparsable address or a zero limit/timeout. `handler` is not
@@ -90,6 +124,8 @@ class HttpServer {
 
   // The bound port (the real one when Options::port was 0). Valid after Start().
   uint16_t port() const { return port_; }
+  // The bound TLS port, or 0 without TLS.
+  uint16_t tls_port() const { return tls_port_; }
   int io_threads() const { return static_cast<int>(io_.size()); }
 
   // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
@@ -102,8 +138,11 @@ class HttpServer {
   Options options_;
   std::shared_ptr<server_internal::ServerShared> shared_;
   std::vector<std::shared_ptr<server_internal::IoThread>> io_;
+  std::unique_ptr<server_internal::TlsContext> tls_;
   std::unique_ptr<server_internal::Acceptor> acceptor_;  // after io_: destroyed first
+  std::unique_ptr<server_internal::Acceptor> tls_acceptor_;
   uint16_t port_ = 0;
+  uint16_t tls_port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
 };

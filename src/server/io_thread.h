@@ -24,7 +24,16 @@
 
 namespace harrier::server_internal {
 
-class HttpConnection;
+// An open connection, HTTP/1.1 or HTTP/2, as the server's Stop() sees it. Both calls run on
+// the connection's I/O thread.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // The server is stopping: close now if idle, otherwise once what is in flight is answered.
+  virtual void OnServerStopping() = 0;
+  // Closes now; responses still in flight are dropped and their requests cancelled.
+  virtual void Close() = 0;
+};
 
 // Constant after HttpServer::Start() except the atomics and what `mu` guards. Connections use
 // it only from I/O threads, which are joined before the server (its owner) goes away.
@@ -56,7 +65,7 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   std::thread thread;
   // The open connections of this thread; touched only on this thread (or after it is joined).
   // Destroyed before `ioc` (declared after it), so sockets never outlive their context.
-  std::list<std::shared_ptr<HttpConnection>> connections;
+  std::list<std::shared_ptr<Connection>> connections;
 };
 
 }  // namespace harrier::server_internal

@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -24,7 +25,16 @@ using testing::RawResponse;
 class FakeHandler : public HttpHandler {
  public:
   std::function<void(HttpRequest, HttpResponder)> on_request;
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> on_precheck;
   std::atomic<int> calls{0};
+  std::atomic<int> prechecks{0};
+
+  std::optional<HttpResponse> Precheck(const HttpRequest& head) override {
+    ++prechecks;
+    EXPECT_EQ(head.body, nullptr);
+    if (on_precheck) return on_precheck(head);
+    return std::nullopt;
+  }
 
   void Handle(HttpRequest request, HttpResponder respond) override {
     ++calls;
@@ -123,6 +133,80 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
     EXPECT_FALSE(r->Header("date").empty());
   }
   EXPECT_EQ(handler_.calls.load(), 3);
+}
+
+// A handler that refuses "/refuse" from the header alone.
+std::optional<HttpResponse> RefuseTarget(const HttpRequest& head) {
+  if (head.target != "/refuse") return std::nullopt;
+  HttpResponse r;
+  r.status = 503;
+  r.body = "{\"error\":\"busy\"}";
+  return r;
+}
+
+TEST_F(HttpServerTest, PrecheckRefusalSkipsTheBodyAndKeepsTheConnection) {
+  handler_.on_precheck = RefuseTarget;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  // A body far larger than the read buffer, sent in pieces after the header.
+  const std::string big(3 << 20, 'x');
+  const std::string request = Post("/refuse", big);
+  const std::size_t head_size = request.size() - big.size();
+  ASSERT_TRUE(c.Send(request.substr(0, head_size + 100)));
+  ASSERT_TRUE(c.Send(request.substr(head_size + 100)));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "{\"error\":\"busy\"}");
+  EXPECT_EQ(r->Header("connection"), "");
+  // The same connection serves the next request; the refused one never reached Handle().
+  ASSERT_TRUE(c.Send(Post("/ok", "after")));
+  r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "after");
+  EXPECT_EQ(handler_.calls.load(), 1);
+  EXPECT_EQ(handler_.prechecks.load(), 2);
+}
+
+TEST_F(HttpServerTest, PrecheckRefusalWithPipelinedFollowerAndNoBody) {
+  handler_.on_precheck = RefuseTarget;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send(Post("/refuse", "small body") + "GET /refuse HTTP/1.1\r\nHost: t\r\n\r\n" +
+                     Post("/ok", "tail")));
+  for (int status : {503, 503, 200}) {
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status);
+  }
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
+TEST_F(HttpServerTest, PrecheckRefusalOfAChunkedBodyAnswersAndCloses) {
+  handler_.on_precheck = RefuseTarget;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(
+      c.Send("POST /refuse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "5\r\nhello\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_EQ(handler_.calls.load(), 0);
+  // Expect: 100-continue: no 100, the refusal at once.
+  RawHttpClient c2(server_->port());
+  ASSERT_TRUE(c2.Send(
+      "POST /refuse HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n"));
+  r = c2.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_EQ(handler_.calls.load(), 0);
 }
 
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {

@@ -1,0 +1,695 @@
+#include "server/http2_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <cstring>
+#include <exception>
+#include <type_traits>
+
+#include "core/json_writer.h"
+#include "server/tls.h"
+
+namespace harrier::server_internal {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+// simdjson reads up to SIMDJSON_PADDING bytes past the end of its input.
+constexpr std::size_t kBodyPadding = 64;
+// A write batch is cut after this many bytes (control frames, frame headers and body slices).
+constexpr std::size_t kWriteBatch = 256 * 1024;
+// The most of a claimed content-length reserved up front; a larger body grows as it arrives.
+constexpr uint64_t kMaxReserve = 64ull << 20;
+// Per-header overhead counted against max_header_bytes, as SETTINGS_MAX_HEADER_LIST_SIZE does.
+constexpr std::size_t kHeaderOverhead = 32;
+
+bool IEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Headers a handler may set that HTTP/2 forbids or the server owns (RFC 9113 §8.2.2).
+bool IsDroppedHeader(std::string_view name) {
+  return IEquals(name, "content-length") || IEquals(name, "transfer-encoding") ||
+         IEquals(name, "connection") || IEquals(name, "keep-alive") ||
+         IEquals(name, "proxy-connection") || IEquals(name, "upgrade");
+}
+
+HttpResponse ErrorResponse(int status, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("content-type", "application/json");
+  r.body = "{\"error\":";
+  AppendJsonString(&r.body, message);
+  r.body += "}";
+  return r;
+}
+
+const std::shared_ptr<const std::string>& EmptyBody() {
+  static const std::shared_ptr<const std::string> empty = [] {
+    auto s = std::make_shared<std::string>();
+    s->reserve(kBodyPadding);
+    return std::shared_ptr<const std::string>(std::move(s));
+  }();
+  return empty;
+}
+
+template <class Stream>
+auto& Lowest(Stream& s) {
+  return s.lowest_layer();
+}
+
+}  // namespace
+
+template <class Stream>
+struct Http2Connection<Stream>::StreamState {
+  HttpRequest request;
+  std::string body;
+  std::size_t header_bytes = 0;
+  bool header_too_large = false;
+  bool head_request = false;
+  bool request_complete = false;  // END_STREAM received
+  bool refused = false;           // answered early: DATA is dropped, RST_STREAM after the reply
+  bool dispatched = false;
+  bool responded = false;
+  std::shared_ptr<CancellationToken> cancellation;
+  HttpResponse response;
+  std::size_t sent = 0;  // of response.body
+  std::string status;    // ":status" value
+};
+
+template <class Stream>
+Http2Connection<Stream>::Http2Connection(Stream stream, IoThread* io, ServerShared* shared)
+    : io_(io), shared_(shared), stream_(std::move(stream)), timer_(io->ioc.get_executor()) {}
+
+template <class Stream>
+Http2Connection<Stream>::~Http2Connection() {
+  if (session_ != nullptr) nghttp2_session_del(session_);
+}
+
+template <class Stream>
+bool Http2Connection<Stream>::InitSession() {
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &OnBeginHeadersCb);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, &OnHeaderCb);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &OnFrameRecvCb);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &OnDataChunkCb);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &OnStreamCloseCb);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, &OnFrameSendCb);
+  nghttp2_session_callbacks_set_send_callback(cbs, &SendCb);
+  nghttp2_session_callbacks_set_send_data_callback(cbs, &SendDataCb);
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  // Our own limit on the header list is checked in OnHeaderCb (answered with 431); nghttp2's
+  // HPACK decoder still bounds a single field.
+  nghttp2_option_set_max_settings(opt, 32);
+  const int rv = nghttp2_session_server_new2(&session_, cbs, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    session_ = nullptr;
+    return false;
+  }
+  const auto& o = shared_->options;
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, o.http2_max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, o.http2_initial_window_bytes},
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, o.http2_max_frame_bytes},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, o.max_header_bytes},
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+  };
+  if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings,
+                              sizeof(settings) / sizeof(settings[0])) != 0)
+    return false;
+  // The connection window: enough for several streams' windows at once.
+  const uint64_t connection_window =
+      std::min<uint64_t>(uint64_t{o.http2_initial_window_bytes} * 16, (1u << 31) - 1);
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                        static_cast<int32_t>(connection_window));
+  return true;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Register() {
+  registry_pos_ = io_->connections.insert(io_->connections.end(), this->shared_from_this());
+  registered_ = true;
+  shared_->live_connections.fetch_add(1);
+  last_read_ = idle_since_ = Clock::now();
+  ArmTick();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Start(std::string_view preread) {
+  if (shared_->stopping.load(std::memory_order_relaxed) || !InitSession()) {
+    Register();
+    Close();
+    return;
+  }
+  Register();
+  if (!preread.empty() && !Feed(reinterpret_cast<const uint8_t*>(preread.data()), preread.size())) {
+    return;
+  }
+  ReadMore();
+  Flush();
+}
+
+template <class Stream>
+bool Http2Connection<Stream>::StartUpgraded(std::string_view settings, HttpRequest request,
+                                            bool head_request, std::string_view preread) {
+  if (!InitSession()) return false;
+  auto s = std::make_unique<StreamState>();
+  StreamState* raw = s.get();
+  if (nghttp2_session_upgrade2(session_, reinterpret_cast<const uint8_t*>(settings.data()),
+                               settings.size(), head_request ? 1 : 0, raw) != 0) {
+    return false;
+  }
+  raw->request = std::move(request);
+  raw->head_request = head_request;
+  raw->request_complete = true;
+  streams_.emplace(1, std::move(s));
+  prefix_ = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+  Register();
+  if (shared_->stopping.load(std::memory_order_relaxed)) OnServerStopping();
+  Dispatch(1, raw);
+  if (closed_) return true;
+  if (!preread.empty() && !Feed(reinterpret_cast<const uint8_t*>(preread.data()), preread.size())) {
+    return true;
+  }
+  ReadMore();
+  Flush();
+  return true;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnServerStopping() {
+  if (closed_ || stopping_) return;
+  stopping_ = true;
+  // GOAWAY names the last stream we will process; those in flight finish, then want_read and
+  // want_write both turn false and Flush() closes the connection.
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+  Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Close() {
+  if (closed_) return;
+  auto self = this->shared_from_this();  // the registry may hold the last reference
+  closed_ = true;
+  for (auto& [id, s] : streams_) {
+    if (s->dispatched && !s->responded && s->cancellation) s->cancellation->Cancel();
+  }
+  timer_.cancel();
+  error_code ignored;
+  Lowest(stream_).shutdown(asio::socket_base::shutdown_both, ignored);
+  Lowest(stream_).close(ignored);
+  if (registered_) {
+    registered_ = false;
+    io_->connections.erase(registry_pos_);
+    shared_->OnConnectionClosed();
+  }
+}
+
+// ---- Reading -------------------------------------------------------------------------------
+
+template <class Stream>
+void Http2Connection<Stream>::ReadMore() {
+  stream_.async_read_some(asio::buffer(rbuf_),
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnRead(ec, n);
+                          });
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnRead(const error_code& ec, std::size_t n) {
+  if (closed_) return;
+  if (ec) {
+    if (ec != asio::error::eof && ec != asio::error::connection_reset)
+      spdlog::debug("http2: read failed: {}", ec.message());
+    Close();  // cancels every request still open
+    return;
+  }
+  last_read_ = Clock::now();
+  if (!Feed(rbuf_.data(), n)) return;
+  if (nghttp2_session_want_read(session_)) ReadMore();
+  Flush();
+}
+
+// False when the connection is finished (closed, or closing once its GOAWAY is written).
+template <class Stream>
+bool Http2Connection<Stream>::Feed(const uint8_t* data, std::size_t n) {
+  in_recv_ = true;
+  const ssize_t rv = nghttp2_session_mem_recv(session_, data, n);
+  in_recv_ = false;
+  if (closed_) return false;
+  if (rv < 0) {
+    spdlog::debug("http2: closing connection: {}", nghttp2_strerror(static_cast<int>(rv)));
+    if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+      Close();
+      return false;
+    }
+    // nghttp2 queued a GOAWAY for protocol errors it detected; send what is queued, then close.
+    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+    Flush();
+    return false;
+  }
+  return true;
+}
+
+// ---- Writing -------------------------------------------------------------------------------
+
+template <class Stream>
+ssize_t Http2Connection<Stream>::SendCb(nghttp2_session*, const uint8_t* data, size_t length, int,
+                                        void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
+  if (!c->segments_.empty() && c->segments_.back().ptr == nullptr) {
+    c->segments_.back().size += length;  // extends the previous owned run
+  } else {
+    c->segments_.push_back({nullptr, c->owned_.size(), length});
+  }
+  c->owned_.append(reinterpret_cast<const char*>(data), length);
+  c->batch_bytes_ += length;
+  return static_cast<ssize_t>(length);
+}
+
+template <class Stream>
+int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
+                                        const uint8_t* framehd, size_t length,
+                                        nghttp2_data_source* source, void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
+  auto* s = static_cast<StreamState*>(source->ptr);
+  SendCb(nullptr, framehd, 9, 0, user);
+  // We never ask for padding, so padlen is 0.
+  (void)frame;
+  c->segments_.push_back(
+      {reinterpret_cast<const uint8_t*>(s->response.body.data()) + s->sent, 0, length});
+  s->sent += length;
+  c->batch_bytes_ += length;
+  return 0;
+}
+
+template <class Stream>
+ssize_t Http2Connection<Stream>::ReadBodyCb(nghttp2_session*, int32_t, uint8_t*, size_t length,
+                                            uint32_t* flags, nghttp2_data_source* source, void*) {
+  auto* s = static_cast<StreamState*>(source->ptr);
+  // How much the next DATA frame carries; SendDataCb copies nothing but its 9-byte header.
+  const std::size_t left = s->response.body.size() - s->sent;
+  const std::size_t n = std::min(left, length);
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (n == left) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  // `sent` advances in SendDataCb; nghttp2 asks again only after that frame is out.
+  return static_cast<ssize_t>(n);
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Flush() {
+  if (writing_ || closed_ || in_recv_) return;
+  owned_.clear();
+  segments_.clear();
+  batch_bytes_ = 0;
+  if (!prefix_.empty()) {
+    SendCb(nullptr, reinterpret_cast<const uint8_t*>(prefix_.data()), prefix_.size(), 0, this);
+    prefix_.clear();
+  }
+  const int rv = nghttp2_session_send(session_);
+  if (rv != 0) {
+    spdlog::debug("http2: send failed: {}", nghttp2_strerror(rv));
+    Close();
+    return;
+  }
+  if (segments_.empty()) {
+    retired_.clear();
+    if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+      // GOAWAY sent and every stream finished, or the session failed.
+      if constexpr (std::is_same_v<Stream, TlsStream>) {
+        if (!tls_closing_) {  // close_notify first, bounded by the tick's linger check
+          tls_closing_ = true;
+          stream_.async_shutdown(
+              [self = this->shared_from_this()](const error_code&) { self->Close(); });
+        }
+      } else {
+        Close();
+      }
+    }
+    return;
+  }
+  gather_.clear();
+  for (const Segment& seg : segments_) {
+    const void* p = seg.ptr != nullptr
+                        ? static_cast<const void*>(seg.ptr)
+                        : static_cast<const void*>(owned_.data() + seg.offset_or_zero);
+    gather_.emplace_back(p, seg.size);
+  }
+  writing_ = true;
+  write_started_ = Clock::now();
+  asio::async_write(
+      stream_, gather_,
+      [self = this->shared_from_this()](const error_code& ec, std::size_t) { self->OnWrite(ec); });
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnWrite(const error_code& ec) {
+  writing_ = false;
+  if (closed_) return;
+  if (ec) {
+    spdlog::debug("http2: write failed (client gone?): {}", ec.message());
+    Close();
+    return;
+  }
+  retired_.clear();  // the bodies of streams closed in that batch are out
+  Flush();
+}
+
+// ---- Timeouts ------------------------------------------------------------------------------
+
+// One coarse tick per connection (a quarter of the shortest timeout, 10 ms to 1 s) instead of
+// a timer per stream: off the request path, and HTTP/2 connections are few and long-lived.
+template <class Stream>
+void Http2Connection<Stream>::ArmTick() {
+  const auto& o = shared_->options;
+  auto period = std::min({o.keepalive_timeout, o.body_timeout, o.write_timeout}) / 4;
+  period = std::clamp(period, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  timer_.expires_after(period);
+  timer_.async_wait([self = this->shared_from_this()](const error_code& ec) { self->OnTick(ec); });
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnTick(const error_code& ec) {
+  if (ec || closed_) return;
+  const auto now = Clock::now();
+  const auto& o = shared_->options;
+  if (writing_ && now - write_started_ > o.write_timeout) {
+    spdlog::debug("http2: closing connection: write timeout");
+    Close();
+    return;
+  }
+  bool body_pending = false;
+  for (const auto& [id, s] : streams_) {
+    if (!s->request_complete && !s->refused) body_pending = true;
+  }
+  if (body_pending && now - last_read_ > o.body_timeout) {
+    spdlog::debug("http2: closing connection: a request stalled for the body timeout");
+    Close();
+    return;
+  }
+  if (tls_closing_ && now - idle_since_ > o.linger_timeout) {
+    Close();  // the client never answered our close_notify
+    return;
+  }
+  if (!streams_.empty() || writing_) {
+    idle_since_ = now;
+  } else if (now - idle_since_ > o.keepalive_timeout && !stopping_) {
+    spdlog::debug("http2: idle timeout: GOAWAY");
+    OnServerStopping();  // GOAWAY; closes once written
+    if (closed_) return;
+  } else if (stopping_ && now - idle_since_ > o.keepalive_timeout + o.linger_timeout) {
+    Close();  // the client never read our GOAWAY
+    return;
+  }
+  ArmTick();
+}
+
+// ---- Streams -------------------------------------------------------------------------------
+
+template <class Stream>
+typename Http2Connection<Stream>::StreamState* Http2Connection<Stream>::Find(int32_t stream_id) {
+  auto it = streams_.find(stream_id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnBeginHeadersCb(nghttp2_session*, const nghttp2_frame* frame,
+                                              void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto s = std::make_unique<StreamState>();
+  s->request.headers.reserve(8);
+  c->streams_[frame->hd.stream_id] = std::move(s);
+  return 0;
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnHeaderCb(nghttp2_session*, const nghttp2_frame* frame,
+                                        const uint8_t* name, size_t namelen, const uint8_t* value,
+                                        size_t valuelen, uint8_t, void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  StreamState* s = c->Find(frame->hd.stream_id);
+  if (s == nullptr) return 0;
+  s->header_bytes += namelen + valuelen + kHeaderOverhead;
+  if (s->header_bytes > c->shared_->options.max_header_bytes) {
+    s->header_too_large = true;  // answered with 431 once the block is complete
+    return 0;
+  }
+  const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+  const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+  if (!n.empty() && n[0] == ':') {
+    if (n == ":method") {
+      s->request.method.assign(v);
+    } else if (n == ":path") {
+      s->request.target.assign(v);
+    } else if (n == ":authority") {
+      s->request.headers.emplace_back("host", std::string(v));
+    }
+    return 0;
+  }
+  // nghttp2 has already refused upper-case and connection-specific header names.
+  s->request.headers.emplace_back(std::string(n), std::string(v));
+  return 0;
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame* frame,
+                                           void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  const int32_t id = frame->hd.stream_id;
+  StreamState* s = c->Find(id);
+  if (s == nullptr) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+    c->OnRequestHeaders(id, s);
+  if (c->closed_) return 0;
+  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) c->OnRequestComplete(id, s);
+  return 0;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
+  const auto& o = shared_->options;
+  s->head_request = s->request.method == "HEAD";
+  if (s->header_too_large) {
+    Refuse(id, s,
+           ErrorResponse(431, "request header list is larger than the server's limit of " +
+                                  std::to_string(o.max_header_bytes) + " bytes"));
+    return;
+  }
+  uint64_t claimed = 0;
+  if (auto cl = s->request.Header("content-length"); !cl.empty()) {
+    std::from_chars(cl.data(), cl.data() + cl.size(), claimed);
+    if (claimed > o.max_body_bytes) {
+      Refuse(id, s,
+             ErrorResponse(413, "request body is larger than the server's limit of " +
+                                    std::to_string(o.max_body_bytes) + " bytes"));
+      return;
+    }
+  }
+  std::optional<HttpResponse> early;
+  try {
+    early = shared_->handler->Precheck(s->request);
+  } catch (const std::exception& e) {
+    spdlog::error("http2: Precheck threw: {}; handling the request normally", e.what());
+  }
+  if (early) {
+    Refuse(id, s, std::move(*early));
+    return;
+  }
+  if (claimed > 0)
+    s->body.reserve(static_cast<std::size_t>(std::min(claimed, kMaxReserve)) + kBodyPadding);
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t stream_id,
+                                           const uint8_t* data, size_t len, void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  StreamState* s = c->Find(stream_id);
+  if (s == nullptr || s->refused) return 0;  // dropped; nghttp2 still returns the window
+  const uint64_t limit = c->shared_->options.max_body_bytes;
+  if (s->body.size() + len > limit) {
+    s->body = std::string();
+    c->Refuse(stream_id, s,
+              ErrorResponse(413, "request body is larger than the server's limit of " +
+                                     std::to_string(limit) + " bytes"));
+    return 0;
+  }
+  s->body.append(reinterpret_cast<const char*>(data), len);
+  return 0;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnRequestComplete(int32_t id, StreamState* s) {
+  s->request_complete = true;
+  if (s->refused || s->dispatched) return;
+  Dispatch(id, s);
+}
+
+// Answers a stream without handing it to Handle(): the response, then (if the client is still
+// sending) RST_STREAM(NO_ERROR) from OnFrameSendCb once the response's last frame is out.
+template <class Stream>
+void Http2Connection<Stream>::Refuse(int32_t id, StreamState* s, HttpResponse response) {
+  s->refused = true;
+  s->body = std::string();
+  SubmitResponse(id, s, std::move(response));
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
+  s->dispatched = true;
+  s->cancellation = std::make_shared<CancellationToken>();
+  s->request.cancellation = s->cancellation;
+  if (s->request.body) {
+    // Stream 1 of an Upgrade: the body was read by HTTP/1.1 (padded there).
+  } else if (s->body.empty()) {
+    s->request.body = EmptyBody();
+  } else {
+    if (s->body.capacity() < s->body.size() + kBodyPadding)
+      s->body.reserve(s->body.size() + kBodyPadding);
+    s->request.body = std::make_shared<const std::string>(std::move(s->body));
+  }
+  HttpResponder responder(Responder{this->weak_from_this(), io_->shared_from_this(), id});
+  try {
+    shared_->handler->Handle(std::move(s->request), std::move(responder));
+  } catch (const std::exception& e) {
+    spdlog::error("http2: handler threw: {}", e.what());
+    if (StreamState* again = Find(id); again != nullptr && !again->responded)
+      SubmitResponse(id, again, ErrorResponse(500, "internal error"));
+  }
+}
+
+template <class Stream>
+void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const {
+  if (io->ioc.get_executor().running_in_this_thread()) {
+    if (auto c = connection.lock()) c->OnResponse(stream_id, std::move(response));
+    return;
+  }
+  asio::post(io->ioc, [connection = connection, stream_id = stream_id,
+                       response = std::move(response)]() mutable {
+    if (auto c = connection.lock()) c->OnResponse(stream_id, std::move(response));
+  });
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse response) {
+  if (closed_) return;
+  StreamState* s = Find(id);
+  if (s == nullptr || s->responded) {
+    spdlog::debug("http2: dropping a response: stream {} is gone or answered", id);
+    return;
+  }
+  SubmitResponse(id, s, std::move(response));
+  Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpResponse response) {
+  s->responded = true;
+  s->response = std::move(response);
+  int status = s->response.status;
+  if (status < 200 || status > 599) {
+    spdlog::error("http2: handler returned status {}; sending 500", status);
+    status = 500;
+    s->response.body = "{\"error\":\"internal error\"}";
+  }
+  const bool no_body = status == 204 || status == 304;
+  if (no_body) s->response.body.clear();
+  s->status = std::to_string(status);
+  std::vector<std::string> names;  // lower-cased copies (HTTP/2 field names are lower case)
+  names.reserve(s->response.headers.size());
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(s->response.headers.size() + 2);
+  auto add = [&nva](std::string_view n, std::string_view v) {
+    nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(n.data())),
+                   reinterpret_cast<uint8_t*>(const_cast<char*>(v.data())), n.size(), v.size(),
+                   NGHTTP2_NV_FLAG_NONE});
+  };
+  add(":status", s->status);
+  for (const auto& [name, value] : s->response.headers) {
+    if (IsDroppedHeader(name)) continue;
+    std::string lower(name);
+    for (char& ch : lower)
+      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    names.push_back(std::move(lower));
+  }
+  std::size_t k = 0;
+  for (const auto& [name, value] : s->response.headers) {
+    if (IsDroppedHeader(name)) continue;
+    add(names[k++], value);
+  }
+  std::string length;
+  if (!no_body) {
+    length = std::to_string(s->response.body.size());
+    add("content-length", length);
+  }
+  if (s->head_request) s->response.body.clear();
+  nghttp2_data_provider provider{};
+  provider.source.ptr = s;
+  provider.read_callback = &ReadBodyCb;
+  // nghttp2 copies the name/value pairs; the provider reads s->response.body in place.
+  const int rv = nghttp2_submit_response(session_, id, nva.data(), nva.size(),
+                                         s->response.body.empty() ? nullptr : &provider);
+  if (rv != 0) spdlog::debug("http2: cannot answer stream {}: {}", id, nghttp2_strerror(rv));
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnFrameSendCb(nghttp2_session* session, const nghttp2_frame* frame,
+                                           void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
+    return 0;
+  StreamState* s = c->Find(frame->hd.stream_id);
+  // An early answer while the client is still sending the body: tell it to stop (RFC 9113
+  // §8.1: a complete response before the request, then RST_STREAM with NO_ERROR).
+  if (s != nullptr && s->refused && !s->request_complete)
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+  return 0;
+}
+
+template <class Stream>
+int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id, uint32_t,
+                                             void* user) {
+  auto* c = static_cast<Http2Connection*>(user);
+  auto it = c->streams_.find(stream_id);
+  if (it == c->streams_.end()) return 0;
+  StreamState* s = it->second.get();
+  if (s->dispatched && !s->responded && s->cancellation) {
+    // Reset by the client (or the connection is going) before we answered.
+    s->cancellation->Cancel();
+  }
+  // The last DATA frame's payload may still be in the batch being written.
+  c->retired_.push_back(std::move(it->second));
+  c->streams_.erase(it);
+  if (c->streams_.empty()) c->idle_since_ = Clock::now();
+  return 0;
+}
+
+template class Http2Connection<TcpStream>;
+template class Http2Connection<TlsStream>;
+
+}  // namespace harrier::server_internal

@@ -1,0 +1,160 @@
+// Http2Connection: one HTTP/2 connection (h2c with prior knowledge, h2c after an HTTP/1.1
+// Upgrade, or h2 chosen by ALPN over TLS), driven by nghttp2 from the connection's I/O thread.
+//
+// nghttp2 does the framing, HPACK, stream states and flow control; this class moves bytes
+// between it and the Asio stream and turns streams into HttpRequests for the same HttpHandler
+// that HTTP/1.1 uses:
+//   - DATA is appended to the stream's body string as it arrives; nghttp2 sends WINDOW_UPDATE
+//     as it is consumed, so the client never has more than a window in flight per stream.
+//   - After a request's header block, HttpHandler::Precheck may answer it: the response is sent
+//     and, if the client is still sending the body, the stream is reset with NO_ERROR
+//     (RFC 9113 §8.1); DATA for it is dropped unread.
+//   - Per-stream limits: header block over max_header_bytes → 431, body (claimed by
+//     content-length, or received) over max_body_bytes → 413, each answered like a Precheck
+//     refusal. Protocol errors are nghttp2's: RST_STREAM or GOAWAY as RFC 9113 says.
+//   - Responses may come from any thread; they are posted back here. Response bodies are sent
+//     from the HttpResponse in place (NGHTTP2_DATA_FLAG_NO_COPY): the DATA frame header is
+//     copied into the write batch, the payload is a gather buffer pointing into the body.
+//   - A stream the client resets before its response cancels its request's token; losing the
+//     connection cancels every open request.
+//   - Stop: GOAWAY with the last stream id seen; streams in flight finish, then the connection
+//     closes. Idle (no open stream) for keepalive_timeout: GOAWAY and close. A body that stalls
+//     for body_timeout, or a write that stalls for write_timeout, closes the connection.
+//
+// Stream is an Asio stream: the TCP socket, or boost::asio::ssl::stream over it. Every member
+// function runs on the I/O thread, except that a Responder may be called from any thread.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <array>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "harrier/http_message.h"
+#include "server/io_thread.h"
+
+namespace harrier::server_internal {
+
+// The 24 bytes every HTTP/2 client connection starts with (RFC 9113 §3.4).
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+template <class Stream>
+class Http2Connection : public Connection,
+                        public std::enable_shared_from_this<Http2Connection<Stream>> {
+ public:
+  // `stream` is connected (and, for TLS, handshaken). `io` and `shared` outlive every call.
+  Http2Connection(Stream stream, IoThread* io, ServerShared* shared);
+  ~Http2Connection() override;
+
+  // Registers with the IoThread, sends the server's SETTINGS and starts reading. `preread`:
+  // bytes already read from the stream (the client's preface and whatever followed it).
+  void Start(std::string_view preread);
+
+  // h2c Upgrade (RFC 7540 §3.2): `settings` is the decoded HTTP2-Settings header. Writes the
+  // 101 response, then serves `request` as stream 1 and continues as HTTP/2. False (and
+  // nothing sent) when nghttp2 refuses the settings payload.
+  bool StartUpgraded(std::string_view settings, HttpRequest request, bool head_request,
+                     std::string_view preread);
+
+  void OnServerStopping() override;
+  void Close() override;
+
+ private:
+  struct StreamState;
+  using Clock = std::chrono::steady_clock;
+  using Timer =
+      boost::asio::basic_waitable_timer<std::chrono::steady_clock,
+                                        boost::asio::wait_traits<std::chrono::steady_clock>,
+                                        boost::asio::io_context::executor_type>;
+
+  struct Responder {
+    std::weak_ptr<Http2Connection> connection;
+    std::shared_ptr<IoThread> io;
+    int32_t stream_id;
+    void operator()(HttpResponse response) const;
+  };
+
+  bool InitSession();
+  void Register();
+  void ReadMore();
+  void OnRead(const boost::system::error_code& ec, std::size_t n);
+  bool Feed(const uint8_t* data, std::size_t n);
+  void Flush();
+  void OnWrite(const boost::system::error_code& ec);
+  void ArmTick();
+  void OnTick(const boost::system::error_code& ec);
+
+  StreamState* Find(int32_t stream_id);
+  void OnRequestHeaders(int32_t stream_id, StreamState* s);
+  void OnRequestComplete(int32_t stream_id, StreamState* s);
+  void Refuse(int32_t stream_id, StreamState* s, HttpResponse response);
+  void Dispatch(int32_t stream_id, StreamState* s);
+  void OnResponse(int32_t stream_id, HttpResponse response);
+  void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse response);
+
+  // nghttp2 callbacks (user_data is the connection).
+  static int OnBeginHeadersCb(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int OnHeaderCb(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                        void* user);
+  static int OnFrameRecvCb(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int OnDataChunkCb(nghttp2_session*, uint8_t flags, int32_t stream_id, const uint8_t* data,
+                           size_t len, void* user);
+  static int OnStreamCloseCb(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+  static int OnFrameSendCb(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static ssize_t SendCb(nghttp2_session*, const uint8_t* data, size_t length, int flags,
+                        void* user);
+  static int SendDataCb(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd,
+                        size_t length, nghttp2_data_source* source, void* user);
+  static ssize_t ReadBodyCb(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                            uint32_t* flags, nghttp2_data_source* source, void* user);
+
+  IoThread* const io_;
+  ServerShared* const shared_;
+  Stream stream_;
+  Timer timer_;
+  nghttp2_session* session_ = nullptr;
+
+  bool registered_ = false;
+  std::list<std::shared_ptr<Connection>>::iterator registry_pos_;
+  bool closed_ = false;
+  bool in_recv_ = false;  // inside nghttp2_session_mem_recv: Flush() waits until it returns
+  bool stopping_ = false;
+  bool tls_closing_ = false;  // TLS close_notify sent (async_shutdown pending)
+
+  std::unordered_map<int32_t, std::unique_ptr<StreamState>> streams_;
+  // Streams nghttp2 has closed while their last DATA may still be in the write in flight.
+  std::vector<std::unique_ptr<StreamState>> retired_;
+
+  // Read side.
+  std::array<uint8_t, 64 * 1024> rbuf_;
+  Clock::time_point last_read_;
+
+  // Write side: one batch at a time. Control frames and DATA frame headers are copied into
+  // `owned_`; DATA payloads point into the responses' bodies. `segments_` records both in
+  // order (owned: ptr == nullptr, offset into owned_).
+  struct Segment {
+    const uint8_t* ptr;
+    std::size_t offset_or_zero;
+    std::size_t size;
+  };
+  std::string owned_;
+  std::vector<Segment> segments_;
+  std::vector<boost::asio::const_buffer> gather_;
+  std::size_t batch_bytes_ = 0;
+  bool writing_ = false;
+  Clock::time_point write_started_;
+  Clock::time_point idle_since_;
+  std::string prefix_;  // bytes to write before nghttp2's (the 101 of an Upgrade)
+};
+
+}  // namespace harrier::server_internal

@@ -1,0 +1,166 @@
+#include "server/tls.h"
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+#include <cstring>
+
+namespace harrier::server_internal {
+
+namespace ssl = boost::asio::ssl;
+
+namespace {
+
+// The SSL_CTX ex_data slot holding our TlsContext (Asio uses the app-data slot itself).
+int ContextIndex() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// ALPN: h2 when the client offers it, else http/1.1; a client offering neither gets no ALPN
+// and is served HTTP/1.1.
+int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+               unsigned int inlen, void*) {
+  static const unsigned char kServer[] = "\x02h2\x08http/1.1";
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kServer, sizeof(kServer) - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+std::string LastError() {
+  char buf[256];
+  ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
+  return buf;
+}
+
+}  // namespace
+
+TlsContext::TlsContext(const Options& options)
+    : options_(options), ctx_(ssl::context::tls_server) {}
+
+TlsContext::~TlsContext() = default;
+
+StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const Options& options) {
+  if (options.cert_file.empty() || options.key_file.empty())
+    return InvalidArgument("TLS needs a certificate and a private key");
+  if (options.ticket_key_rotation.count() <= 0)
+    return InvalidArgument("the TLS ticket key rotation period must be > 0");
+  std::unique_ptr<TlsContext> tls(new TlsContext(options));
+  SSL_CTX* ctx = tls->ctx_.native_handle();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_options(
+      ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  // Forward-secret AEAD suites only for TLS 1.2 (RFC 9113 §9.2.2 forbids the rest for h2).
+  SSL_CTX_set_cipher_list(ctx,
+                          "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                          "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                          "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305");
+  boost::system::error_code ec;
+  tls->ctx_.use_certificate_chain_file(options.cert_file, ec);
+  if (ec)
+    return InvalidArgument("cannot load TLS certificate '" + options.cert_file +
+                           "': " + ec.message());
+  tls->ctx_.use_private_key_file(options.key_file, ssl::context::pem, ec);
+  if (ec) return InvalidArgument("cannot load TLS key '" + options.key_file + "': " + ec.message());
+  if (SSL_CTX_check_private_key(ctx) != 1)
+    return InvalidArgument("the TLS key does not match the certificate: " + LastError());
+  if (!options.client_ca_file.empty()) {
+    tls->ctx_.load_verify_file(options.client_ca_file, ec);
+    if (ec)
+      return InvalidArgument("cannot load TLS client CA '" + options.client_ca_file +
+                             "': " + ec.message());
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options.client_ca_file.c_str());
+    if (names != nullptr) SSL_CTX_set_client_CA_list(ctx, names);
+    tls->ctx_.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+  }
+  // Resumption: stateless tickets (TLS 1.2 and 1.3) under our rotating keys; no server cache.
+  static const unsigned char kSessionContext[] = "harrier";
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  // A ticket lives two periods at most: the key that sealed it is current for one period and
+  // still opens tickets for the next.
+  SSL_CTX_set_timeout(ctx, static_cast<long>(2 * options.ticket_key_rotation.count()));
+  if (!NewKey(&tls->current_)) return Internal("cannot make a TLS ticket key: " + LastError());
+  SSL_CTX_set_ex_data(ctx, ContextIndex(), tls.get());
+  SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, &TicketKeyCb);
+  SSL_CTX_set_alpn_select_cb(ctx, &SelectAlpn, nullptr);
+  return tls;
+}
+
+bool TlsContext::NewKey(TicketKey* key) {
+  if (RAND_bytes(key->name, sizeof(key->name)) != 1 ||
+      RAND_bytes(key->aes, sizeof(key->aes)) != 1 || RAND_bytes(key->hmac, sizeof(key->hmac)) != 1)
+    return false;
+  key->created = std::chrono::steady_clock::now();
+  return true;
+}
+
+// OpenSSL's ticket key callback. First rotate if the current key is older than the period
+// (lazily, here, so no timer is needed: a key is only ever used through this callback), and
+// forget the previous key once it is two periods old. Encrypting: seal with the current key.
+// Decrypting: the current key (1: ticket fine) or the previous one (2: accepted, and a fresh
+// ticket under the current key is issued); any other name is unknown (0: full handshake).
+int TlsContext::TicketKeyCb(SSL* ssl, unsigned char* key_name, unsigned char* iv,
+                            EVP_CIPHER_CTX* cipher, EVP_MAC_CTX* mac, int encrypt) {
+  auto* self = static_cast<TlsContext*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ContextIndex()));
+  if (self == nullptr) return -1;
+  TicketKey key;
+  int result = 1;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    const auto now = std::chrono::steady_clock::now();
+    const auto period = self->options_.ticket_key_rotation;
+    if (now - self->current_.created >= period) {
+      TicketKey fresh;
+      if (NewKey(&fresh)) {
+        self->previous_ = self->current_;
+        self->have_previous_ = true;
+        self->current_ = fresh;
+      }
+    }
+    // A key made two periods ago sealed no ticket that is still within its lifetime.
+    if (self->have_previous_ && now - self->previous_.created >= 2 * period)
+      self->have_previous_ = false;
+    if (encrypt) {
+      key = self->current_;
+    } else if (std::memcmp(key_name, self->current_.name, sizeof(key.name)) == 0) {
+      key = self->current_;
+    } else if (self->have_previous_ &&
+               std::memcmp(key_name, self->previous_.name, sizeof(key.name)) == 0) {
+      key = self->previous_;
+      result = 2;
+    } else {
+      return 0;
+    }
+  }
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key.hmac, sizeof(key.hmac)),
+      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
+      OSSL_PARAM_construct_end()};
+  if (encrypt) {
+    std::memcpy(key_name, key.name, sizeof(key.name));
+    if (RAND_bytes(iv, 16) != 1) return -1;
+    if (EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, key.aes, iv) != 1) return -1;
+  } else {
+    if (EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, key.aes, iv) != 1) return -1;
+  }
+  if (EVP_MAC_CTX_set_params(mac, params) != 1) return -1;
+  return result;
+}
+
+std::string_view TlsContext::Negotiated(TlsStream& stream) {
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(stream.native_handle(), &data, &len);
+  return {reinterpret_cast<const char*>(data), len};
+}
+
+}  // namespace harrier::server_internal

@@ -1,0 +1,628 @@
+#!/usr/bin/python3
+"""Harrier's HTTP/2 and TLS integration tests: the real binary, real clients.
+
+usage: /usr/bin/python3 tests/integration/http2_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-k PATTERN] [-v]
+
+Builds a model repository in DIR/repo-h2 (tools/make_test_models.py and
+tools/make_example_models.py), makes a test CA, a server certificate and a client certificate
+with `openssl` in DIR/tls, and starts harrier with h2c on the plain port and TLS on a free
+HTTPS port. Checks: the same REST request suite answers identically over HTTP/1.1, h2c (prior
+knowledge), h2c via `Upgrade` and h2 over TLS (curl); nghttp and h2load; openssl s_client (TLS
+1.1 refused, 1.2 and 1.3 accepted, ALPN h2, resumption with tickets); client certificates
+required with --tls-client-ca; bad input written frame by frame on raw sockets (garbage after
+the preface, oversize header lists and bodies, a stream reset in the middle of its body), each
+followed by a successful request; a 100 MB body through h2c. Python stdlib only. The last line
+is "N passed, N failed"; the exit status is non-zero when anything failed.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import unittest
+
+ARGS = None
+SERVER = None    # h2c + TLS
+MTLS = None      # TLS with --tls-client-ca, no plain port
+TLS_DIR = None
+CURL = shutil.which("curl") or "/usr/bin/curl"
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, timeout=60, input_bytes=None):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                          input=input_bytes)
+
+
+class HarrierProcess:
+    """harrier serve on free ports; HTTP and HTTPS ports parsed from its log."""
+
+    def __init__(self, name, extra_args=(), plain=True):
+        self.log_path = os.path.join(ARGS.work_dir, name + ".log")
+        self.log = open(self.log_path, "wb")
+        self.port = free_port() if plain else None
+        cmd = [ARGS.harrier, "serve", "--model-repository", os.path.join(ARGS.work_dir, "repo-h2"),
+               "--grpc-port", str(free_port()), "--metrics-port", str(free_port()),
+               "--http-threads", "2", "--log-verbose", "1"]
+        cmd += ["--http-port", str(self.port)] if plain else ["--http-port", "0"]
+        self.proc = subprocess.Popen(cmd + list(extra_args), stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.https_port = None
+
+    def wait_listening(self, want_https, timeout=120.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("harrier exited: %s\n%s" % (self.proc.returncode, self.log_tail()))
+            text = open(self.log_path, "rb").read().decode("utf-8", "replace")
+            m = re.search(r"listening on HTTPS [^ ]*:(\d+)", text)
+            if m:
+                self.https_port = int(m.group(1))
+            ready = self.https_port is not None if want_https else True
+            if ready and self.port is not None:
+                r = run([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--http1.1",
+                         "http://127.0.0.1:%d/v2/health/ready" % self.port])
+                ready = r.stdout == b"200"
+            elif ready:
+                ready = "Server is ready" in text or "listening on HTTPS" in text
+            if ready:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("harrier did not start:\n" + self.log_tail())
+
+    def log_tail(self, lines=40):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
+
+    def terminate(self, timeout=60.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+# ---- Test certificates -------------------------------------------------------------------
+
+def make_certificates(d):
+    if os.path.exists(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), check=True, cwd=d, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    with open(os.path.join(d, "client.ext"), "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    for ca in ("ca", "client-ca"):
+        ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", ca + ".key", "-out", ca + ".crt", "-days", "2", "-subj", "/CN=harrier " + ca)
+    for leaf, ca in (("server", "ca"), ("client", "client-ca")):
+        ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", leaf + ".key", "-out", leaf + ".csr", "-subj", "/CN=" +
+             ("localhost" if leaf == "server" else "harrier test client"))
+        ossl("x509", "-req", "-in", leaf + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
+             "-CAcreateserial", "-out", leaf + ".crt", "-days", "2", "-extfile", leaf + ".ext")
+
+
+def tls(name):
+    return os.path.join(TLS_DIR, name)
+
+
+# ---- curl --------------------------------------------------------------------------------
+
+def curl(mode, method, path, body=None, headers=(), port=None, extra=()):
+    """(status, http_version, body bytes) of one request. mode: http1 | h2c | upgrade | h2 |
+    https1."""
+    if mode in ("h2", "https1"):
+        url = "https://localhost:%d%s" % (port or SERVER.https_port, path)
+    else:
+        url = "http://127.0.0.1:%d%s" % (port or SERVER.port, path)
+    flag = {"http1": "--http1.1", "h2c": "--http2-prior-knowledge", "upgrade": "--http2",
+            "h2": "--http2", "https1": "--http1.1"}[mode]
+    out = os.path.join(ARGS.work_dir, "curl.out")
+    cmd = [CURL, "-s", "-S", flag, "-o", out, "-w", "%{http_code} %{http_version}",
+           "--max-time", "60"]
+    # HEAD: curl's --head (with -X HEAD it waits for a body); the headers it writes carry a
+    # Date, so only the status is compared.
+    cmd += ["--head"] if method == "HEAD" else ["-X", method]
+    if mode in ("h2", "https1"):
+        cmd += ["--cacert", tls("ca.crt"), "--resolve", "localhost:%d:127.0.0.1" %
+                (port or SERVER.https_port)]
+    for h in headers:
+        cmd += ["-H", h]
+    if body is not None:
+        path_in = os.path.join(ARGS.work_dir, "curl.in")
+        with open(path_in, "wb") as f:
+            f.write(body)
+        cmd += ["--data-binary", "@" + path_in]
+    cmd += list(extra) + [url]
+    r = run(cmd, timeout=120)
+    if r.returncode != 0:
+        return None, None, r.stderr
+    code, version = r.stdout.decode().split()
+    if method == "HEAD":
+        return int(code), version, b""
+    with open(out, "rb") as f:
+        return int(code), version, f.read()
+
+
+SIMPLE_JSON = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [3] * 16}]}).encode()
+
+
+def simple_binary():
+    """The binary-extension form of SIMPLE_JSON: (body, Inference-Header-Content-Length)."""
+    head = json.dumps({"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
+         "parameters": {"binary_data_size": 64}},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32",
+         "parameters": {"binary_data_size": 64}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    data = struct.pack("<16i", *range(16)) + struct.pack("<16i", *([3] * 16))
+    return head + data, len(head)
+
+
+def request_suite():
+    """(name, method, path, body, headers): every REST endpoint, good and bad."""
+    binary, header_len = simple_binary()
+    return [
+        ("live", "GET", "/v2/health/live", None, ()),
+        ("ready", "GET", "/v2/health/ready", None, ()),
+        ("metadata", "GET", "/v2", None, ()),
+        ("model metadata", "GET", "/v2/models/simple", None, ()),
+        ("model version metadata", "GET", "/v2/models/simple/versions/1", None, ()),
+        ("model ready", "GET", "/v2/models/simple/ready", None, ()),
+        ("model config", "GET", "/v2/models/simple/config", None, ()),
+        ("unknown model", "GET", "/v2/models/nope", None, ()),
+        ("unknown path", "GET", "/v3/nothing", None, ()),
+        ("repository index", "POST", "/v2/repository/index", b"{}", ("Content-Type: application/json",)),
+        ("infer json", "POST", "/v2/models/simple/infer", SIMPLE_JSON, ("Content-Type: application/json",)),
+        ("infer binary", "POST", "/v2/models/simple/infer", binary,
+         ("Content-Type: application/octet-stream", "Inference-Header-Content-Length: %d" % header_len)),
+        ("infer bad json", "POST", "/v2/models/simple/infer", b"{not json", ()),
+        ("infer wrong shape", "POST", "/v2/models/simple/infer",
+         SIMPLE_JSON.replace(b"[1, 16]", b"[1, 15]", 1), ()),
+        ("infer unknown model", "POST", "/v2/models/nope/infer", SIMPLE_JSON, ()),
+        ("method not allowed", "DELETE", "/v2/health/live", None, ()),
+        ("head", "HEAD", "/v2/health/ready", None, ()),
+    ]
+
+
+# ---- A minimal HTTP/2 client on a raw socket (frames written by hand) --------------------
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def frame(ftype, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack(">I", stream & 0x7fffffff) + payload
+
+
+def hpack_int(value, prefix_bits, first_byte=0):
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first_byte | value])
+    out = [first_byte | limit]
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7f) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def hpack(headers):
+    """Literal fields without indexing, no Huffman: any decoder reads them."""
+    out = b""
+    for name, value in headers:
+        n, v = name.encode(), value.encode()
+        out += b"\x00" + hpack_int(len(n), 7) + n + hpack_int(len(v), 7) + v
+    return out
+
+
+def request_headers(method, path, extra=()):
+    return [(":method", method), (":scheme", "http"), (":path", path),
+            (":authority", "harrier")] + list(extra)
+
+
+class RawH2:
+    """Preface + SETTINGS, then frames in and out; replies to SETTINGS and PING."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def read_frame(self):
+        while len(self.buf) < 9:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        length = struct.unpack(">I", b"\x00" + self.buf[:3])[0]
+        while len(self.buf) < 9 + length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        ftype, flags = self.buf[3], self.buf[4]
+        stream = struct.unpack(">I", self.buf[5:9])[0] & 0x7fffffff
+        payload = self.buf[9:9 + length]
+        self.buf = self.buf[9 + length:]
+        if ftype == SETTINGS and not flags & ACK:
+            self.sock.sendall(frame(SETTINGS, ACK, 0))
+        if ftype == PING and not flags & ACK:
+            self.sock.sendall(frame(PING, ACK, 0, payload))
+        return ftype, flags, stream, payload
+
+    def response(self, stream, timeout=10):
+        """(saw_headers, body, rst_code or None, goaway) for `stream`, until END_STREAM or
+        RST_STREAM (or a GOAWAY / close)."""
+        self.sock.settimeout(timeout)
+        saw_headers, body, rst = False, b"", None
+        while True:
+            try:
+                f = self.read_frame()
+            except (socket.timeout, ConnectionResetError):
+                return saw_headers, body, rst, True
+            if f is None:
+                return saw_headers, body, rst, True
+            ftype, flags, sid, payload = f
+            if ftype == GOAWAY:
+                return saw_headers, body, rst, True
+            if sid != stream:
+                continue
+            if ftype == HEADERS:
+                saw_headers = True
+            elif ftype == DATA:
+                body += payload
+                if payload:  # give the window back so large answers flow
+                    self.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))) +
+                              frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", len(payload))))
+            elif ftype == RST_STREAM:
+                return saw_headers, body, struct.unpack(">I", payload)[0], False
+            if flags & END_STREAM:
+                return saw_headers, body, rst, False
+
+    def close(self):
+        self.sock.close()
+
+
+# ---- Tests -------------------------------------------------------------------------------
+
+class SameSuiteTests(unittest.TestCase):
+    def test_every_endpoint_answers_identically_over_every_transport(self):
+        modes = ("http1", "h2c", "upgrade", "h2", "https1")
+        want_version = {"http1": "1.1", "h2c": "2", "upgrade": "2", "h2": "2", "https1": "1.1"}
+        for name, method, path, body, headers in request_suite():
+            results = {}
+            for mode in modes:
+                if mode == "upgrade" and body is not None:
+                    continue  # curl only upgrades requests without a body
+                status, version, data = curl(mode, method, path, body, headers)
+                self.assertIsNotNone(status, "%s over %s: curl failed: %s" % (name, mode, data))
+                self.assertEqual(version, want_version[mode], "%s over %s" % (name, mode))
+                results[mode] = (status, data)
+            base = results["http1"]
+            for mode, got in results.items():
+                self.assertEqual(got, base, "%s: %s differs from HTTP/1.1" % (name, mode))
+
+    def test_infer_answer_is_right_over_h2(self):
+        for mode in ("h2c", "h2"):
+            status, _, data = curl(mode, "POST", "/v2/models/simple/infer", SIMPLE_JSON)
+            self.assertEqual(status, 200)
+            out = {o["name"]: o["data"] for o in json.loads(data)["outputs"]}
+            self.assertEqual(out["OUTPUT0"], [i + 3 for i in range(16)])
+            self.assertEqual(out["OUTPUT1"], [i - 3 for i in range(16)])
+
+
+class ClientToolTests(unittest.TestCase):
+    def test_nghttp_h2c(self):
+        r = run(["nghttp", "-n", "-s", "http://127.0.0.1:%d/v2/health/ready" % SERVER.port])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        path = os.path.join(ARGS.work_dir, "nghttp.json")
+        with open(path, "wb") as f:
+            f.write(SIMPLE_JSON)
+        r = run(["nghttp", "-d", path, "http://127.0.0.1:%d/v2/models/simple/infer" % SERVER.port])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b'"OUTPUT0"', r.stdout)
+
+    def test_nghttp_upgrade(self):
+        r = run(["nghttp", "-u", "-n", "-s", "http://127.0.0.1:%d/v2/health/ready" % SERVER.port])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_h2load_short_load(self):
+        path = os.path.join(ARGS.work_dir, "h2load.json")
+        with open(path, "wb") as f:
+            f.write(SIMPLE_JSON)
+        for url in ("http://127.0.0.1:%d/v2/models/simple/infer" % SERVER.port,
+                    "https://127.0.0.1:%d/v2/models/simple/infer" % SERVER.https_port):
+            r = run(["h2load", "-n", "400", "-c", "4", "-m", "10", "-d", path, url], timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"400 succeeded", r.stdout, r.stdout)
+
+
+class TlsTests(unittest.TestCase):
+    def s_client(self, *args, stdin=b"", port=None):
+        cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % (port or SERVER.https_port),
+               "-servername", "localhost", "-CAfile", tls("ca.crt")] + list(args)
+        return run(cmd, timeout=30, input_bytes=stdin)
+
+    def test_tls_1_1_is_refused(self):
+        # SECLEVEL=0 so that the client really offers TLS 1.1: the refusal is the server's
+        # (alert 70, protocol_version), not the local OpenSSL policy's.
+        r = self.s_client("-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn(b"alert protocol version", r.stderr)
+
+    def test_tls_1_2_and_1_3_are_accepted_with_alpn_h2(self):
+        for version, name in (("-tls1_2", b"TLSv1.2"), ("-tls1_3", b"TLSv1.3")):
+            r = self.s_client(version, "-alpn", "h2,http/1.1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"Protocol  : " + name if version == "-tls1_2" else name, r.stdout)
+            self.assertIn(b"ALPN protocol: h2", r.stdout)
+            self.assertIn(b"Verify return code: 0 (ok)", r.stdout)
+        r = self.s_client("-alpn", "http/1.1")
+        self.assertIn(b"ALPN protocol: http/1.1", r.stdout)
+
+    def test_session_resumption_with_tickets(self):
+        for version in ("-tls1_2", "-tls1_3"):
+            sess = os.path.join(ARGS.work_dir, "session%s.pem" % version)
+            # TLS 1.3 tickets come after the handshake: send a request so s_client reads them.
+            req = b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            r = self.s_client(version, "-alpn", "http/1.1", "-sess_out", sess, "-ign_eof",
+                              stdin=req)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"HTTP/1.1 200", r.stdout)
+            r = self.s_client(version, "-alpn", "http/1.1", "-sess_in", sess, "-ign_eof", stdin=req)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"Reused, ", r.stdout, version)
+
+    def test_client_certificate_required(self):
+        url = "https://localhost:%d/v2/health/ready" % MTLS.https_port
+        base = [CURL, "-s", "--http2", "--cacert", tls("ca.crt"), "--resolve",
+                "localhost:%d:127.0.0.1" % MTLS.https_port, "-o", "/dev/null", "-w", "%{http_code}"]
+        r = run(base + [url])
+        self.assertNotEqual(r.stdout, b"200", "served without a client certificate")
+        r = run(base + ["--cert", tls("client.crt"), "--key", tls("client.key"), url])
+        self.assertEqual(r.stdout, b"200", r.stderr)
+        # A certificate from another CA is refused too.
+        r = run(base + ["--cert", tls("server.crt"), "--key", tls("server.key"), url])
+        self.assertNotEqual(r.stdout, b"200")
+        # The handshake itself fails without a certificate (TLS 1.2: inside the handshake).
+        r = self.s_client("-tls1_2", port=MTLS.https_port)
+        self.assertNotEqual(r.returncode, 0)
+        r = self.s_client("-tls1_2", "-cert", tls("client.crt"), "-key", tls("client.key"),
+                          port=MTLS.https_port)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_plain_http_off_has_no_plain_port(self):
+        text = open(MTLS.log_path, "rb").read().decode("utf-8", "replace")
+        self.assertNotIn("listening on HTTP ", text)
+
+
+class BadInputTests(unittest.TestCase):
+    def assert_still_serves(self):
+        status, version, _ = curl("h2c", "GET", "/v2/health/ready")
+        self.assertEqual((status, version), (200, "2"))
+        c = RawH2(SERVER.port)
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack(request_headers("GET", "/v2/health/live"))))
+        saw, _, rst, gone = c.response(1)
+        c.close()
+        self.assertTrue(saw and rst is None and not gone)
+
+    def test_garbage_after_the_preface(self):
+        c = RawH2(SERVER.port)
+        c.send(b"\xff" * 64 + b"this is not a frame" * 10)
+        _, _, _, gone = c.response(1, timeout=5)
+        self.assertTrue(gone)
+        c.close()
+        self.assert_still_serves()
+
+    def test_bad_preface(self):
+        with socket.create_connection(("127.0.0.1", SERVER.port), timeout=5) as s:
+            s.sendall(PREFACE[:16] + b"XX\r\n\r\n" + b"\x00" * 40)
+            try:
+                data = s.recv(1024)
+            except ConnectionResetError:
+                data = b""
+            self.assertNotIn(b"HTTP/1.1 200", data)
+        self.assert_still_serves()
+
+    def test_claimed_body_over_the_limit_gets_413(self):
+        c = RawH2(SERVER.port)
+        c.send(frame(HEADERS, END_HEADERS, 1, hpack(request_headers(
+            "POST", "/v2/models/simple/infer", [("content-length", str(300 << 20))]))))
+        c.send(frame(DATA, 0, 1, b"x" * 1000))
+        saw, body, rst, gone = c.response(1)
+        self.assertTrue(saw)
+        self.assertIn(b"larger than the server's limit", body)
+        self.assertFalse(gone)
+        # The connection goes on: another stream.
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, hpack(request_headers("GET", "/v2/health/ready"))))
+        saw, _, rst, gone = c.response(3)
+        self.assertTrue(saw and rst is None and not gone)
+        c.close()
+        self.assert_still_serves()
+
+    def test_header_list_over_the_limit_gets_431(self):
+        c = RawH2(SERVER.port)
+        block = hpack(request_headers("GET", "/v2/health/ready",
+                                      [("x-big-%d" % i, "v" * 8000) for i in range(12)]))
+        pieces = [block[i:i + 16000] for i in range(0, len(block), 16000)]
+        out = frame(HEADERS, END_STREAM | (END_HEADERS if len(pieces) == 1 else 0), 1, pieces[0])
+        for i, p in enumerate(pieces[1:], 1):
+            out += frame(CONTINUATION, END_HEADERS if i == len(pieces) - 1 else 0, 1, p)
+        c.send(out)
+        saw, body, rst, gone = c.response(1)
+        self.assertTrue(saw, (body, rst, gone))
+        self.assertIn(b"header list is larger", body)
+        c.close()
+        self.assert_still_serves()
+
+    def test_stream_reset_in_the_middle_of_its_body(self):
+        c = RawH2(SERVER.port)
+        c.send(frame(HEADERS, END_HEADERS, 1, hpack(request_headers(
+            "POST", "/v2/models/simple/infer", [("content-length", str(len(SIMPLE_JSON)))]))))
+        c.send(frame(DATA, 0, 1, SIMPLE_JSON[:40]))
+        c.send(frame(RST_STREAM, 0, 1, struct.pack(">I", 8)))  # CANCEL
+        # The same connection serves the next stream, and the whole request on another.
+        c.send(frame(HEADERS, END_HEADERS, 3, hpack(request_headers(
+            "POST", "/v2/models/simple/infer", [("content-length", str(len(SIMPLE_JSON)))]))))
+        c.send(frame(DATA, END_STREAM, 3, SIMPLE_JSON))
+        saw, body, rst, gone = c.response(3)
+        self.assertTrue(saw and rst is None and not gone, (body, rst))
+        self.assertIn(b'"OUTPUT0"', body)
+        c.close()
+        self.assert_still_serves()
+
+    def test_connection_dropped_mid_body(self):
+        c = RawH2(SERVER.port)
+        c.send(frame(HEADERS, END_HEADERS, 1, hpack(request_headers(
+            "POST", "/v2/models/simple/infer", [("content-length", "100000")]))))
+        c.send(frame(DATA, 0, 1, b"{" * 5000))
+        c.close()
+        self.assert_still_serves()
+
+    def test_100_mb_body_through_h2c(self):
+        # The whole body is received (flow control keeps it moving) and then judged by the
+        # handler: not a valid request for `simple`, so a 400 from the codec, not a 413.
+        body = b"[" + b"0," * (50 << 20) + b"0]"
+        self.assertGreater(len(body), 100 << 20)
+        start = time.monotonic()
+        status, version, data = curl("h2c", "POST", "/v2/models/simple/infer", body,
+                                     ("Content-Type: application/json",))
+        self.assertEqual(version, "2")
+        self.assertEqual(status, 400, data[:300])
+        self.assertIn(b"error", data)
+        sys.stderr.write("[100 MB over h2c: %.2f s] " % (time.monotonic() - start))
+        self.assert_still_serves()
+
+    def test_unknown_frame_types_and_pings_are_fine(self):
+        c = RawH2(SERVER.port)
+        c.send(frame(0xEE, 0, 0, b"ignored") + frame(PING, 0, 0, b"12345678"))
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack(request_headers("GET", "/v2/health/ready"))))
+        saw, _, rst, gone = c.response(1)
+        self.assertTrue(saw and rst is None and not gone)
+        c.close()
+
+
+class ShutdownTests(unittest.TestCase):
+    def test_sigterm_sends_goaway_and_finishes(self):
+        p = HarrierProcess("h2-shutdown")
+        try:
+            p.wait_listening(want_https=False)
+            c = RawH2(p.port)
+            c.send(frame(HEADERS, END_HEADERS, 1, hpack(request_headers(
+                "POST", "/v2/models/simple/infer", [("content-length", str(len(SIMPLE_JSON)))]))))
+            c.send(frame(DATA, 0, 1, SIMPLE_JSON[:50]))
+            time.sleep(0.3)
+            p.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            self.assertIsNone(p.proc.poll(), "exited with a stream in flight")
+            c.send(frame(DATA, END_STREAM, 1, SIMPLE_JSON[50:]))
+            c.sock.settimeout(10)
+            saw_goaway, body = False, b""
+            while True:
+                f = c.read_frame()
+                if f is None:
+                    break
+                if f[0] == GOAWAY:
+                    saw_goaway = True
+                    last = struct.unpack(">I", f[3][:4])[0] & 0x7fffffff
+                    self.assertEqual(last, 1)
+                if f[0] == DATA and f[2] == 1:
+                    body += f[3]
+            self.assertTrue(saw_goaway)
+            self.assertIn(b'"OUTPUT0"', body)
+            c.close()
+            self.assertEqual(p.proc.wait(timeout=60), 0, p.log_tail())
+        finally:
+            p.terminate()
+
+
+def main():
+    global ARGS, SERVER, MTLS, TLS_DIR
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--harrier", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("-k", dest="pattern", action="append", default=None)
+    p.add_argument("-v", "--verbose", action="store_true")
+    ARGS = p.parse_args()
+    ARGS.harrier = os.path.abspath(ARGS.harrier)
+    ARGS.work_dir = os.path.abspath(ARGS.work_dir)
+    os.makedirs(ARGS.work_dir, exist_ok=True)
+    TLS_DIR = os.path.join(ARGS.work_dir, "tls")
+
+    loader = unittest.TestLoader()
+    if ARGS.pattern:
+        loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
+    suite = unittest.TestSuite()
+    for case in (SameSuiteTests, ClientToolTests, TlsTests, BadInputTests, ShutdownTests):
+        suite.addTests(loader.loadTestsFromTestCase(case))
+
+    try:
+        repo = os.path.join(ARGS.work_dir, "repo-h2")
+        if os.path.exists(repo):
+            shutil.rmtree(repo)
+        os.makedirs(repo)
+        for script in ("make_test_models.py", "make_example_models.py"):
+            subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools", script), repo],
+                           check=True, stdout=subprocess.DEVNULL)
+        make_certificates(TLS_DIR)
+        SERVER = HarrierProcess("harrier-h2", [
+            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])
+        MTLS = HarrierProcess("harrier-mtls", [
+            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0",
+            "--tls-client-ca", tls("client-ca.crt"), "--plain-http", "off"], plain=False)
+        SERVER.wait_listening(want_https=True)
+        MTLS.wait_listening(want_https=True)
+    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
+        print("setup failed: %s" % e)
+        for s in (SERVER, MTLS):
+            if s is not None:
+                s.proc.kill()
+        print("0 passed, %d failed" % suite.countTestCases())
+        return 1
+
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
+    rc = SERVER.terminate()
+    MTLS.terminate()
+    failed = len(result.failures) + len(result.errors)
+    if rc != 0:
+        print("harrier exited with %s:\n%s" % (rc, SERVER.log_tail()))
+        failed += 1
+    print("%d passed, %d failed" % (result.testsRun - len(result.failures) - len(result.errors), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

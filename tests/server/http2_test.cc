@@ -1,0 +1,435 @@
+// HTTP/2 (h2c with prior knowledge) through HttpServer, driven by an nghttp2 client session on
+// a blocking socket: streams, Precheck refusals, limits, resets and cancellation, Stop.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/http_server.h"
+
+namespace harrier {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct H2Response {
+  int status = 0;
+  std::map<std::string, std::string> headers;
+  std::string body;
+  bool closed = false;
+  uint32_t error_code = 0;  // of the stream's close (RST_STREAM's code, or 0)
+  bool reset = false;       // closed by RST_STREAM
+};
+
+// A blocking HTTP/2 client: requests are queued with Submit(), then Run() pumps the socket
+// until a condition holds or the time is up.
+class H2Client {
+ public:
+  explicit H2Client(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    nghttp2_session_callbacks* cbs;
+    nghttp2_session_callbacks_new(&cbs);
+    nghttp2_session_callbacks_set_on_header_callback(
+        cbs, [](nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+          auto* c = static_cast<H2Client*>(user);
+          std::string n(reinterpret_cast<const char*>(name), namelen);
+          std::string v(reinterpret_cast<const char*>(value), valuelen);
+          auto& r = c->responses_[frame->hd.stream_id];
+          if (n == ":status") {
+            r.status = std::stoi(v);
+          } else {
+            r.headers[n] = v;
+          }
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+        cbs,
+        [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) {
+          static_cast<H2Client*>(user)->responses_[id].body.append(
+              reinterpret_cast<const char*>(data), len);
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_frame_recv_callback(
+        cbs, [](nghttp2_session*, const nghttp2_frame* frame, void* user) {
+          auto* c = static_cast<H2Client*>(user);
+          if (frame->hd.type == NGHTTP2_RST_STREAM) c->responses_[frame->hd.stream_id].reset = true;
+          if (frame->hd.type == NGHTTP2_GOAWAY) c->goaway_ = true;
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_stream_close_callback(
+        cbs, [](nghttp2_session*, int32_t id, uint32_t error_code, void* user) {
+          auto& r = static_cast<H2Client*>(user)->responses_[id];
+          r.closed = true;
+          r.error_code = error_code;
+          return 0;
+        });
+    nghttp2_session_client_new(&session_, cbs, this);
+    nghttp2_session_callbacks_del(cbs);
+    nghttp2_settings_entry window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 24};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, &window, 1);
+  }
+  ~H2Client() {
+    nghttp2_session_del(session_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool connected() const { return connected_; }
+  bool goaway() const { return goaway_; }
+  const H2Response& response(int32_t id) { return responses_[id]; }
+
+  // Queues a request; `body` is sent as DATA (none when nullopt).
+  int32_t Submit(const std::string& method, const std::string& path,
+                 std::optional<std::string> body = std::nullopt,
+                 std::vector<std::pair<std::string, std::string>> extra = {}) {
+    std::vector<std::pair<std::string, std::string>> h = {
+        {":method", method}, {":scheme", "http"}, {":path", path}, {":authority", "t"}};
+    for (auto& e : extra) h.push_back(e);
+    std::vector<nghttp2_nv> nva;
+    for (auto& [n, v] : h) {
+      nva.push_back({reinterpret_cast<uint8_t*>(n.data()), reinterpret_cast<uint8_t*>(v.data()),
+                     n.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    if (!body)
+      return nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), nullptr, nullptr);
+    auto source = std::make_unique<Body>();
+    source->data = std::move(*body);
+    nghttp2_data_provider provider{};
+    provider.source.ptr = source.get();
+    provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                                uint32_t* flags, nghttp2_data_source* src, void*) -> ssize_t {
+      auto* b = static_cast<Body*>(src->ptr);
+      const size_t n = std::min(length, b->data.size() - b->sent);
+      std::memcpy(buf, b->data.data() + b->sent, n);
+      b->sent += n;
+      if (b->sent == b->data.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return static_cast<ssize_t>(n);
+    };
+    const int32_t id =
+        nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &provider, nullptr);
+    bodies_.push_back(std::move(source));
+    return id;
+  }
+
+  void Reset(int32_t id) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  }
+
+  // Pumps until `done()` or the timeout; false on timeout, or when the connection ends first.
+  bool Run(const std::function<bool()>& done, milliseconds timeout = milliseconds(5000)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (!Send()) return done();
+      if (done()) return true;
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50))) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        eof_ = true;
+        return done();
+      }
+      if (nghttp2_session_mem_recv(session_, reinterpret_cast<uint8_t*>(buf),
+                                   static_cast<size_t>(n)) < 0)
+        return done();
+    }
+  }
+  bool RunUntilClosed(int32_t id, milliseconds timeout = milliseconds(5000)) {
+    return Run([&] { return responses_[id].closed; }, timeout);
+  }
+  bool eof() const { return eof_; }
+
+  // Sends only the bytes given (for partial bodies written by hand after HEADERS).
+  void SendRaw(const std::string& bytes) {
+    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+
+ private:
+  struct Body {
+    std::string data;
+    size_t sent = 0;
+  };
+  bool Send() {
+    for (;;) {
+      const uint8_t* data;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) return false;
+      if (n == 0) return true;
+      ssize_t off = 0;
+      while (off < n) {
+        const ssize_t w = ::send(fd_, data + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
+        if (w <= 0) return false;
+        off += w;
+      }
+    }
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  bool goaway_ = false;
+  bool eof_ = false;
+  nghttp2_session* session_ = nullptr;
+  std::map<int32_t, H2Response> responses_;
+  std::vector<std::unique_ptr<Body>> bodies_;
+};
+
+class Handler : public HttpHandler {
+ public:
+  std::function<void(HttpRequest, HttpResponder)> on_request;
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> on_precheck;
+  std::atomic<int> calls{0};
+
+  void Handle(HttpRequest request, HttpResponder respond) override {
+    ++calls;
+    if (on_request) {
+      on_request(std::move(request), std::move(respond));
+      return;
+    }
+    HttpResponse r;
+    r.headers.emplace_back("X-Method", request.method);
+    r.headers.emplace_back("X-Target", request.target);
+    r.headers.emplace_back("X-Foo", std::string(request.Header("x-foo")));
+    r.headers.emplace_back("Connection", "keep-alive");  // must be dropped for HTTP/2
+    r.body = *request.body;
+    respond(std::move(r));
+  }
+  std::optional<HttpResponse> Precheck(const HttpRequest& head) override {
+    EXPECT_EQ(head.body, nullptr);
+    return on_precheck ? on_precheck(head) : std::nullopt;
+  }
+};
+
+class Http2Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.address = "127.0.0.1";
+    options_.port = 0;
+    options_.io_threads = 2;
+  }
+  void TearDown() override {
+    server_.reset();
+    for (auto& t : threads_) t.join();
+  }
+  void StartServer() {
+    auto server = HttpServer::Create(options_, &handler_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  HttpServer::Options options_;
+  Handler handler_;
+  std::unique_ptr<HttpServer> server_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(Http2Test, PriorKnowledgeServesConcurrentStreams) {
+  StartServer();
+  H2Client c(server_->port());
+  ASSERT_TRUE(c.connected());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(c.Submit("POST", "/echo?i=" + std::to_string(i),
+                           std::string(100000 * (i + 1), static_cast<char>('a' + i)),
+                           {{"x-foo", "bar"}}));
+  }
+  ids.push_back(c.Submit("GET", "/get"));
+  ASSERT_TRUE(c.Run([&] {
+    for (int32_t id : ids)
+      if (!c.response(id).closed) return false;
+    return true;
+  }));
+  for (int i = 0; i < 5; ++i) {
+    const auto& r = c.response(ids[i]);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, std::string(100000 * (i + 1), static_cast<char>('a' + i)));
+    EXPECT_EQ(r.headers.at("x-method"), "POST");
+    EXPECT_EQ(r.headers.at("x-target"), "/echo?i=" + std::to_string(i));
+    EXPECT_EQ(r.headers.at("x-foo"), "bar");
+    EXPECT_EQ(r.headers.at("content-length"), std::to_string(r.body.size()));
+    EXPECT_EQ(r.headers.count("connection"), 0u);
+  }
+  EXPECT_EQ(c.response(ids[5]).status, 200);
+  EXPECT_EQ(c.response(ids[5]).body, "");
+  EXPECT_EQ(handler_.calls.load(), 6);
+}
+
+TEST_F(Http2Test, PrecheckRefusalNeverHandsTheBodyOverAndTheConnectionGoesOn) {
+  handler_.on_precheck = [](const HttpRequest& head) -> std::optional<HttpResponse> {
+    if (head.target != "/refuse") return std::nullopt;
+    HttpResponse r;
+    r.status = 503;
+    r.body = "busy";
+    return r;
+  };
+  StartServer();
+  H2Client c(server_->port());
+  // Larger than the server's stream window: the client is still sending when refused.
+  const int32_t refused = c.Submit("POST", "/refuse", std::string(8 << 20, 'x'));
+  ASSERT_TRUE(c.RunUntilClosed(refused));
+  EXPECT_EQ(c.response(refused).status, 503);
+  EXPECT_EQ(c.response(refused).body, "busy");
+  EXPECT_TRUE(c.response(refused).reset);
+  EXPECT_EQ(c.response(refused).error_code, static_cast<uint32_t>(NGHTTP2_NO_ERROR));
+  const int32_t ok = c.Submit("POST", "/ok", std::string("after"));
+  ASSERT_TRUE(c.RunUntilClosed(ok));
+  EXPECT_EQ(c.response(ok).status, 200);
+  EXPECT_EQ(c.response(ok).body, "after");
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
+TEST_F(Http2Test, BodyOverTheLimitGets413OnItsStreamOnly) {
+  options_.max_body_bytes = 1000;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t big = c.Submit("POST", "/x", std::string(5000, 'x'));
+  const int32_t small = c.Submit("POST", "/y", std::string(10, 'y'));
+  ASSERT_TRUE(c.Run([&] { return c.response(big).closed && c.response(small).closed; }));
+  EXPECT_EQ(c.response(big).status, 413);
+  EXPECT_EQ(c.response(small).status, 200);
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
+TEST_F(Http2Test, HeaderListOverTheLimitGets431) {
+  options_.max_header_bytes = 1024;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("GET", "/x", std::nullopt, {{"x-big", std::string(2000, 'v')}});
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).status, 431);
+  EXPECT_EQ(handler_.calls.load(), 0);
+}
+
+TEST_F(Http2Test, ClientResetCancelsTheRequestAndLateResponseIsDropped) {
+  std::mutex mu;
+  std::optional<HttpResponder> held;
+  std::shared_ptr<CancellationToken> token;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    token = request.cancellation;
+    held = std::move(respond);
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/slow", std::string("x"));
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.has_value();
+  }));
+  c.Reset(id);
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return token->cancelled();
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    (*held)(HttpResponse{});  // late: dropped
+  }
+  handler_.on_request = nullptr;
+  const int32_t next = c.Submit("GET", "/next");
+  ASSERT_TRUE(c.RunUntilClosed(next));
+  EXPECT_EQ(c.response(next).status, 200);
+}
+
+TEST_F(Http2Test, ResponderFromAnotherThread) {
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    threads_.emplace_back([request = std::move(request), respond = std::move(respond)] {
+      std::this_thread::sleep_for(milliseconds(20));
+      HttpResponse r;
+      r.status = 201;
+      r.body = *request.body + "!";
+      respond(std::move(r));
+    });
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/t", std::string("hi"));
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).status, 201);
+  EXPECT_EQ(c.response(id).body, "hi!");
+}
+
+TEST_F(Http2Test, StopSendsGoawayAndFinishesTheStreamInFlight) {
+  std::mutex mu;
+  std::optional<HttpResponder> held;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    held = std::move(respond);
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("GET", "/slow");
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.has_value();
+  }));
+  std::thread stopper([&] { server_->Stop(); });
+  ASSERT_TRUE(c.Run([&] { return c.goaway(); }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    HttpResponse r;
+    r.body = "done";
+    (*held)(std::move(r));
+  }
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).body, "done");
+  stopper.join();
+}
+
+TEST_F(Http2Test, ConnectionLossCancelsEveryOpenRequest) {
+  std::mutex mu;
+  std::vector<std::shared_ptr<CancellationToken>> tokens;
+  std::vector<HttpResponder> held;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    tokens.push_back(request.cancellation);
+    held.push_back(std::move(respond));
+  };
+  StartServer();
+  {
+    H2Client c(server_->port());
+    c.Submit("GET", "/a");
+    c.Submit("GET", "/b");
+    ASSERT_TRUE(c.Run([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      return tokens.size() == 2;
+    }));
+  }  // closes the socket
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (tokens[0]->cancelled() && tokens[1]->cancelled()) break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+}  // namespace
+}  // namespace harrier
