@@ -1,6 +1,8 @@
 // Harrier's composition root: parse flags, build the objects, serve until SIGINT/SIGTERM.
 //
 //   backend (ONNX Runtime) -> ModelRepositoryManager -> KServeHandler -> HttpServer
+//                                                    -> GrpcServer (gRPC)
+//                                                    -> MetricsHandler -> HttpServer (metrics)
 //
 // Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
 // (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
@@ -22,6 +24,9 @@
 #include "core/json_writer.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
+#include "observability/metrics_handler.h"
+#include "observability/process_metrics.h"
+#include "protocol/grpc/grpc_server.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
@@ -42,6 +47,7 @@ struct ServeFlags {
   std::string tls_key;
   std::string tls_client_ca;
   int https_port = 8443;
+  uint32_t http2_max_concurrent_streams = HttpServer::Options{}.http2_max_concurrent_streams;
   std::string plain_http = "on";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
@@ -194,6 +200,12 @@ int Serve(const ServeFlags& flags) {
   http_options.header_timeout = ms(flags.header_timeout_secs);
   http_options.body_timeout = ms(flags.body_timeout_secs);
   http_options.keepalive_timeout = ms(flags.idle_timeout_secs);
+  http_options.http2_max_concurrent_streams = flags.http2_max_concurrent_streams;
+  http_options.tls_cert_file = flags.tls_cert;
+  http_options.tls_key_file = flags.tls_key;
+  http_options.tls_client_ca_file = flags.tls_client_ca;
+  http_options.tls_port = static_cast<uint16_t>(flags.https_port);
+  http_options.plain_http = flags.plain_http == "on";
   auto server = HttpServer::Create(http_options, &handler);
   Status started = server.ok() ? (*server)->Start() : server.status();
   if (!started.ok()) {
@@ -201,10 +213,63 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on HTTP {}:{} ({} I/O threads)", flags.http_address, (*server)->port(),
-               (*server)->io_threads());
-  spdlog::info("gRPC port {} and metrics port {} are reserved: not served by this release",
-               flags.grpc_port, flags.metrics_port);
+  if (http_options.plain_http) {
+    spdlog::info("listening on HTTP {}:{} ({} I/O threads; HTTP/1.1 and h2c)", flags.http_address,
+                 (*server)->port(), (*server)->io_threads());
+  }
+  if ((*server)->tls_port() != 0) {
+    spdlog::info("listening on HTTPS {}:{} (h2 and http/1.1 by ALPN{})", flags.http_address,
+                 (*server)->tls_port(),
+                 flags.tls_client_ca.empty() ? "" : "; client certificates required");
+  }
+
+  // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
+  grpc_frontend::GrpcServer::Options grpc_options;
+  grpc_options.address = flags.http_address;
+  grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
+  grpc_options.tls_cert_file = flags.tls_cert;
+  grpc_options.tls_key_file = flags.tls_key;
+  grpc_options.tls_client_ca_file = flags.tls_client_ca;
+  grpc_options.max_receive_message_bytes = flags.max_body_bytes;
+  grpc_options.handler.server_version = HARRIER_VERSION;
+  grpc_options.handler.decode_limits = handler_options.decode_limits;
+  auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
+  Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
+  if (!grpc_started.ok()) {
+    spdlog::critical("cannot start the gRPC server: {}", grpc_started.message());
+    (*server)->Stop();
+    (*manager)->Shutdown();
+    return 1;
+  }
+  spdlog::info("listening on gRPC {}:{} ({}{})", flags.http_address, (*grpc_server)->port(),
+               (*grpc_server)->tls() ? "TLS" : "plaintext",
+               flags.tls_client_ca.empty() ? "" : "; client certificates required");
+
+  // Prometheus metrics (docs/metrics.md) on a server of their own, one I/O thread, so that a
+  // scrape never waits behind inference traffic and vice versa.
+  MetricsHandler metrics_handler({
+      [&manager](TextExposition* out) { (*manager)->CollectMetrics(out); },
+      [](TextExposition* out) {
+        if (auto sample = ReadProcessSample()) AppendProcessMetrics(*sample, out);
+      },
+  });
+  HttpServer::Options metrics_options;
+  metrics_options.address = flags.http_address;
+  metrics_options.port = static_cast<uint16_t>(flags.metrics_port);
+  metrics_options.io_threads = 1;
+  metrics_options.max_body_bytes = 64u << 10;
+  metrics_options.shutdown_timeout = std::chrono::seconds(2);
+  auto metrics_server = HttpServer::Create(metrics_options, &metrics_handler);
+  Status metrics_started = metrics_server.ok() ? (*metrics_server)->Start() : metrics_server.status();
+  if (!metrics_started.ok()) {
+    spdlog::critical("cannot start the metrics server: {}", metrics_started.message());
+    (*server)->Stop();
+    (*grpc_server)->Stop(std::chrono::seconds(1));
+    (*manager)->Shutdown();
+    return 1;
+  }
+  spdlog::info("listening on metrics {}:{} (GET /metrics)", flags.http_address,
+               (*metrics_server)->port());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -219,8 +284,10 @@ int Serve(const ServeFlags& flags) {
   }).detach();
 
   (*server)->Stop();       // stop accepting, answer what is in flight, close connections
+  (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC
   (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
   server->reset();
+  (*metrics_server)->Stop();  // scrapes see the drained queues until the end
   spdlog::info("stopped");
   return 0;
 }
@@ -252,7 +319,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   serve
       ->add_option("--grpc-port", flags.grpc_port,
-                   "Reserved; gRPC arrives with a later release (accepted, not served)")
+                   "gRPC port (KServe v2 gRPC, TLS with --tls-cert; 0: pick a free one; "
+                   "docs/grpc.md)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   serve
@@ -278,10 +346,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   serve
       ->add_option("--metrics-port", flags.metrics_port,
-                   "Reserved; Prometheus metrics arrive with a later release (accepted, not "
-                   "served)")
+                   "Prometheus metrics port: GET /metrics (0: pick a free one; docs/metrics.md)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--http2-max-concurrent-streams", flags.http2_max_concurrent_streams,
+                   "HTTP/2 (h2c and h2): streams a client may have open at once per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
   serve
       ->add_option("--http-threads", flags.http_threads,
                    "HTTP I/O threads (0: one per usable core)")
@@ -341,14 +413,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   serve
       ->add_option("--overload-protection", flags.overload_protection,
-                   "Per-model adaptive concurrency limit that answers 429 instead of letting "
-                   "queue delay grow past its target")
+                   "Per-model admission on the predicted queue delay: answers 429 instead of "
+                   "letting queue delay grow past its target")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   serve
       ->add_option("--overload-target-queue-delay-us", flags.overload_target_queue_delay_us,
                    "Queue delay overload protection holds each model to (0: derived from the "
-                   "model's service time)")
+                   "model's batch-1 service time, half of it)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000'000}));
   serve

@@ -19,6 +19,22 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
+GrpcCode GrpcStatusCodeFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return GrpcCode::kOk;
+    case StatusCode::kInvalidArgument: return GrpcCode::kInvalidArgument;
+    case StatusCode::kNotFound: return GrpcCode::kNotFound;
+    case StatusCode::kPayloadTooLarge: return GrpcCode::kResourceExhausted;
+    case StatusCode::kResourceExhausted: return GrpcCode::kResourceExhausted;
+    case StatusCode::kUnavailable: return GrpcCode::kUnavailable;
+    case StatusCode::kDeadlineExceeded: return GrpcCode::kDeadlineExceeded;
+    case StatusCode::kCancelled: return GrpcCode::kCancelled;
+    case StatusCode::kUnimplemented: return GrpcCode::kUnimplemented;
+    case StatusCode::kInternal: return GrpcCode::kInternal;
+  }
+  return GrpcCode::kInternal;
+}
+
 int RetryAfterSeconds(const Status& status) {
   if (status.code() != StatusCode::kResourceExhausted) return 0;
   constexpr std::string_view kMarker = "; retry after ";

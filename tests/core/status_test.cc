@@ -57,5 +57,27 @@ TEST(StatusMappingTest, EveryCodeHasItsHttpStatus) {
   for (const Row& r : rows) EXPECT_EQ(HttpStatusFor(r.code), r.http) << StatusCodeName(r.code);
 }
 
+TEST(StatusMappingTest, EveryCodeHasItsGrpcCode) {
+  struct Row {
+    StatusCode code;
+    int grpc;  // the gRPC wire protocol's numbers
+  };
+  const Row rows[] = {
+      {StatusCode::kOk, 0},
+      {StatusCode::kInvalidArgument, 3},    // INVALID_ARGUMENT
+      {StatusCode::kNotFound, 5},           // NOT_FOUND
+      {StatusCode::kPayloadTooLarge, 8},    // RESOURCE_EXHAUSTED, as gRPC for a large message
+      {StatusCode::kResourceExhausted, 8},  // RESOURCE_EXHAUSTED
+      {StatusCode::kUnavailable, 14},       // UNAVAILABLE
+      {StatusCode::kDeadlineExceeded, 4},   // DEADLINE_EXCEEDED
+      {StatusCode::kCancelled, 1},          // CANCELLED
+      {StatusCode::kUnimplemented, 12},     // UNIMPLEMENTED
+      {StatusCode::kInternal, 13},          // INTERNAL
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(static_cast<int>(GrpcStatusCodeFor(r.code)), r.grpc) << StatusCodeName(r.code);
+  }
+}
+
 }  // namespace
 }  // namespace harrier

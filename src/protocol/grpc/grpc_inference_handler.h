@@ -1,0 +1,92 @@
+// GrpcInferenceHandler: the logic of every RPC of the KServe v2 gRPC service (with Triton's
+// additions) over a ModelManager, on the generated protobuf messages, independent of the gRPC
+// library: GrpcServer (grpc_server.h) adapts it to grpc++ calls, and its unit tests drive it
+// with the fake ModelManager. It mirrors KServeHandler (the REST API) RPC for RPC:
+//
+//   ServerLive            live = true
+//   ServerReady           ready = every model of the repository is ready (never an error)
+//   ModelReady            ready = true; false when the model exists but is not ready;
+//                         kNotFound for an unknown model or version
+//   ServerMetadata        name, version, extensions (the REST API's list)
+//   ModelMetadata         as GET /v2/models/{m}[/versions/{v}]
+//   ModelConfig           the completed config (ServableModel::ConfigJson parsed into
+//                         inference.ModelConfig)
+//   ModelStatistics       as GET /v2/models[/{m}[/versions/{v}]]/stats; empty name: every model
+//   RepositoryIndex       every model version and its state (`ready`: ready ones only)
+//   RepositoryModelLoad/Unload   kUnimplemented, with the REST API's message (the server loads
+//                         every model at start)
+//   ModelInfer            decode (infer_codec.h), run on the model, encode
+//
+// Errors are Status values; the caller turns them into gRPC codes with GrpcStatusCodeFor
+// (core/status_mapping.h): kInvalidArgument for a malformed request or version string,
+// kNotFound, kUnavailable, kResourceExhausted (admission control, a full queue, a size limit),
+// kDeadlineExceeded, kCancelled, kUnimplemented, kInternal.
+//
+// Thread safety: every method may be called from any number of threads at once.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harrier/cancellation.h"
+#include "harrier/model_manager.h"
+#include "harrier/status.h"
+#include "protocol/grpc/grpc_service.pb.h"
+#include "protocol/kserve/infer_request_decoder.h"
+
+namespace harrier::grpc_frontend {
+
+// What the transport knows about one inference call.
+struct InferCallContext {
+  std::chrono::steady_clock::time_point received_at{};
+  // From grpc-timeout; max() = none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Cancelled when the call is (client cancel, disconnect, server shutdown); may be null.
+  std::shared_ptr<CancellationToken> cancellation;
+  // Metadata `x-client-id` (per-client rate limits); empty = anonymous.
+  std::string client_id;
+};
+
+class GrpcInferenceHandler {
+ public:
+  struct Options {
+    std::string server_name = "harrier";
+    std::string server_version = "unknown";  // the composition root passes the build's version
+    std::vector<std::string> extensions;     // empty: kserve::DefaultKServeExtensions()
+    kserve::DecodeLimits decode_limits;
+  };
+
+  // `models` is not owned and must outlive the handler and every call in flight.
+  GrpcInferenceHandler(ModelManager* models, Options options);
+
+  Status ServerLive(inference::ServerLiveResponse* response) const;
+  Status ServerReady(inference::ServerReadyResponse* response) const;
+  Status ModelReady(const inference::ModelReadyRequest& request,
+                    inference::ModelReadyResponse* response) const;
+  Status ServerMetadata(inference::ServerMetadataResponse* response) const;
+  Status ModelMetadata(const inference::ModelMetadataRequest& request,
+                       inference::ModelMetadataResponse* response) const;
+  Status ModelConfig(const inference::ModelConfigRequest& request,
+                     inference::ModelConfigResponse* response) const;
+  Status ModelStatistics(const inference::ModelStatisticsRequest& request,
+                         inference::ModelStatisticsResponse* response) const;
+  Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
+                         inference::RepositoryIndexResponse* response) const;
+  Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request) const;
+  Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request) const;
+
+  // Decodes `request` (its raw_input_contents are moved out), runs it on the model and fills
+  // `response`. `done` is called exactly once: on the calling thread for errors found before the
+  // request is queued, else on a model worker thread. `response` must stay valid until then.
+  void ModelInfer(inference::ModelInferRequest* request, InferCallContext call,
+                  inference::ModelInferResponse* response, std::function<void(Status)> done) const;
+
+ private:
+  ModelManager* const models_;
+  const Options options_;
+};
+
+}  // namespace harrier::grpc_frontend

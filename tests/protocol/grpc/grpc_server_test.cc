@@ -1,0 +1,336 @@
+// GrpcServer end to end in one process: the real grpc++ server on port 0 over the fake
+// ModelManager, called through the generated C++ stub (Harrier's own gRPC client) — every RPC,
+// status codes, the stream, the message size limit.
+#include "protocol/grpc/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "protocol/grpc/grpc_service.grpc.pb.h"
+#include "util/fake_model_manager.h"
+
+namespace harrier::grpc_frontend {
+namespace {
+
+using inference::GRPCInferenceService;
+
+class GrpcServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = models_.AddReady("echo", 1);
+    model_->config_json = R"({"name":"echo","platform":"onnxruntime_onnx","max_batch_size":8,)"
+                          R"("input":[{"name":"INPUT0","data_type":"TYPE_INT32","dims":[4]}]})";
+    models_.AddState("broken", 1, ModelState::kUnavailable, "bad file");
+    models_.metadata["echo"].platform = "onnxruntime_onnx";
+    models_.metadata["echo"].inputs.push_back({"INPUT0", DataType::kInt32, {-1, 4}});
+    ModelVersionStats stats;
+    stats.inference_count = 5;
+    stats.success = {5, 1000};
+    stats.batch_stats.push_back({1, {5, 10}, {5, 20}, {5, 30}});
+    models_.stats[{"echo", 1}] = stats;
+    StartServer(GrpcServer::Options{});
+  }
+
+  void StartServer(GrpcServer::Options options) {
+    if (server_) server_->Stop(std::chrono::milliseconds(0));
+    options.address = "127.0.0.1";
+    options.port = 0;
+    options.handler.server_version = "1.2.3";
+    auto created = GrpcServer::Create(options, &models_);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    server_ = std::move(created).value();
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_NE(server_->port(), 0);
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(-1);
+    stub_ = GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials(), args));
+  }
+
+  void TearDown() override { server_->Stop(std::chrono::milliseconds(0)); }
+
+  static inference::ModelInferRequest EchoRequest(int32_t base) {
+    inference::ModelInferRequest r;
+    r.set_model_name("echo");
+    r.set_id("id-" + std::to_string(base));
+    auto* in = r.add_inputs();
+    in->set_name("INPUT0");
+    in->set_datatype("INT32");
+    in->add_shape(1);
+    in->add_shape(4);
+    int32_t values[4] = {base, base + 1, base + 2, base + 3};
+    r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+    return r;
+  }
+
+  testing::FakeModelManager models_;
+  std::shared_ptr<testing::FakeServableModel> model_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<GRPCInferenceService::Stub> stub_;
+};
+
+TEST_F(GrpcServerTest, HealthAndMetadata) {
+  grpc::ClientContext c1, c2, c3, c4;
+  inference::ServerLiveResponse live;
+  ASSERT_TRUE(stub_->ServerLive(&c1, {}, &live).ok());
+  EXPECT_TRUE(live.live());
+  inference::ServerReadyResponse ready;
+  models_.all_ready = false;
+  ASSERT_TRUE(stub_->ServerReady(&c2, {}, &ready).ok());
+  EXPECT_FALSE(ready.ready());
+  inference::ServerMetadataResponse md;
+  ASSERT_TRUE(stub_->ServerMetadata(&c3, {}, &md).ok());
+  EXPECT_EQ(md.name(), "harrier");
+  EXPECT_EQ(md.version(), "1.2.3");
+  EXPECT_GE(md.extensions_size(), 4);
+  inference::ModelMetadataRequest mreq;
+  mreq.set_name("echo");
+  inference::ModelMetadataResponse mmd;
+  ASSERT_TRUE(stub_->ModelMetadata(&c4, mreq, &mmd).ok());
+  EXPECT_EQ(mmd.platform(), "onnxruntime_onnx");
+  ASSERT_EQ(mmd.inputs_size(), 1);
+  EXPECT_EQ(mmd.inputs(0).datatype(), "INT32");
+  EXPECT_EQ(mmd.inputs(0).shape(0), -1);
+  EXPECT_EQ(mmd.versions(0), "1");
+}
+
+TEST_F(GrpcServerTest, ModelReadyStates) {
+  struct Row {
+    const char* name;
+    const char* version;
+    grpc::StatusCode code;
+    bool ready;
+  };
+  const Row rows[] = {
+      {"echo", "", grpc::StatusCode::OK, true},
+      {"echo", "1", grpc::StatusCode::OK, true},
+      {"broken", "", grpc::StatusCode::OK, false},
+      {"nope", "", grpc::StatusCode::NOT_FOUND, false},
+      {"echo", "2", grpc::StatusCode::NOT_FOUND, false},
+      {"echo", "x", grpc::StatusCode::INVALID_ARGUMENT, false},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(std::string(r.name) + " " + r.version);
+    grpc::ClientContext context;
+    inference::ModelReadyRequest req;
+    req.set_name(r.name);
+    req.set_version(r.version);
+    inference::ModelReadyResponse resp;
+    grpc::Status s = stub_->ModelReady(&context, req, &resp);
+    EXPECT_EQ(s.error_code(), r.code) << s.error_message();
+    EXPECT_EQ(resp.ready(), r.ready);
+  }
+}
+
+TEST_F(GrpcServerTest, ConfigStatisticsIndexAndModelControl) {
+  {
+    grpc::ClientContext context;
+    inference::ModelConfigRequest req;
+    req.set_name("echo");
+    inference::ModelConfigResponse resp;
+    ASSERT_TRUE(stub_->ModelConfig(&context, req, &resp).ok());
+    EXPECT_EQ(resp.config().name(), "echo");
+    EXPECT_EQ(resp.config().max_batch_size(), 8);
+    ASSERT_EQ(resp.config().input_size(), 1);
+    EXPECT_EQ(resp.config().input(0).data_type(), inference::TYPE_INT32);
+    EXPECT_EQ(resp.config().input(0).dims(0), 4);
+  }
+  {
+    grpc::ClientContext context;
+    inference::ModelStatisticsRequest req;
+    req.set_name("echo");
+    inference::ModelStatisticsResponse resp;
+    ASSERT_TRUE(stub_->ModelStatistics(&context, req, &resp).ok());
+    ASSERT_EQ(resp.model_stats_size(), 1);
+    EXPECT_EQ(resp.model_stats(0).version(), "1");
+    EXPECT_EQ(resp.model_stats(0).inference_count(), 5u);
+    EXPECT_EQ(resp.model_stats(0).inference_stats().success().ns(), 1000u);
+    ASSERT_EQ(resp.model_stats(0).batch_stats_size(), 1);
+    EXPECT_EQ(resp.model_stats(0).batch_stats(0).compute_output().ns(), 30u);
+  }
+  {
+    grpc::ClientContext context;
+    inference::ModelStatisticsRequest req;
+    req.set_name("nope");
+    inference::ModelStatisticsResponse resp;
+    EXPECT_EQ(stub_->ModelStatistics(&context, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryIndexResponse resp;
+    ASSERT_TRUE(stub_->RepositoryIndex(&context, {}, &resp).ok());
+    ASSERT_EQ(resp.models_size(), 2);
+    EXPECT_EQ(resp.models(0).name(), "broken");
+    EXPECT_EQ(resp.models(0).state(), "UNAVAILABLE");
+    EXPECT_EQ(resp.models(0).reason(), "bad file");
+    EXPECT_EQ(resp.models(1).state(), "READY");
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryIndexRequest req;
+    req.set_ready(true);
+    inference::RepositoryIndexResponse resp;
+    ASSERT_TRUE(stub_->RepositoryIndex(&context, req, &resp).ok());
+    ASSERT_EQ(resp.models_size(), 1);
+    EXPECT_EQ(resp.models(0).name(), "echo");
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    inference::RepositoryModelLoadResponse resp;
+    grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_NE(s.error_message().find("not supported"), std::string::npos);
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelUnloadRequest req;
+    inference::RepositoryModelUnloadResponse resp;
+    EXPECT_EQ(stub_->RepositoryModelUnload(&context, req, &resp).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
+}
+
+TEST_F(GrpcServerTest, ModelInferPassesCallFieldsAndAnswersRaw) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context.AddMetadata("x-client-id", "tenant-a");
+  inference::ModelInferResponse resp;
+  const auto before = std::chrono::steady_clock::now();
+  grpc::Status s = stub_->ModelInfer(&context, EchoRequest(10), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.model_name(), "echo");
+  EXPECT_EQ(resp.model_version(), "1");
+  EXPECT_EQ(resp.id(), "id-10");
+  ASSERT_EQ(resp.raw_output_contents_size(), 1);
+  int32_t out[4];
+  ASSERT_EQ(resp.raw_output_contents(0).size(), sizeof(out));
+  std::memcpy(out, resp.raw_output_contents(0).data(), sizeof(out));
+  EXPECT_EQ(out[3], 13);
+
+  const InferenceRequest& seen = *model_->last_request;
+  EXPECT_EQ(seen.client_id, "tenant-a");
+  ASSERT_NE(seen.cancellation, nullptr);
+  EXPECT_FALSE(seen.cancellation->cancelled());
+  // grpc-timeout became the request's deadline: about 30 s after it was received.
+  EXPECT_GT(seen.deadline, before + std::chrono::seconds(25));
+  EXPECT_LT(seen.deadline, before + std::chrono::seconds(31));
+}
+
+TEST_F(GrpcServerTest, ModelInferErrorsMapToGrpcCodes) {
+  struct Row {
+    Status status;
+    grpc::StatusCode code;
+  };
+  const Row rows[] = {
+      {InvalidArgument("bad"), grpc::StatusCode::INVALID_ARGUMENT},
+      {ResourceExhausted("queue full; retry after 3 s"), grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {Unavailable("stopping"), grpc::StatusCode::UNAVAILABLE},
+      {DeadlineExceeded("late"), grpc::StatusCode::DEADLINE_EXCEEDED},
+      {Cancelled("gone"), grpc::StatusCode::CANCELLED},
+      {Internal("bug"), grpc::StatusCode::INTERNAL},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.status.ToString());
+    model_->infer = [&](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+      return r.status;
+    };
+    grpc::ClientContext context;
+    inference::ModelInferResponse resp;
+    grpc::Status s = stub_->ModelInfer(&context, EchoRequest(1), &resp);
+    EXPECT_EQ(s.error_code(), r.code);
+    EXPECT_EQ(s.error_message(), r.status.message());
+    if (r.code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      auto it = context.GetServerTrailingMetadata().find("retry-after");
+      ASSERT_NE(it, context.GetServerTrailingMetadata().end());
+      EXPECT_EQ(std::string(it->second.data(), it->second.size()), "3");
+    }
+  }
+  model_->infer = nullptr;
+  grpc::ClientContext context;
+  inference::ModelInferRequest unknown = EchoRequest(1);
+  unknown.set_model_name("nope");
+  inference::ModelInferResponse resp;
+  EXPECT_EQ(stub_->ModelInfer(&context, unknown, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcServerTest, MessagesOverTheLimitAreRefused) {
+  GrpcServer::Options options;
+  options.max_receive_message_bytes = 1024;
+  StartServer(options);
+  inference::ModelInferRequest big = EchoRequest(1);
+  big.mutable_inputs(0)->set_shape(1, 1024);
+  big.set_raw_input_contents(0, std::string(4096, '\0'));
+  grpc::ClientContext context;
+  inference::ModelInferResponse resp;
+  EXPECT_EQ(stub_->ModelInfer(&context, big, &resp).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext again;
+  EXPECT_TRUE(stub_->ModelInfer(&again, EchoRequest(1), &resp).ok());
+}
+
+TEST_F(GrpcServerTest, StreamAnswersEveryRequestAndCarriesErrorsInBand) {
+  grpc::ClientContext context;
+  auto stream = stub_->ModelStreamInfer(&context);
+  constexpr int kRequests = 200;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(stream->Write(EchoRequest(i)));
+    if (i == 100) {
+      inference::ModelInferRequest bad = EchoRequest(i);
+      bad.set_id("bad");
+      bad.set_model_name("nope");
+      ASSERT_TRUE(stream->Write(bad));
+    }
+  }
+  stream->WritesDone();
+  inference::ModelStreamInferResponse r;
+  int good = 0, errors = 0;
+  while (stream->Read(&r)) {
+    if (!r.error_message().empty()) {
+      ++errors;
+      EXPECT_EQ(r.infer_response().id(), "bad");
+      EXPECT_NE(r.error_message().find("unknown model"), std::string::npos);
+      continue;
+    }
+    const int i = std::stoi(r.infer_response().id().substr(3));
+    int32_t first;
+    std::memcpy(&first, r.infer_response().raw_output_contents(0).data(), 4);
+    EXPECT_EQ(first, i);
+    ++good;
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(good, kRequests);
+  EXPECT_EQ(errors, 1);
+}
+
+TEST_F(GrpcServerTest, BusyPortIsAnError) {
+  GrpcServer::Options options;
+  options.address = "127.0.0.1";
+  options.port = server_->port();
+  auto second = GrpcServer::Create(options, &models_);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->Start().code(), StatusCode::kUnavailable);
+}
+
+TEST(GrpcServerCreateTest, TlsOptionsAreChecked) {
+  testing::FakeModelManager models;
+  GrpcServer::Options key_only;
+  key_only.tls_key_file = "/nonexistent/key.pem";
+  EXPECT_EQ(GrpcServer::Create(key_only, &models).status().code(), StatusCode::kInvalidArgument);
+  GrpcServer::Options ca_only;
+  ca_only.tls_client_ca_file = "/nonexistent/ca.pem";
+  EXPECT_EQ(GrpcServer::Create(ca_only, &models).status().code(), StatusCode::kInvalidArgument);
+  GrpcServer::Options unreadable;
+  unreadable.tls_cert_file = "/nonexistent/cert.pem";
+  unreadable.tls_key_file = "/nonexistent/key.pem";
+  EXPECT_EQ(GrpcServer::Create(unreadable, &models).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harrier::grpc_frontend

@@ -1,0 +1,428 @@
+#include "protocol/grpc/infer_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "util/bytes_tensor.h"
+
+namespace harrier::grpc_frontend {
+namespace {
+
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+
+template <typename T>
+std::string RawOf(const std::vector<T>& values) {
+  std::string out(values.size() * sizeof(T), '\0');
+  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+std::string BytesLayout(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    const uint32_t n = static_cast<uint32_t>(e.size());
+    out.append(reinterpret_cast<const char*>(&n), 4);  // the test host is little-endian
+    out += e;
+  }
+  return out;
+}
+
+std::string TensorBytes(const Tensor& t) {
+  return std::string(reinterpret_cast<const char*>(t.data), t.size_bytes);
+}
+
+ModelInferRequest OneInput(const std::string& dtype, std::vector<int64_t> shape) {
+  ModelInferRequest r;
+  r.set_model_name("m");
+  auto* in = r.add_inputs();
+  in->set_name("INPUT0");
+  in->set_datatype(dtype);
+  for (int64_t d : shape) in->add_shape(d);
+  return r;
+}
+
+// One row per data type: its typed field filler and the raw bytes of the same three values.
+struct TypeCase {
+  const char* dtype;
+  std::function<void(inference::InferTensorContents*)> fill;
+  std::string raw;
+};
+
+std::vector<TypeCase> TypeCases() {
+  using C = inference::InferTensorContents;
+  return {
+      {"BOOL",
+       [](C* c) {
+         for (bool b : {true, false, true}) c->add_bool_contents(b);
+       },
+       std::string("\x01\x00\x01", 3)},
+      {"UINT8",
+       [](C* c) {
+         for (uint32_t v : {0u, 7u, 255u}) c->add_uint_contents(v);
+       },
+       RawOf<uint8_t>({0, 7, 255})},
+      {"UINT16",
+       [](C* c) {
+         for (uint32_t v : {0u, 7u, 65535u}) c->add_uint_contents(v);
+       },
+       RawOf<uint16_t>({0, 7, 65535})},
+      {"UINT32",
+       [](C* c) {
+         for (uint32_t v : {0u, 7u, 4294967295u}) c->add_uint_contents(v);
+       },
+       RawOf<uint32_t>({0, 7, 4294967295u})},
+      {"UINT64",
+       [](C* c) {
+         for (uint64_t v : {0ull, 7ull, ~0ull}) c->add_uint64_contents(v);
+       },
+       RawOf<uint64_t>({0, 7, ~0ull})},
+      {"INT8",
+       [](C* c) {
+         for (int v : {-128, 7, 127}) c->add_int_contents(v);
+       },
+       RawOf<int8_t>({-128, 7, 127})},
+      {"INT16",
+       [](C* c) {
+         for (int v : {-32768, 7, 32767}) c->add_int_contents(v);
+       },
+       RawOf<int16_t>({-32768, 7, 32767})},
+      {"INT32",
+       [](C* c) {
+         for (int v : {INT32_MIN, 7, INT32_MAX}) c->add_int_contents(v);
+       },
+       RawOf<int32_t>({INT32_MIN, 7, INT32_MAX})},
+      {"INT64",
+       [](C* c) {
+         for (int64_t v : {INT64_MIN, int64_t{7}, INT64_MAX}) c->add_int64_contents(v);
+       },
+       RawOf<int64_t>({INT64_MIN, 7, INT64_MAX})},
+      {"FP32",
+       [](C* c) {
+         for (float v : {1.5f, -2.25f, 1e30f}) c->add_fp32_contents(v);
+       },
+       RawOf<float>({1.5f, -2.25f, 1e30f})},
+      {"FP64",
+       [](C* c) {
+         for (double v : {1.5, -2.25, 1e300}) c->add_fp64_contents(v);
+       },
+       RawOf<double>({1.5, -2.25, 1e300})},
+      {"BYTES",
+       [](C* c) {
+         for (const char* s : {"a", "", "xyz"}) c->add_bytes_contents(s);
+       },
+       BytesLayout({"a", "", "xyz"})},
+  };
+}
+
+TEST(GrpcInferCodecTest, EveryTypedDatatypeDecodesToTheRawLayoutAndEncodesBack) {
+  for (const TypeCase& tc : TypeCases()) {
+    SCOPED_TRACE(tc.dtype);
+    // Typed in.
+    ModelInferRequest typed = OneInput(tc.dtype, {1, 3});
+    tc.fill(typed.mutable_inputs(0)->mutable_contents());
+    auto decoded = DecodeModelInferRequest(&typed, {});
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->output_form, OutputForm::kTyped);
+    ASSERT_EQ(decoded->request->inputs.size(), 1u);
+    const Tensor& t = decoded->request->inputs[0];
+    EXPECT_EQ(DataTypeName(t.dtype), tc.dtype);
+    EXPECT_EQ(t.shape, (Shape{1, 3}));
+    EXPECT_EQ(TensorBytes(t), tc.raw);
+
+    // Typed out: the same contents as went in.
+    InferenceResponse response;
+    response.outputs.push_back(t);
+    ModelInferResponse typed_out;
+    ASSERT_TRUE(
+        EncodeModelInferResponse(response, *decoded->request, 0, OutputForm::kTyped, &typed_out)
+            .ok());
+    EXPECT_EQ(typed_out.raw_output_contents_size(), 0);
+    EXPECT_EQ(typed_out.outputs(0).contents().SerializeAsString(),
+              typed.inputs(0).contents().SerializeAsString());
+
+    // Raw in and raw out: the bytes as sent.
+    ModelInferRequest raw = OneInput(tc.dtype, {1, 3});
+    raw.add_raw_input_contents(tc.raw);
+    auto raw_decoded = DecodeModelInferRequest(&raw, {});
+    ASSERT_TRUE(raw_decoded.ok()) << raw_decoded.status().ToString();
+    EXPECT_EQ(raw_decoded->output_form, OutputForm::kRaw);
+    EXPECT_EQ(TensorBytes(raw_decoded->request->inputs[0]), tc.raw);
+    InferenceResponse raw_response;
+    raw_response.outputs.push_back(raw_decoded->request->inputs[0]);
+    ModelInferResponse raw_out;
+    ASSERT_TRUE(
+        EncodeModelInferResponse(raw_response, *raw_decoded->request, 0, OutputForm::kRaw, &raw_out)
+            .ok());
+    ASSERT_EQ(raw_out.raw_output_contents_size(), 1);
+    EXPECT_EQ(raw_out.raw_output_contents(0), tc.raw);
+    EXPECT_EQ(raw_out.outputs(0).datatype(), tc.dtype);
+    EXPECT_FALSE(raw_out.outputs(0).has_contents());
+  }
+}
+
+TEST(GrpcInferCodecTest, Fp16AndBf16AreRawOnlyAndForceRawResponses) {
+  for (const char* dtype : {"FP16", "BF16"}) {
+    SCOPED_TRACE(dtype);
+    ModelInferRequest raw = OneInput(dtype, {2});
+    raw.add_raw_input_contents(std::string("\x00\x3c\x00\xc0", 4));
+    auto decoded = DecodeModelInferRequest(&raw, {});
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->request->inputs[0].size_bytes, 4u);
+
+    ModelInferRequest typed = OneInput(dtype, {2});
+    typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+    typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(2);
+    auto refused = DecodeModelInferRequest(&typed, {});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("raw_input_contents"), std::string::npos);
+
+    // A typed response with an FP16 output is sent raw, every output of it.
+    InferenceResponse response;
+    response.outputs.push_back(decoded->request->inputs[0]);
+    Tensor i32{"OTHER", DataType::kInt32, {1}, nullptr, 4, nullptr};
+    static const int32_t kSeven = 7;
+    i32.data = reinterpret_cast<const std::byte*>(&kSeven);
+    response.outputs.push_back(i32);
+    ModelInferResponse out;
+    ASSERT_TRUE(
+        EncodeModelInferResponse(response, *decoded->request, 0, OutputForm::kTyped, &out).ok());
+    EXPECT_EQ(out.raw_output_contents_size(), 2);
+    EXPECT_EQ(out.outputs(1).contents().int_contents_size(), 0);
+  }
+}
+
+TEST(GrpcInferCodecTest, RawInputsAreMovedNotCopied) {
+  ModelInferRequest r = OneInput("FP32", {1024});
+  r.add_raw_input_contents(std::string(4096, '\x01'));
+  const char* original = r.raw_input_contents(0).data();
+  auto decoded = DecodeModelInferRequest(&r, {});
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(r.raw_input_contents_size(), 0);
+  const Tensor& t = decoded->request->inputs[0];
+  EXPECT_EQ(reinterpret_cast<const char*>(t.data), original);
+  EXPECT_NE(t.owner, nullptr);
+  r.Clear();  // the tensor does not depend on the message any more
+  EXPECT_EQ(static_cast<char>(t.data[4095]), '\x01');
+}
+
+TEST(GrpcInferCodecTest, HeaderFieldsParametersAndOutputs) {
+  ModelInferRequest r = OneInput("INT32", {1});
+  r.set_model_version("3");
+  r.set_id("req-7");
+  r.add_raw_input_contents(RawOf<int32_t>({5}));
+  (*r.mutable_parameters())["priority"].set_int64_param(2);
+  (*r.mutable_parameters())["timeout"].set_uint64_param(1500);
+  (*r.mutable_parameters())["flag"].set_bool_param(true);
+  (*r.mutable_parameters())["ratio"].set_double_param(0.5);
+  (*r.mutable_parameters())["note"].set_string_param("x");
+  auto* out = r.add_outputs();
+  out->set_name("OUT");
+  (*out->mutable_parameters())["classification"].set_int64_param(3);
+  (*out->mutable_parameters())["binary_data"].set_bool_param(true);
+  auto decoded = DecodeModelInferRequest(&r, {});
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  const InferenceRequest& req = *decoded->request;
+  EXPECT_EQ(req.model_name, "m");
+  EXPECT_EQ(req.model_version, std::optional<int64_t>(3));
+  EXPECT_EQ(req.id, "req-7");
+  EXPECT_EQ(req.priority, 2u);
+  EXPECT_EQ(req.timeout_us, 1500u);
+  EXPECT_EQ(std::get<bool>(req.parameters.at("flag")), true);
+  EXPECT_EQ(std::get<double>(req.parameters.at("ratio")), 0.5);
+  EXPECT_EQ(std::get<std::string>(req.parameters.at("note")), "x");
+  ASSERT_EQ(req.outputs.size(), 1u);
+  EXPECT_EQ(req.outputs[0].name, "OUT");
+  EXPECT_EQ(req.outputs[0].classification, 3);
+}
+
+TEST(GrpcInferCodecTest, EncodeSetsHeaderAndClassifies) {
+  InferenceRequest selection;
+  selection.model_name = "m";
+  selection.id = "req-1";
+  RequestedOutput top;
+  top.name = "SCORES";
+  top.classification = 2;
+  selection.outputs.push_back(top);
+  static const float kScores[] = {0.1f, 0.7f, 0.2f};
+  InferenceResponse response;
+  response.model_version = 4;
+  response.parameters["sequence_end"] = true;
+  response.outputs.push_back({"SCORES",
+                              DataType::kFp32,
+                              {3},
+                              reinterpret_cast<const std::byte*>(kScores),
+                              sizeof(kScores),
+                              nullptr});
+  ModelInferResponse out;
+  ASSERT_TRUE(EncodeModelInferResponse(response, selection, 0, OutputForm::kRaw, &out).ok());
+  EXPECT_EQ(out.model_name(), "m");
+  EXPECT_EQ(out.model_version(), "4");
+  EXPECT_EQ(out.id(), "req-1");
+  EXPECT_TRUE(out.parameters().at("sequence_end").bool_param());
+  EXPECT_EQ(out.outputs(0).datatype(), "BYTES");
+  EXPECT_EQ(out.outputs(0).shape_size(), 1);
+  EXPECT_EQ(out.outputs(0).shape(0), 2);
+  Tensor classified{"SCORES",
+                    DataType::kBytes,
+                    {2},
+                    reinterpret_cast<const std::byte*>(out.raw_output_contents(0).data()),
+                    out.raw_output_contents(0).size(),
+                    nullptr};
+  const std::vector<std::string> entries = testing::Strings(classified);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].substr(entries[0].find(':')), ":1");
+  EXPECT_EQ(entries[1].substr(entries[1].find(':')), ":2");
+}
+
+TEST(GrpcInferCodecTest, EncodeRefusesOutputsWhoseBytesDoNotMatchTheShape) {
+  static const int32_t kTwo[] = {1, 2};
+  InferenceResponse response;
+  response.outputs.push_back({"O",
+                              DataType::kInt32,
+                              {3},
+                              reinterpret_cast<const std::byte*>(kTwo),
+                              sizeof(kTwo),
+                              nullptr});
+  ModelInferResponse out;
+  Status s = EncodeModelInferResponse(response, InferenceRequest{}, 0, OutputForm::kTyped, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+}
+
+struct BadCase {
+  const char* what;
+  std::function<void(ModelInferRequest*)> mutate;
+  StatusCode code;
+  const char* message_part;
+};
+
+TEST(GrpcInferCodecTest, BadRequestsAreRefusedWithTheirCode) {
+  const BadCase cases[] = {
+      {"empty model name", [](ModelInferRequest* r) { r->clear_model_name(); },
+       StatusCode::kInvalidArgument, "model_name"},
+      {"bad version", [](ModelInferRequest* r) { r->set_model_version("1x"); },
+       StatusCode::kInvalidArgument, "version"},
+      {"zero version", [](ModelInferRequest* r) { r->set_model_version("0"); },
+       StatusCode::kInvalidArgument, "version"},
+      {"unknown datatype", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_datatype("FP8"); },
+       StatusCode::kInvalidArgument, "datatype 'FP8'"},
+      {"lower-case datatype",
+       [](ModelInferRequest* r) { r->mutable_inputs(0)->set_datatype("int32"); },
+       StatusCode::kInvalidArgument, "datatype"},
+      {"negative dim", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_shape(1, -2); },
+       StatusCode::kInvalidArgument, "negative"},
+      {"too many elements",
+       [](ModelInferRequest* r) { r->mutable_inputs(0)->set_shape(1, int64_t{1} << 40); },
+       StatusCode::kPayloadTooLarge, "claims more than"},
+      {"too many dims",
+       [](ModelInferRequest* r) {
+         for (int i = 0; i < 40; ++i) r->mutable_inputs(0)->add_shape(1);
+       },
+       StatusCode::kInvalidArgument, "dimensions"},
+      {"raw too short", [](ModelInferRequest* r) { r->mutable_raw_input_contents(0)->resize(7); },
+       StatusCode::kInvalidArgument, "holds 7 bytes"},
+      {"raw too long", [](ModelInferRequest* r) { r->mutable_raw_input_contents(0)->append("x"); },
+       StatusCode::kInvalidArgument, "needs 8"},
+      {"raw count", [](ModelInferRequest* r) { r->add_raw_input_contents("x"); },
+       StatusCode::kInvalidArgument, "one per input"},
+      {"raw and typed mixed",
+       [](ModelInferRequest* r) { r->mutable_inputs(0)->mutable_contents()->add_int_contents(1); },
+       StatusCode::kInvalidArgument, "mixed"},
+      {"typed in the wrong field",
+       [](ModelInferRequest* r) {
+         r->clear_raw_input_contents();
+         for (int i = 0; i < 2; ++i) r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+       },
+       StatusCode::kInvalidArgument, "int_contents"},
+      {"typed count",
+       [](ModelInferRequest* r) {
+         r->clear_raw_input_contents();
+         r->mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+       },
+       StatusCode::kInvalidArgument, "has 1 elements"},
+      {"no data at all", [](ModelInferRequest* r) { r->clear_raw_input_contents(); },
+       StatusCode::kInvalidArgument, "has 0 elements"},
+      {"typed out of range",
+       [](ModelInferRequest* r) {
+         r->clear_raw_input_contents();
+         r->mutable_inputs(0)->set_datatype("INT8");
+         r->mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+         r->mutable_inputs(0)->mutable_contents()->add_int_contents(200);
+       },
+       StatusCode::kInvalidArgument, "out of range"},
+      {"duplicate input",
+       [](ModelInferRequest* r) {
+         *r->add_inputs() = r->inputs(0);
+         r->add_raw_input_contents(r->raw_input_contents(0));
+       },
+       StatusCode::kInvalidArgument, "more than once"},
+      {"nameless input", [](ModelInferRequest* r) { r->mutable_inputs(0)->clear_name(); },
+       StatusCode::kInvalidArgument, "no name"},
+      {"duplicate output",
+       [](ModelInferRequest* r) {
+         r->add_outputs()->set_name("O");
+         r->add_outputs()->set_name("O");
+       },
+       StatusCode::kInvalidArgument, "more than once"},
+      {"bad classification",
+       [](ModelInferRequest* r) {
+         auto* o = r->add_outputs();
+         o->set_name("O");
+         (*o->mutable_parameters())["classification"].set_string_param("3");
+       },
+       StatusCode::kInvalidArgument, "classification"},
+      {"parameter without value", [](ModelInferRequest* r) { (*r->mutable_parameters())["x"]; },
+       StatusCode::kInvalidArgument, "has no value"},
+      {"uint64 parameter over int64",
+       [](ModelInferRequest* r) {
+         (*r->mutable_parameters())["x"].set_uint64_param(std::numeric_limits<uint64_t>::max());
+       },
+       StatusCode::kInvalidArgument, "2^63-1"},
+      {"negative priority",
+       [](ModelInferRequest* r) { (*r->mutable_parameters())["priority"].set_int64_param(-1); },
+       StatusCode::kInvalidArgument, "priority"},
+      {"malformed BYTES",
+       [](ModelInferRequest* r) {
+         r->mutable_inputs(0)->set_datatype("BYTES");
+         *r->mutable_raw_input_contents(0) = std::string("\x05\x00\x00\x00x", 5);
+       },
+       StatusCode::kInvalidArgument, "INPUT0"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    ModelInferRequest r = OneInput("INT32", {1, 2});
+    r.add_raw_input_contents(RawOf<int32_t>({1, 2}));
+    c.mutate(&r);
+    auto decoded = DecodeModelInferRequest(&r, {});
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.status().code(), c.code) << decoded.status().ToString();
+    EXPECT_NE(decoded.status().message().find(c.message_part), std::string::npos)
+        << decoded.status().message();
+  }
+}
+
+TEST(GrpcInferCodecTest, TotalInputBytesLimit) {
+  ModelInferRequest r = OneInput("UINT8", {100});
+  r.add_raw_input_contents(std::string(100, 'x'));
+  kserve::DecodeLimits limits;
+  limits.max_total_input_bytes = 99;
+  auto decoded = DecodeModelInferRequest(&r, limits);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kPayloadTooLarge);
+}
+
+TEST(GrpcInferCodecTest, ModelVersionParsing) {
+  EXPECT_EQ(*ParseModelVersion(""), std::nullopt);
+  EXPECT_EQ(*ParseModelVersion("12"), std::optional<int64_t>(12));
+  for (const char* bad : {"0", "-1", "+1", "1.0", " 1", "abc", "99999999999999999999"})
+    EXPECT_FALSE(ParseModelVersion(bad).ok()) << bad;
+}
+
+}  // namespace
+}  // namespace harrier::grpc_frontend
