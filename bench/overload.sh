@@ -35,7 +35,7 @@ start() { # repo, extra flags...
   local r=$1
   shift
   port=$((port + 1))
-  "$build/harrier" serve --model-repository "$work/$r" --http-port $port "$@" >"$work/harrier.log" 2>&1 &
+  "$build/harrier" serve --model-repository "$work/$r" --http-port $port --grpc-port 0 --metrics-port 0 "$@" >"$work/harrier.log" 2>&1 &
   pid=$!
   for _ in $(seq 150); do curl -sf -o /dev/null "localhost:$port/v2/health/ready" && return; sleep 0.2; done
   echo "harrier did not become ready:" >&2

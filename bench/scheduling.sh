@@ -37,7 +37,7 @@ for model in tiny resnet50; do
   done
   for mode in ${MODES:-single batch adaptive}; do
     port=$((port + 1))
-    "$build/harrier" serve --model-repository "$work/$model-$mode" --http-port $port --overload-protection off \
+    "$build/harrier" serve --model-repository "$work/$model-$mode" --http-port $port --grpc-port 0 --metrics-port 0 --overload-protection off \
       >"$work/harrier.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do curl -sf -o /dev/null localhost:$port/v2/health/ready && break; sleep 0.2; done

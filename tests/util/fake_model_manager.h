@@ -115,6 +115,9 @@ class FakeModelManager : public ModelManager {
                        (reason.empty() ? "" : ": " + reason));
   }
 
+  void RecordUnroutedFailure(StatusCode code) override { unrouted_failures.push_back(code); }
+  std::vector<StatusCode> unrouted_failures;  // by RecordUnroutedFailure
+
   StatusOr<ModelMetadata> Metadata(std::string_view name, std::optional<int64_t> version) override {
     ASSIGN_OR_RETURN(auto model, Get(name, version));
     auto it = metadata.find(std::string(name));

@@ -166,13 +166,24 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
                                 std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
   }
   // The model first: an unknown model is answered without decoding the tensors.
+  // Failures before a version is known count under model="" (as over REST); from there on
+  // in the version's statistics and metrics.
   StatusOr<std::optional<int64_t>> version = ParseModelVersion(request->model_version());
-  if (!version.ok()) return done(version.status());
+  if (!version.ok()) {
+    models_->RecordUnroutedFailure(version.status().code());
+    return done(version.status());
+  }
   auto model = models_->Get(request->model_name(), *version);
-  if (!model.ok()) return done(model.status());
+  if (!model.ok()) {
+    models_->RecordUnroutedFailure(model.status().code());
+    return done(model.status());
+  }
 
   StatusOr<DecodedInferRequest> decoded = DecodeModelInferRequest(request, options_.decode_limits);
-  if (!decoded.ok()) return done(decoded.status());
+  if (!decoded.ok()) {
+    (*model)->RecordFailure(decoded.status().code(), call.received_at);
+    return done(decoded.status());
+  }
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded->request);
   infer_request->received_at = call.received_at;
   if (call.deadline < infer_request->deadline) infer_request->deadline = call.deadline;

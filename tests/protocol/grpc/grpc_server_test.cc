@@ -258,6 +258,16 @@ TEST_F(GrpcServerTest, ModelInferErrorsMapToGrpcCodes) {
   unknown.set_model_name("nope");
   inference::ModelInferResponse resp;
   EXPECT_EQ(stub_->ModelInfer(&context, unknown, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Counted for the metrics as over REST: an unknown model under no model, a request that does
+  // not decode under its version.
+  EXPECT_EQ(models_.unrouted_failures, std::vector<StatusCode>{StatusCode::kNotFound});
+  model_->recorded_failures.clear();
+  grpc::ClientContext context2;
+  inference::ModelInferRequest short_raw = EchoRequest(1);
+  short_raw.mutable_raw_input_contents(0)->resize(3);
+  EXPECT_EQ(stub_->ModelInfer(&context2, short_raw, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(model_->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
 }
 
 TEST_F(GrpcServerTest, MessagesOverTheLimitAreRefused) {
