@@ -74,6 +74,14 @@ struct InferenceRequest {
   std::string client_id;
 };
 
+// Where a successful request's time went, in nanoseconds, as the model measured it (the same
+// figures its statistics record). The transport adds encoding and total time itself.
+struct InferenceTiming {
+  uint64_t queue_ns = 0;          // waiting in the scheduler's queue
+  uint64_t compute_input_ns = 0;  // validation, input preparation and batch assembly
+  uint64_t compute_infer_ns = 0;  // the engine run
+};
+
 struct InferenceResponse {
   std::string model_name;
   int64_t model_version = 0;
@@ -81,6 +89,7 @@ struct InferenceResponse {
   Parameters parameters;
   // Outputs in the order requested (or the model's order when all were asked for).
   std::vector<Tensor> outputs;
+  InferenceTiming timing;
 };
 
 // Called exactly once per request with the response or the error. May run on a worker thread:

@@ -24,8 +24,10 @@
 #include "core/json_writer.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
+#include "observability/access_log.h"
 #include "observability/metrics_handler.h"
 #include "observability/process_metrics.h"
+#include "observability/spdlog_log_control.h"
 #include "protocol/grpc/grpc_server.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "scheduler/admission_controller.h"
@@ -67,6 +69,9 @@ struct ServeFlags {
   size_t rate_limit_max_clients = AdmissionController::Options{}.max_clients;
   std::string log_format = "text";
   int log_verbose = 0;
+  // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.
+  std::string access_log = "off";
+  std::string access_log_file;  // "" = stderr
 };
 
 // spdlog flag %* : the message as the inside of a JSON string.
@@ -182,8 +187,29 @@ int Serve(const ServeFlags& flags) {
   spdlog::info("{} of {} model version(s) ready{}{}", ready, total,
                unavailable.empty() ? "" : "; unavailable: ", unavailable);
 
+  // Built before the handler so that they outlive it and every request it answers.
+  std::unique_ptr<AsyncAccessLog> access_log;
+  if (flags.access_log == "on") {
+    AsyncAccessLog::Options access_options;
+    access_options.format = flags.log_format == "json" ? LogFormat::kJson : LogFormat::kText;
+    access_options.file = flags.access_log_file;
+    auto created = AsyncAccessLog::Create(access_options);
+    if (!created.ok()) {
+      spdlog::critical("access log: {}", created.status().message());
+      (*manager)->Shutdown();
+      return 1;
+    }
+    access_log = std::move(created).value();
+    spdlog::info("access log on, to {}",
+                 flags.access_log_file.empty() ? "stderr" : flags.access_log_file);
+  }
+  SpdlogLogControl log_control(flags.log_format, /*log_file=*/"");
+
   kserve::KServeHandler::Options handler_options;
   handler_options.server_version = HARRIER_VERSION;
+  handler_options.access_log = access_log.get();
+  handler_options.log_control = &log_control;
+  handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   kserve::KServeHandler handler(manager->get(), handler_options);
 
@@ -233,6 +259,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.max_receive_message_bytes = flags.max_body_bytes;
   grpc_options.handler.server_version = HARRIER_VERSION;
   grpc_options.handler.decode_limits = handler_options.decode_limits;
+  grpc_options.handler.access_log = access_log.get();
   auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
   Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
   if (!grpc_started.ok()) {
@@ -448,6 +475,15 @@ int main(int argc, char** argv) {
                    "0: info; 1: debug; 2: trace (and ONNX Runtime's info)")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
+  serve
+      ->add_option("--access-log", flags.access_log,
+                   "One line per REST request and gRPC inference (request id, model, version, "
+                   "input shapes, status, bytes, stage durations) in --log-format, written off "
+                   "the request path (docs/logging.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve->add_option("--access-log-file", flags.access_log_file,
+                    "Write the access log to this file (appended to) instead of stderr");
 
   CLI11_PARSE(app, argc, argv);
   return harrier::Serve(flags);

@@ -2,10 +2,13 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
 
+#include "core/status_mapping.h"
 #include "protocol/grpc/infer_codec.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/kserve/scheduling_fields.h"
@@ -158,9 +161,64 @@ Status GrpcInferenceHandler::RepositoryModelUnload(
   return ModelControlUnsupported();
 }
 
+namespace {
+
+// What the access log line of one call collects on its way; only made when the log is on.
+struct CallLog {
+  std::string request_id;
+  std::string_view method;
+  std::string target;  // the call's path, "/inference.GRPCInferenceService/ModelInfer"
+  std::string model;
+  int64_t model_version = 0;
+  std::string input_shapes_json;
+  uint64_t request_bytes = 0;
+  std::chrono::steady_clock::time_point received_at;
+  InferenceTiming timing;
+  uint64_t output_ns = 0;
+  uint64_t total_ns = 0;
+};
+
+uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
+}
+
+}  // namespace
+
 void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, InferCallContext call,
                                       inference::ModelInferResponse* response,
                                       std::function<void(Status)> done) const {
+  std::shared_ptr<CallLog> log;
+  if (options_.access_log != nullptr) {
+    log = std::make_shared<CallLog>();
+    log->request_id = std::move(call.request_id);
+    log->method = call.method;
+    log->target = "/inference.GRPCInferenceService/" + std::string(call.method);
+    log->model = request->model_name();
+    log->request_bytes = request->ByteSizeLong();
+    log->received_at = call.received_at;
+    done = [access_log = options_.access_log, log, response,
+            done = std::move(done)](Status status) {
+      AccessRecord record;
+      record.request_id = log->request_id;
+      record.protocol = "grpc";
+      record.method = log->method;
+      record.target = log->target;
+      record.status = static_cast<int>(GrpcStatusCodeFor(status.code()));
+      record.error = status.message();
+      record.model = log->model;
+      record.model_version = log->model_version;
+      record.input_shapes_json = log->input_shapes_json;
+      record.request_bytes = log->request_bytes;
+      if (status.ok()) {
+        record.response_bytes = response->ByteSizeLong();
+        record.timing = log->timing;
+        record.output_ns = log->output_ns;
+        record.total_ns = log->total_ns;
+      }
+      access_log->Write(record);
+      done(std::move(status));
+    };
+  }
   if (call.client_id.size() > kserve::kMaxClientIdBytes) {
     return done(InvalidArgument("metadata x-client-id is longer than " +
                                 std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
@@ -178,6 +236,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     models_->RecordUnroutedFailure(model.status().code());
     return done(model.status());
   }
+  if (log) log->model_version = (*model)->version();
 
   StatusOr<DecodedInferRequest> decoded = DecodeModelInferRequest(request, options_.decode_limits);
   if (!decoded.ok()) {
@@ -185,6 +244,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     return done(decoded.status());
   }
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded->request);
+  if (log) log->input_shapes_json = kserve::InputShapesJson(infer_request->inputs);
   infer_request->received_at = call.received_at;
   if (call.deadline < infer_request->deadline) infer_request->deadline = call.deadline;
   infer_request->cancellation = std::move(call.cancellation);
@@ -199,11 +259,20 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   const OutputForm form = decoded->output_form;
 
   (*model)->Infer(std::move(infer_request),
-                  [selection = std::move(selection), max_batch_size, form, response,
+                  [selection = std::move(selection), max_batch_size, form, response, log,
                    done = std::move(done)](StatusOr<InferenceResponse> result) {
                     if (!result.ok()) return done(result.status());
-                    done(EncodeModelInferResponse(std::move(result).value(), selection,
-                                                  max_batch_size, form, response));
+                    const auto encode_start = std::chrono::steady_clock::now();
+                    const InferenceTiming timing = result->timing;
+                    Status encoded = EncodeModelInferResponse(std::move(result).value(), selection,
+                                                              max_batch_size, form, response);
+                    if (log) {
+                      const auto end = std::chrono::steady_clock::now();
+                      log->timing = timing;
+                      log->output_ns = Ns(encode_start, end);
+                      log->total_ns = Ns(log->received_at, end);
+                    }
+                    done(std::move(encoded));
                   });
 }
 

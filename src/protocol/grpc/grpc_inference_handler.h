@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "harrier/access_log.h"
 #include "harrier/cancellation.h"
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
@@ -48,6 +49,10 @@ struct InferCallContext {
   std::shared_ptr<CancellationToken> cancellation;
   // Metadata `x-client-id` (per-client rate limits); empty = anonymous.
   std::string client_id;
+  // The id sent back as `x-request-id` initial metadata, for the access log.
+  std::string request_id;
+  // The RPC, for the access log.
+  std::string_view method = "ModelInfer";
 };
 
 class GrpcInferenceHandler {
@@ -57,6 +62,9 @@ class GrpcInferenceHandler {
     std::string server_version = "unknown";  // the composition root passes the build's version
     std::vector<std::string> extensions;     // empty: kserve::DefaultKServeExtensions()
     kserve::DecodeLimits decode_limits;
+    // Not owned; must outlive the handler and every call in flight. Null: no access log.
+    // ModelInfer (and each ModelStreamInfer request) is logged; the other RPCs are not.
+    AccessLog* access_log = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/request_id.h"
 #include "core/status_mapping.h"
 #include "protocol/grpc/grpc_service.grpc.pb.h"
 
@@ -58,6 +59,20 @@ std::string ClientId(const grpc::CallbackServerContext* context) {
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+// Sends the call's request id as initial metadata `x-request-id`: the client's own
+// `x-request-id` when acceptable (core/request_id.h), a generated one otherwise — as the REST
+// API's X-Request-Id header; returns it. Must run before the call's initial metadata is sent.
+std::string EchoRequestId(grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("x-request-id");
+  const std::string_view sent = it == metadata.end()
+                                    ? std::string_view()
+                                    : std::string_view(it->second.data(), it->second.size());
+  std::string id = ResolveRequestId(sent, RequestIdGenerator::Process());
+  context->AddInitialMetadata("x-request-id", id);
+  return id;
+}
+
 InferCallContext NewCallContext(const grpc::CallbackServerContext* context) {
   InferCallContext call;
   call.received_at = std::chrono::steady_clock::now();
@@ -98,6 +113,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
         context_(context),
         max_inflight_(max_inflight == 0 ? 1 : max_inflight),
         token_(std::make_shared<CancellationToken>()) {
+    request_id_ = EchoRequestId(context);  // one id for the whole stream
     read_outstanding_ = true;
     StartRead(&incoming_);
   }
@@ -124,6 +140,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
       ++inflight_;
     }
     InferCallContext call = NewCallContext(context_);
+    call.request_id = request_id_;
+    call.method = "ModelStreamInfer";
     call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
     handler_->ModelInfer(&slot->request, std::move(call), slot->response.mutable_infer_response(),
                          [this, slot](Status status) { OnInferDone(slot, status); });
@@ -248,6 +266,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
   const size_t max_inflight_;
   const std::shared_ptr<CancellationToken> token_;
   inference::ModelInferRequest incoming_;  // the read in progress writes here
+  std::string request_id_;                 // constant after construction
 
   std::mutex mu_;
   std::deque<Slot*> writes_;       // answered, not yet written; front is being written
@@ -329,7 +348,9 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
+    std::string request_id = EchoRequestId(context);
     InferCallContext call = NewCallContext(context);
+    call.request_id = std::move(request_id);
     auto* reactor = new InferReactor(call.cancellation);
     // The library owns `request` (a mutable object handed over as const) until the reactor is
     // done; the codec moves the raw input bytes out of it instead of copying them.
@@ -347,6 +368,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
  private:
   static grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                           const Status& status) {
+    EchoRequestId(context);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(status, context));
     return reactor;

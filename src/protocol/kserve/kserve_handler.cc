@@ -10,10 +10,13 @@
 #include <utility>
 
 #include "core/json_writer.h"
+#include "core/request_id.h"
 #include "core/status_mapping.h"
 #include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
+#include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/scheduling_fields.h"
+#include "protocol/kserve/server_timing.h"
 #include "protocol/kserve/utf8.h"
 
 namespace harrier::kserve {
@@ -163,10 +166,54 @@ StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) 
   return n;
 }
 
-// Runs in the model's callback: classification, then encoding.
+constexpr std::string_view kRequestIdHeader = "X-Request-Id";
+
+uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
+}
+
+// The message of an error body {"error":"..."} (for the access log; errors only).
+std::string ErrorMessageOf(const HttpResponse& response) {
+  if (response.status < 400) return {};
+  simdjson::dom::parser parser;
+  std::string_view message;
+  if (parser.parse(simdjson::padded_string(response.body))["error"].get_string().get(message)) {
+    return response.body;
+  }
+  return std::string(message);
+}
+
+}  // namespace
+
+std::string InputShapesJson(const std::vector<Tensor>& inputs) {
+  std::string out = "[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) out.push_back(',');
+    out.append("{\"name\":");
+    AppendJsonString(&out, inputs[i].name);
+    out.append(",\"datatype\":\"");
+    out.append(DataTypeName(inputs[i].dtype));
+    out.append("\",\"shape\":[");
+    for (size_t d = 0; d < inputs[i].shape.size(); ++d) {
+      if (d) out.push_back(',');
+      AppendJsonNumber(&out, inputs[i].shape[d]);
+    }
+    out.append("]}");
+  }
+  out.push_back(']');
+  return out;
+}
+
+namespace {
+
+// Runs in the model's callback: classification, then encoding. `*failure` is the error when
+// the response is one.
 HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRequest& selection,
-                           int64_t max_batch_size) {
-  if (!result.ok()) return ErrorResponse(result.status());
+                           int64_t max_batch_size, Status* failure) {
+  if (!result.ok()) {
+    *failure = result.status();
+    return ErrorResponse(result.status());
+  }
   InferenceResponse& response = result.value();
   if (response.model_name.empty()) response.model_name = selection.model_name;
   for (const RequestedOutput& requested : selection.outputs) {
@@ -174,13 +221,21 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
     for (Tensor& t : response.outputs) {
       if (t.name != requested.name) continue;
       StatusOr<Tensor> classified = ClassifyOutput(t, requested.classification, max_batch_size);
-      if (!classified.ok()) return ErrorResponse(classified.status());
+      if (!classified.ok()) {
+        *failure = classified.status();
+        return ErrorResponse(classified.status());
+      }
       t = std::move(classified).value();
     }
   }
   StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, selection);
-  if (!encoded.ok()) return ErrorResponse(encoded.status());
+  if (!encoded.ok()) {
+    *failure = encoded.status();
+    return ErrorResponse(encoded.status());
+  }
   HttpResponse http;
+  // Content-Type, Inference-Header-Content-Length, Server-Timing, X-Request-Id: no regrowth.
+  http.headers.reserve(4);
   if (encoded->binary) {
     http.headers.emplace_back("Content-Type", "application/octet-stream");
     http.headers.emplace_back("Inference-Header-Content-Length",
@@ -207,6 +262,7 @@ struct KServeHandler::Route {
     kInfer,
     kRepositoryIndex,
     kRepositoryControl,
+    kLogging,
   };
   Kind kind = Kind::kLive;
   std::string_view method = "GET";  // the only method the route accepts
@@ -248,6 +304,8 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
     return route;
   };
   if (seg.size() == 1) return simple(Kind::kServerMetadata, "GET");
+  // GET reads the settings; POST (which Handle() also lets through) changes them.
+  if (seg[1] == "logging" && seg.size() == 2) return simple(Kind::kLogging, "GET");
   if (seg[1] == "health" && seg.size() == 3) {
     if (seg[2] == "live") return simple(Kind::kLive, "GET");
     if (seg[2] == "ready") return simple(Kind::kReady, "GET");
@@ -285,34 +343,76 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
 KServeHandler::KServeHandler(ModelManager* models, Options options)
     : models_(models), options_(std::move(options)) {}
 
+void KServeHandler::Answer(const HttpRequest& request, std::string_view request_id,
+                           HttpResponse response, const HttpResponder& respond) const {
+  response.headers.emplace_back(kRequestIdHeader, request_id);
+  if (options_.access_log != nullptr) {
+    const std::string error = ErrorMessageOf(response);
+    AccessRecord record;
+    record.request_id = request_id;
+    record.protocol = "http";
+    record.method = request.method;
+    record.target = request.target;
+    record.status = response.status;
+    record.error = error;
+    record.request_bytes = request.body ? request.body->size() : 0;
+    record.response_bytes = response.body.size();
+    options_.access_log->Write(record);
+  }
+  respond(std::move(response));
+}
+
 void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
+  std::string request_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  auto answer = [&](HttpResponse response) {
+    Answer(request, request_id, std::move(response), respond);
+  };
   StatusOr<Route> matched = MatchRoute(request.target);
-  if (!matched.ok()) return respond(ErrorResponse(matched.status()));
+  if (!matched.ok()) return answer(ErrorResponse(matched.status()));
   const Route& route = *matched;
-  if (request.method != route.method) {
+  const bool logging_post = route.kind == Route::Kind::kLogging && request.method == "POST";
+  if (request.method != route.method && !logging_post) {
     HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
                                             request.target + "'; use " + std::string(route.method));
-    r.headers.emplace_back("Allow", std::string(route.method));
-    return respond(std::move(r));
+    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging
+                                        ? std::string("GET, POST")
+                                        : std::string(route.method));
+    return answer(std::move(r));
   }
   using Kind = Route::Kind;
   switch (route.kind) {
-    case Kind::kLive: return respond(EmptyOk());
-    case Kind::kReady: return respond(ServerReady());
-    case Kind::kServerMetadata: return respond(ServerMetadata());
-    case Kind::kModelMetadata: return respond(ModelMetadata(route));
-    case Kind::kModelReady: return respond(ModelReady(route));
-    case Kind::kModelConfig: return respond(ModelConfig(route));
+    case Kind::kLive: return answer(EmptyOk());
+    case Kind::kReady: return answer(ServerReady());
+    case Kind::kServerMetadata: return answer(ServerMetadata());
+    case Kind::kModelMetadata: return answer(ModelMetadata(route));
+    case Kind::kModelReady: return answer(ModelReady(route));
+    case Kind::kModelConfig: return answer(ModelConfig(route));
     case Kind::kModelStats:
-    case Kind::kAllStats: return respond(ModelStats(route));
-    case Kind::kRepositoryIndex: return respond(RepositoryIndex(request));
+    case Kind::kAllStats: return answer(ModelStats(route));
+    case Kind::kRepositoryIndex: return answer(RepositoryIndex(request));
+    case Kind::kLogging: return answer(Logging(request));
     case Kind::kRepositoryControl:
-      return respond(ErrorResponse(
+      return answer(ErrorResponse(
           Unimplemented("model load and unload are not supported: the server loads every "
                         "model in its repository at start")));
-    case Kind::kInfer: return Infer(route, std::move(request), std::move(respond));
+    case Kind::kInfer:
+      return Infer(route, std::move(request), std::move(request_id), std::move(respond));
   }
-  respond(ErrorResponse(Internal("unhandled route")));
+  answer(ErrorResponse(Internal("unhandled route")));
+}
+
+HttpResponse KServeHandler::Logging(const HttpRequest& request) const {
+  if (options_.log_control == nullptr) {
+    return ErrorResponse(Unimplemented("log settings cannot be changed on this server"));
+  }
+  if (request.method == "POST") {
+    const std::string_view body = request.body ? std::string_view(*request.body) : "";
+    StatusOr<LogSettings> wanted = ApplyLogSettingsJson(body, options_.log_control->Get());
+    if (!wanted.ok()) return ErrorResponse(wanted.status());
+    if (Status s = options_.log_control->Set(*wanted); !s.ok()) return ErrorResponse(s);
+  }
+  return JsonResponse(200, LogSettingsJson(options_.log_control->Get()));
 }
 
 std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
@@ -324,7 +424,24 @@ std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
   Status admission = (*model)->CheckAdmission(head.Header("x-client-id"));
   if (admission.code() != StatusCode::kResourceExhausted) return std::nullopt;
   (*model)->RecordFailure(admission.code(), std::chrono::steady_clock::now());
-  return ErrorResponse(admission);
+  HttpResponse response = ErrorResponse(admission);
+  const std::string request_id =
+      ResolveRequestId(head.Header("x-request-id"), RequestIdGenerator::Process());
+  response.headers.emplace_back(kRequestIdHeader, request_id);
+  if (options_.access_log != nullptr) {
+    AccessRecord record;
+    record.request_id = request_id;
+    record.protocol = "http";
+    record.method = head.method;
+    record.target = head.target;
+    record.status = response.status;
+    record.error = admission.message();
+    record.model = (*model)->name();
+    record.model_version = (*model)->version();
+    record.response_bytes = response.body.size();
+    options_.access_log->Write(record);
+  }
+  return response;
 }
 
 HttpResponse KServeHandler::ServerReady() const {
@@ -487,18 +604,39 @@ HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
   return JsonResponse(200, std::move(body));
 }
 
-void KServeHandler::Infer(const Route& route, HttpRequest request, HttpResponder respond) const {
+void KServeHandler::Infer(const Route& route, HttpRequest request, std::string request_id,
+                          HttpResponder respond) const {
   const auto received_at = std::chrono::steady_clock::now();
+  AccessLog* const access_log = options_.access_log;
+  const uint64_t request_bytes = request.body ? request.body->size() : 0;
   // The model first: an unknown model is answered without parsing a large body.
   auto model = models_->Get(route.model, route.version);
   if (!model.ok()) {
     models_->RecordUnroutedFailure(model.status().code());
-    return respond(ErrorResponse(model.status()));
+    return Answer(request, request_id, ErrorResponse(model.status()), respond);
   }
+  // The access log line of a request refused before it reaches the model.
+  auto log_refusal = [&](const Status& s, const HttpResponse& response) {
+    AccessRecord record;
+    record.request_id = request_id;
+    record.protocol = "http";
+    record.method = request.method;
+    record.target = request.target;
+    record.status = response.status;
+    record.error = s.message();
+    record.model = (*model)->name();
+    record.model_version = (*model)->version();
+    record.request_bytes = request_bytes;
+    record.response_bytes = response.body.size();
+    access_log->Write(record);
+  };
   // Refusals from here until Infer() count in the version's statistics and metrics.
   auto refuse = [&](const Status& s) {
     (*model)->RecordFailure(s.code(), received_at);
-    respond(ErrorResponse(s));
+    HttpResponse response = ErrorResponse(s);
+    response.headers.emplace_back(kRequestIdHeader, request_id);
+    if (access_log != nullptr) log_refusal(s, response);
+    respond(std::move(response));
   };
 
   std::shared_ptr<const std::string> body =
@@ -514,19 +652,73 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, HttpResponder
   infer_request->cancellation = std::move(request.cancellation);
   if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok()) return refuse(s);
 
-  // What the response needs of the request, which the model now owns and may free.
-  InferenceRequest selection;
-  selection.model_name = infer_request->model_name;
-  selection.id = infer_request->id;
-  selection.outputs = infer_request->outputs;
-  selection.binary_data_output = infer_request->binary_data_output;
-  const int64_t max_batch_size = (*model)->max_batch_size();
+  // What the response and its log line need of the request, which the model now owns and may
+  // free. The log's part is built only when the access log is on.
+  struct Answering {
+    InferenceRequest selection;
+    int64_t max_batch_size = 0;
+    std::string request_id;
+    std::chrono::steady_clock::time_point received_at;
+    // Access log only.
+    std::string method;
+    std::string target;
+    std::string model;
+    int64_t model_version = 0;
+    std::string input_shapes_json;
+    uint64_t request_bytes = 0;
+  } answering;
+  answering.selection.model_name = infer_request->model_name;
+  answering.selection.id = infer_request->id;
+  answering.selection.outputs = infer_request->outputs;
+  answering.selection.binary_data_output = infer_request->binary_data_output;
+  answering.max_batch_size = (*model)->max_batch_size();
+  answering.request_id = std::move(request_id);
+  answering.received_at = received_at;
+  if (access_log != nullptr) {
+    answering.method = request.method;
+    answering.target = request.target;
+    answering.model = (*model)->name();
+    answering.model_version = (*model)->version();
+    answering.input_shapes_json = InputShapesJson(infer_request->inputs);
+    answering.request_bytes = request_bytes;
+  }
 
-  (*model)->Infer(std::move(infer_request),
-                  [selection = std::move(selection), max_batch_size,
-                   respond = std::move(respond)](StatusOr<InferenceResponse> result) {
-                    respond(InferResponse(std::move(result), selection, max_batch_size));
-                  });
+  (*model)->Infer(std::move(infer_request), [a = std::move(answering), access_log,
+                                             respond = std::move(respond)](
+                                                StatusOr<InferenceResponse> result) mutable {
+    const auto encode_start = std::chrono::steady_clock::now();
+    const InferenceTiming timing = result.ok() ? result->timing : InferenceTiming{};
+    Status failure;
+    HttpResponse http = InferResponse(std::move(result), a.selection, a.max_batch_size, &failure);
+    const auto encoded = std::chrono::steady_clock::now();
+    const uint64_t output_ns = Ns(encode_start, encoded);
+    const uint64_t total_ns = Ns(a.received_at, encoded);
+    if (failure.ok()) {
+      http.headers.emplace_back("Server-Timing", FormatServerTiming(timing, output_ns, total_ns));
+    }
+    if (access_log != nullptr) {
+      AccessRecord record;
+      record.request_id = a.request_id;
+      record.protocol = "http";
+      record.method = a.method;
+      record.target = a.target;
+      record.status = http.status;
+      record.error = failure.message();
+      record.model = a.model;
+      record.model_version = a.model_version;
+      record.input_shapes_json = a.input_shapes_json;
+      record.request_bytes = a.request_bytes;
+      record.response_bytes = http.body.size();
+      if (failure.ok()) {
+        record.timing = timing;
+        record.output_ns = output_ns;
+        record.total_ns = total_ns;
+      }
+      access_log->Write(record);
+    }
+    http.headers.emplace_back(kRequestIdHeader, std::move(a.request_id));
+    respond(std::move(http));
+  });
 }
 
 }  // namespace harrier::kserve

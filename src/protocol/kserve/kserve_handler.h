@@ -13,6 +13,8 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer              inference (JSON or binary tensors)
 //   POST /v2/repository/index                             model states
 //   POST /v2/repository/models/{m}/load|unload            501: model control is not supported
+//   GET|POST /v2/logging                                  log settings (Triton's logging
+//                                                         extension; 501 without a LogControl)
 // Unknown paths answer 404, a known path with another method 405 with an Allow header. Every
 // error body is {"error": "..."} with the status HttpStatusFor() gives its code; a 429 also
 // carries Retry-After: 1.
@@ -20,6 +22,11 @@
 // Inference requests take their scheduling fields from the request parameters `priority` and
 // `timeout` and the headers X-Request-Timeout-Us and X-Client-Id (scheduling_fields.h), and
 // the HttpRequest's CancellationToken, which the model's scheduler and backend honour.
+//
+// Every response carries X-Request-Id: the request's own X-Request-Id when acceptable
+// (core/request_id.h), a generated one otherwise. A successful inference also carries
+// Server-Timing (server_timing.h). With an AccessLog, every request answered here is written
+// to it, once, after its response is built (docs/logging.md).
 //
 // Thread safety: Handle() may be called from any number of threads at once. Infer responses
 // are sent from whichever thread the model's callback runs on.
@@ -30,7 +37,9 @@
 #include <string_view>
 #include <vector>
 
+#include "harrier/access_log.h"
 #include "harrier/http_message.h"
+#include "harrier/log_control.h"
 #include "harrier/model_manager.h"
 #include "protocol/kserve/infer_request_decoder.h"
 
@@ -41,6 +50,10 @@ namespace harrier::kserve {
 // unload do not (501), and a client that sees the extension would expect them to.
 std::vector<std::string> DefaultKServeExtensions();
 
+// [{"name":..,"datatype":..,"shape":[..]},..] of decoded inputs: AccessRecord's
+// input_shapes_json, for the REST and gRPC front ends alike.
+std::string InputShapesJson(const std::vector<Tensor>& inputs);
+
 class KServeHandler : public HttpHandler {
  public:
   struct Options {
@@ -50,6 +63,10 @@ class KServeHandler : public HttpHandler {
     // Extensions GET /v2 lists.
     std::vector<std::string> extensions = DefaultKServeExtensions();
     DecodeLimits decode_limits;
+    // Not owned; must outlive the handler and every request in flight. Null: no access log.
+    AccessLog* access_log = nullptr;
+    // Not owned, as above. Null: /v2/logging answers 501.
+    LogControl* log_control = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every request in flight.
@@ -74,7 +91,13 @@ class KServeHandler : public HttpHandler {
   HttpResponse ModelConfig(const Route& route) const;
   HttpResponse ModelStats(const Route& route) const;
   HttpResponse RepositoryIndex(const HttpRequest& request) const;
-  void Infer(const Route& route, HttpRequest request, HttpResponder respond) const;
+  HttpResponse Logging(const HttpRequest& request) const;
+  void Infer(const Route& route, HttpRequest request, std::string request_id,
+             HttpResponder respond) const;
+  // Adds X-Request-Id, writes the access log line (when on) and responds: every answer that is
+  // not an inference's goes through here.
+  void Answer(const HttpRequest& request, std::string_view request_id, HttpResponse response,
+              const HttpResponder& respond) const;
 
   ModelManager* const models_;
   const Options options_;

@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "protocol/grpc/grpc_service.grpc.pb.h"
 #include "util/fake_model_manager.h"
@@ -221,6 +223,104 @@ TEST_F(GrpcServerTest, ModelInferPassesCallFieldsAndAnswersRaw) {
   // grpc-timeout became the request's deadline: about 30 s after it was received.
   EXPECT_GT(seen.deadline, before + std::chrono::seconds(25));
   EXPECT_LT(seen.deadline, before + std::chrono::seconds(31));
+}
+
+std::string InitialMetadata(const grpc::ClientContext& context, const std::string& key) {
+  auto it = context.GetServerInitialMetadata().find(key);
+  if (it == context.GetServerInitialMetadata().end()) return "<absent>";
+  return std::string(it->second.data(), it->second.size());
+}
+
+TEST_F(GrpcServerTest, RequestIdIsEchoedOrGeneratedAsInitialMetadata) {
+  inference::ModelInferResponse resp;
+  grpc::ClientContext sent;
+  sent.AddMetadata("x-request-id", "grpc-req-1");
+  ASSERT_TRUE(stub_->ModelInfer(&sent, EchoRequest(1), &resp).ok());
+  EXPECT_EQ(InitialMetadata(sent, "x-request-id"), "grpc-req-1");
+
+  grpc::ClientContext none;
+  ASSERT_TRUE(stub_->ModelInfer(&none, EchoRequest(1), &resp).ok());
+  const std::string generated = InitialMetadata(none, "x-request-id");
+  EXPECT_EQ(generated.size(), 15u) << generated;
+  EXPECT_EQ(generated[6], '-') << generated;
+
+  // An error, and another RPC, carry it too.
+  grpc::ClientContext error;
+  error.AddMetadata("x-request-id", "grpc-req-2");
+  inference::ModelInferRequest unknown = EchoRequest(1);
+  unknown.set_model_name("nope");
+  EXPECT_EQ(stub_->ModelInfer(&error, unknown, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(InitialMetadata(error, "x-request-id"), "grpc-req-2");
+  grpc::ClientContext live;
+  live.AddMetadata("x-request-id", "grpc-req-3");
+  inference::ServerLiveResponse live_response;
+  ASSERT_TRUE(stub_->ServerLive(&live, inference::ServerLiveRequest(), &live_response).ok());
+  EXPECT_EQ(InitialMetadata(live, "x-request-id"), "grpc-req-3");
+}
+
+// Keeps a copy of the fields the gRPC records fill.
+class RecordingAccessLog : public AccessLog {
+ public:
+  struct Copy {
+    std::string request_id, protocol, method, target, error, model, inputs;
+    int status = 0;
+    int64_t version = 0;
+    uint64_t request_bytes = 0, response_bytes = 0, total_ns = 0;
+    InferenceTiming timing;
+  };
+  void Write(const AccessRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu);
+    records.push_back({std::string(r.request_id), std::string(r.protocol), std::string(r.method),
+                       std::string(r.target), std::string(r.error), std::string(r.model),
+                       std::string(r.input_shapes_json), r.status, r.model_version, r.request_bytes,
+                       r.response_bytes, r.total_ns, r.timing});
+  }
+  std::mutex mu;
+  std::vector<Copy> records;
+};
+
+TEST_F(GrpcServerTest, ModelInferIsAccessLogged) {
+  RecordingAccessLog access_log;
+  GrpcServer::Options options;
+  options.handler.access_log = &access_log;
+  StartServer(options);
+  model_->infer = [this](const InferenceRequest& request) {
+    StatusOr<InferenceResponse> r = model_->Echo(request);
+    r->timing = {1'000, 2'000, 30'000};
+    return r;
+  };
+  grpc::ClientContext ok_context;
+  ok_context.AddMetadata("x-request-id", "grpc-log-1");
+  const inference::ModelInferRequest request = EchoRequest(5);
+  inference::ModelInferResponse resp;
+  ASSERT_TRUE(stub_->ModelInfer(&ok_context, request, &resp).ok());
+  const size_t response_size = resp.ByteSizeLong();
+  grpc::ClientContext bad_context;
+  inference::ModelInferRequest unknown = EchoRequest(1);
+  unknown.set_model_name("nope");
+  EXPECT_FALSE(stub_->ModelInfer(&bad_context, unknown, &resp).ok());
+
+  std::lock_guard<std::mutex> lock(access_log.mu);
+  ASSERT_EQ(access_log.records.size(), 2u);
+  const RecordingAccessLog::Copy& a = access_log.records[0];
+  EXPECT_EQ(a.request_id, "grpc-log-1");
+  EXPECT_EQ(a.protocol, "grpc");
+  EXPECT_EQ(a.method, "ModelInfer");
+  EXPECT_EQ(a.target, "/inference.GRPCInferenceService/ModelInfer");
+  EXPECT_EQ(a.status, 0);  // gRPC OK
+  EXPECT_EQ(a.model, "echo");
+  EXPECT_EQ(a.version, 1);
+  EXPECT_EQ(a.inputs, R"([{"name":"INPUT0","datatype":"INT32","shape":[1,4]}])");
+  EXPECT_EQ(a.request_bytes, request.ByteSizeLong());
+  EXPECT_EQ(a.response_bytes, response_size);
+  EXPECT_GT(a.response_bytes, 0u);
+  EXPECT_EQ(a.timing.compute_infer_ns, 30'000u);
+  EXPECT_GT(a.total_ns, 0u);
+  const RecordingAccessLog::Copy& b = access_log.records[1];
+  EXPECT_EQ(b.status, static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  EXPECT_NE(b.error.find("nope"), std::string::npos) << b.error;
+  EXPECT_EQ(b.request_id.size(), 15u);  // generated
+  EXPECT_EQ(b.total_ns, 0u);
 }
 
 TEST_F(GrpcServerTest, ModelInferErrorsMapToGrpcCodes) {

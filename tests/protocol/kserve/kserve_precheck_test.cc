@@ -59,9 +59,10 @@ const Status kOverloaded = ResourceExhausted(
 // counted as a failure of the version it was for.
 TEST_F(KServePrecheckTest, RefusesWhatAdmissionRefusesWithTheSame429) {
   simple_v2_->admission = kOverloaded;
-  std::optional<HttpResponse> early =
-      handler_->Precheck(Head("POST", "/v2/models/simple/infer", {{"x-client-id", "team-a"}}));
+  std::optional<HttpResponse> early = handler_->Precheck(Head(
+      "POST", "/v2/models/simple/infer", {{"x-client-id", "team-a"}, {"x-request-id", "req-1"}}));
   ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(HeaderOf(*early, "X-Request-Id"), "req-1");
   EXPECT_EQ(early->status, 429);
   EXPECT_EQ(HeaderOf(*early, "Retry-After"), "3");
   EXPECT_EQ(HeaderOf(*early, "Content-Type"), "application/json");
@@ -74,7 +75,7 @@ TEST_F(KServePrecheckTest, RefusesWhatAdmissionRefusesWithTheSame429) {
   simple_v2_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
     return kOverloaded;
   };
-  HttpResponse late = Handle(Head("POST", "/v2/models/simple/infer"));
+  HttpResponse late = Handle(Head("POST", "/v2/models/simple/infer", {{"x-request-id", "req-1"}}));
   EXPECT_EQ(late.status, early->status);
   EXPECT_EQ(late.headers, early->headers);
   EXPECT_EQ(late.body, early->body);

@@ -1,0 +1,51 @@
+// AccessLog: where a front end reports each request it answered, one record per request.
+//
+// The KServe REST handler fills a record for every request it answers, the gRPC front end one
+// for every inference call (an inference has its model, version, input shapes and stage
+// durations; any other route only its method, path and status), and hands it to the AccessLog,
+// which formats and writes it off the request path (src/observability/access_log.h: a buffer
+// drained by a writer thread). Front ends hold an AccessLog* that is null when access logging is
+// off, so the request path pays nothing then.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "harrier/inference_request.h"
+
+namespace harrier {
+
+// One answered request. Every string_view points into memory the caller keeps alive for the
+// duration of AccessLog::Write() only.
+struct AccessRecord {
+  std::string_view request_id;  // X-Request-Id as sent, or generated (docs/logging.md)
+  std::string_view protocol;    // "http" (HTTP/1.1, h2c and h2 alike) or "grpc"
+  std::string_view method;      // "POST", ...; the RPC name for gRPC
+  std::string_view target;      // path and query as sent
+  int status = 0;               // the HTTP status answered; for gRPC the gRPC status code
+  std::string_view error;       // the error message when status is not 2xx; empty otherwise
+  // Inference only: the model and the version that answered (0: not known, e.g. a request
+  // refused before a version was chosen), and the input shapes, already formatted as a JSON
+  // array of {"name":..,"datatype":..,"shape":[..]} objects ("" when not an inference or not
+  // decoded).
+  std::string_view model;
+  int64_t model_version = 0;
+  std::string_view input_shapes_json;
+  uint64_t request_bytes = 0;   // the request body's size (gRPC: the request message's)
+  uint64_t response_bytes = 0;  // the response body's size (gRPC: the response message's)
+  // Stage durations of a successful inference (zero otherwise); output_ns is the response
+  // encoding, total_ns from receipt of the whole request to the encoded response.
+  InferenceTiming timing;
+  uint64_t output_ns = 0;
+  uint64_t total_ns = 0;
+};
+
+class AccessLog {
+ public:
+  virtual ~AccessLog() = default;
+  // Formats `record` and queues it for writing. Never blocks on I/O: when the writer falls
+  // behind, the oldest queued lines are dropped. Thread safe.
+  virtual void Write(const AccessRecord& record) = 0;
+};
+
+}  // namespace harrier

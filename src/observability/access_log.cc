@@ -1,0 +1,386 @@
+#include "observability/access_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+#include <utility>
+
+#include "core/json_writer.h"
+
+namespace harrier {
+namespace {
+
+uint64_t Us(uint64_t ns) {
+  return (ns + 500) / 1000;
+}
+
+// True when `s` is valid UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
+// U+10FFFF).
+bool IsUtf8(std::string_view s) {
+  static constexpr uint32_t kMinCodePoint[4] = {0, 0x80, 0x800, 0x10000};
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;  // continuation bytes
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < kMinCodePoint[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// `v` when it is valid UTF-8; otherwise a copy in `scratch` with every non-ASCII byte replaced
+// by '?' (a percent-decoded model name in an error, a target sent with raw bytes): a log line
+// is always valid UTF-8, and valid JSON.
+std::string_view Utf8OrAscii(std::string_view v, std::string* scratch) {
+  if (IsUtf8(v)) return v;
+  scratch->assign(v);
+  for (char& c : *scratch)
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return *scratch;
+}
+
+void AppendTextValue(std::string* out, std::string_view v) {
+  if (v.empty() || v.find_first_of(" \"\\") != std::string_view::npos ||
+      v.find_first_of("\r\n\t") != std::string_view::npos) {
+    AppendJsonString(out, v);
+  } else {
+    out->append(v);
+  }
+}
+
+// The fields shared by both formats, written through `field` callbacks.
+template <typename StringField, typename NumberField, typename RawField>
+void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawField raw) {
+  str("request_id", r.request_id);
+  str("protocol", r.protocol);
+  str("method", r.method);
+  str("target", r.target);
+  num("status", static_cast<uint64_t>(r.status < 0 ? 0 : r.status));
+  if (!r.model.empty()) {
+    str("model", r.model);
+    num("version", static_cast<uint64_t>(r.model_version < 0 ? 0 : r.model_version));
+  }
+  if (!r.input_shapes_json.empty()) raw("inputs", r.input_shapes_json);
+  num("request_bytes", r.request_bytes);
+  num("response_bytes", r.response_bytes);
+  if (r.total_ns != 0) {
+    num("queue_us", Us(r.timing.queue_ns));
+    num("input_us", Us(r.timing.compute_input_ns));
+    num("infer_us", Us(r.timing.compute_infer_ns));
+    num("output_us", Us(r.output_ns));
+    num("total_us", Us(r.total_ns));
+  }
+  if (!r.error.empty()) str("error", r.error);
+}
+
+// `value` as exactly `width` decimal digits (the low ones), zero-padded.
+void AppendDigits(std::string* out, int64_t value, int width) {
+  char digits[8];
+  for (int i = width - 1; i >= 0; --i) {
+    digits[i] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  }
+  out->append(digits, static_cast<size_t>(width));
+}
+
+// "2026-11-29T19:40:01.123456" (UTC) of `now`, with `separator` between date and time and
+// `fraction_digits` (3 or 6) of the second; the calendar part is computed once per second per
+// thread.
+void AppendUtcTime(std::chrono::system_clock::time_point now, char separator, int fraction_digits,
+                   std::string* out) {
+  thread_local int64_t cached_second = -1;
+  thread_local std::tm tm{};
+  const int64_t us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  const int64_t second = us / 1'000'000;
+  if (second != cached_second) {
+    const std::time_t t = static_cast<std::time_t>(second);
+    gmtime_r(&t, &tm);
+    cached_second = second;
+  }
+  AppendDigits(out, tm.tm_year + 1900, 4);
+  out->push_back('-');
+  AppendDigits(out, tm.tm_mon + 1, 2);
+  out->push_back('-');
+  AppendDigits(out, tm.tm_mday, 2);
+  out->push_back(separator);
+  AppendDigits(out, tm.tm_hour, 2);
+  out->push_back(':');
+  AppendDigits(out, tm.tm_min, 2);
+  out->push_back(':');
+  AppendDigits(out, tm.tm_sec, 2);
+  out->push_back('.');
+  const int64_t fraction = us % 1'000'000;
+  AppendDigits(out, fraction_digits == 3 ? fraction / 1000 : fraction, fraction_digits);
+}
+
+// Writes `data` to `fd`; false when the descriptor refuses (a closed pipe, a full disk).
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void AppendAccessRecordJson(const AccessRecord& record, std::string* out) {
+  bool first = true;
+  auto key = [&](std::string_view k) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendJsonKey(out, k);
+  };
+  VisitFields(
+      record,
+      [&](std::string_view k, std::string_view v) {
+        key(k);
+        std::string scratch;
+        AppendJsonString(out, Utf8OrAscii(v, &scratch));
+      },
+      [&](std::string_view k, uint64_t v) {
+        key(k);
+        AppendJsonNumber(out, v);
+      },
+      [&](std::string_view k, std::string_view json) {
+        key(k);
+        out->append(json);
+      });
+}
+
+void AppendAccessRecordText(const AccessRecord& record, std::string* out) {
+  bool first = true;
+  auto key = [&](std::string_view k) {
+    if (!first) out->push_back(' ');
+    first = false;
+    out->append(k);
+    out->push_back('=');
+  };
+  VisitFields(
+      record,
+      [&](std::string_view k, std::string_view v) {
+        key(k);
+        std::string scratch;
+        AppendTextValue(out, Utf8OrAscii(v, &scratch));
+      },
+      [&](std::string_view k, uint64_t v) {
+        key(k);
+        AppendJsonNumber(out, v);
+      },
+      [&](std::string_view k, std::string_view json) {
+        key(k);
+        out->append(json);
+      });
+}
+
+StatusOr<std::unique_ptr<AsyncAccessLog>> AsyncAccessLog::Create(const Options& options) {
+  int fd = STDERR_FILENO;
+  if (!options.file.empty()) {
+    fd = ::open(options.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return InvalidArgument("cannot open the access log file '" + options.file +
+                             "': " + std::strerror(errno));
+    }
+  }
+  struct stat st {};
+  const bool regular_file = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  return std::unique_ptr<AsyncAccessLog>(
+      new AsyncAccessLog(options, fd, /*owns_fd=*/!options.file.empty(), regular_file));
+}
+
+AsyncAccessLog::AsyncAccessLog(const Options& options, int fd, bool owns_fd, bool regular_file)
+    : format_(options.format),
+      fd_(fd),
+      owns_fd_(owns_fd),
+      regular_file_(regular_file),
+      buffer_bytes_(options.buffer_bytes),
+      flush_interval_(options.flush_interval) {
+  pending_.reserve(buffer_bytes_);
+  writing_.reserve(buffer_bytes_);
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+AsyncAccessLog::~AsyncAccessLog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  writer_.join();  // writes out what is pending first
+  if (owns_fd_) ::close(fd_);
+}
+
+namespace {
+
+// A record as Write() packs it into the buffer: this header, then the strings' bytes in the
+// order of its lengths. The writer thread unpacks and formats it.
+struct PackedRecord {
+  int64_t time_us;  // system clock, since the epoch
+  int64_t status;
+  int64_t model_version;
+  uint64_t request_bytes, response_bytes;
+  uint64_t queue_ns, input_ns, infer_ns, output_ns, total_ns;
+  // request_id, protocol, method, target, error, model, input_shapes_json
+  uint32_t lengths[7];
+};
+
+}  // namespace
+
+void AsyncAccessLog::Write(const AccessRecord& record) {
+  // Packed, not formatted: the caller is often a model's worker thread, whose time is the
+  // model's throughput; the writer thread does the formatting.
+  const std::string_view strings[7] = {record.request_id,       record.protocol, record.method,
+                                       record.target,           record.error,    record.model,
+                                       record.input_shapes_json};
+  PackedRecord packed;
+  packed.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  packed.status = record.status;
+  packed.model_version = record.model_version;
+  packed.request_bytes = record.request_bytes;
+  packed.response_bytes = record.response_bytes;
+  packed.queue_ns = record.timing.queue_ns;
+  packed.input_ns = record.timing.compute_input_ns;
+  packed.infer_ns = record.timing.compute_infer_ns;
+  packed.output_ns = record.output_ns;
+  packed.total_ns = record.total_ns;
+  size_t size = sizeof(packed);
+  for (int k = 0; k < 7; ++k) {
+    packed.lengths[k] = static_cast<uint32_t>(std::min<size_t>(strings[k].size(), 1u << 20));
+    size += packed.lengths[k];
+  }
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.size() + size > buffer_bytes_) {
+      ++dropped_lines_;
+      return;
+    }
+    pending_.append(reinterpret_cast<const char*>(&packed), sizeof(packed));
+    for (int k = 0; k < 7; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
+    // Half full: write now rather than at the next interval, so that the buffer does not fill.
+    if (!kicked_ && pending_.size() >= buffer_bytes_ / 2) wake = kicked_ = true;
+  }
+  if (wake) wake_.notify_one();
+}
+
+void AsyncAccessLog::FormatPacked() {
+  text_.clear();
+  size_t at = 0;
+  while (at + sizeof(PackedRecord) <= writing_.size()) {
+    PackedRecord packed;
+    std::memcpy(&packed, writing_.data() + at, sizeof(packed));
+    at += sizeof(packed);
+    std::string_view strings[7];
+    for (int k = 0; k < 7; ++k) {
+      strings[k] = std::string_view(writing_.data() + at, packed.lengths[k]);
+      at += packed.lengths[k];
+    }
+    AccessRecord r;
+    r.request_id = strings[0];
+    r.protocol = strings[1];
+    r.method = strings[2];
+    r.target = strings[3];
+    r.error = strings[4];
+    r.model = strings[5];
+    r.input_shapes_json = strings[6];
+    r.status = static_cast<int>(packed.status);
+    r.model_version = packed.model_version;
+    r.request_bytes = packed.request_bytes;
+    r.response_bytes = packed.response_bytes;
+    r.timing = {packed.queue_ns, packed.input_ns, packed.infer_ns};
+    r.output_ns = packed.output_ns;
+    r.total_ns = packed.total_ns;
+    const std::chrono::system_clock::time_point time{std::chrono::microseconds(packed.time_us)};
+    if (format_ == LogFormat::kJson) {
+      text_.append("{\"time\":\"");
+      AppendUtcTime(time, 'T', 6, &text_);
+      text_.append("Z\",\"level\":\"info\",\"log\":\"access\",");
+      AppendAccessRecordJson(r, &text_);
+      text_.append("}\n");
+    } else {
+      AppendUtcTime(time, ' ', 3, &text_);
+      text_.append(" access ");
+      AppendAccessRecordText(r, &text_);
+      text_.push_back('\n');
+    }
+  }
+  writing_.clear();
+}
+
+uint64_t AsyncAccessLog::dropped_lines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_lines_;
+}
+
+void AsyncAccessLog::WriterLoop() {
+  for (;;) {
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait_for(lock, flush_interval_, [this] { return stopping_ || kicked_; });
+      pending_.swap(writing_);
+      kicked_ = false;
+      stop = stopping_;
+    }
+    WriteOut();
+    if (stop) return;
+  }
+}
+
+void AsyncAccessLog::WriteOut() {
+  FormatPacked();
+  // A regular file takes it in one write. A pipe or terminal (stderr, shared with the server
+  // log) in writes of at most PIPE_BUF that end at a line's end: such a write is atomic, so
+  // neither log's lines are ever split by the other's.
+  constexpr size_t kPipeBuf = 4096;
+  size_t start = 0;
+  while (start < text_.size()) {
+    size_t end = text_.size();
+    if (!regular_file_ && end - start > kPipeBuf) {
+      size_t cut = text_.rfind('\n', start + kPipeBuf - 1);
+      if (cut == std::string::npos || cut < start) cut = text_.find('\n', start);  // a long line
+      end = cut == std::string::npos ? text_.size() : cut + 1;
+    }
+    if (!WriteAll(fd_, text_.data() + start, end - start)) break;  // nowhere to report it
+    start = end;
+  }
+  text_.clear();
+}
+
+}  // namespace harrier

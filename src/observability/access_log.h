@@ -1,0 +1,93 @@
+// AsyncAccessLog: the AccessLog (include/harrier/access_log.h) behind `--access-log on`.
+//
+// Each record is timestamped on the calling thread and its fields copied, packed, into a
+// bounded in-memory buffer under a mutex held only for the copy: the caller is often a model's
+// worker thread, whose time is the model's throughput. One writer thread swaps the buffer out
+// every `flush_interval` (or at once when it is half full), formats the records into lines (a
+// JSON object with --log-format json, key=value fields with text) and writes them with a few
+// large write(2)s. When the buffer is full the line is dropped and counted (dropped_lines()): a
+// slow disk or a full pipe never blocks a request.
+//
+// Why not spdlog's async logger (which the server log uses for nothing per request): it wakes
+// its writer thread with a condition variable for every line, a futex call and a context
+// switch per request, and makes one write(2) per line on stderr; measured on the tiny model,
+// that cost 14-39% of throughput (docs/benchmarks.md, "Access log (issue 5)").
+//
+// Thread safety: Write() from any thread. Destruction writes out what is buffered.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "harrier/access_log.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+enum class LogFormat { kText, kJson };
+
+// The record's fields as `"request_id":"..","protocol":..,...` (no braces): a JSON line is
+// `{"time":..,"level":"info","log":"access",<these>}`. Durations in microseconds; the model
+// fields only when the record has a model.
+void AppendAccessRecordJson(const AccessRecord& record, std::string* out);
+// The same fields as `request_id=.. protocol=.. ...`; strings that contain a space, quote or
+// backslash are written as JSON strings, so a line splits unambiguously.
+void AppendAccessRecordText(const AccessRecord& record, std::string* out);
+
+class AsyncAccessLog : public AccessLog {
+ public:
+  struct Options {
+    LogFormat format = LogFormat::kText;
+    // "" = stderr; otherwise a file, appended to (created when missing; its directory must
+    // exist).
+    std::string file;
+    // Bytes of packed records held for the writer; a record that does not fit is dropped.
+    // 4 MiB is about 10,000 inference records, over 0.1 s at 90k requests/s.
+    size_t buffer_bytes = 4u << 20;
+    // Longest a line waits before it is written.
+    std::chrono::milliseconds flush_interval{10};
+  };
+
+  // kInvalidArgument when the file cannot be opened.
+  static StatusOr<std::unique_ptr<AsyncAccessLog>> Create(const Options& options);
+  ~AsyncAccessLog() override;
+
+  void Write(const AccessRecord& record) override;
+  // Lines dropped because the buffer was full.
+  uint64_t dropped_lines() const;
+
+ private:
+  AsyncAccessLog(const Options& options, int fd, bool owns_fd, bool regular_file);
+  void WriterLoop();
+  void FormatPacked();  // writing_ (packed records) -> text_ (lines); writer thread only
+  void WriteOut();      // formats and writes writing_, then clears both; writer thread only
+
+  // Constant after construction.
+  const LogFormat format_;
+  const int fd_;
+  const bool owns_fd_;
+  const bool regular_file_;
+  const size_t buffer_bytes_;
+  const std::chrono::milliseconds flush_interval_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  // Guarded by mu_.
+  std::string pending_;
+  bool kicked_ = false;
+  bool stopping_ = false;
+  uint64_t dropped_lines_ = 0;
+
+  // Writer thread only.
+  std::string writing_;
+  std::string text_;
+  std::thread writer_;
+};
+
+}  // namespace harrier

@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""Harrier's access log, request ids, Server-Timing and /v2/logging, end to end.
+
+usage: /usr/bin/python3 tests/integration/logging_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-v]
+
+Starts the real binary with --access-log on --log-format json on ports it picks itself (0),
+over a repository holding examples/models/simple, sends requests with and without X-Request-Id
+(successes and errors), and checks that the id round-trips in the response, that every
+response names one, that a successful inference carries a parseable Server-Timing header, and
+that stderr carries one JSON access line per request with the id, model, version, input
+shapes, status, bytes and stage durations (an error's line its cause). Then reads and changes
+the log level through GET/POST /v2/logging and checks that a debug line appears only after
+the change. Python stdlib only. The last line is "N passed, N failed".
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+ARGS = None
+SERVER = None
+
+
+class Server:
+    """harrier serve on ports it picks itself, its stderr in a file."""
+
+    def __init__(self, repo):
+        self.log_path = os.path.join(ARGS.work_dir, "logging-harrier.log")
+        self.log = open(self.log_path, "wb")
+        cmd = [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
+               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2",
+               "--access-log", "on", "--log-format", "json"]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
+                                                                    self.text()[-3000:]))
+            if re.search(r"listening on metrics", self.text()):
+                self.port = int(re.search(r"listening on HTTP [^ ]+:(\d+)", self.text()).group(1))
+            time.sleep(0.1)
+        if self.port is None:
+            raise RuntimeError("harrier did not start:\n" + self.text()[-3000:])
+
+    def text(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def json_lines(self):
+        """Every stderr line, parsed; a line that is not a JSON object fails the test."""
+        lines = []
+        for line in self.text().splitlines():
+            if not line.strip():
+                continue
+            doc = json.loads(line)  # raises on a line that is not JSON
+            assert isinstance(doc, dict), line
+            lines.append(doc)
+        return lines
+
+    def access_lines(self, request_id):
+        """The access lines for `request_id`, waiting a little for the asynchronous writer."""
+        deadline = time.monotonic() + 10
+        while True:
+            found = [d for d in self.json_lines()
+                     if d.get("log") == "access" and d.get("request_id") == request_id]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+    def terminate(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def request(method, target, body=b"", headers=None):
+    """One HTTP/1.1 request on a new connection: (status, {lower-case header: value}, body)."""
+    lines = ["%s %s HTTP/1.1" % (method, target), "Host: harrier", "Connection: close"]
+    for k, v in (headers or {}).items():
+        lines.append("%s: %s" % (k, v))
+    lines.append("Content-Length: %d" % len(body))
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    with socket.create_connection(("127.0.0.1", SERVER.port), timeout=10) as s:
+        s.sendall(data)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    head_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in head_lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return int(head_lines[0].split(" ")[1]), headers, rest
+
+
+def infer_body():
+    return json.dumps({"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [3] * 16},
+    ]}).encode()
+
+
+GENERATED_ID = re.compile(r"^[0-9a-f]{6}-[0-9a-f]{8}$")
+TIMING_METRIC = re.compile(r"^([A-Za-z0-9_-]+);dur=(\d+(?:\.\d+)?)$")
+
+
+def parse_server_timing(value):
+    """{name: milliseconds} of a Server-Timing header; fails on anything else."""
+    metrics = {}
+    for part in value.split(","):
+        m = TIMING_METRIC.match(part.strip())
+        assert m, "unparsable Server-Timing metric %r in %r" % (part, value)
+        metrics[m.group(1)] = float(m.group(2))
+    return metrics
+
+
+class LoggingTests(unittest.TestCase):
+    def test_request_id_round_trips_and_is_logged_with_the_inference(self):
+        body = infer_body()
+        status, headers, resp = request("POST", "/v2/models/simple/infer", body,
+                                        {"X-Request-Id": "client-abc-1"})
+        self.assertEqual(status, 200, resp)
+        self.assertEqual(headers.get("x-request-id"), "client-abc-1")
+        timing = parse_server_timing(headers["server-timing"])
+        self.assertEqual(set(timing), {"queue", "input", "infer", "output", "total"})
+        self.assertGreater(timing["total"], 0)
+        self.assertGreaterEqual(timing["total"] + 0.0015, timing["queue"] + timing["infer"])
+        lines = SERVER.access_lines("client-abc-1")
+        self.assertEqual(len(lines), 1, lines)
+        a = lines[0]
+        self.assertEqual(a["level"], "info")
+        self.assertEqual(a["protocol"], "http")
+        self.assertEqual(a["method"], "POST")
+        self.assertEqual(a["target"], "/v2/models/simple/infer")
+        self.assertEqual(a["status"], 200)
+        self.assertEqual(a["model"], "simple")
+        self.assertEqual(a["version"], 1)
+        self.assertEqual(a["inputs"], [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16]}])
+        self.assertEqual(a["request_bytes"], len(body))
+        self.assertEqual(a["response_bytes"], len(resp))
+        for stage in ("queue_us", "input_us", "infer_us", "output_us", "total_us"):
+            self.assertIsInstance(a[stage], int, stage)
+            self.assertGreaterEqual(a[stage], 0, stage)
+        self.assertGreater(a["total_us"], 0)
+        self.assertGreaterEqual(a["total_us"] + 2, a["queue_us"] + a["infer_us"])
+        self.assertNotIn("error", a)
+        # The header and the line tell the same story (ms vs us, each rounded).
+        self.assertAlmostEqual(timing["infer"] * 1000, a["infer_us"], delta=2)
+
+    def test_a_request_without_an_id_gets_a_generated_one(self):
+        ids = set()
+        for _ in range(3):
+            status, headers, _ = request("POST", "/v2/models/simple/infer", infer_body())
+            self.assertEqual(status, 200)
+            ids.add(headers.get("x-request-id", ""))
+        self.assertEqual(len(ids), 3, ids)
+        for rid in ids:
+            self.assertRegex(rid, GENERATED_ID)
+            self.assertEqual(len(SERVER.access_lines(rid)), 1, rid)
+
+    def test_an_unacceptable_id_is_replaced(self):
+        status, headers, _ = request("GET", "/v2/health/live", b"", {"X-Request-Id": "x" * 200})
+        self.assertEqual(status, 200)
+        self.assertRegex(headers.get("x-request-id", ""), GENERATED_ID)
+
+    def test_errors_carry_the_id_and_their_cause(self):
+        status, headers, resp = request("POST", "/v2/models/simple/infer", b'{"inputs": [}',
+                                        {"X-Request-Id": "bad-json-1"})
+        self.assertEqual(status, 400, resp)
+        self.assertEqual(headers.get("x-request-id"), "bad-json-1")
+        self.assertNotIn("server-timing", headers)
+        a = SERVER.access_lines("bad-json-1")
+        self.assertEqual(len(a), 1)
+        self.assertEqual(a[0]["status"], 400)
+        self.assertEqual(a[0]["model"], "simple")
+        self.assertIn("JSON", a[0]["error"])
+
+        status, headers, _ = request("POST", "/v2/models/nope/infer", infer_body(),
+                                     {"X-Request-Id": "unknown-model-1"})
+        self.assertEqual(status, 404)
+        self.assertEqual(headers.get("x-request-id"), "unknown-model-1")
+        a = SERVER.access_lines("unknown-model-1")
+        self.assertEqual(len(a), 1)
+        self.assertEqual(a[0]["status"], 404)
+        self.assertIn("unknown model 'nope'", a[0]["error"])
+
+        body = json.dumps({"inputs": [
+            {"name": "WRONG", "shape": [1, 16], "datatype": "INT32", "data": [0] * 16}]}).encode()
+        status, headers, _ = request("POST", "/v2/models/simple/infer", body,
+                                     {"X-Request-Id": "wrong-input-1"})
+        self.assertEqual(status, 400)
+        a = SERVER.access_lines("wrong-input-1")
+        self.assertEqual(len(a), 1)
+        self.assertEqual(a[0]["inputs"], [{"name": "WRONG", "datatype": "INT32", "shape": [1, 16]}])
+        self.assertIn("WRONG", a[0]["error"])
+
+    def test_logging_endpoint_changes_the_level(self):
+        status, _, body = request("GET", "/v2")
+        self.assertEqual(status, 200)
+        self.assertIn("logging", json.loads(body)["extensions"])
+        status, _, body = request("GET", "/v2/logging")
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body), {"log_file": "", "log_info": True,
+                                            "log_warning": True, "log_error": True,
+                                            "log_verbose_level": 0, "log_format": "json"})
+        debug_line = "http: answering 400 and closing"
+
+        def send_garbage():  # the server answers 400 and logs a debug line about it
+            with socket.create_connection(("127.0.0.1", SERVER.port), timeout=10) as s:
+                s.sendall(b"NOT AN HTTP REQUEST\r\n\r\n")
+                while s.recv(65536):
+                    pass
+
+        def debug_lines():
+            return [d for d in SERVER.json_lines()
+                    if d.get("level") == "debug" and debug_line in d.get("message", "")]
+
+        send_garbage()
+        time.sleep(0.3)
+        self.assertEqual(debug_lines(), [])
+        for bad in (b"{not json", b'{"log_levels": 1}', b'{"log_warning": false}'):
+            status, _, resp = request("POST", "/v2/logging", bad)
+            self.assertEqual(status, 400, (bad, resp))
+        status, _, body = request("POST", "/v2/logging", b'{"log_verbose_level": 1}')
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["log_verbose_level"], 1)
+        send_garbage()
+        deadline = time.monotonic() + 5
+        while not debug_lines() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(len(debug_lines()), 1)
+        status, _, body = request("POST", "/v2/logging", b'{"log_verbose_level": 0}')
+        self.assertEqual(status, 200, body)
+        send_garbage()
+        time.sleep(0.3)
+        self.assertEqual(len(debug_lines()), 1)
+
+    def test_every_stderr_line_is_json(self):
+        self.assertTrue(SERVER.json_lines())
+
+
+def build_repository(repo):
+    if os.path.exists(repo):
+        shutil.rmtree(repo)
+    os.makedirs(repo)
+    shutil.copytree(os.path.join(ARGS.source_dir, "examples", "models", "simple"),
+                    os.path.join(repo, "simple"))
+
+
+def main():
+    global ARGS, SERVER
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--harrier", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("-v", "--verbose", action="store_true")
+    ARGS = p.parse_args()
+    ARGS.work_dir = os.path.abspath(ARGS.work_dir)
+    os.makedirs(ARGS.work_dir, exist_ok=True)
+    suite = unittest.TestLoader().loadTestsFromTestCase(LoggingTests)
+    repo = os.path.join(ARGS.work_dir, "repo")
+    try:
+        build_repository(repo)
+        SERVER = Server(repo)
+    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
+        print("setup failed: %s" % e)
+        print("0 passed, %d failed" % suite.countTestCases())
+        return 1
+    result = unittest.TextTestRunner(stream=sys.stdout,
+                                     verbosity=2 if ARGS.verbose else 1).run(suite)
+    rc = SERVER.terminate()
+    failed = len(result.failures) + len(result.errors)
+    if rc != 0:
+        print("server exited with %s on SIGTERM (expected 0)" % rc)
+        failed += 1
+    if failed:
+        print("server log: %s" % SERVER.log_path)
+    print("%d passed, %d failed" % (result.testsRun - len(result.failures) - len(result.errors),
+                                    failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

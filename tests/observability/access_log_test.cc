@@ -1,0 +1,182 @@
+#include "observability/access_log.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace harrier {
+namespace {
+
+AccessRecord Inference() {
+  AccessRecord r;
+  r.request_id = "abc-1";
+  r.protocol = "http";
+  r.method = "POST";
+  r.target = "/v2/models/simple/infer";
+  r.status = 200;
+  r.model = "simple";
+  r.model_version = 1;
+  r.input_shapes_json = R"([{"name":"INPUT0","datatype":"INT32","shape":[1,16]}])";
+  r.request_bytes = 300;
+  r.response_bytes = 400;
+  r.timing = {12'400, 3'000, 50'000};
+  r.output_ns = 4'000;
+  r.total_ns = 80'000;
+  return r;
+}
+
+TEST(AccessLogFormatTest, Json) {
+  std::string out;
+  AppendAccessRecordJson(Inference(), &out);
+  EXPECT_EQ(out, R"("request_id":"abc-1","protocol":"http","method":"POST",)"
+                 R"("target":"/v2/models/simple/infer","status":200,"model":"simple","version":1,)"
+                 R"("inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16]}],)"
+                 R"("request_bytes":300,"response_bytes":400,"queue_us":12,"input_us":3,)"
+                 R"("infer_us":50,"output_us":4,"total_us":80)");
+}
+
+TEST(AccessLogFormatTest, JsonErrorWithoutModelOrDurations) {
+  AccessRecord r;
+  r.request_id = "x";
+  r.protocol = "http";
+  r.method = "GET";
+  r.target = "/v2/nope";
+  r.status = 404;
+  r.error = "unknown path '/v2/nope'";
+  r.response_bytes = 40;
+  std::string out;
+  AppendAccessRecordJson(r, &out);
+  EXPECT_EQ(out, R"("request_id":"x","protocol":"http","method":"GET","target":"/v2/nope",)"
+                 R"("status":404,"request_bytes":0,"response_bytes":40,)"
+                 R"("error":"unknown path '/v2/nope'")");
+}
+
+TEST(AccessLogFormatTest, TextQuotesValuesThatWouldSplit) {
+  AccessRecord r = Inference();
+  r.status = 400;
+  r.total_ns = 0;
+  r.error = "bad \"input\"";
+  std::string out;
+  AppendAccessRecordText(r, &out);
+  EXPECT_EQ(out,
+            "request_id=abc-1 protocol=http method=POST target=/v2/models/simple/infer "
+            "status=400 model=simple version=1 "
+            R"(inputs=[{"name":"INPUT0","datatype":"INT32","shape":[1,16]}] )"
+            R"(request_bytes=300 response_bytes=400 error="bad \"input\"")");
+}
+
+TEST(AccessLogFormatTest, InvalidUtf8BecomesQuestionMarksValidUtf8StaysAsIs) {
+  AccessRecord r;
+  r.request_id = "x";
+  r.status = 404;
+  r.target = "/v2/models/caf\xc3\xa9/ready";  // valid: kept
+  // A stray byte, a cut sequence, a surrogate.
+  r.error =
+      "unknown model 'a\xff\xc3"
+      "b' {\xed\xa0\x80}";
+  std::string json;
+  AppendAccessRecordJson(r, &json);
+  EXPECT_NE(json.find("\"target\":\"/v2/models/caf\xc3\xa9/ready\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"error\":\"unknown model 'a??b' {???}\""), std::string::npos) << json;
+  std::string text;
+  AppendAccessRecordText(r, &text);
+  EXPECT_NE(text.find("unknown model 'a??b' {???}"), std::string::npos) << text;
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(AsyncAccessLogTest, WritesOneJsonLinePerRecordToAFile) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_test_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  {
+    AsyncAccessLog::Options options;
+    options.format = LogFormat::kJson;
+    options.file = path;
+    auto log = AsyncAccessLog::Create(options);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    for (int i = 0; i < 100; ++i) (*log)->Write(Inference());
+    EXPECT_EQ((*log)->dropped_lines(), 0u);
+  }  // destruction writes out what is buffered
+  const std::vector<std::string> lines = Lines(path);
+  ASSERT_EQ(lines.size(), 100u);
+  EXPECT_EQ(lines[0].rfind(R"({"time":")", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(R"("level":"info","log":"access","request_id":"abc-1",)"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(lines[0].back(), '}');
+  std::filesystem::remove(path);
+}
+
+TEST(AsyncAccessLogTest, AFileThatCannotBeOpenedIsAnError) {
+  AsyncAccessLog::Options options;
+  options.file = std::filesystem::temp_directory_path().string();  // a directory
+  auto log = AsyncAccessLog::Create(options);
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AsyncAccessLogTest, AFullBufferDropsLinesInsteadOfBlocking) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_drop_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  uint64_t dropped = 0;
+  {
+    AsyncAccessLog::Options options;
+    options.format = LogFormat::kText;
+    options.file = path;
+    options.buffer_bytes = 4096;                     // a handful of lines
+    options.flush_interval = std::chrono::hours(1);  // only "half full" wakes the writer
+    auto log = AsyncAccessLog::Create(options);
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 20000; ++i) (*log)->Write(Inference());
+    dropped = (*log)->dropped_lines();
+  }  // destruction writes out the rest
+  const size_t written = Lines(path).size();
+  EXPECT_GT(written, 0u);
+  EXPECT_GT(dropped, 0u);
+  EXPECT_EQ(written + dropped, 20000u);
+  std::filesystem::remove(path);
+}
+
+TEST(AsyncAccessLogTest, TextLinesAreTimestampedAndWrittenWithinTheFlushInterval) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_text_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  AsyncAccessLog::Options options;
+  options.file = path;
+  options.flush_interval = std::chrono::milliseconds(10);
+  auto log = AsyncAccessLog::Create(options);
+  ASSERT_TRUE(log.ok());
+  (*log)->Write(Inference());
+  std::vector<std::string> lines;
+  for (int i = 0; i < 500 && lines.empty(); ++i) {  // without destroying the log
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    lines = Lines(path);
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  // "2026-11-29 19:40:01.123 access request_id=abc-1 ..."
+  ASSERT_GT(lines[0].size(), 31u);
+  EXPECT_EQ(lines[0][4], '-');
+  EXPECT_EQ(lines[0][10], ' ');
+  EXPECT_EQ(lines[0][19], '.');
+  EXPECT_EQ(lines[0].substr(23, 25), " access request_id=abc-1 ");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace harrier
