@@ -11,7 +11,7 @@
 #include <exception>
 #include <type_traits>
 
-#include "core/json_writer.h"
+#include "server/http_common.h"
 #include "server/tls.h"
 
 namespace harrier::server_internal {
@@ -21,25 +21,12 @@ using boost::system::error_code;
 
 namespace {
 
-// simdjson reads up to SIMDJSON_PADDING bytes past the end of its input.
-constexpr std::size_t kBodyPadding = 64;
 // A write batch is cut after this many bytes (control frames, frame headers and body slices).
 constexpr std::size_t kWriteBatch = 256 * 1024;
 // The most of a claimed content-length reserved up front; a larger body grows as it arrives.
 constexpr uint64_t kMaxReserve = 64ull << 20;
 // Per-header overhead counted against max_header_bytes, as SETTINGS_MAX_HEADER_LIST_SIZE does.
 constexpr std::size_t kHeaderOverhead = 32;
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // Headers a handler may set that HTTP/2 forbids or the server owns (RFC 9113 §8.2.2).
 bool IsDroppedHeader(std::string_view name) {
@@ -48,23 +35,9 @@ bool IsDroppedHeader(std::string_view name) {
          IEquals(name, "proxy-connection") || IEquals(name, "upgrade");
 }
 
+// HTTP/2 header names are lower case.
 HttpResponse ErrorResponse(int status, std::string_view message) {
-  HttpResponse r;
-  r.status = status;
-  r.headers.emplace_back("content-type", "application/json");
-  r.body = "{\"error\":";
-  AppendJsonString(&r.body, message);
-  r.body += "}";
-  return r;
-}
-
-const std::shared_ptr<const std::string>& EmptyBody() {
-  static const std::shared_ptr<const std::string> empty = [] {
-    auto s = std::make_shared<std::string>();
-    s->reserve(kBodyPadding);
-    return std::shared_ptr<const std::string>(std::move(s));
-  }();
-  return empty;
+  return JsonErrorResponse(status, message, "content-type");
 }
 
 template <class Stream>

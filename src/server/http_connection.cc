@@ -1,5 +1,7 @@
 #include "server/http_connection.h"
 
+#include "server/http_common.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <exception>
 #include <type_traits>
 
-#include "core/json_writer.h"
 #include "server/http2_connection.h"
 
 namespace harrier::server_internal {
@@ -31,8 +32,6 @@ constexpr std::size_t kReadChunk = 16 * 1024;
 // the string grows as the bytes arrive, so a client that claims a large body and sends nothing
 // costs address space, not memory.
 constexpr std::size_t kBodyWindow = 4 * 1024 * 1024;
-// simdjson reads up to SIMDJSON_PADDING bytes past the end of its input.
-constexpr std::size_t kBodyPadding = 64;
 // While a handler runs, the socket is still read to notice a client that goes away; bytes of a
 // pipelined next request are kept in the read buffer up to this much, then reading pauses (TCP
 // flow control holds the rest back) until the response is written.
@@ -41,26 +40,6 @@ constexpr std::size_t kWatchBufferBytes = 4 * kReadChunk;
 // and a few more); more still work, with the vector growing.
 constexpr std::size_t kExpectedHeaders = 8;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-const std::shared_ptr<const std::string>& EmptyBody() {
-  static const std::shared_ptr<const std::string> empty = [] {
-    auto s = std::make_shared<std::string>();
-    s->reserve(kBodyPadding);
-    return std::shared_ptr<const std::string>(std::move(s));
-  }();
-  return empty;
-}
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // The server owns message framing; these headers from a handler are ignored.
 bool IsFramingHeader(std::string_view name) {
@@ -583,12 +562,7 @@ void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
 template <class Stream>
 void BasicHttpConnection<Stream>::SendError(int status, std::string_view message) {
   spdlog::debug("http: answering {} and closing: {}", status, message);
-  HttpResponse response;
-  response.status = status;
-  response.headers.emplace_back("Content-Type", "application/json");
-  response.body = "{\"error\":";
-  AppendJsonString(&response.body, message);
-  response.body += "}";
+  HttpResponse response = JsonErrorResponse(status, message, "Content-Type");
   close_after_response_ = true;
   linger_on_close_ = true;  // the rest of the request may still be on its way
   head_request_ = false;

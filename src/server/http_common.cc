@@ -1,0 +1,38 @@
+#include "server/http_common.h"
+
+#include "core/json_writer.h"
+
+namespace harrier::server_internal {
+
+const std::shared_ptr<const std::string>& EmptyBody() {
+  static const std::shared_ptr<const std::string> empty = [] {
+    auto s = std::make_shared<std::string>();
+    s->reserve(kBodyPadding);
+    return std::shared_ptr<const std::string>(std::move(s));
+  }();
+  return empty;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+HttpResponse JsonErrorResponse(int status, std::string_view message,
+                               std::string_view content_type_name) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back(std::string(content_type_name), "application/json");
+  r.body = "{\"error\":";
+  AppendJsonString(&r.body, message);
+  r.body += "}";
+  return r;
+}
+
+}  // namespace harrier::server_internal
