@@ -1,6 +1,7 @@
 // Harrier's composition root: parse flags, build the objects, serve until SIGINT/SIGTERM.
 //
-//   backend (ONNX Runtime) -> ModelRepositoryManager -> KServeHandler -> HttpServer
+//   backend (ONNX Runtime) -> ModelRepositoryManager -> KServeHandler -> DashboardHandler
+//                                                                        -> HttpServer
 //                                                    -> GrpcServer (gRPC)
 //                                                    -> MetricsHandler -> HttpServer (metrics)
 //
@@ -25,6 +26,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/access_log.h"
+#include "observability/dashboard_handler.h"
 #include "observability/metrics_handler.h"
 #include "observability/process_metrics.h"
 #include "observability/spdlog_log_control.h"
@@ -211,7 +213,10 @@ int Serve(const ServeFlags& flags) {
   handler_options.log_control = &log_control;
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
-  kserve::KServeHandler handler(manager->get(), handler_options);
+  kserve::KServeHandler kserve_handler(manager->get(), handler_options);
+  // The status page (GET /dashboard, docs/dashboard.md) in front of the KServe routes.
+  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); },
+                           &kserve_handler);
 
   HttpServer::Options http_options;
   http_options.address = flags.http_address;

@@ -224,6 +224,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     unrouted_failures_.Add(FailureReasonFor(code));
   }
   void CollectMetrics(TextExposition* out) const override;
+  std::vector<DashboardVersion> DashboardVersions() const override;
 
  private:
   struct VersionEntry {
@@ -527,6 +528,46 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
   }
   AppendUnroutedFailures(unrouted_failures_, out);
   for (const Version& v : versions) AppendModelState(v.state, v.load_seconds, out);
+}
+
+std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() const {
+  // As in CollectMetrics(): pinned under the lock, read outside it.
+  std::vector<std::pair<DashboardVersion, std::shared_ptr<LoadedModel>>> pinned;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [name, entry] : models_) {
+      if (entry.versions.empty()) {
+        DashboardVersion row;
+        row.state = {name, 0,
+                     entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
+                     entry.reason};
+        pinned.emplace_back(std::move(row), nullptr);
+      }
+      for (const auto& [v, e] : entry.versions) {
+        DashboardVersion row;
+        row.state = {name, v, e.state, e.reason};
+        pinned.emplace_back(std::move(row), e.model);
+      }
+    }
+  }
+  std::vector<DashboardVersion> out;
+  out.reserve(pinned.size());
+  for (auto& [row, model] : pinned) {
+    if (model != nullptr) {
+      ModelVersionStats stats;
+      model->SnapshotStats(&stats);
+      const ModelMetrics& m = model->metrics();
+      row.loaded = true;
+      row.success_count = stats.success.count;
+      for (size_t r = 0; r < kFailureReasonCount; ++r)
+        row.failure_count += m.failures.Read(static_cast<FailureReason>(r));
+      row.queue_depth = model->scheduler().queue_depth();
+      row.in_flight = m.in_flight.load(std::memory_order_relaxed);
+      row.request_duration = m.request_duration.Snapshot();
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
 }
 
 void ModelRepositoryManagerImpl::Shutdown() {

@@ -18,6 +18,7 @@
 
 #include "harrier/backend.h"
 #include "harrier/model_manager.h"
+#include "observability/dashboard_summary.h"
 #include "harrier/status.h"
 #include "observability/text_exposition.h"
 #include "scheduler/admission_controller.h"
@@ -55,6 +56,10 @@ class ModelRepositoryManager : public ModelManager {
   // the ready versions, the state and load time of every version in the index, and the
   // failures of requests that never reached a version. For the metrics endpoint's scrape.
   virtual void CollectMetrics(TextExposition* out) const = 0;
+
+  // Every version the repository index lists, with the figures of the loaded ones read from
+  // the same objects as CollectMetrics(): for the status page's summary (docs/dashboard.md).
+  virtual std::vector<DashboardVersion> DashboardVersions() const = 0;
 };
 
 }  // namespace harrier

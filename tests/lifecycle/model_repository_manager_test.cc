@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "util/fake_backend.h"
 #include "util/scheduled_request_builder.h"
@@ -163,6 +165,42 @@ TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
   EXPECT_EQ(st.compute_infer.count, 1u);
   EXPECT_GT(st.last_inference_ms, 0u);
   EXPECT_EQ(m->Stats("zzz", std::nullopt).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryManagerTest, DashboardVersionsReadTheMetricsOfEveryIndexRow) {
+  Write("bad/1/model.onnx", "garbage");
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  auto s = m->Get("m", std::nullopt);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(InferSync(**s, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  ASSERT_TRUE(InferSync(**s, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  EXPECT_FALSE(InferSync(**s, Fp32Request({1, 2, 3}, {1, 3})).ok());
+
+  // A request's total time (and its in-flight slot) is recorded just after its callback has
+  // run, so the answer InferSync waits for can come a moment before the figures: wait for them.
+  std::vector<DashboardVersion> rows = m->DashboardVersions();
+  for (auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       rows.size() == 2 && (rows[1].request_duration.count() < 2 || rows[1].in_flight != 0) &&
+       std::chrono::steady_clock::now() < give_up;) {
+    std::this_thread::yield();
+    rows = m->DashboardVersions();
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].state.name, "bad");
+  EXPECT_EQ(rows[0].state.state, ModelState::kUnavailable);
+  EXPECT_FALSE(rows[0].state.reason.empty());
+  EXPECT_FALSE(rows[0].loaded);
+  const DashboardVersion& v = rows[1];
+  EXPECT_EQ(v.state.name, "m");
+  EXPECT_EQ(v.state.version, 1);
+  EXPECT_EQ(v.state.state, ModelState::kReady);
+  EXPECT_TRUE(v.loaded);
+  EXPECT_EQ(v.success_count, 2u);
+  EXPECT_EQ(v.failure_count, 1u);
+  EXPECT_EQ(v.queue_depth, 0u);
+  EXPECT_EQ(v.in_flight, 0);
+  EXPECT_EQ(v.request_duration.count(), 2u);  // successes only, like the histogram
 }
 
 TEST_F(ModelRepositoryManagerTest, DynamicBatchingConfigReachesTheScheduler) {

@@ -1,0 +1,52 @@
+#include "observability/dashboard_handler.h"
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "observability/dashboard_page.h"
+
+namespace harrier {
+namespace {
+
+constexpr std::string_view kSummaryPath = "/v2/dashboard/summary";
+
+HttpResponse Body(std::string_view content_type, std::string body) {
+  HttpResponse r;
+  r.headers.emplace_back("Content-Type", std::string(content_type));
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+DashboardHandler::DashboardHandler(Source source, HttpHandler* next)
+    : source_(std::move(source)), next_(next) {}
+
+std::string DashboardHandler::SummaryJson() const {
+  return DashboardSummaryJson(source_(), HistogramBuckets::Latency().upper_bounds);
+}
+
+std::optional<HttpResponse> DashboardHandler::Precheck(const HttpRequest& head) {
+  return next_->Precheck(head);
+}
+
+void DashboardHandler::Handle(HttpRequest request, HttpResponder respond) {
+  std::string_view path = request.target;
+  path = path.substr(0, path.find('?'));
+  const bool page = path == "/" || path == "/dashboard";
+  if (!page && path != kSummaryPath) return next_->Handle(std::move(request), std::move(respond));
+  if (request.method != "GET") {
+    HttpResponse r;
+    r.status = 405;
+    r.headers.emplace_back("Content-Type", "application/json");
+    r.headers.emplace_back("Allow", "GET");
+    r.body = "{\"error\":\"use GET on this path\"}";
+    return respond(std::move(r));
+  }
+  if (page) return respond(Body("text/html; charset=utf-8", std::string(DashboardPageHtml())));
+  respond(Body("application/json", SummaryJson()));
+}
+
+}  // namespace harrier

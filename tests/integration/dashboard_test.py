@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""Harrier's status page, end to end: the real binary, real traffic, headless Chromium.
+
+usage: /usr/bin/python3 tests/integration/dashboard_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-v] [--screenshot PNG]
+
+Starts harrier on ports it picks (--http-port 0 --grpc-port 0 --metrics-port 0, read from the
+log) over a copy of examples/models/simple, sends inference traffic, checks GET /dashboard and
+GET /v2/dashboard/summary, then loads the page in headless Chromium (/usr/bin/chromium,
+--headless --no-sandbox --disable-gpu, a fresh user-data dir, --dump-dom) while traffic keeps
+flowing, and checks that the rendered DOM shows the model, READY and non-zero figures.
+Chromium missing is a failure, never a skip (tools/deps.sh installs it). --screenshot PNG also
+saves a 1200x800 screenshot (docs/dashboard.png is made this way, by hand).
+Python stdlib + numpy only. The last line is "N passed, N failed".
+"""
+import argparse
+import html.parser
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402 - the socket and request helpers of the main integration suite
+
+ARGS = None
+SERVER = None
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                  "--virtual-time-budget=5000"]
+
+
+class Server:
+    """harrier serve on ports it picks itself (0), read back from its log."""
+
+    def __init__(self, repo):
+        self.log_path = os.path.join(ARGS.work_dir, "dashboard-harrier.log")
+        self.log = open(self.log_path, "wb")
+        cmd = [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
+               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2"]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
+                                                                    self.log_text()[-3000:]))
+            text = self.log_text()
+            http = re.search(r"listening on HTTP [^ ]+:(\d+)", text)
+            if http and "listening on metrics" in text:
+                self.port = int(http.group(1))
+                break
+            time.sleep(0.1)
+        if self.port is None:
+            raise RuntimeError("no 'listening on' lines:\n" + self.log_text()[-3000:])
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def terminate(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def get(path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (SERVER.port, path), timeout=10) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode("utf-8")
+
+
+def infer_simple(c):
+    r = c.infer("simple", {"INPUT0": run.SIMPLE_A, "INPUT1": run.SIMPLE_B})
+    assert r.status == 200, r.raw[:300]
+
+
+class Traffic:
+    """Inference requests to `simple` from a thread until stopped, so that the page's
+    requests/s is not zero while Chromium looks at it."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        c = run.client(SERVER.port)
+        while not self.stop.is_set():
+            infer_simple(c)
+            self.sent += 1
+            time.sleep(0.005)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(30)
+
+
+def chromium(*args, timeout=90):
+    """Runs headless Chromium with a fresh profile; returns its stdout. Always cleaned up."""
+    profile = tempfile.mkdtemp(prefix="harrier-chromium-")
+    cmd = [CHROMIUM] + CHROMIUM_FLAGS + ["--user-data-dir=" + profile] + list(args)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("chromium did not finish in %d s" % timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    if proc.returncode != 0:
+        raise AssertionError("chromium exited %d: %s" % (proc.returncode,
+                                                         err.decode("utf-8", "replace")[-2000:]))
+    return out.decode("utf-8", "replace")
+
+
+class Rows(html.parser.HTMLParser):
+    """The text of each <td class="..."> in each <tr data-model="..."> of the dumped DOM."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+        self._cls = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-model" in attrs:
+            self.rows.append({})
+        elif tag == "td" and self.rows:
+            self._cls = (attrs.get("class") or "").split()
+            self._cls = [c for c in self._cls if c != "l"][0] if self._cls else None
+            if self._cls:
+                self.rows[-1][self._cls] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cls = None
+
+    def handle_data(self, data):
+        if self._cls and self.rows:
+            self.rows[-1][self._cls] += data
+
+
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "–": no figure yet
+
+
+class DashboardTest(unittest.TestCase):
+    REQUESTS = 50
+
+    @classmethod
+    def setUpClass(cls):
+        c = run.client(SERVER.port)
+        for _ in range(cls.REQUESTS):
+            infer_simple(c)
+
+    def test_page_is_served_self_contained(self):
+        for path in ("/", "/dashboard"):
+            status, ctype, body = get(path)
+            self.assertEqual(status, 200)
+            self.assertEqual(ctype, "text/html; charset=utf-8")
+            self.assertIn("/v2/dashboard/summary", body)
+            self.assertNotRegex(body, r"https?://|<link|src=")
+
+    def test_summary_has_the_traffic(self):
+        status, ctype, body = get("/v2/dashboard/summary")
+        self.assertEqual(status, 200)
+        self.assertEqual(ctype, "application/json")
+        doc = json.loads(body)
+        rows = [v for v in doc["versions"] if v["name"] == "simple"]
+        self.assertEqual(len(rows), 1)
+        v = rows[0]
+        self.assertEqual(v["state"], "READY")
+        self.assertGreaterEqual(v["success"], self.REQUESTS)
+        self.assertEqual(sum(v["duration_buckets"]), v["success"])
+        self.assertEqual(len(v["duration_buckets"]), len(doc["latency_bounds_seconds"]) + 1)
+        self.assertGreater(v["p99_seconds"], 0)
+        self.assertGreaterEqual(v["p99_seconds"], v["p50_seconds"])
+
+    def test_chromium_renders_real_figures(self):
+        self.assertTrue(os.access(CHROMIUM, os.X_OK),
+                        "%s is missing: install Debian's chromium (tools/deps.sh)" % CHROMIUM)
+        traffic = Traffic()
+        try:
+            time.sleep(0.5)
+            dom = chromium("--dump-dom", "http://127.0.0.1:%d/dashboard" % SERVER.port)
+            if ARGS.screenshot:
+                chromium("--screenshot=" + os.path.abspath(ARGS.screenshot),
+                         "--window-size=1200,800",
+                         "http://127.0.0.1:%d/dashboard" % SERVER.port)
+        finally:
+            traffic.close()
+        self.assertGreater(traffic.sent, 0)
+        # The dump holds the script's source too: look at the status line only.
+        updated = re.search(r'<div id="updated">([^<]*)</div>', dom)
+        self.assertIsNotNone(updated, dom[:3000])
+        self.assertTrue(updated.group(1).startswith("updated "), updated.group(1))
+        parser = Rows()
+        parser.feed(dom)
+        rows = [r for r in parser.rows if r.get("name") == "simple"]
+        self.assertEqual(len(rows), 1, dom[-3000:])
+        row = rows[0]
+        self.assertEqual(row["state"], "READY")
+        self.assertGreaterEqual(int(row["success"]), self.REQUESTS)
+        rps, p99_all = number(row["rps"]), number(row["p99-all"])
+        self.assertTrue((rps or 0) > 0 or (p99_all or 0) > 0, row)
+        self.assertGreater(p99_all or 0, 0, row)
+        self.assertIn("<canvas", dom)
+
+
+def main():
+    global ARGS, SERVER
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--harrier", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("--screenshot", default="")
+    p.add_argument("-v", "--verbose", action="store_true")
+    ARGS = p.parse_args()
+    ARGS.harrier = os.path.abspath(ARGS.harrier)
+    ARGS.work_dir = os.path.abspath(ARGS.work_dir)
+    os.makedirs(ARGS.work_dir, exist_ok=True)
+    sys.path.insert(0, os.path.join(os.path.abspath(ARGS.source_dir), "tools"))
+    run.ARGS = ARGS
+
+    suite = unittest.TestLoader().loadTestsFromTestCase(DashboardTest)
+    try:
+        repo = os.path.join(ARGS.work_dir, "repo-dashboard")
+        if os.path.exists(repo):
+            shutil.rmtree(repo)
+        os.makedirs(repo)
+        shutil.copytree(os.path.join(ARGS.source_dir, "examples", "models", "simple"),
+                        os.path.join(repo, "simple"))
+        SERVER = Server(repo)
+    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
+        print("setup failed: %s" % e)
+        if SERVER is not None:
+            SERVER.terminate()
+        print("0 passed, %d failed" % suite.countTestCases())
+        return 1
+    result = unittest.TextTestRunner(stream=sys.stdout,
+                                     verbosity=2 if ARGS.verbose else 1).run(suite)
+    rc = SERVER.terminate()
+    failed = len(result.failures) + len(result.errors)
+    if rc != 0:
+        print("harrier exited with %s on SIGTERM (expected 0)" % rc)
+        failed += 1
+    if failed:
+        print("server log: %s" % SERVER.log_path)
+    passed = result.testsRun - len(result.failures) - len(result.errors) - len(result.skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
