@@ -29,6 +29,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks
 import run  # noqa: E402 - the socket and request helpers of the main integration suite
 
 ARGS = None
@@ -38,45 +39,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollb
                   "--virtual-time-budget=5000"]
 
 
-class Server:
-    """harrier serve on ports it picks itself (0), read back from its log."""
-
-    def __init__(self, repo):
-        self.log_path = os.path.join(ARGS.work_dir, "dashboard-harrier.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
-               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2"]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
-                                                                    self.log_text()[-3000:]))
-            text = self.log_text()
-            http = re.search(r"listening on HTTP [^ ]+:(\d+)", text)
-            if http and "listening on metrics" in text:
-                self.port = int(http.group(1))
-                break
-            time.sleep(0.1)
-        if self.port is None:
-            raise RuntimeError("no 'listening on' lines:\n" + self.log_text()[-3000:])
-
-    def log_text(self):
-        self.log.flush()
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def terminate(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+def Server(repo):
+    return harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "dashboard-harrier.log"))
 
 
 def get(path):

@@ -19,8 +19,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +28,7 @@ import urllib.request
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks
 import run  # noqa: E402 - the socket and request helpers of the main integration suite
 
 ARGS = None
@@ -43,46 +42,9 @@ TRITON_LINTS = ('counter metrics should have "_total" suffix',
                 'non-histogram and non-summary metrics should not have "_count" suffix')
 
 
-class Server:
-    """harrier serve on ports it picks itself (0), read back from its log."""
-
-    def __init__(self, repo, extra_args=()):
-        self.log_path = os.path.join(ARGS.work_dir, "metrics-harrier.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
-               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2",
-               "--log-verbose", "1"] + list(extra_args)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = self.metrics_port = None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.metrics_port is None:
-            if self.proc.poll() is not None:
-                raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
-                                                                    self.log_text()[-3000:]))
-            text = self.log_text()
-            http = re.search(r"listening on HTTP [^ ]+:(\d+)", text)
-            metrics = re.search(r"listening on metrics [^ ]+:(\d+)", text)
-            if http and metrics:
-                self.port, self.metrics_port = int(http.group(1)), int(metrics.group(1))
-            time.sleep(0.1)
-        if self.metrics_port is None:
-            raise RuntimeError("no 'listening on metrics' line:\n" + self.log_text()[-3000:])
-
-    def log_text(self):
-        self.log.flush()
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def terminate(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+def Server(repo, extra_args=()):
+    return harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "metrics-harrier.log"),
+                           ["--log-verbose", "1"] + list(extra_args))
 
 
 def build_repository(repo):
