@@ -55,6 +55,9 @@ struct Http2Connection<Stream>::StreamState {
   bool header_too_large = false;
   bool head_request = false;
   bool request_complete = false;  // END_STREAM received
+  bool headers_done = false;      // the whole header block arrived
+  Clock::time_point last_body_bytes{};  // headers_done or the latest DATA: the body timeout's start
+  Clock::time_point begun_at{};         // its HEADERS frame: the header timeout's start
   bool refused = false;           // answered early: DATA is dropped, RST_STREAM after the reply
   bool dispatched = false;
   bool responded = false;
@@ -357,7 +360,8 @@ void Http2Connection<Stream>::OnWrite(const error_code& ec) {
 template <class Stream>
 void Http2Connection<Stream>::ArmTick() {
   const auto& o = shared_->options;
-  auto period = std::min({o.keepalive_timeout, o.body_timeout, o.write_timeout}) / 4;
+  auto period =
+      std::min({o.keepalive_timeout, o.header_timeout, o.body_timeout, o.write_timeout}) / 4;
   period = std::clamp(period, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   timer_.expires_after(period);
   timer_.async_wait([self = this->shared_from_this()](const error_code& ec) { self->OnTick(ec); });
@@ -373,14 +377,29 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     Close();
     return;
   }
-  bool body_pending = false;
-  for (const auto& [id, s] : streams_) {
-    if (!s->request_complete && !s->refused) body_pending = true;
+  // A stream whose body stalls is answered 408 on its own; the connection's other streams go
+  // on (as HTTP/1.1 answers 408, but without closing the connection).
+  // A header block left unfinished (HEADERS without its CONTINUATION) cannot be answered on its
+  // stream: the connection is closed, as HTTP/1.1 closes after a 408 for a stalled header.
+  bool stalled = false;
+  for (auto& [id, s] : streams_) {
+    if (!s->headers_done) {
+      if (now - s->begun_at <= o.header_timeout) continue;
+      spdlog::debug("http2: closing connection: stream {}'s header block stalled", id);
+      Close();
+      return;
+    }
+    if (s->request_complete || s->refused) continue;
+    if (now - s->last_body_bytes > o.body_timeout) {
+      spdlog::debug("http2: stream {}: the request body stalled for the body timeout", id);
+      Refuse(id, s.get(),
+             ErrorResponse(408, "the request body stalled for longer than the body timeout"));
+      stalled = true;
+    }
   }
-  if (body_pending && now - last_read_ > o.body_timeout) {
-    spdlog::debug("http2: closing connection: a request stalled for the body timeout");
-    Close();
-    return;
+  if (stalled) {
+    Flush();
+    if (closed_) return;
   }
   if (tls_closing_ && now - idle_since_ > o.linger_timeout) {
     Close();  // the client never answered our close_notify
@@ -388,7 +407,10 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   }
   if (!streams_.empty() || writing_) {
     idle_since_ = now;
-  } else if (now - idle_since_ > o.keepalive_timeout && !stopping_) {
+  } else if (now - idle_since_ > (any_stream_ ? o.keepalive_timeout : o.header_timeout) &&
+             !stopping_) {
+    // A connection that has not begun a request gets the header timeout, as over HTTP/1.1: a
+    // preface and then silence is cut off as fast as half a header.
     spdlog::debug("http2: idle timeout: GOAWAY");
     OnServerStopping();  // GOAWAY; closes once written
     if (closed_) return;
@@ -414,7 +436,9 @@ int Http2Connection<Stream>::OnBeginHeadersCb(nghttp2_session*, const nghttp2_fr
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto s = std::make_unique<StreamState>();
   s->request.headers.reserve(8);
+  s->begun_at = c->last_read_;
   c->streams_[frame->hd.stream_id] = std::move(s);
+  c->any_stream_ = true;
   return 0;
 }
 
@@ -456,8 +480,11 @@ int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame
   const int32_t id = frame->hd.stream_id;
   StreamState* s = c->Find(id);
   if (s == nullptr) return 0;
-  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    s->headers_done = true;
+    s->last_body_bytes = Clock::now();
     c->OnRequestHeaders(id, s);
+  }
   if (c->closed_) return 0;
   if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) c->OnRequestComplete(id, s);
   return 0;
@@ -512,6 +539,7 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
     return 0;
   }
   s->body.append(reinterpret_cast<const char*>(data), len);
+  s->last_body_bytes = c->last_read_;
   return 0;
 }
 

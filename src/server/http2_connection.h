@@ -129,7 +129,8 @@ class Http2Connection : public Connection,
   bool closed_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: Flush() waits until it returns
   bool stopping_ = false;
-  bool tls_closing_ = false;  // TLS close_notify sent (async_shutdown pending)
+  bool tls_closing_ = false;
+  bool any_stream_ = false;  // a request has begun on this connection (else: header timeout)  // TLS close_notify sent (async_shutdown pending)
 
   std::unordered_map<int32_t, std::unique_ptr<StreamState>> streams_;
   // Streams nghttp2 has closed while their last DATA may still be in the write in flight.

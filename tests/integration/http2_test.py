@@ -534,6 +534,60 @@ class BadInputTests(unittest.TestCase):
         c.close()
 
 
+class TimeoutTests(unittest.TestCase):
+    """A server with 1 s header and body timeouts."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = HarrierProcess("harrier-h2-timeouts", [
+            "--http-header-timeout-secs", "1", "--http-body-timeout-secs", "1"])
+        cls.server.wait_listening(want_https=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_preface_then_silence_is_cut_off_by_the_header_timeout(self):
+        c = RawH2(self.server.port)
+        start = time.monotonic()
+        _, _, _, gone = c.response(1, timeout=20)  # GOAWAY or close, not the 60 s idle timeout
+        elapsed = time.monotonic() - start
+        c.close()
+        self.assertTrue(gone)
+        self.assertLess(elapsed, 5, "cut off after %.1f s" % elapsed)
+
+    def test_an_unfinished_header_block_is_cut_off_by_the_header_timeout(self):
+        c = RawH2(self.server.port)
+        block = hpack(request_headers("GET", "/v2/health/ready"))
+        c.send(frame(HEADERS, END_STREAM, 1, block[:10]))  # no END_HEADERS, no CONTINUATION
+        start = time.monotonic()
+        _, _, _, gone = c.response(1, timeout=20)
+        elapsed = time.monotonic() - start
+        c.close()
+        self.assertTrue(gone)
+        self.assertLess(elapsed, 5, "cut off after %.1f s" % elapsed)
+
+    def test_a_stalled_body_gets_408_and_the_connection_goes_on(self):
+        c = RawH2(self.server.port)
+        c.send(frame(HEADERS, END_HEADERS, 1, hpack(request_headers(
+            "POST", "/v2/models/simple/infer", [("content-length", str(len(SIMPLE_JSON)))]))))
+        c.send(frame(DATA, 0, 1, SIMPLE_JSON[:40]))  # and then nothing more on stream 1
+        time.sleep(0.5)
+        # Another stream on the same connection keeps working while stream 1 stalls.
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, hpack(request_headers("GET", "/v2/health/ready"))))
+        saw, _, rst, gone = c.response(3)
+        self.assertTrue(saw and rst is None and not gone)
+        start = time.monotonic()
+        saw, body, rst, gone = c.response(1, timeout=10)
+        self.assertTrue(saw and not gone, (body, rst, gone))
+        self.assertIn(b"stalled", body)
+        self.assertLess(time.monotonic() - start, 5)
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, 5, hpack(request_headers("GET", "/v2/health/live"))))
+        saw, _, rst, gone = c.response(5)
+        self.assertTrue(saw and rst is None and not gone)
+        c.close()
+
+
 class ShutdownTests(unittest.TestCase):
     def test_sigterm_sends_goaway_and_finishes(self):
         p = HarrierProcess("h2-shutdown")
@@ -586,7 +640,8 @@ def main():
     if ARGS.pattern:
         loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
     suite = unittest.TestSuite()
-    for case in (SameSuiteTests, ClientToolTests, TlsTests, BadInputTests, ShutdownTests):
+    for case in (SameSuiteTests, ClientToolTests, TlsTests, BadInputTests, TimeoutTests,
+                 ShutdownTests):
         suite.addTests(loader.loadTestsFromTestCase(case))
 
     try:
