@@ -43,8 +43,8 @@ struct AccessRecord {
 class AccessLog {
  public:
   virtual ~AccessLog() = default;
-  // Formats `record` and queues it for writing. Never blocks on I/O: when the writer falls
-  // behind, the oldest queued lines are dropped. Thread safe.
+  // Queues `record` for writing. Never blocks on I/O: when the writer falls behind and its
+  // buffer is full, this record's line is dropped (and counted). Thread safe.
   virtual void Write(const AccessRecord& record) = 0;
 };
 

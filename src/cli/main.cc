@@ -284,6 +284,13 @@ int Serve(const ServeFlags& flags) {
       [](TextExposition* out) {
         if (auto sample = ReadProcessSample()) AppendProcessMetrics(*sample, out);
       },
+      [&access_log](TextExposition* out) {
+        if (!access_log) return;  // the family exists only with --access-log on
+        constexpr std::string_view kDropped = "harrier_access_log_dropped_lines_total";
+        out->Declare(kDropped, TextExposition::Type::kCounter,
+                     "Access log lines dropped because the writer fell behind");
+        out->Add(kDropped, {}, access_log->dropped_lines());
+      },
   });
   HttpServer::Options metrics_options;
   metrics_options.address = flags.http_address;

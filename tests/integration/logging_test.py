@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 ARGS = None
 SERVER = None
@@ -39,14 +40,16 @@ class Server:
                "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2",
                "--access-log", "on", "--log-format", "json"]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = None
+        self.port = self.metrics_port = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.port is None:
             if self.proc.poll() is not None:
                 raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
                                                                     self.text()[-3000:]))
-            if re.search(r"listening on metrics", self.text()):
+            metrics = re.search(r"listening on metrics [^ ]+:(\d+)", self.text())
+            if metrics:
                 self.port = int(re.search(r"listening on HTTP [^ ]+:(\d+)", self.text()).group(1))
+                self.metrics_port = int(metrics.group(1))
             time.sleep(0.1)
         if self.port is None:
             raise RuntimeError("harrier did not start:\n" + self.text()[-3000:])
@@ -259,6 +262,13 @@ class LoggingTests(unittest.TestCase):
 
     def test_every_stderr_line_is_json(self):
         self.assertTrue(SERVER.json_lines())
+
+    def test_dropped_access_lines_are_a_metric(self):
+        url = "http://127.0.0.1:%d/metrics" % SERVER.metrics_port
+        with urllib.request.urlopen(url, timeout=10) as r:
+            scrape = r.read().decode("utf-8")
+        self.assertIn("# TYPE harrier_access_log_dropped_lines_total counter", scrape)
+        self.assertRegex(scrape, r"(?m)^harrier_access_log_dropped_lines_total 0$")
 
 
 def build_repository(repo):
