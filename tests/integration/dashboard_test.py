@@ -13,7 +13,6 @@ Chromium missing is a failure, never a skip (tools/deps.sh installs it). --scree
 saves a 1200x800 screenshot (docs/dashboard.png is made this way, by hand).
 Python stdlib + numpy only. The last line is "N passed, N failed".
 """
-import argparse
 import html.parser
 import json
 import os
@@ -197,21 +196,12 @@ class DashboardTest(unittest.TestCase):
 
 def main():
     global ARGS, SERVER
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--harrier", required=True)
-    p.add_argument("--source-dir", required=True)
-    p.add_argument("--work-dir", required=True)
-    p.add_argument("--screenshot", default="")
-    p.add_argument("-v", "--verbose", action="store_true")
-    ARGS = p.parse_args()
-    ARGS.harrier = os.path.abspath(ARGS.harrier)
-    ARGS.work_dir = os.path.abspath(ARGS.work_dir)
-    os.makedirs(ARGS.work_dir, exist_ok=True)
-    sys.path.insert(0, os.path.join(os.path.abspath(ARGS.source_dir), "tools"))
+    ARGS = harness.parse_args(
+        __doc__, lambda p: p.add_argument("--screenshot", default=""))
     run.ARGS = ARGS
 
-    suite = unittest.TestLoader().loadTestsFromTestCase(DashboardTest)
-    try:
+    def start():
+        global SERVER
         repo = os.path.join(ARGS.work_dir, "repo-dashboard")
         if os.path.exists(repo):
             shutil.rmtree(repo)
@@ -219,25 +209,10 @@ def main():
         shutil.copytree(os.path.join(ARGS.source_dir, "examples", "models", "simple"),
                         os.path.join(repo, "simple"))
         SERVER = Server(repo)
-    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
-        print("setup failed: %s" % e)
-        if SERVER is not None:
-            SERVER.terminate()
-        print("0 passed, %d failed" % suite.countTestCases())
-        return 1
-    result = unittest.TextTestRunner(stream=sys.stdout,
-                                     verbosity=2 if ARGS.verbose else 1).run(suite)
-    rc = SERVER.terminate()
-    failed = len(result.failures) + len(result.errors)
-    if rc != 0:
-        print("harrier exited with %s on SIGTERM (expected 0)" % rc)
-        failed += 1
-    if failed:
-        print("server log: %s" % SERVER.log_path)
-    passed = result.testsRun - len(result.failures) - len(result.errors) - len(result.skipped)
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+        return SERVER
 
+    suite = unittest.TestLoader().loadTestsFromTestCase(DashboardTest)
+    return harness.run_suite(suite, start, ARGS.verbose)
 
 if __name__ == "__main__":
     sys.exit(main())

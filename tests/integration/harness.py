@@ -1,11 +1,15 @@
-"""The real `harrier` binary for an integration script: started on ports it picks itself (0),
-which are read back from its log, and stopped with SIGTERM."""
+"""What the smaller integration scripts share: the real `harrier` binary started on ports it picks
+itself (0), read back from its log, and stopped with SIGTERM; their command line; and running
+a suite against the server with the summary line CTest reads."""
 
+import argparse
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
+import unittest
 
 
 class Harrier:
@@ -54,3 +58,44 @@ class Harrier:
         if not self.log.closed:
             self.log.close()
         return self.proc.returncode
+
+
+def parse_args(doc, add_arguments=None):
+    """--harrier, --source-dir, --work-dir (made absolute, created) and -v; `add_arguments(p)`
+    adds a script's own. Puts the source tree's tools/ on sys.path for the model generators."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--harrier", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("-v", "--verbose", action="store_true")
+    if add_arguments:
+        add_arguments(p)
+    args = p.parse_args()
+    args.harrier = os.path.abspath(args.harrier)
+    args.work_dir = os.path.abspath(args.work_dir)
+    os.makedirs(args.work_dir, exist_ok=True)
+    sys.path.insert(0, os.path.join(os.path.abspath(args.source_dir), "tools"))
+    return args
+
+
+def run_suite(suite, start_server, verbose):
+    """Starts the server (`start_server()` returns an object with terminate() and log_path),
+    runs `suite` against it, stops it (a SIGTERM exit status other than 0 is a failure) and
+    prints the "N passed, N failed" line the CTest entries read. Returns the exit status."""
+    try:
+        server = start_server()
+    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
+        print("setup failed: %s" % e)
+        print("0 passed, %d failed" % suite.countTestCases())
+        return 1
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if verbose else 1).run(suite)
+    rc = server.terminate()
+    failed = len(result.failures) + len(result.errors)
+    if rc != 0:
+        print("harrier exited with %s on SIGTERM (expected 0)" % rc)
+        failed += 1
+    if failed:
+        print("server log: %s" % server.log_path)
+    passed = result.testsRun - len(result.failures) - len(result.errors) - len(result.skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1

@@ -13,56 +13,34 @@ shapes, status, bytes and stage durations (an error's line its cause). Then read
 the log level through GET/POST /v2/logging and checks that a debug line appears only after
 the change. Python stdlib only. The last line is "N passed, N failed".
 """
-import argparse
 import json
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 import unittest
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks, and the suite runner
+
 ARGS = None
 SERVER = None
 
 
-class Server:
-    """harrier serve on ports it picks itself, its stderr in a file."""
+class Server(harness.Harrier):
+    """harrier serve with --access-log on --log-format json, on ports it picks itself."""
 
     def __init__(self, repo):
-        self.log_path = os.path.join(ARGS.work_dir, "logging-harrier.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
-               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2",
-               "--access-log", "on", "--log-format", "json"]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = self.metrics_port = None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.port is None:
-            if self.proc.poll() is not None:
-                raise RuntimeError("harrier exited with %s:\n%s" % (self.proc.returncode,
-                                                                    self.text()[-3000:]))
-            metrics = re.search(r"listening on metrics [^ ]+:(\d+)", self.text())
-            if metrics:
-                self.port = int(re.search(r"listening on HTTP [^ ]+:(\d+)", self.text()).group(1))
-                self.metrics_port = int(metrics.group(1))
-            time.sleep(0.1)
-        if self.port is None:
-            raise RuntimeError("harrier did not start:\n" + self.text()[-3000:])
-
-    def text(self):
-        self.log.flush()
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        super().__init__(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "logging-harrier.log"),
+                         ["--access-log", "on", "--log-format", "json"])
 
     def json_lines(self):
         """Every stderr line, parsed; a line that is not a JSON object fails the test."""
         lines = []
-        for line in self.text().splitlines():
+        for line in self.log_text().splitlines():
             if not line.strip():
                 continue
             doc = json.loads(line)  # raises on a line that is not JSON
@@ -79,17 +57,6 @@ class Server:
             if found or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
-
-    def terminate(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
 
 
 def request(method, target, body=b"", headers=None):
@@ -281,36 +248,17 @@ def build_repository(repo):
 
 def main():
     global ARGS, SERVER
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--harrier", required=True)
-    p.add_argument("--source-dir", required=True)
-    p.add_argument("--work-dir", required=True)
-    p.add_argument("-v", "--verbose", action="store_true")
-    ARGS = p.parse_args()
-    ARGS.work_dir = os.path.abspath(ARGS.work_dir)
-    os.makedirs(ARGS.work_dir, exist_ok=True)
-    suite = unittest.TestLoader().loadTestsFromTestCase(LoggingTests)
-    repo = os.path.join(ARGS.work_dir, "repo")
-    try:
+    ARGS = harness.parse_args(__doc__)
+
+    def start():
+        global SERVER
+        repo = os.path.join(ARGS.work_dir, "repo")
         build_repository(repo)
         SERVER = Server(repo)
-    except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
-        print("setup failed: %s" % e)
-        print("0 passed, %d failed" % suite.countTestCases())
-        return 1
-    result = unittest.TextTestRunner(stream=sys.stdout,
-                                     verbosity=2 if ARGS.verbose else 1).run(suite)
-    rc = SERVER.terminate()
-    failed = len(result.failures) + len(result.errors)
-    if rc != 0:
-        print("server exited with %s on SIGTERM (expected 0)" % rc)
-        failed += 1
-    if failed:
-        print("server log: %s" % SERVER.log_path)
-    print("%d passed, %d failed" % (result.testsRun - len(result.failures) - len(result.errors),
-                                    failed))
-    return 0 if failed == 0 else 1
+        return SERVER
 
+    suite = unittest.TestLoader().loadTestsFromTestCase(LoggingTests)
+    return harness.run_suite(suite, start, ARGS.verbose)
 
 if __name__ == "__main__":
     sys.exit(main())
