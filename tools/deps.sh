@@ -5,7 +5,8 @@
 #   Debian packages  compiler, CMake, Boost (Asio/Beast), simdjson, protobuf, spdlog, CLI11,
 #                    GoogleTest, Google Benchmark, ccache, python3-onnx/numpy (model generators),
 #                    curl, wrk, nginx (benchmark floor), grpc++ and its protoc plugin (gRPC),
-#                    nghttp2 + OpenSSL (HTTP/2, TLS) with nghttp/h2load, prometheus (promtool)
+#                    nghttp2 + OpenSSL (HTTP/2, TLS) with nghttp/h2load, prometheus (promtool),
+#                    chromium (status page test), libcurl (the OTLP trace exporter)
 #   ONNX Runtime     1.29.0 from the npm package com.github.asus4.onnxruntime@0.4.9, whose
 #                    registry integrity hash is checked, unpacked into
 #                    $HARRIER_DEPS/onnxruntime-1.29.0/{include,lib} with the libonnxruntime.so.1 link.
@@ -21,7 +22,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certif
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libssl-dev nghttp2-client openssl prometheus
-  chromium)
+  chromium libcurl4-openssl-dev)
 
 log() { echo "deps: $*" >&2; }
 sudo_() { if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi; }

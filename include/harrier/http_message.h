@@ -2,6 +2,7 @@
 // (HTTP/1.1 today, HTTP/2 next) drives. Handlers never see sockets.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -24,6 +25,10 @@ struct HttpRequest {
   // Cancelled by the server when the client disconnects before the response is sent; may be
   // null (the transport cannot tell).
   std::shared_ptr<CancellationToken> cancellation;
+  // Set by the transport (steady clock): when the request line and headers were in, and when the
+  // whole body was. Zero when the transport does not say.
+  std::chrono::steady_clock::time_point received_at{};
+  std::chrono::steady_clock::time_point body_received_at{};
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {
@@ -42,6 +47,11 @@ struct HttpResponse {
   int status = 200;
   std::vector<std::pair<std::string, std::string>> headers;  // Content-Length is added by the server
   std::string body;
+  // Called by the transport once, on the connection's thread, when the response's last byte has
+  // been handed to the kernel (`sent` true, with the time) or when it never will be (the
+  // connection or stream closed first; `sent` false). Empty: nobody asked. Used by tracing for
+  // the send span.
+  std::function<void(bool sent, std::chrono::steady_clock::time_point at)> on_sent;
 };
 
 // Called exactly once per request, from any thread; the server takes it back to the

@@ -18,6 +18,7 @@
 #include "harrier/cancellation.h"
 #include "harrier/status.h"
 #include "harrier/tensor.h"
+#include "harrier/trace.h"
 
 namespace harrier {
 
@@ -72,6 +73,9 @@ struct InferenceRequest {
   std::shared_ptr<CancellationToken> cancellation;
   // Who is asking, for per-client rate limits (X-Client-Id header); empty = anonymous.
   std::string client_id;
+  // The request's server span when it is traced (valid and sampled), so that the scheduler can
+  // tell a batch's traced requests about each other; invalid otherwise.
+  SpanContext trace;
 };
 
 // Where a successful request's time went, in nanoseconds, as the model measured it (the same
@@ -80,6 +84,18 @@ struct InferenceTiming {
   uint64_t queue_ns = 0;          // waiting in the scheduler's queue
   uint64_t compute_input_ns = 0;  // validation, input preparation and batch assembly
   uint64_t compute_infer_ns = 0;  // the engine run
+
+  // For tracing (include/harrier/trace.h), steady clock: when the request's batch started, its
+  // engine run started and ended, and the batch's size in items and requests. Set whenever the
+  // request ran.
+  std::chrono::steady_clock::time_point batch_start{};
+  std::chrono::steady_clock::time_point infer_start{};
+  std::chrono::steady_clock::time_point infer_end{};
+  int64_t batch_size = 0;
+  size_t batch_requests = 0;
+  // The server spans of the other traced requests in its batch; set only when the request is
+  // traced (InferenceRequest::trace) and ran with other traced requests.
+  std::shared_ptr<const std::vector<SpanContext>> batch_peers;
 };
 
 struct InferenceResponse {

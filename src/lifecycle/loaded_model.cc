@@ -153,7 +153,9 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   response.model_version = options_.version;
   response.id = req.id;
   response.outputs = std::move(result).value();
-  response.timing = {d.queue_ns, d.compute_input_ns, d.compute_infer_ns};
+  response.timing.queue_ns = d.queue_ns;
+  response.timing.compute_input_ns = d.compute_input_ns;
+  response.timing.compute_infer_ns = d.compute_infer_ns;
   // The callback encodes the response (compute_output) and hands it to the connection.
   r->done(std::move(response));
   const Clock::time_point answered = clock_->Now();

@@ -323,7 +323,9 @@ void AsyncAccessLog::FormatPacked() {
     r.model_version = packed.model_version;
     r.request_bytes = packed.request_bytes;
     r.response_bytes = packed.response_bytes;
-    r.timing = {packed.queue_ns, packed.input_ns, packed.infer_ns};
+    r.timing.queue_ns = packed.queue_ns;
+    r.timing.compute_input_ns = packed.input_ns;
+    r.timing.compute_infer_ns = packed.infer_ns;
     r.output_ns = packed.output_ns;
     r.total_ns = packed.total_ns;
     const std::chrono::system_clock::time_point time{std::chrono::microseconds(packed.time_us)};

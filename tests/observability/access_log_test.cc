@@ -25,7 +25,9 @@ AccessRecord Inference() {
   r.input_shapes_json = R"([{"name":"INPUT0","datatype":"INT32","shape":[1,16]}])";
   r.request_bytes = 300;
   r.response_bytes = 400;
-  r.timing = {12'400, 3'000, 50'000};
+  r.timing.queue_ns = 12'400;
+  r.timing.compute_input_ns = 3'000;
+  r.timing.compute_infer_ns = 50'000;
   r.output_ns = 4'000;
   r.total_ns = 80'000;
   return r;

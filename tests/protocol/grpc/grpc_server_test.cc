@@ -286,7 +286,9 @@ TEST_F(GrpcServerTest, ModelInferIsAccessLogged) {
   StartServer(options);
   model_->infer = [this](const InferenceRequest& request) {
     StatusOr<InferenceResponse> r = model_->Echo(request);
-    r->timing = {1'000, 2'000, 30'000};
+    r->timing.queue_ns = 1'000;
+    r->timing.compute_input_ns = 2'000;
+    r->timing.compute_infer_ns = 30'000;
     return r;
   };
   grpc::ClientContext ok_context;

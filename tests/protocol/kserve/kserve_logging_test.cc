@@ -61,7 +61,9 @@ class KServeLoggingTest : public ::testing::Test {
     simple_ = models_.AddReady("simple", 3);
     simple_->infer = [this](const InferenceRequest& request) {
       StatusOr<InferenceResponse> r = simple_->Echo(request);
-      r->timing = {12'000, 3'000, 1'250'000};
+      r->timing.queue_ns = 12'000;
+      r->timing.compute_input_ns = 3'000;
+      r->timing.compute_infer_ns = 1'250'000;
       return r;
     };
     Recreate(true, true);
