@@ -15,6 +15,28 @@
 
 namespace harrier {
 
+// The wire protocol a request arrived on, set by the transport. An enum rather than a string:
+// it costs one byte per request, and the name is a constant (HttpVersionName) for whoever labels
+// spans, logs or metrics with it. TLS is not part of it (h2 and h2c are both kHttp2).
+enum class HttpVersion : unsigned char {
+  kUnknown,  // the transport did not say (tests, synthetic requests)
+  kHttp11,   // HTTP/1.1 (and HTTP/1.0), in clear or over TLS
+  kHttp2,    // HTTP/2: h2c (prior knowledge or Upgrade) or h2 over TLS
+};
+
+// "HTTP/1.1", "HTTP/2", or "" for kUnknown: a static string, never allocated.
+constexpr std::string_view HttpVersionName(HttpVersion version) {
+  switch (version) {
+    case HttpVersion::kHttp11:
+      return "HTTP/1.1";
+    case HttpVersion::kHttp2:
+      return "HTTP/2";
+    case HttpVersion::kUnknown:
+      break;
+  }
+  return {};
+}
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query as sent: "/v2/models/simple/infer?x=1"
@@ -29,6 +51,8 @@ struct HttpRequest {
   // whole body was. Zero when the transport does not say.
   std::chrono::steady_clock::time_point received_at{};
   std::chrono::steady_clock::time_point body_received_at{};
+  // Set by the transport: which protocol carried the request (also in Precheck's `head`).
+  HttpVersion version = HttpVersion::kUnknown;
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {
@@ -49,8 +73,9 @@ struct HttpResponse {
   std::string body;
   // Called by the transport once, on the connection's thread, when the response's last byte has
   // been handed to the kernel (`sent` true, with the time) or when it never will be (the
-  // connection or stream closed first; `sent` false). Empty: nobody asked. Used by tracing for
-  // the send span.
+  // connection or stream closed first; `sent` false, time zero). Empty: nobody asked (and no
+  // cost). Not called for a response whose responder runs after the server is destroyed. Used
+  // by tracing for the send span.
   std::function<void(bool sent, std::chrono::steady_clock::time_point at)> on_sent;
 };
 

@@ -52,6 +52,12 @@ struct ServeFlags {
   std::string tls_client_ca;
   int https_port = 8443;
   uint32_t http2_max_concurrent_streams = HttpServer::Options{}.http2_max_concurrent_streams;
+  // HTTP/2 flow control and framing, and the TLS ticket-key period: signed so that a negative
+  // value reaches CheckTransportFlags (exit 1 with a clear message) rather than a parse error.
+  int64_t http2_initial_window_bytes = HttpServer::Options{}.http2_initial_window_bytes;
+  int64_t http2_connection_window_bytes = HttpServer::Options{}.http2_connection_window_bytes;
+  int64_t http2_max_frame_bytes = HttpServer::Options{}.http2_max_frame_bytes;
+  int64_t tls_ticket_rotation_s = HttpServer::Options{}.tls_ticket_key_rotation.count();
   std::string plain_http = "on";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
@@ -130,10 +136,30 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
   return {};
 }
 
+// Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
+// fine. Checked before anything starts, so a bad value exits 1 at once.
+std::string CheckTransportFlags(const ServeFlags& flags) {
+  constexpr int64_t kMaxWindow = 0x7fffffff;  // 2^31-1
+  if (flags.http2_initial_window_bytes < 1 || flags.http2_initial_window_bytes > kMaxWindow)
+    return "--http2-initial-window-bytes must be in 1..2147483647";
+  if (flags.http2_connection_window_bytes < 65535 ||
+      flags.http2_connection_window_bytes > kMaxWindow)
+    return "--http2-connection-window-bytes must be in 65535..2147483647";
+  if (flags.http2_max_frame_bytes < 16384 || flags.http2_max_frame_bytes > 16777215)
+    return "--http2-max-frame-bytes must be in 16384..16777215";
+  if (flags.tls_ticket_rotation_s < 1 || flags.tls_ticket_rotation_s > 7 * 24 * 3600)
+    return "--tls-ticket-rotation-s must be in 1..604800 (7 days)";
+  return {};
+}
+
 int Serve(const ServeFlags& flags) {
   if (std::string bad = CheckFlagCombinations(flags); !bad.empty()) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
     return 2;
+  }
+  if (std::string bad = CheckTransportFlags(flags); !bad.empty()) {
+    std::fprintf(stderr, "harrier: %s\n", bad.c_str());
+    return 1;
   }
   SetUpLogging(flags);
   const sigset_t signals = BlockShutdownSignals();
@@ -232,6 +258,11 @@ int Serve(const ServeFlags& flags) {
   http_options.body_timeout = ms(flags.body_timeout_secs);
   http_options.keepalive_timeout = ms(flags.idle_timeout_secs);
   http_options.http2_max_concurrent_streams = flags.http2_max_concurrent_streams;
+  http_options.http2_initial_window_bytes = static_cast<uint32_t>(flags.http2_initial_window_bytes);
+  http_options.http2_connection_window_bytes =
+      static_cast<uint32_t>(flags.http2_connection_window_bytes);
+  http_options.http2_max_frame_bytes = static_cast<uint32_t>(flags.http2_max_frame_bytes);
+  http_options.tls_ticket_key_rotation = std::chrono::seconds(flags.tls_ticket_rotation_s);
   http_options.tls_cert_file = flags.tls_cert;
   http_options.tls_key_file = flags.tls_key;
   http_options.tls_client_ca_file = flags.tls_client_ca;
@@ -393,6 +424,26 @@ int main(int argc, char** argv) {
                    "HTTP/2 (h2c and h2): streams a client may have open at once per connection")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  serve
+      ->add_option("--http2-initial-window-bytes", flags.http2_initial_window_bytes,
+                   "HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE, how much of a stream's request body a "
+                   "client may send ahead (1..2147483647)")
+      ->capture_default_str();
+  serve
+      ->add_option("--http2-connection-window-bytes", flags.http2_connection_window_bytes,
+                   "HTTP/2: the connection's receive window, all streams together "
+                   "(65535..2147483647)")
+      ->capture_default_str();
+  serve
+      ->add_option("--http2-max-frame-bytes", flags.http2_max_frame_bytes,
+                   "HTTP/2: SETTINGS_MAX_FRAME_SIZE, the largest frame payload a client may send "
+                   "(16384..16777215)")
+      ->capture_default_str();
+  serve
+      ->add_option("--tls-ticket-rotation-s", flags.tls_ticket_rotation_s,
+                   "TLS session-ticket key period in seconds; the previous key is still accepted, "
+                   "so a ticket resumes for at most two periods (1..604800)")
+      ->capture_default_str();
   serve
       ->add_option("--http-threads", flags.http_threads,
                    "HTTP I/O threads (0: one per usable core)")

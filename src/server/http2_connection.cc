@@ -54,11 +54,11 @@ struct Http2Connection<Stream>::StreamState {
   std::size_t header_bytes = 0;
   bool header_too_large = false;
   bool head_request = false;
-  bool request_complete = false;  // END_STREAM received
-  bool headers_done = false;      // the whole header block arrived
+  bool request_complete = false;        // END_STREAM received
+  bool headers_done = false;            // the whole header block arrived
   Clock::time_point last_body_bytes{};  // headers_done or the latest DATA: the body timeout's start
   Clock::time_point begun_at{};         // its HEADERS frame: the header timeout's start
-  bool refused = false;           // answered early: DATA is dropped, RST_STREAM after the reply
+  bool refused = false;  // answered early: DATA is dropped, RST_STREAM after the reply
   bool dispatched = false;
   bool responded = false;
   std::shared_ptr<CancellationToken> cancellation;
@@ -111,11 +111,9 @@ bool Http2Connection<Stream>::InitSession() {
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings,
                               sizeof(settings) / sizeof(settings[0])) != 0)
     return false;
-  // The connection window: enough for several streams' windows at once.
-  const uint64_t connection_window =
-      std::min<uint64_t>(uint64_t{o.http2_initial_window_bytes} * 16, (1u << 31) - 1);
+  // The connection window (validated by HttpServer::Create: 65535..2^31-1).
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                        static_cast<int32_t>(connection_window));
+                                        static_cast<int32_t>(o.http2_connection_window_bytes));
   return true;
 }
 
@@ -154,6 +152,7 @@ bool Http2Connection<Stream>::StartUpgraded(std::string_view settings, HttpReque
     return false;
   }
   raw->request = std::move(request);
+  raw->request.version = HttpVersion::kHttp2;  // answered over HTTP/2 (its times are HTTP/1.1's)
   raw->head_request = head_request;
   raw->request_complete = true;
   streams_.emplace(1, std::move(s));
@@ -189,7 +188,11 @@ void Http2Connection<Stream>::Close() {
   closed_ = true;
   for (auto& [id, s] : streams_) {
     if (s->dispatched && !s->responded && s->cancellation) s->cancellation->Cancel();
+    ReportSent(&s->response, false, {});
   }
+  for (auto& s : retired_) ReportSent(&s->response, false, {});
+  for (auto& on_sent : sent_pending_) ReportSent(&on_sent, false, {});
+  sent_pending_.clear();
   timer_.cancel();
   error_code ignored;
   Lowest(stream_).shutdown(asio::socket_base::shutdown_both, ignored);
@@ -198,6 +201,30 @@ void Http2Connection<Stream>::Close() {
     registered_ = false;
     io_->connections.erase(registry_pos_);
     shared_->OnConnectionClosed();
+  }
+}
+
+// Ends the connection on the server's initiative, once what had to be said (GOAWAY) is written:
+// at once for TCP; for TLS, close_notify first, then the close when the client answers it or
+// after kTlsCloseNotifyWait (checked by the tick). Never blocks. The shutdown waits for a write
+// in flight to finish (OnWrite starts it): Asio's SSL stream loses the close_notify it
+// produces while another operation's write is pending. Nothing is written after it.
+template <class Stream>
+void Http2Connection<Stream>::CloseGracefully() {
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    if (closed_ || tls_closing_) return;
+    tls_closing_ = true;
+    tls_close_started_ = Clock::now();
+    if (!writing_) StartTlsShutdown();
+  } else {
+    Close();
+  }
+}
+
+template <class Stream>
+void Http2Connection<Stream>::StartTlsShutdown() {
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    stream_.async_shutdown([self = this->shared_from_this()](const error_code&) { self->Close(); });
   }
 }
 
@@ -235,8 +262,8 @@ bool Http2Connection<Stream>::Feed(const uint8_t* data, std::size_t n) {
   if (closed_) return false;
   if (rv < 0) {
     spdlog::debug("http2: closing connection: {}", nghttp2_strerror(static_cast<int>(rv)));
-    if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
-      Close();
+    if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {  // not HTTP/2 at all: no GOAWAY to send
+      CloseGracefully();
       return false;
     }
     // nghttp2 queued a GOAWAY for protocol errors it detected; send what is queued, then close.
@@ -296,7 +323,7 @@ ssize_t Http2Connection<Stream>::ReadBodyCb(nghttp2_session*, int32_t, uint8_t*,
 
 template <class Stream>
 void Http2Connection<Stream>::Flush() {
-  if (writing_ || closed_ || in_recv_) return;
+  if (writing_ || closed_ || in_recv_ || tls_closing_) return;
   owned_.clear();
   segments_.clear();
   batch_bytes_ = 0;
@@ -314,15 +341,7 @@ void Http2Connection<Stream>::Flush() {
     retired_.clear();
     if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
       // GOAWAY sent and every stream finished, or the session failed.
-      if constexpr (std::is_same_v<Stream, TlsStream>) {
-        if (!tls_closing_) {  // close_notify first, bounded by the tick's linger check
-          tls_closing_ = true;
-          stream_.async_shutdown(
-              [self = this->shared_from_this()](const error_code&) { self->Close(); });
-        }
-      } else {
-        Close();
-      }
+      CloseGracefully();
     }
     return;
   }
@@ -350,6 +369,16 @@ void Http2Connection<Stream>::OnWrite(const error_code& ec) {
     return;
   }
   retired_.clear();  // the bodies of streams closed in that batch are out
+  if (!sent_pending_.empty()) {
+    const auto now = Clock::now();
+    for (auto& on_sent : sent_pending_) ReportSent(&on_sent, true, now);
+    sent_pending_.clear();
+    if (closed_) return;  // defensive: a callback cannot reach this connection, but be safe
+  }
+  if (tls_closing_) {  // CloseGracefully() waited for this write
+    StartTlsShutdown();
+    return;
+  }
   Flush();
 }
 
@@ -377,6 +406,14 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     Close();
     return;
   }
+  if (tls_closing_) {  // close_notify is out or on its way: only its bound matters now
+    if (now - tls_close_started_ > std::min(o.linger_timeout, kTlsCloseNotifyWait)) {
+      Close();  // the client never answered it
+      return;
+    }
+    ArmTick();
+    return;
+  }
   // A stream whose body stalls is answered 408 on its own; the connection's other streams go
   // on (as HTTP/1.1 answers 408, but without closing the connection).
   // A header block left unfinished (HEADERS without its CONTINUATION) cannot be answered on its
@@ -386,7 +423,8 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     if (!s->headers_done) {
       if (now - s->begun_at <= o.header_timeout) continue;
       spdlog::debug("http2: closing connection: stream {}'s header block stalled", id);
-      Close();
+      CloseGracefully();
+      if (!closed_) ArmTick();  // bounds the close_notify
       return;
     }
     if (s->request_complete || s->refused) continue;
@@ -400,10 +438,6 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   if (stalled) {
     Flush();
     if (closed_) return;
-  }
-  if (tls_closing_ && now - idle_since_ > o.linger_timeout) {
-    Close();  // the client never answered our close_notify
-    return;
   }
   if (!streams_.empty() || writing_) {
     idle_since_ = now;
@@ -483,6 +517,9 @@ int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     s->headers_done = true;
     s->last_body_bytes = Clock::now();
+    // The header block (HEADERS + CONTINUATION) ended in the bytes read at last_read_.
+    s->request.received_at = c->last_read_;
+    s->request.version = HttpVersion::kHttp2;
     c->OnRequestHeaders(id, s);
   }
   if (c->closed_) return 0;
@@ -546,6 +583,8 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
 template <class Stream>
 void Http2Connection<Stream>::OnRequestComplete(int32_t id, StreamState* s) {
   s->request_complete = true;
+  // END_STREAM on HEADERS (no body) or on the last DATA frame: read at last_read_.
+  s->request.body_received_at = last_read_;
   if (s->refused || s->dispatched) return;
   Dispatch(id, s);
 }
@@ -586,21 +625,33 @@ void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
 template <class Stream>
 void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const {
   if (io->ioc.get_executor().running_in_this_thread()) {
-    if (auto c = connection.lock()) c->OnResponse(stream_id, std::move(response));
+    if (auto c = connection.lock()) {
+      c->OnResponse(stream_id, std::move(response));
+    } else {
+      ReportSent(&response, false, {});
+    }
     return;
   }
   asio::post(io->ioc, [connection = connection, stream_id = stream_id,
                        response = std::move(response)]() mutable {
-    if (auto c = connection.lock()) c->OnResponse(stream_id, std::move(response));
+    if (auto c = connection.lock()) {
+      c->OnResponse(stream_id, std::move(response));
+    } else {
+      ReportSent(&response, false, {});
+    }
   });
 }
 
 template <class Stream>
 void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse response) {
-  if (closed_) return;
+  if (closed_) {
+    ReportSent(&response, false, {});
+    return;
+  }
   StreamState* s = Find(id);
   if (s == nullptr || s->responded) {
     spdlog::debug("http2: dropping a response: stream {} is gone or answered", id);
+    ReportSent(&response, false, {});
     return;
   }
   SubmitResponse(id, s, std::move(response));
@@ -665,6 +716,12 @@ int Http2Connection<Stream>::OnFrameSendCb(nghttp2_session* session, const nghtt
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
     return 0;
   StreamState* s = c->Find(frame->hd.stream_id);
+  // The response's last frame is in this batch: its on_sent fires when the batch's write
+  // completes (the bytes are with the kernel then, not yet when nghttp2 serialised them).
+  if (s != nullptr && s->response.on_sent) {
+    c->sent_pending_.push_back(std::move(s->response.on_sent));
+    s->response.on_sent = nullptr;
+  }
   // An early answer while the client is still sending the body: tell it to stop (RFC 9113
   // §8.1: a complete response before the request, then RST_STREAM with NO_ERROR).
   if (s != nullptr && s->refused && !s->request_complete)
@@ -683,6 +740,8 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
     // Reset by the client (or the connection is going) before we answered.
     s->cancellation->Cancel();
   }
+  // Still here: the END_STREAM frame was never sent (reset, or refused by nghttp2).
+  ReportSent(&s->response, false, {});
   // The last DATA frame's payload may still be in the batch being written.
   c->retired_.push_back(std::move(it->second));
   c->streams_.erase(it);

@@ -17,6 +17,12 @@
 //     copied into the write batch, the payload is a gather buffer pointing into the body.
 //   - A stream the client resets before its response cancels its request's token; losing the
 //     connection cancels every open request.
+//   - Tracing: a request's received_at is the read that ended its header block, its
+//     body_received_at the read with END_STREAM; a response's on_sent fires (true) when the
+//     write of the batch holding its END_STREAM frame completes, (false) when the stream or the
+//     connection goes first.
+//   - TLS: the server's own closes (after GOAWAY, a bad preface, a stalled header block) send
+//     close_notify once no write is in flight, bounded by kTlsCloseNotifyWait.
 //   - Stop: GOAWAY with the last stream id seen; streams in flight finish, then the connection
 //     closes. Idle (no open stream) for keepalive_timeout: GOAWAY and close. A body that stalls
 //     for body_timeout, or a write that stalls for write_timeout, closes the connection.
@@ -32,6 +38,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -69,6 +76,8 @@ class Http2Connection : public Connection,
   void Close() override;
 
  private:
+  void CloseGracefully();
+  void StartTlsShutdown();
   struct StreamState;
   using Clock = std::chrono::steady_clock;
   using Timer =
@@ -129,12 +138,17 @@ class Http2Connection : public Connection,
   bool closed_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: Flush() waits until it returns
   bool stopping_ = false;
-  bool tls_closing_ = false;
-  bool any_stream_ = false;  // a request has begun on this connection (else: header timeout)  // TLS close_notify sent (async_shutdown pending)
+  bool tls_closing_ = false;  // TLS close_notify sent (async_shutdown pending)
+  Clock::time_point tls_close_started_;
+  bool any_stream_ = false;  // a request has begun on this connection (else: header timeout)
 
   std::unordered_map<int32_t, std::unique_ptr<StreamState>> streams_;
   // Streams nghttp2 has closed while their last DATA may still be in the write in flight.
   std::vector<std::unique_ptr<StreamState>> retired_;
+  // HttpResponse::on_sent of the responses whose END_STREAM frame is in the batch being built
+  // or written: called with true when that write completes, false if the connection goes first.
+  using OnSent = std::function<void(bool, std::chrono::steady_clock::time_point)>;
+  std::vector<OnSent> sent_pending_;
 
   // Read side.
   std::array<uint8_t, 64 * 1024> rbuf_;

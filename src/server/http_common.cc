@@ -1,5 +1,10 @@
 #include "server/http_common.h"
 
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <utility>
+
 #include "core/json_writer.h"
 
 namespace harrier::server_internal {
@@ -33,6 +38,22 @@ HttpResponse JsonErrorResponse(int status, std::string_view message,
   AppendJsonString(&r.body, message);
   r.body += "}";
   return r;
+}
+
+void ReportSent(std::function<void(bool, std::chrono::steady_clock::time_point)>* on_sent,
+                bool sent, std::chrono::steady_clock::time_point at) {
+  if (!*on_sent) return;
+  auto callback = std::move(*on_sent);
+  *on_sent = nullptr;  // a moved-from std::function is only "valid but unspecified"
+  try {
+    callback(sent, sent ? at : std::chrono::steady_clock::time_point{});
+  } catch (const std::exception& e) {
+    spdlog::error("http: a response's on_sent callback threw: {}", e.what());
+  }
+}
+
+void ReportSent(HttpResponse* response, bool sent, std::chrono::steady_clock::time_point at) {
+  ReportSent(&response->on_sent, sent, at);
 }
 
 }  // namespace harrier::server_internal

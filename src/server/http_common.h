@@ -4,7 +4,9 @@
 // Thread safety: every function may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +19,13 @@ namespace harrier::server_internal {
 // handed to a handler has this much spare capacity after its end.
 inline constexpr std::size_t kBodyPadding = 64;
 
+// How long a TLS connection the server ends on its own initiative (idle or header timeout,
+// Stop, Connection: close, HTTP/2 GOAWAY) waits, after sending close_notify, for the client's
+// close_notify or FIN before closing anyway (RFC 8446 §6.1 does not require the wait; a short
+// one lets a prompt client close first). Capped by HttpServer::Options::linger_timeout. After
+// an error response the wait is linger_timeout itself, since it also drains the request.
+inline constexpr std::chrono::milliseconds kTlsCloseNotifyWait{500};
+
 // One shared empty body (with kBodyPadding capacity) for requests that have none.
 const std::shared_ptr<const std::string>& EmptyBody();
 
@@ -27,5 +36,14 @@ bool IEquals(std::string_view a, std::string_view b);
 // protocol spells it) and the body {"error": message}.
 HttpResponse JsonErrorResponse(int status, std::string_view message,
                                std::string_view content_type_name);
+
+// Calls `response->on_sent(sent, at)` if it is set, and empties it first, so a second call is a
+// no-op (each response reports once). No allocation: the function is moved, not copied. A
+// throwing callback is logged and swallowed, since it runs on an I/O thread. `at` is ignored
+// (zero) when `sent` is false.
+void ReportSent(HttpResponse* response, bool sent, std::chrono::steady_clock::time_point at);
+// The same for a callback already taken out of its response.
+void ReportSent(std::function<void(bool, std::chrono::steady_clock::time_point)>* on_sent,
+                bool sent, std::chrono::steady_clock::time_point at);
 
 }  // namespace harrier::server_internal

@@ -1,7 +1,5 @@
 #include "server/http_connection.h"
 
-#include "server/http_common.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <type_traits>
 
 #include "server/http2_connection.h"
+#include "server/http_common.h"
 
 namespace harrier::server_internal {
 
@@ -138,8 +137,8 @@ void BasicHttpConnection<Stream>::Start() {
 template <class Stream>
 void BasicHttpConnection<Stream>::OnServerStopping() {
   if (phase_ == Phase::kIdle) {
-    Close();
-  } else {
+    CloseGracefully();
+  } else if (phase_ != Phase::kLinger && phase_ != Phase::kClosed) {
     close_after_response_ = true;
   }
 }
@@ -160,6 +159,10 @@ void BasicHttpConnection<Stream>::Close() {
   error_code ignored;
   socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.lowest_layer().close(ignored);
+  // Responses that will never be written (or whose write did not finish) say so.
+  ReportSent(&response_, false, {});
+  if (inline_response_) ReportSent(&*inline_response_, false, {});
+  if (early_response_) ReportSent(&*early_response_, false, {});
   inline_response_.reset();
   early_response_.reset();
   if (registered_) {
@@ -345,7 +348,11 @@ void BasicHttpConnection<Stream>::Parse() {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::OnHeaderDone() {
+  request_.received_at = Clock::now();
+  request_.version = HttpVersion::kHttp11;
   http10_ = parser_->version() < 11;
+  // No body: complete with its header. Else Dispatch() stamps the body's end.
+  if (parser_->is_done()) request_.body_received_at = request_.received_at;
   head_request_ = request_.method == "HEAD";
   if (!parser_->keep_alive()) close_after_response_ = true;
   if (RunPrecheck()) return;
@@ -573,6 +580,7 @@ void BasicHttpConnection<Stream>::SendError(int status, std::string_view message
 
 template <class Stream>
 void BasicHttpConnection<Stream>::Dispatch() {
+  if (request_.body_received_at == Clock::time_point{}) request_.body_received_at = Clock::now();
   if (MaybeUpgrade()) return;
   phase_ = Phase::kHandling;
   ClearDeadline();  // the handler's time is the scheduler's business, not a read timeout
@@ -662,6 +670,7 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) c
       c->OnResponse(sequence, std::move(response));
     } else {
       spdlog::debug("http: dropping a response: its connection is closed");
+      ReportSent(&response, false, {});
     }
     return;
   }
@@ -673,6 +682,7 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) c
       c->OnResponse(sequence, std::move(response));
     } else {
       spdlog::debug("http: dropping a response: its connection is closed");
+      ReportSent(&response, false, {});
     }
   });
 }
@@ -682,10 +692,15 @@ void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse res
   // Closed meanwhile (client gone, timeout, Stop), or a second call: drop it.
   if (phase_ != Phase::kHandling || sequence != sequence_) {
     if (phase_ == Phase::kClosed) spdlog::debug("http: dropping a response: connection closed");
+    ReportSent(&response, false, {});
     return;
   }
   if (in_handler_) {  // answered inside Handle(): write once Handle() has returned
-    if (!inline_response_) inline_response_.emplace(std::move(response));
+    if (!inline_response_) {
+      inline_response_.emplace(std::move(response));
+    } else {
+      ReportSent(&response, false, {});  // a second answer: dropped
+    }
     return;
   }
   CancelWatch();
@@ -778,6 +793,9 @@ void BasicHttpConnection<Stream>::OnWrite(const error_code& ec, std::size_t n) {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::OnWriteDone() {
+  // The last byte is with the kernel (for TLS: encrypted and written). Reported before the next
+  // request is read, so a pipelined request's receipt never precedes this one's send.
+  ReportSent(&response_, true, Clock::now());
   response_ = HttpResponse{};
   if (watch_pending_) {  // OnWatchRead calls back once the cancelled read has finished
     resume_after_watch_ = true;
@@ -787,15 +805,10 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   if (close_after_response_) {
     if (linger_on_close_ || buffer_.size() > 0) {
       Linger();
-    } else if constexpr (std::is_same_v<Stream, TlsStream>) {
-      // A clean TLS close (close_notify) so that the client can tell the end of the response
-      // from a truncation; bounded by the linger timeout.
-      phase_ = Phase::kLinger;
-      SetDeadline(Clock::now() + shared_->options.linger_timeout);
-      socket_.async_shutdown(
-          [self = this->shared_from_this()](const error_code&) { self->Close(); });
     } else {
-      Close();
+      // TLS: a clean close (close_notify) so that the client can tell the end of the response
+      // from a truncation.
+      CloseGracefully();
     }
     return;
   }
@@ -803,19 +816,56 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   StartRequest();
 }
 
+// Ends a connection on the server's initiative with nothing (more) to say: at once for TCP; for
+// TLS, close_notify first (the client can then tell a clean end from a truncation), and the
+// close once the client answers it or after kTlsCloseNotifyWait (at most linger_timeout). Never
+// blocks. async_shutdown may run beside a pending read (Asio's SSL stream serialises transport
+// reads; that read's handler then sees a non-reading phase and returns), never beside a write:
+// every caller runs with no write in flight (Asio would lose the close_notify otherwise).
+template <class Stream>
+void BasicHttpConnection<Stream>::CloseGracefully() {
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kLinger;
+    SetDeadline(Clock::now() + std::min(shared_->options.linger_timeout,
+                                        std::chrono::milliseconds(kTlsCloseNotifyWait)));
+    socket_.async_shutdown([self = this->shared_from_this()](const error_code&) { self->Close(); });
+  } else {
+    Close();
+  }
+}
+
 // Closing right away with unread input makes the kernel send a reset, which can destroy the
-// response before the client reads it; so shut the send side and drain for a while first.
+// response before the client reads it; so shut the send side and drain for a while first. TLS
+// sends close_notify before the send side is shut; the drain then reads the raw socket (the
+// bytes are thrown away, so there is no point in decrypting them).
 template <class Stream>
 void BasicHttpConnection<Stream>::Linger() {
   phase_ = Phase::kLinger;
-  error_code ignored;
-  socket_.lowest_layer().shutdown(asio::socket_base::shutdown_send, ignored);
   SetDeadline(Clock::now() + shared_->options.linger_timeout);
   buffer_.clear();
-  socket_.async_read_some(buffer_.prepare(kReadChunk),
-                          [self = this->shared_from_this()](const error_code& ec, std::size_t) {
-                            self->OnLingerRead(ec);
-                          });
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    socket_.async_shutdown([self = this->shared_from_this()](const error_code& ec) {
+      if (self->phase_ == Phase::kClosed) return;
+      if (!ec) {  // the client answered with its own close_notify: nothing more will come
+        self->Close();
+        return;
+      }
+      self->DrainRaw();
+    });
+    return;
+  }
+  DrainRaw();
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::DrainRaw() {
+  error_code ignored;
+  socket_.lowest_layer().shutdown(asio::socket_base::shutdown_send, ignored);
+  Tcp().async_read_some(buffer_.prepare(kReadChunk),
+                        [self = this->shared_from_this()](const error_code& ec, std::size_t) {
+                          self->OnLingerRead(ec);
+                        });
 }
 
 template <class Stream>
@@ -825,10 +875,10 @@ void BasicHttpConnection<Stream>::OnLingerRead(const error_code& ec) {
     Close();
     return;
   }
-  socket_.async_read_some(buffer_.prepare(kReadChunk),
-                          [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
-                            self->OnLingerRead(ec2);
-                          });
+  Tcp().async_read_some(buffer_.prepare(kReadChunk),
+                        [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
+                          self->OnLingerRead(ec2);
+                        });
 }
 
 // ---- Deadlines ---------------------------------------------------------------------------
@@ -869,8 +919,16 @@ void BasicHttpConnection<Stream>::OnTimer(uint64_t generation, const error_code&
                        : "the request body stalled for longer than the body timeout");
     return;
   }
+  if (phase_ == Phase::kIdle || phase_ == Phase::kDiscard) {
+    // Idle keep-alive (or silent fresh) connection, or a refused body that stalled: nothing to
+    // answer; TLS still says goodbye with close_notify.
+    CloseGracefully();
+    return;
+  }
+  // A write that stalled (the client is not reading: a close_notify would not get through
+  // either), or lingering after an error or a close_notify: close now.
   if (phase_ == Phase::kWriting) spdlog::debug("http: closing connection: write timeout");
-  Close();  // idle keep-alive connection, or lingering after an error
+  Close();
 }
 
 template class BasicHttpConnection<TcpStream>;

@@ -17,7 +17,10 @@
 //   kDiscard   HttpHandler::Precheck answered from the header: the Content-Length body is read
 //              into the read buffer's spare space and thrown away (body_timeout, per read),
 //              then the early response is written and the connection kept
-//   kLinger    after an error response: send side shut, unread input drained (linger_timeout)
+//   kLinger    after an error response: send side shut, unread input drained (linger_timeout);
+//              TLS: close_notify sent first. Also a TLS connection closed on the server's
+//              initiative (timeout, Stop) waiting, at most linger_timeout, for close_notify to go
+//              out and be answered
 //   kClosed
 //
 // Timeouts use one steady_timer lazily: a new deadline is only stored, and the timer is re-armed
@@ -41,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "harrier/http_message.h"
@@ -110,7 +114,17 @@ class BasicHttpConnection : public Connection,
   void SendContinue();
   void SendError(int status, std::string_view message);
   void FailParse(const boost::system::error_code& ec);
+  // The TCP socket under the stream (itself for plain TCP).
+  TcpStream& Tcp() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      return socket_.next_layer();
+    } else {
+      return socket_;
+    }
+  }
+  void CloseGracefully();
   void Linger();
+  void DrainRaw();
   void OnLingerRead(const boost::system::error_code& ec);
   void FormatHead();
 

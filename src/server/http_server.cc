@@ -26,9 +26,14 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 // A TLS connection until its handshake is done (bounded by header_timeout); then ALPN decides:
-// "h2" → Http2Connection, anything else → HTTP/1.1. Not registered with the IoThread: Stop()
-// stops the loops, which drops a handshake still running.
-class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
+// "h2" → Http2Connection, anything else → HTTP/1.1. Registered with its IoThread like a
+// connection, so that Stop() waits for it (bounded) and closes it if it is still there:
+//   - Stop before the client said anything: closed at once, like an idle connection;
+//   - Stop in the middle of a handshake: it may finish (within header_timeout and Stop's
+//     shutdown_timeout); then, instead of serving, the server sends close_notify and closes
+//     (bounded by linger_timeout), as it closes an idle connection.
+// Runs only on its I/O thread.
+class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsHandshake> {
  public:
   TlsHandshake(TcpStream socket, TlsContext* tls, IoThread* io, ServerShared* shared)
       : stream_(std::move(socket), tls->context()),
@@ -37,34 +42,77 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
         shared_(shared) {}
 
   void Start() {
-    if (shared_->stopping.load(std::memory_order_relaxed)) return;
+    if (shared_->stopping.load(std::memory_order_relaxed)) {
+      error_code ignored;
+      stream_.lowest_layer().close(ignored);
+      return;
+    }
+    registry_pos_ = io_->connections.insert(io_->connections.end(), shared_from_this());
+    registered_ = true;
+    shared_->live_connections.fetch_add(1);
     timer_.expires_after(shared_->options.header_timeout);
     timer_.async_wait([self = shared_from_this()](const error_code& ec) {
       if (ec || self->done_) return;
       spdlog::debug("https: handshake timed out");
-      error_code ignored;
-      self->stream_.lowest_layer().close(ignored);
+      self->Close();
     });
     stream_.async_handshake(
         asio::ssl::stream_base::server,
         [self = shared_from_this()](const error_code& ec) { self->OnDone(ec); });
   }
 
+  void OnServerStopping() override {
+    if (done_ || closed_) return;  // finishing already (close_notify), or gone
+    if (!TlsContext::HandshakeBegun(stream_)) Close();
+    // Else OnDone() sees `stopping` and closes it politely.
+  }
+
+  void Close() override {
+    if (closed_) return;
+    auto self = shared_from_this();  // the registry may hold the last reference
+    closed_ = true;
+    timer_.cancel();
+    error_code ignored;
+    stream_.lowest_layer().close(ignored);
+    Unregister();
+  }
+
  private:
+  void Unregister() {
+    if (!registered_) return;
+    registered_ = false;
+    io_->connections.erase(registry_pos_);
+    shared_->OnConnectionClosed();
+  }
+
   void OnDone(const error_code& ec) {
+    if (closed_) return;  // timed out or closed by Stop: the socket is gone
+    auto self = shared_from_this();
     done_ = true;
     timer_.cancel();
     if (ec) {
       spdlog::debug("https: handshake failed: {}", ec.message());
-      error_code ignored;
-      stream_.lowest_layer().close(ignored);
+      Close();
       return;
     }
+    if (shared_->stopping.load(std::memory_order_relaxed)) {
+      // Stop came during the handshake: no request will be served now; say goodbye cleanly.
+      timer_.expires_after(shared_->options.linger_timeout);
+      timer_.async_wait([self](const error_code& wait_ec) {
+        if (!wait_ec) self->Close();
+      });
+      stream_.async_shutdown([self](const error_code&) { self->Close(); });
+      return;
+    }
+    // The connection registers itself before this object leaves the registry, so Stop's count
+    // of live connections never passes through zero on the way.
+    closed_ = true;  // the stream moves: Close() must not touch it
     if (TlsContext::Negotiated(stream_) == "h2") {
       std::make_shared<Http2Connection<TlsStream>>(std::move(stream_), io_, shared_)->Start({});
     } else {
       std::make_shared<BasicHttpConnection<TlsStream>>(std::move(stream_), io_, shared_)->Start();
     }
+    Unregister();
   }
 
   TlsStream stream_;
@@ -74,7 +122,10 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
       timer_;
   IoThread* io_;
   ServerShared* shared_;
-  bool done_ = false;
+  bool registered_ = false;
+  std::list<std::shared_ptr<Connection>>::iterator registry_pos_;
+  bool done_ = false;    // the handshake finished (well or not)
+  bool closed_ = false;  // the socket is closed, or has moved to a connection
 };
 
 // Listens on the first I/O thread and deals accepted sockets round-robin to all threads.
@@ -219,8 +270,13 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const Options& options,
     return InvalidArgument("http2_max_concurrent_streams must be > 0");
   if (options.http2_initial_window_bytes == 0 || options.http2_initial_window_bytes > 0x7fffffffu)
     return InvalidArgument("http2_initial_window_bytes must be in 1..2^31-1");
+  if (options.http2_connection_window_bytes < 65535u ||
+      options.http2_connection_window_bytes > 0x7fffffffu)
+    return InvalidArgument("http2_connection_window_bytes must be in 65535..2^31-1");
   if (options.http2_max_frame_bytes < (1u << 14) || options.http2_max_frame_bytes > (1u << 24) - 1)
     return InvalidArgument("http2_max_frame_bytes must be in 16384..16777215");
+  if (options.tls_ticket_key_rotation <= std::chrono::seconds(0))
+    return InvalidArgument("tls_ticket_key_rotation must be > 0");
   const bool tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
   if (tls && (options.tls_cert_file.empty() || options.tls_key_file.empty()))
     return InvalidArgument("TLS needs both a certificate and a key");

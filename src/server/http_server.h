@@ -31,9 +31,17 @@
 // Handlers see the same HttpRequest whichever the transport, and Precheck() is called after
 // every request's header, before its body (see harrier/http_message.h).
 //
+// TLS connections the server ends itself (timeouts, error answers, Connection: close, GOAWAY,
+// Stop) get close_notify first, asynchronously and bounded (docs/server.md, "Closing TLS
+// connections").
+//
+// Tracing: every HttpRequest carries its `version` and its receipt times, and a response's
+// `on_sent` is called once on the connection's thread (see harrier/http_message.h).
+//
 // Lifecycle: Create() validates options; Start() binds, listens and starts the threads; Stop()
-// (also run by the destructor) stops accepting, closes idle connections, lets in-flight
-// requests finish for up to `shutdown_timeout`, then closes what is left and joins the threads.
+// (also run by the destructor) stops accepting, closes idle connections (and TLS handshakes
+// that have not heard from their client), lets in-flight requests and handshakes finish for up
+// to `shutdown_timeout`, then closes what is left and joins the threads.
 #pragma once
 
 #include <chrono>
@@ -89,8 +97,11 @@ class HttpServer {
     // The limits above apply per stream. SETTINGS_MAX_CONCURRENT_STREAMS; default 128.
     uint32_t http2_max_concurrent_streams = 128;
     // SETTINGS_INITIAL_WINDOW_SIZE: how much of one stream's body the client may send ahead of
-    // the server; the connection window is 16 times this. Default 1 MiB.
+    // the server (1..2^31-1). Default 1 MiB.
     uint32_t http2_initial_window_bytes = 1u << 20;
+    // The connection's receive window (all streams together), opened by a WINDOW_UPDATE on
+    // stream 0 right after SETTINGS (65535..2^31-1). Default 16 MiB: several streams' windows.
+    uint32_t http2_connection_window_bytes = 16u << 20;
     // SETTINGS_MAX_FRAME_SIZE: largest frame payload the client may send (16 KiB..16 MiB).
     // Default 64 KiB.
     uint32_t http2_max_frame_bytes = 64u << 10;
@@ -104,13 +115,14 @@ class HttpServer {
     // 0 picks a free port (see tls_port()).
     uint16_t tls_port = 8443;
     // Session tickets are sealed with a key replaced this often; the previous key still opens
-    // tickets (which are then renewed), so a ticket resumes for at most two periods. 1 h.
+    // tickets (which are then renewed), so a ticket resumes for at most two periods. 1 h; > 0.
     std::chrono::seconds tls_ticket_key_rotation{3600};
     // False: no plain (h2c/HTTP/1.1) listener, TLS only. Needs a certificate.
     bool plain_http = true;
   };
 
-  // kInvalidArgument for an unparsable address or a zero limit/timeout. `handler` is not
+  // kInvalidArgument for an unparsable address, a zero limit/timeout, or an HTTP/2 setting or
+  // ticket rotation outside the range its comment gives. `handler` is not
   // owned and must outlive the server (it is called until Stop() returns).
   static StatusOr<std::unique_ptr<HttpServer>> Create(const Options& options, HttpHandler* handler);
 

@@ -163,4 +163,12 @@ std::string_view TlsContext::Negotiated(TlsStream& stream) {
   return {reinterpret_cast<const char*>(data), len};
 }
 
+bool TlsContext::HandshakeBegun(TlsStream& stream) {
+  boost::system::error_code ec;
+  const std::size_t unread = stream.lowest_layer().available(ec);
+  // TLS_ST_BEFORE until a ClientHello has been read (SSL_in_before() turns false as soon as
+  // SSL_accept is first called, so it cannot tell).
+  return SSL_get_state(stream.native_handle()) != TLS_ST_BEFORE || (!ec && unread > 0);
+}
+
 }  // namespace harrier::server_internal

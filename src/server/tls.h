@@ -44,6 +44,9 @@ class TlsContext {
 
   // The protocol ALPN chose on a finished handshake: "h2", "http/1.1" or "" (no ALPN).
   static std::string_view Negotiated(TlsStream& stream);
+  // Whether a server handshake in progress has heard from the client (its ClientHello is read,
+  // or bytes wait on the socket). False: the client has said nothing yet.
+  static bool HandshakeBegun(TlsStream& stream);
 
  private:
   struct TicketKey {

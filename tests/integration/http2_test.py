@@ -12,7 +12,9 @@ knowledge), h2c via `Upgrade` and h2 over TLS (curl); nghttp and h2load; openssl
 1.1 refused, 1.2 and 1.3 accepted, ALPN h2, resumption with tickets); client certificates
 required with --tls-client-ca; bad input written frame by frame on raw sockets (garbage after
 the preface, oversize header lists and bodies, a stream reset in the middle of its body), each
-followed by a successful request; a 100 MB body through h2c. Python stdlib only. The last line
+followed by a successful request; a 100 MB body through h2c; TLS connections the server ends
+(timeouts, protocol errors) end with close_notify; the HTTP/2 window and frame-size flags are
+advertised and the transport flags' ranges are enforced at startup. Python stdlib only. The last line
 is "N passed, N failed"; the exit status is non-zero when anything failed.
 """
 import argparse
@@ -22,6 +24,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -534,14 +537,169 @@ class BadInputTests(unittest.TestCase):
         c.close()
 
 
+def server_settings(port, tls_port=None):
+    """The server's first SETTINGS as {id: value} and the increment of its first WINDOW_UPDATE
+    on stream 0 (None if none came within 2 s), over h2c or, with `tls_port`, h2."""
+    if tls_port is None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    else:
+        sock = tls_socket(tls_port, "h2")
+    sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+    sock.settimeout(2)
+    buf, settings, window = b"", None, None
+    while settings is None or window is None:
+        while len(buf) < 9 or len(buf) < 9 + struct.unpack(">I", b"\x00" + buf[:3])[0]:
+            try:
+                chunk = sock.recv(65536)
+            except (socket.timeout, ssl.SSLError, OSError):
+                chunk = b""
+            if not chunk:
+                sock.close()
+                return settings, window
+            buf += chunk
+        length = struct.unpack(">I", b"\x00" + buf[:3])[0]
+        ftype, flags, stream = buf[3], buf[4], struct.unpack(">I", buf[5:9])[0] & 0x7fffffff
+        payload, buf = buf[9:9 + length], buf[9 + length:]
+        if ftype == SETTINGS and not flags & ACK:
+            settings = {struct.unpack(">H", payload[i:i + 2])[0]:
+                        struct.unpack(">I", payload[i + 2:i + 6])[0]
+                        for i in range(0, len(payload), 6)}
+        elif ftype == WINDOW_UPDATE and stream == 0 and window is None:
+            window = struct.unpack(">I", payload)[0] & 0x7fffffff
+    sock.close()
+    return settings, window
+
+
+def tls_socket(port, alpn):
+    """A TLS client socket whose recv() tells a clean close (close_notify: b"") from a bare TCP
+    close (ssl.SSLEOFError), since suppress_ragged_eofs is off."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols([alpn])
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False)
+
+
+def frame_types(buf):
+    """The types of the whole frames in `buf`, in order."""
+    types = []
+    while len(buf) >= 9:
+        length = struct.unpack(">I", b"\x00" + buf[:3])[0]
+        types.append(buf[3])
+        buf = buf[9 + length:]
+    return types
+
+
+def read_to_close(sock):
+    """(bytes received, how the server ended: "close_notify" | "bare EOF" | "timeout")."""
+    got = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return got, "close_notify"
+            got += chunk
+    except ssl.SSLEOFError:
+        return got, "bare EOF"
+    except (ConnectionResetError, ssl.SSLError):
+        return got, "bare EOF"
+    except socket.timeout:
+        return got, "timeout"
+    finally:
+        sock.close()
+
+
+class TransportFlagTests(unittest.TestCase):
+    def test_default_settings_are_advertised(self):
+        settings, window = server_settings(SERVER.port)
+        self.assertEqual(settings.get(0x4), 1 << 20)   # INITIAL_WINDOW_SIZE
+        self.assertEqual(settings.get(0x5), 64 << 10)  # MAX_FRAME_SIZE
+        self.assertEqual(window, (16 << 20) - 65535)   # connection window 16 MiB
+
+    def test_non_default_windows_frame_size_and_ticket_period(self):
+        p = HarrierProcess("harrier-h2-flags", [
+            "--http2-initial-window-bytes", "262144", "--http2-connection-window-bytes", "4194304",
+            "--http2-max-frame-bytes", "32768", "--tls-ticket-rotation-s", "1",
+            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])
+        try:
+            p.wait_listening(want_https=True)
+            for tls_port in (None, p.https_port):
+                settings, window = server_settings(p.port, tls_port)
+                self.assertEqual(settings.get(0x4), 262144, tls_port)
+                self.assertEqual(settings.get(0x5), 32768, tls_port)
+                self.assertEqual(window, 4194304 - 65535, tls_port)
+            # A body larger than both windows still flows (WINDOW_UPDATEs as it is consumed).
+            status, version, _ = curl("h2c", "POST", "/v2/models/simple/infer",
+                                      SIMPLE_JSON + b" " * (6 << 20), port=p.port)
+            self.assertEqual((status, version), (200, "2"))
+            # Ticket keys last one second: a ticket still resumes at once, not three periods on.
+            sess = os.path.join(ARGS.work_dir, "session-rotation.pem")
+            req = b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            base = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % p.https_port,
+                    "-servername", "localhost", "-tls1_2", "-alpn", "http/1.1", "-ign_eof"]
+            r = run(base + ["-sess_out", sess], timeout=30, input_bytes=req)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run(base + ["-sess_in", sess], timeout=30, input_bytes=req)
+            self.assertIn(b"Reused, ", r.stdout)
+            time.sleep(3.2)
+            r = run(base + ["-sess_in", sess], timeout=30, input_bytes=req)
+            self.assertIn(b"New, ", r.stdout)
+        finally:
+            self.assertEqual(p.terminate(), 0)
+
+    def test_out_of_range_values_exit_1_with_a_clear_message(self):
+        cases = [("--http2-initial-window-bytes", "0"),
+                 ("--http2-initial-window-bytes", "2147483648"),
+                 ("--http2-connection-window-bytes", "65534"),
+                 ("--http2-max-frame-bytes", "16383"),
+                 ("--http2-max-frame-bytes", "16777216"),
+                 ("--tls-ticket-rotation-s", "0"),
+                 ("--tls-ticket-rotation-s", "-5")]
+        for flag, value in cases:
+            r = run([ARGS.harrier, "serve", "--model-repository",
+                     os.path.join(ARGS.work_dir, "repo-h2"), "--http-port", "0", flag, value],
+                    timeout=30)
+            self.assertEqual(r.returncode, 1, (flag, value, r.stderr))
+            self.assertIn(flag.encode() + b" must be in", r.stderr, (flag, value))
+
+
 class TimeoutTests(unittest.TestCase):
-    """A server with 1 s header and body timeouts."""
+    """A server with 1 s header and body timeouts, h2c and TLS."""
 
     @classmethod
     def setUpClass(cls):
         cls.server = HarrierProcess("harrier-h2-timeouts", [
-            "--http-header-timeout-secs", "1", "--http-body-timeout-secs", "1"])
-        cls.server.wait_listening(want_https=False)
+            "--http-header-timeout-secs", "1", "--http-body-timeout-secs", "1",
+            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])
+        cls.server.wait_listening(want_https=True)
+
+    def test_tls_header_timeout_answers_408_then_close_notify(self):
+        s = tls_socket(self.server.https_port, "http/1.1")
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHo")
+        got, end = read_to_close(s)
+        self.assertTrue(got.startswith(b"HTTP/1.1 408"), got)
+        self.assertEqual(end, "close_notify")
+
+    def test_tls_silent_connection_ends_with_close_notify(self):
+        for alpn in ("http/1.1", "h2"):
+            s = tls_socket(self.server.https_port, alpn)
+            if alpn == "h2":
+                s.sendall(PREFACE + frame(SETTINGS, 0, 0))  # then silence: GOAWAY, close_notify
+            got, end = read_to_close(s)
+            self.assertEqual(end, "close_notify", alpn)
+
+    def test_tls_malformed_request_and_h2_protocol_error_end_with_close_notify(self):
+        s = tls_socket(self.server.https_port, "http/1.1")
+        s.sendall(b"NOT HTTP\r\n\r\n")
+        got, end = read_to_close(s)
+        self.assertTrue(got.startswith(b"HTTP/1.1 400"), got)
+        self.assertEqual(end, "close_notify")
+        s = tls_socket(self.server.https_port, "h2")
+        s.sendall(PREFACE + frame(SETTINGS, 0, 0) + b"\xff" * 64 + b"not a frame" * 10)
+        got, end = read_to_close(s)
+        self.assertIn(GOAWAY, frame_types(got))
+        self.assertEqual(end, "close_notify")
 
     @classmethod
     def tearDownClass(cls):
@@ -641,7 +799,7 @@ def main():
         loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
     suite = unittest.TestSuite()
     for case in (SameSuiteTests, ClientToolTests, TlsTests, BadInputTests, TimeoutTests,
-                 ShutdownTests):
+                 ShutdownTests, TransportFlagTests):
         suite.addTests(loader.loadTestsFromTestCase(case))
 
     try:

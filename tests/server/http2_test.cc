@@ -19,15 +19,19 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "server/http_server.h"
+#include "server/raw_http_client.h"
+#include "server/sent_recorder.h"
 
 namespace harrier {
 namespace {
 
 using std::chrono::milliseconds;
+constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 struct H2Response {
   int status = 0;
@@ -429,6 +433,138 @@ TEST_F(Http2Test, ConnectionLossCancelsEveryOpenRequest) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline);
     std::this_thread::sleep_for(milliseconds(5));
   }
+}
+
+// ---- Tracing: receipt times, HttpRequest::version and HttpResponse::on_sent ----------------
+
+struct SeenRequest {
+  std::chrono::steady_clock::time_point received_at, body_received_at, handled_at;
+  HttpVersion version = HttpVersion::kUnknown;
+};
+
+TEST_F(Http2Test, OnSentReportsEachStreamOnceAndReceiptIsStamped) {
+  testing::SentRecorder sent;
+  std::mutex mu;
+  std::map<std::string, SeenRequest> seen;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen[request.target] = {request.received_at, request.body_received_at,
+                              std::chrono::steady_clock::now(), request.version};
+    }
+    HttpResponse r;
+    r.body = *request.body;
+    r.on_sent = sent.Callback();
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  // Larger than the stream window (1 MiB): the body needs several reads and WINDOW_UPDATEs.
+  const int32_t big = c.Submit("POST", "/big", std::string(4 << 20, 'b'));
+  const int32_t get = c.Submit("GET", "/get");
+  ASSERT_TRUE(c.Run([&] { return c.response(big).closed && c.response(get).closed; }));
+  EXPECT_EQ(c.response(big).body.size(), std::size_t{4} << 20);
+  ASSERT_TRUE(sent.WaitForCalls(2));
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto calls = sent.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& call : calls) EXPECT_TRUE(call.sent);
+  for (const auto& [target, s] : seen) {
+    EXPECT_EQ(s.version, HttpVersion::kHttp2) << target;
+    EXPECT_NE(s.received_at, std::chrono::steady_clock::time_point{}) << target;
+    EXPECT_LE(s.received_at, s.body_received_at) << target;
+    EXPECT_LE(s.body_received_at, s.handled_at) << target;
+  }
+  EXPECT_EQ(seen["/get"].body_received_at, seen["/get"].received_at);
+  EXPECT_GT(seen["/big"].body_received_at, seen["/big"].received_at);
+  for (const auto& call : calls) {
+    EXPECT_GE(call.at, std::min(seen["/big"].handled_at, seen["/get"].handled_at));
+  }
+}
+
+TEST_F(Http2Test, UpgradedRequestIsHttp2AndReportsItsSend) {
+  testing::SentRecorder sent;
+  std::atomic<HttpVersion> version{HttpVersion::kUnknown};
+  std::atomic<bool> stamped{false};
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    version = request.version;
+    stamped = request.received_at != std::chrono::steady_clock::time_point{} &&
+              request.received_at <= request.body_received_at;
+    HttpResponse r;
+    r.body = "upgraded";
+    r.on_sent = sent.Callback();
+    respond(std::move(r));
+  };
+  StartServer();
+  testing::RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+             "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\nContent-Length: 2\r\n\r\nhi"));
+  auto switching = c.ReadResponse();
+  ASSERT_TRUE(switching);
+  EXPECT_EQ(switching->status, 101);
+  ASSERT_TRUE(c.Send(std::string(kPreface) + std::string("\0\0\0\x04\0\0\0\0\0", 9)));
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  EXPECT_TRUE(sent.calls()[0].sent);
+  EXPECT_EQ(version.load(), HttpVersion::kHttp2);
+  EXPECT_TRUE(stamped.load());
+}
+
+TEST_F(Http2Test, OnSentIsFalseWhenTheClientResetsTheStreamFirst) {
+  std::mutex mu;
+  std::optional<HttpResponder> held;
+  std::shared_ptr<CancellationToken> token;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    token = request.cancellation;
+    held = std::move(respond);
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("GET", "/slow");
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.has_value();
+  }));
+  c.Reset(id);
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return token->cancelled();
+  }));
+  testing::SentRecorder sent;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    HttpResponse late;
+    late.on_sent = sent.Callback();
+    (*held)(std::move(late));
+  }
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(sent.calls().size(), 1u);
+  EXPECT_FALSE(sent.calls()[0].sent);
+}
+
+TEST_F(Http2Test, OnSentIsFalseWhenTheConnectionGoesWithTheResponseUnsent) {
+  // The response is submitted, the client reads a little of it and closes the connection: the
+  // END_STREAM frame was never sent, so the response is reported unsent.
+  testing::SentRecorder sent;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body.assign(32 << 20, 'z');  // more than the client's 16 MiB stream window
+    r.on_sent = sent.Callback();
+    respond(std::move(r));
+  };
+  StartServer();
+  {
+    H2Client c(server_->port());
+    const int32_t id = c.Submit("GET", "/huge");
+    // The client's window (16 MiB, returned as it reads) stops the server well short of 32 MiB.
+    ASSERT_TRUE(c.Run([&] { return c.response(id).body.size() >= (1u << 20); }));
+    EXPECT_FALSE(c.response(id).closed);
+  }  // closed with half of the body unsent
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  EXPECT_FALSE(sent.calls()[0].sent);
 }
 
 }  // namespace

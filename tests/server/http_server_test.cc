@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/raw_http_client.h"
+#include "server/sent_recorder.h"
 
 namespace harrier {
 namespace {
@@ -818,6 +819,144 @@ TEST_F(HttpServerTest, ManyConcurrentClientsAcrossThreads) {
   }
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 400);
+}
+
+// ---- Tracing: receipt times, HttpRequest::version and HttpResponse::on_sent ----------------
+
+// What a handler saw of one request, for the tracing tests.
+struct SeenRequest {
+  std::chrono::steady_clock::time_point received_at, body_received_at, handled_at;
+  HttpVersion version = HttpVersion::kUnknown;
+};
+
+TEST_F(HttpServerTest, OnSentReportsTheWrittenResponseOnceAndReceiptIsStamped) {
+  testing::SentRecorder sent;
+  std::mutex mu;
+  std::vector<SeenRequest> seen;
+  std::thread::id io_thread;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back({request.received_at, request.body_received_at,
+                      std::chrono::steady_clock::now(), request.version});
+      io_thread = std::this_thread::get_id();
+    }
+    HttpResponse r = FakeHandler::Echo(request);
+    r.on_sent = sent.Callback();
+    respond(std::move(r));
+  };
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/x", std::string(1000, 'b'))));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body.size(), 1000u);
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  // A request without a body: complete with its header.
+  ASSERT_TRUE(c.Send("GET /g HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(c.ReadResponse());
+  ASSERT_TRUE(sent.WaitForCalls(2));
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto calls = sent.calls();
+  ASSERT_EQ(calls.size(), 2u);  // once per response, never again
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(calls[i].sent);
+    EXPECT_EQ(calls[i].thread, io_thread);  // the connection's own thread (the handler's here)
+    EXPECT_EQ(seen[i].version, HttpVersion::kHttp11);
+    EXPECT_NE(seen[i].received_at, std::chrono::steady_clock::time_point{});
+    EXPECT_LE(seen[i].received_at, seen[i].body_received_at);
+    EXPECT_LE(seen[i].body_received_at, seen[i].handled_at);
+    EXPECT_LE(seen[i].handled_at, calls[i].at);
+  }
+  EXPECT_EQ(seen[1].body_received_at, seen[1].received_at);
+  EXPECT_EQ(HttpVersionName(seen[0].version), "HTTP/1.1");
+}
+
+TEST_F(HttpServerTest, BodyReceivedAtIsWhenTheLastBodyByteCame) {
+  std::promise<SeenRequest> seen;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    seen.set_value({request.received_at, request.body_received_at, std::chrono::steady_clock::now(),
+                    request.version});
+    respond(FakeHandler::Echo(request));
+  };
+  StartServer();
+  RawHttpClient c(server_->port());
+  const std::string body(256 << 10, 'x');
+  ASSERT_TRUE(c.Send("POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 1000)));
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(c.Send(body.substr(1000)));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body.size(), body.size());
+  auto future = seen.get_future();
+  ASSERT_EQ(future.wait_for(milliseconds(5000)), std::future_status::ready);
+  const SeenRequest s = future.get();
+  EXPECT_GE(s.body_received_at - s.received_at, milliseconds(80));
+  EXPECT_LE(s.body_received_at, s.handled_at);
+}
+
+TEST_F(HttpServerTest, OnSentIsFalseWhenTheClientLeavesBeforeTheResponse) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  {
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/x", "b")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+  }  // closed
+  auto token = held.Token(0);
+  ASSERT_TRUE(WaitFor([&] { return token->cancelled(); }));
+  testing::SentRecorder sent;
+  HttpResponse late;
+  late.body = "late";
+  late.on_sent = sent.Callback();
+  {
+    std::lock_guard<std::mutex> lock(held.mu);
+    held.responders[0](std::move(late));
+  }
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  std::this_thread::sleep_for(milliseconds(20));
+  const auto calls = sent.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(calls[0].sent);
+  EXPECT_EQ(calls[0].at, std::chrono::steady_clock::time_point{});
+}
+
+TEST_F(HttpServerTest, OnSentIsFalseWhenTheWriteNeverFinishes) {
+  // A client that stops reading a large response: the write times out and the connection
+  // closes with the response's last byte never handed over.
+  options_.write_timeout = milliseconds(200);
+  testing::SentRecorder sent;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body.assign(64 << 20, 'z');
+    r.on_sent = sent.Callback();
+    respond(std::move(r));
+  };
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  const auto calls = sent.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(calls[0].sent);
+}
+
+TEST_F(HttpServerTest, PrecheckSeesTheReceiptTimeAndVersion) {
+  std::atomic<bool> stamped{false};
+  handler_.on_precheck = [&](const HttpRequest& head) -> std::optional<HttpResponse> {
+    stamped = head.version == HttpVersion::kHttp11 &&
+              head.received_at != std::chrono::steady_clock::time_point{};
+    return std::nullopt;
+  };
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/x", "b")));
+  ASSERT_TRUE(c.ReadResponse());
+  EXPECT_TRUE(stamped.load());
 }
 
 }  // namespace

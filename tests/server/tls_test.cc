@@ -1,6 +1,7 @@
 // TLS through HttpServer with an OpenSSL client on a blocking socket: ALPN, session tickets
 // and their key rotation, client certificates. Certificates are made with the openssl tool.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -8,14 +9,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/http_server.h"
+#include "server/sent_recorder.h"
 
 namespace harrier {
 namespace {
@@ -24,9 +29,14 @@ using std::chrono::milliseconds;
 
 class OkHandler : public HttpHandler {
  public:
-  void Handle(HttpRequest, HttpResponder respond) override {
+  testing::SentRecorder* sent = nullptr;  // set: every response reports to it
+  std::atomic<HttpVersion> version{HttpVersion::kUnknown};
+
+  void Handle(HttpRequest request, HttpResponder respond) override {
+    version = request.version;
     HttpResponse r;
     r.body = "ok";
+    if (sent != nullptr) r.on_sent = sent->Callback();
     respond(std::move(r));
   }
 };
@@ -229,6 +239,299 @@ TEST_F(TlsTest, ClientCertificateIsRequired) {
   EXPECT_TRUE(good.handshake);
   EXPECT_EQ(good.answer.rfind("HTTP/1.1 200", 0), 0u) << good.answer;
   SSL_SESSION_free(good.session);
+}
+
+// A blocking TLS client that reports how the server ended the connection: with close_notify
+// (SSL_read returns 0, SSL_ERROR_ZERO_RETURN) or with a bare TCP close (SSL_ERROR_SYSCALL /
+// SSL_ERROR_SSL: "unexpected EOF").
+class TlsSession {
+ public:
+  enum class End { kCloseNotify, kBareEof, kTimeout };
+
+  // `nonblocking_start`: only the ClientHello is sent; Finish() completes the handshake.
+  TlsSession(uint16_t port, const std::string& alpn_wire, bool nonblocking_start = false) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return;
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    if (!alpn_wire.empty()) {
+      SSL_set_alpn_protos(ssl_, reinterpret_cast<const unsigned char*>(alpn_wire.data()),
+                          static_cast<unsigned>(alpn_wire.size()));
+    }
+    if (nonblocking_start) {
+      ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+      const int rv = SSL_connect(ssl_);  // writes the ClientHello, then would block
+      started_ = rv < 0 && SSL_get_error(ssl_, rv) == SSL_ERROR_WANT_READ;
+      return;
+    }
+    handshake_ = SSL_connect(ssl_) == 1;
+  }
+  ~TlsSession() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+    if (fd_ >= 0) ::close(fd_);
+    ERR_clear_error();
+  }
+
+  bool handshake() const { return handshake_; }
+  bool started() const { return started_; }
+
+  // Completes a handshake begun with `nonblocking_start` (blocking from here on).
+  bool Finish() {
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    handshake_ = SSL_connect(ssl_) == 1;
+    return handshake_;
+  }
+
+  bool Write(const std::string& data) {
+    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
+           static_cast<int>(data.size());
+  }
+
+  // One SSL_read's worth, appended to `received`; false when the connection ended.
+  bool ReadSome(std::string* received) {
+    char buf[16384];
+    const int n = SSL_read(ssl_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    received->append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  // Reads (appending to `received`) until the server ends the connection, or 5 s pass.
+  End ReadToEnd(std::string* received) {
+    char buf[4096];
+    for (;;) {
+      const int n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n > 0) {
+        received->append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      const int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_ZERO_RETURN) return End::kCloseNotify;
+      if (err == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return End::kTimeout;
+      return End::kBareEof;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+  bool handshake_ = false;
+  bool started_ = false;
+};
+
+using End = TlsSession::End;
+const std::string kAlpnHttp11("\x08http/1.1", 9);
+const std::string kAlpnH2("\x02h2", 3);
+
+TEST_F(TlsTest, OnSentAndTheVersionOverTls) {
+  testing::SentRecorder sent;
+  handler_.sent = &sent;
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.Write("GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);  // Connection: close ends cleanly
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(sent.calls().size(), 1u);
+  EXPECT_TRUE(sent.calls()[0].sent);
+  EXPECT_EQ(handler_.version.load(), HttpVersion::kHttp11);
+}
+
+// One HTTP/2 frame: 9-byte header and payload.
+std::string H2Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+  std::string f;
+  f += static_cast<char>((payload.size() >> 16) & 0xff);
+  f += static_cast<char>((payload.size() >> 8) & 0xff);
+  f += static_cast<char>(payload.size() & 0xff);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((stream >> shift) & 0xff);
+  return f + payload;
+}
+
+// HPACK literal fields without indexing, no Huffman (names and values under 127 bytes).
+std::string Hpack(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    out += '\0';
+    out += static_cast<char>(name.size());
+    out += name;
+    out += static_cast<char>(value.size());
+    out += value;
+  }
+  return out;
+}
+
+TEST_F(TlsTest, OnSentAndTheVersionOverH2) {
+  testing::SentRecorder sent;
+  handler_.sent = &sent;
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnH2);
+  ASSERT_TRUE(c.handshake());
+  const std::string headers =
+      Hpack({{":method", "GET"}, {":scheme", "https"}, {":path", "/x"}, {":authority", "t"}});
+  ASSERT_TRUE(c.Write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + H2Frame(4, 0, 0, "") +
+                      H2Frame(1, 0x4 | 0x1, 1, headers)));  // END_HEADERS | END_STREAM
+  // Read frames until stream 1 ends (its DATA with END_STREAM carries "ok").
+  std::string buf;
+  bool ended = false;
+  while (!ended) {
+    std::string more;
+    ASSERT_TRUE(c.ReadSome(&more));
+    buf += more;
+    while (buf.size() >= 9) {
+      const std::size_t length = (static_cast<uint8_t>(buf[0]) << 16) |
+                                 (static_cast<uint8_t>(buf[1]) << 8) | static_cast<uint8_t>(buf[2]);
+      if (buf.size() < 9 + length) break;
+      const uint8_t type = static_cast<uint8_t>(buf[3]), flags = static_cast<uint8_t>(buf[4]);
+      const uint32_t stream = static_cast<uint32_t>(static_cast<uint8_t>(buf[8]));
+      if (stream == 1 && (type == 0 || type == 1) && (flags & 0x1) != 0) ended = true;
+      buf.erase(0, 9 + length);
+    }
+  }
+  ASSERT_TRUE(sent.WaitForCalls(1));
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(sent.calls().size(), 1u);
+  EXPECT_TRUE(sent.calls()[0].sent);
+  EXPECT_EQ(handler_.version.load(), HttpVersion::kHttp2);
+}
+
+TEST_F(TlsTest, HeaderTimeoutAnswers408ThenSendsCloseNotify) {
+  options_.header_timeout = milliseconds(300);
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.Write("GET /x HTTP/1.1\r\nHo"));
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+}
+
+TEST_F(TlsTest, BodyTimeoutAnswers408ThenSendsCloseNotify) {
+  options_.body_timeout = milliseconds(300);
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.Write("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc"));
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+}
+
+TEST_F(TlsTest, MalformedRequestAnswers400ThenSendsCloseNotify) {
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.Write("NOT HTTP AT ALL\r\n\r\n"));
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+}
+
+TEST_F(TlsTest, BodyOverTheLimitAnswers413AndCloseNotifyWhileTheClientStillSends) {
+  options_.max_body_bytes = 1000;
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  // Refused from the header; the body keeps coming while the server says goodbye.
+  ASSERT_TRUE(c.Write("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n" +
+                      std::string(256 << 10, 'b')));
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+}
+
+TEST_F(TlsTest, SilentConnectionIsClosedWithCloseNotify) {
+  options_.header_timeout = milliseconds(300);
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got, "");
+}
+
+TEST_F(TlsTest, StopSendsCloseNotifyToIdleConnections) {
+  StartServer();
+  TlsSession h1(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(h1.handshake());
+  ASSERT_TRUE(h1.Write("GET /x HTTP/1.1\r\nHost: t\r\n\r\n"));
+  TlsSession h2(server_->tls_port(), kAlpnH2);
+  ASSERT_TRUE(h2.handshake());
+  ASSERT_TRUE(
+      h2.Write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + std::string("\0\0\0\x04\0\0\0\0\0", 9)));
+  std::this_thread::sleep_for(milliseconds(100));  // the GET is answered; h2 is idle
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { server_->Stop(); });
+  std::string got1, got2;
+  EXPECT_EQ(h1.ReadToEnd(&got1), End::kCloseNotify);
+  EXPECT_EQ(got1.rfind("HTTP/1.1 200", 0), 0u) << got1;
+  EXPECT_EQ(h2.ReadToEnd(&got2), End::kCloseNotify);  // SETTINGS, GOAWAY, then close_notify
+  EXPECT_NE(got2.find(std::string("\x07\0\0\0\0\0", 6)), std::string::npos);  // GOAWAY
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+}
+
+TEST_F(TlsTest, Http2ProtocolErrorEndsWithCloseNotify) {
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnH2);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.Write("GET / HTTP/1.1\r\nHost: t\r\n\r\n"));  // not the HTTP/2 preface
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+}
+
+TEST_F(TlsTest, StopClosesAConnectionThatHasNotBegunItsHandshake) {
+  options_.header_timeout = milliseconds(10000);
+  options_.shutdown_timeout = milliseconds(10000);
+  StartServer();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->tls_port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::this_thread::sleep_for(milliseconds(100));  // accepted, waiting for a ClientHello
+  const auto start = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
+  char buf[16];
+  EXPECT_EQ(::recv(fd, buf, sizeof(buf), 0), 0);  // closed, not left hanging
+  ::close(fd);
+}
+
+TEST_F(TlsTest, StopLetsAHandshakeInProgressFinishThenSaysGoodbye) {
+  options_.header_timeout = milliseconds(10000);
+  options_.shutdown_timeout = milliseconds(10000);
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11, /*nonblocking_start=*/true);
+  ASSERT_TRUE(c.started());
+  std::this_thread::sleep_for(milliseconds(100));  // the server has the ClientHello
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { server_->Stop(); });
+  std::this_thread::sleep_for(milliseconds(100));  // Stop has begun
+  ASSERT_TRUE(c.Finish());
+  std::string got;
+  EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+  EXPECT_EQ(got, "");
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
 }
 
 }  // namespace
