@@ -93,8 +93,9 @@ struct InferenceTiming {
   std::chrono::steady_clock::time_point infer_end{};
   int64_t batch_size = 0;
   size_t batch_requests = 0;
-  // The server spans of the other traced requests in its batch; set only when the request is
-  // traced (InferenceRequest::trace) and ran with other traced requests.
+  // The server spans of all the traced requests in its batch, this request's own included (the
+  // exporter skips the self-link), one vector shared by them; set only when the request is traced
+  // (InferenceRequest::trace) and ran with other traced requests.
   std::shared_ptr<const std::vector<SpanContext>> batch_peers;
 };
 

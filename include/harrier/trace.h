@@ -75,8 +75,10 @@ struct RequestTrace {
 
   int64_t batch_size = 0;      // items in the batch it ran in
   size_t batch_requests = 0;   // requests in that batch
-  // The server spans of the other traced requests that ran in the same batch (the batch span
-  // links to them); null when it ran alone or with untraced requests only.
+  // The server spans of ALL the traced requests that ran in the same batch, this request's own
+  // included (one vector shared by the batch's records); the batch span links to every entry
+  // but the record's own server span. Null (or holding only its own) when it ran alone or with
+  // untraced requests only.
   std::shared_ptr<const std::vector<SpanContext>> batch_peers;
 };
 

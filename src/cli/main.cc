@@ -7,6 +7,7 @@
 //
 // Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
 // (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
+#include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -28,6 +29,7 @@
 #include "observability/access_log.h"
 #include "observability/dashboard_handler.h"
 #include "observability/metrics_handler.h"
+#include "observability/otlp_tracer.h"
 #include "observability/process_metrics.h"
 #include "observability/spdlog_log_control.h"
 #include "protocol/grpc/grpc_server.h"
@@ -80,7 +82,52 @@ struct ServeFlags {
   // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.
   std::string access_log = "off";
   std::string access_log_file;  // "" = stderr
+  // Tracing (docs/tracing.md): OTLP/HTTP traces URL; "" = the OTEL_EXPORTER_OTLP_* environment,
+  // else off.
+  std::string trace_endpoint;
+  double trace_sample_ratio = 0.01;
+  int64_t trace_queue_size = 2048;
+  int64_t trace_export_interval_ms = 1000;
 };
+
+// The traces URL: --trace-endpoint, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as is), else
+// OTEL_EXPORTER_OTLP_ENDPOINT + "/v1/traces" (OpenTelemetry's rules); "" = tracing off.
+std::string TraceEndpoint(const ServeFlags& flags) {
+  if (!flags.trace_endpoint.empty()) return flags.trace_endpoint;
+  if (const char* traces = std::getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); traces && *traces)
+    return traces;
+  if (const char* base = std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); base && *base) {
+    std::string url = base;
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    return url + "/v1/traces";
+  }
+  return {};
+}
+
+// The OtlpTracer for `endpoint`, or null when tracing is off; an error for a bad flag value.
+StatusOr<std::unique_ptr<OtlpTracer>> CreateTracer(const ServeFlags& flags,
+                                                   const std::string& endpoint) {
+  if (!(flags.trace_sample_ratio >= 0.0 && flags.trace_sample_ratio <= 1.0)) {
+    return InvalidArgument(fmt::format("--trace-sample-ratio must be between 0 and 1, got {}",
+                                       flags.trace_sample_ratio));
+  }
+  if (flags.trace_queue_size < 1) {
+    return InvalidArgument("--trace-queue-size must be at least 1, got " +
+                           std::to_string(flags.trace_queue_size));
+  }
+  if (flags.trace_export_interval_ms < 1) {
+    return InvalidArgument("--trace-export-interval-ms must be at least 1, got " +
+                           std::to_string(flags.trace_export_interval_ms));
+  }
+  if (endpoint.empty()) return std::unique_ptr<OtlpTracer>();
+  OtlpTracer::Options options;
+  options.endpoint = endpoint;
+  options.sample_ratio = flags.trace_sample_ratio;
+  options.max_queue = static_cast<size_t>(flags.trace_queue_size);
+  options.export_interval = std::chrono::milliseconds(flags.trace_export_interval_ms);
+  options.service_version = HARRIER_VERSION;
+  return OtlpTracer::Create(std::move(options));
+}
 
 // spdlog flag %* : the message as the inside of a JSON string.
 class JsonEscapedMessage : public spdlog::custom_flag_formatter {
@@ -166,6 +213,19 @@ int Serve(const ServeFlags& flags) {
   spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
                flags.model_repository);
 
+  // Tracing (docs/tracing.md): first, so that a bad flag fails before the models load, and so
+  // that it outlives the handlers and every request they answer; flushed at shutdown.
+  const std::string trace_endpoint = TraceEndpoint(flags);
+  auto tracer_created = CreateTracer(flags, trace_endpoint);
+  if (!tracer_created.ok()) {
+    spdlog::critical("tracing: {}", tracer_created.status().message());
+    return 1;
+  }
+  std::unique_ptr<OtlpTracer> tracer = std::move(tracer_created).value();
+  if (tracer) {
+    spdlog::info("tracing on: {}, sample ratio {}", trace_endpoint, flags.trace_sample_ratio);
+  }
+
   OnnxRuntimeBackend::Options backend_options;
   backend_options.log_severity = flags.log_verbose >= 2 ? OnnxRuntimeBackend::LogSeverity::kInfo
                                                         : OnnxRuntimeBackend::LogSeverity::kWarning;
@@ -237,6 +297,7 @@ int Serve(const ServeFlags& flags) {
   handler_options.server_version = HARRIER_VERSION;
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
+  handler_options.tracer = tracer.get();
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
@@ -296,6 +357,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.handler.server_version = HARRIER_VERSION;
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();
+  grpc_options.handler.tracer = tracer.get();
   auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
   Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
   if (!grpc_started.ok()) {
@@ -321,6 +383,9 @@ int Serve(const ServeFlags& flags) {
         out->Declare(kDropped, TextExposition::Type::kCounter,
                      "Access log lines dropped because the writer fell behind");
         out->Add(kDropped, {}, access_log->dropped_lines());
+      },
+      [&tracer](TextExposition* out) {
+        if (tracer) tracer->AppendMetrics(out);  // only with tracing on
       },
   });
   HttpServer::Options metrics_options;
@@ -357,6 +422,10 @@ int Serve(const ServeFlags& flags) {
   (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC
   (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
   server->reset();
+  // Every request is answered and its trace submitted: export them before the tracer goes.
+  if (tracer && !tracer->Flush(std::chrono::seconds(5))) {
+    spdlog::warn("tracing: spans still unexported after 5 s are dropped");
+  }
   (*metrics_server)->Stop();  // scrapes see the drained queues until the end
   spdlog::info("stopped");
   return 0;
@@ -547,6 +616,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   serve->add_option("--access-log-file", flags.access_log_file,
                     "Write the access log to this file (appended to) instead of stderr");
+
+  // Tracing: docs/tracing.md. Values are checked at startup (exit 1), with the endpoint.
+  serve->add_option("--trace-endpoint", flags.trace_endpoint,
+                    "OTLP/HTTP traces URL (http://collector:4318/v1/traces) to export request "
+                    "traces to; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then "
+                    "OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off");
+  serve
+      ->add_option("--trace-sample-ratio", flags.trace_sample_ratio,
+                   "Share of requests without a valid traceparent that are traced, 0..1 (a "
+                   "client's traceparent decides by its sampled flag)")
+      ->capture_default_str();
+  serve
+      ->add_option("--trace-queue-size", flags.trace_queue_size,
+                   "Traced requests waiting for export; more are dropped and counted")
+      ->capture_default_str();
+  serve
+      ->add_option("--trace-export-interval-ms", flags.trace_export_interval_ms,
+                   "How often queued spans are exported (sooner when a batch is full)")
+      ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   return harrier::Serve(flags);

@@ -156,6 +156,12 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   response.timing.queue_ns = d.queue_ns;
   response.timing.compute_input_ns = d.compute_input_ns;
   response.timing.compute_infer_ns = d.compute_infer_ns;
+  response.timing.batch_start = timing.batch_start;
+  response.timing.infer_start = timing.infer_start;
+  response.timing.infer_end = timing.infer_end;
+  response.timing.batch_size = timing.executed_batch_size;
+  response.timing.batch_requests = timing.batch_requests;
+  response.timing.batch_peers = timing.batch_peers;
   // The callback encodes the response (compute_output) and hands it to the connection.
   r->done(std::move(response));
   const Clock::time_point answered = clock_->Now();

@@ -29,6 +29,7 @@
 
 namespace harrier {
 
+// Thread safety: Start, Submit, Flush and AppendMetrics may be called from any thread.
 class OtlpTracer : public Tracer {
  public:
   struct Options {
@@ -48,7 +49,9 @@ class OtlpTracer : public Tracer {
     std::string service_name = "harrier";
     std::string service_version;
     std::string service_instance_id;
-    // Tests: replaces the HTTP POST. Returns whether the receiver accepted the body.
+    // Tests: replaces the HTTP POST. Returns whether the receiver accepted the body; false is
+    // handled like a connection failure (retried with backoff within export_timeout). Called on
+    // the export thread only.
     std::function<bool(const std::string& json_body)> post;
   };
 
@@ -65,7 +68,8 @@ class OtlpTracer : public Tracer {
   bool Flush(std::chrono::milliseconds timeout);
 
   // harrier_trace_spans_exported_total, harrier_trace_spans_dropped_total{reason="queue_full"|
-  // "export_failed"}, harrier_trace_export_requests_total{result="ok"|"failed"}.
+  // "export_failed"}, harrier_trace_export_requests_total{result="ok"|"failed"} (one per batch,
+  // by its final outcome after retries). Every label is always present.
   void AppendMetrics(TextExposition* out) const;
 
  private:

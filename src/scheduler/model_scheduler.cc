@@ -322,8 +322,30 @@ void ModelScheduler::Execute(ModelInstance& instance,
   batch_timing.compute_input_ns = timing.compute_input_ns;
   batch_timing.compute_infer_ns = timing.compute_infer_ns;
   if (options_.on_batch_ran) options_.on_batch_ran(batch_timing);
+  timing.batch_start = start;
+  timing.infer_start = gathered_at;
+  timing.infer_end = ran_at;
+  timing.batch_requests = members.size();
+  // Tracing: the traced members of a batch learn each other's server spans (the batch span's
+  // links), in one vector built only when at least two of them are traced.
+  std::shared_ptr<const std::vector<SpanContext>> peers;
+  if (members.size() > 1) {
+    size_t traced = 0;
+    for (const auto& r : members) traced += r->request->trace.valid() ? 1 : 0;
+    if (traced >= 2) {
+      auto spans = std::make_shared<std::vector<SpanContext>>();
+      spans->reserve(traced);
+      for (const auto& r : members) {
+        if (r->request->trace.valid()) spans->push_back(r->request->trace);
+      }
+      peers = std::move(spans);
+    }
+  }
   for (size_t i = 0; i < members.size(); ++i) {
     timing.queue_ns = Ns(members[i]->enqueued_at, start);
+    if (peers != nullptr) {
+      timing.batch_peers = members[i]->request->trace.valid() ? peers : nullptr;
+    }
     if (!status.ok()) {
       Complete(std::move(members[i]), status, timing);
     } else if (members.size() == 1) {

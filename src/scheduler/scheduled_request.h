@@ -49,6 +49,15 @@ struct RequestTiming {
   uint64_t compute_input_ns = 0;    // the batch's input gathering
   uint64_t compute_infer_ns = 0;    // the batch's model run
   int64_t executed_batch_size = 0;  // items in the batch it ran in; 0 when it never ran
+  // For tracing (InferenceTiming): when its execution started, its engine run started and ended,
+  // and the requests in that execution. Zero when it never ran.
+  Clock::time_point batch_start{};
+  Clock::time_point infer_start{};
+  Clock::time_point infer_end{};
+  size_t batch_requests = 0;
+  // The server spans of every traced request of the execution (this one's included), one vector
+  // shared by them; null when the request is untraced or the only traced one.
+  std::shared_ptr<const std::vector<SpanContext>> batch_peers;
 };
 
 // One model execution, for Triton's batch_stats and execution_count.

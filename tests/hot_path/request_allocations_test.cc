@@ -33,10 +33,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "harrier/http_message.h"
 #include "lifecycle/model_repository_manager.h"
+#include "observability/otlp_tracer.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "server/http_server.h"
 
@@ -314,6 +316,27 @@ TEST_F(RequestAllocationsTest, HandlerBinary) {
   std::printf("handler, binary: %.2f allocations per request\n", per_request);
   RecordProperty("allocations_per_request", std::to_string(per_request));
   EXPECT_LE(per_request, kHandlerBinaryCeiling);
+}
+
+// Tracing on, but the request not sampled (ratio 0, no traceparent): not one allocation more
+// than with tracing off.
+TEST_F(RequestAllocationsTest, HandlerJsonWithTracingUnsampled) {
+  const double off = HandlerAllocations(false, "handler JSON");
+  OtlpTracer::Options tracer_options;
+  tracer_options.endpoint = "http://127.0.0.1:9/v1/traces";
+  tracer_options.sample_ratio = 0;
+  tracer_options.post = [](const std::string&) { return true; };
+  auto tracer = OtlpTracer::Create(tracer_options);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  kserve::KServeHandler::Options options;
+  options.tracer = tracer->get();
+  kserve::KServeHandler traced(manager_, options);
+  kserve::KServeHandler* const untraced = std::exchange(handler_, &traced);
+  const double on = HandlerAllocations(false, "handler JSON, tracing unsampled");
+  handler_ = untraced;
+  std::printf("handler, JSON, tracing on, unsampled: %.2f allocations per request (off: %.2f)\n",
+              on, off);
+  EXPECT_LE(on, off + 0.05);
 }
 
 // ---- Through the HTTP server, over loopback ---------------------------------------------

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "util/fake_backend.h"
@@ -91,6 +93,32 @@ TEST_F(LoadedModelTest, BatchedRequestsGetTheirOwnOutputsAndStatisticsCountBatch
   }
   EXPECT_EQ(batch_executions, st.execution_count);
   EXPECT_EQ(batch_items, st.inference_count);
+}
+
+TEST_F(LoadedModelTest, ASuccessfulResponseCarriesItsBatchTimesForTracing) {
+  BatchingPolicy p;
+  p.dynamic_batching = true;
+  p.max_batch_size = 8;
+  auto m = Make(p);
+  auto request = Fp32InferenceRequest(std::vector<float>(8, 1.5f), {2, 4});
+  request->trace.trace_id[0] = 1;
+  request->trace.span_id[0] = 1;
+  request->trace.flags = SpanContext::kSampled;
+  const auto before = std::chrono::steady_clock::now();
+  std::promise<StatusOr<InferenceResponse>> answered;
+  m->Infer(std::move(request),
+           [&answered](StatusOr<InferenceResponse> r) { answered.set_value(std::move(r)); });
+  StatusOr<InferenceResponse> r = answered.get_future().get();
+  m->Shutdown();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const InferenceTiming& t = r->timing;
+  EXPECT_GE(t.batch_start, before);
+  EXPECT_LE(t.batch_start, t.infer_start);
+  EXPECT_LE(t.infer_start, t.infer_end);
+  EXPECT_LE(t.infer_end, std::chrono::steady_clock::now());
+  EXPECT_EQ(t.batch_size, 2);
+  EXPECT_EQ(t.batch_requests, 1u);
+  EXPECT_EQ(t.batch_peers, nullptr);  // alone: nobody to link to
 }
 
 TEST_F(LoadedModelTest, ExpiredDeadlineIsAGatewayTimeoutWithTheModelNamed) {

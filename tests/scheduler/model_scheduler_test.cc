@@ -134,6 +134,12 @@ class Completions {
     int64_t items = 0;
     std::vector<float> output;
     int64_t executed_batch_size = 0;
+    // Tracing.
+    SpanContext trace;
+    Clock::time_point batch_start, infer_start, infer_end;
+    size_t batch_requests = 0;
+    std::shared_ptr<const std::vector<SpanContext>> batch_peers;
+    std::thread::id thread;  // the thread that answered it
   };
 
   ModelScheduler::CompletionFn Fn() {
@@ -145,6 +151,13 @@ class Completions {
       res.items = r->request->inputs[0].shape[0];
       if (result.ok()) res.output = Floats((*result)[0]);
       res.executed_batch_size = timing.executed_batch_size;
+      res.trace = r->request->trace;
+      res.batch_start = timing.batch_start;
+      res.infer_start = timing.infer_start;
+      res.infer_end = timing.infer_end;
+      res.batch_requests = timing.batch_requests;
+      res.batch_peers = timing.batch_peers;
+      res.thread = std::this_thread::get_id();
       std::lock_guard l(mu_);
       results_.push_back(std::move(res));
       cv_.notify_all();
@@ -228,6 +241,72 @@ TEST_F(ModelSchedulerTest, QueuedRequestsAreBatchedAndEachGetsItsOwnOutput) {
   EXPECT_EQ(batches_[1].batch_size, 8);
   EXPECT_EQ(batches_[1].request_count, 6u);
   EXPECT_TRUE(batches_[1].ok);
+}
+
+// A traced request: its server span's ids carry `value` so the test can tell them apart.
+std::unique_ptr<ScheduledRequest> TracedItem(float value) {
+  auto r = BatchItem(value);
+  r->request->trace.trace_id[15] = static_cast<uint8_t>(value);
+  r->request->trace.span_id[7] = static_cast<uint8_t>(value);
+  r->request->trace.flags = SpanContext::kSampled;
+  return r;
+}
+
+TEST_F(ModelSchedulerTest, EveryMemberGetsItsBatchTimesAndTracedMembersShareTheirSpans) {
+  auto s = Make(Batching(8));
+  s->Submit(TracedItem(100));  // occupies the only instance while the others queue; runs alone
+  probe_.WaitStarted(1);
+  s->Submit(TracedItem(1));
+  s->Submit(BatchItem(2));  // untraced
+  s->Submit(TracedItem(3));
+  s->Submit(TracedItem(4));
+  const Clock::time_point second_batch = clock_.Now() + 5ms;
+  clock_.Advance(5ms);  // the second batch starts later than the first
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(5);
+  s->Shutdown();
+  std::shared_ptr<const std::vector<SpanContext>> shared;
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.input_value);
+    ASSERT_EQ(r.code, StatusCode::kOk);
+    EXPECT_NE(r.batch_start, Clock::time_point{});
+    EXPECT_LE(r.batch_start, r.infer_start);
+    EXPECT_LE(r.infer_start, r.infer_end);
+    if (r.input_value == 100) {
+      EXPECT_EQ(r.batch_requests, 1u);
+      EXPECT_EQ(r.batch_peers, nullptr);  // alone: nobody to link to
+      EXPECT_LT(r.batch_start, second_batch);
+      continue;
+    }
+    EXPECT_EQ(r.batch_requests, 4u);
+    EXPECT_EQ(r.executed_batch_size, 4);
+    EXPECT_EQ(r.batch_start, second_batch);
+    if (r.input_value == 2) {
+      EXPECT_EQ(r.batch_peers, nullptr);  // untraced: pays nothing
+      continue;
+    }
+    ASSERT_NE(r.batch_peers, nullptr);
+    if (shared == nullptr) shared = r.batch_peers;
+    EXPECT_EQ(r.batch_peers, shared);  // one vector for the whole batch, not one per request
+    std::vector<uint8_t> span_tags;
+    for (const SpanContext& peer : *r.batch_peers) span_tags.push_back(peer.span_id[7]);
+    EXPECT_EQ(span_tags, (std::vector<uint8_t>{1, 3, 4}));  // its own span included
+  }
+}
+
+TEST_F(ModelSchedulerTest, ALoneTracedMemberOfABatchHasNoPeers) {
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(100));
+  probe_.WaitStarted(1);
+  s->Submit(TracedItem(1));
+  s->Submit(BatchItem(2));
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(3);
+  s->Shutdown();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.batch_peers, nullptr);
+    EXPECT_EQ(r.batch_requests, r.input_value == 100 ? 1u : 2u);
+  }
 }
 
 TEST_F(ModelSchedulerTest, ManyConcurrentRequestsOnSeveralInstancesAllCorrect) {

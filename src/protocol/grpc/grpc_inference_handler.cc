@@ -187,6 +187,32 @@ uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_cloc
 void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, InferCallContext call,
                                       inference::ModelInferResponse* response,
                                       std::function<void(Status)> done) const {
+  // Traced (the transport started the trace): the record's request-side fields now; the outcome
+  // and the encode when `done` runs. A stage not reached by then (refused before the model) ends
+  // at the refusal.
+  std::shared_ptr<kserve::TracedRequest> trace = std::move(call.trace);
+  if (trace != nullptr) {
+    RequestTrace& t = trace->record();
+    t.name = call.method;
+    t.protocol = "grpc";
+    t.transport = "gRPC";
+    t.target = "/inference.GRPCInferenceService/" + std::string(call.method);
+    t.request_id = call.request_id;
+    t.model = request->model_name();
+    t.request_bytes = request->ByteSizeLong();
+    t.received = call.received_at;  // gRPC hands over the whole message at once
+    t.body_received = call.received_at;
+    done = [trace, response, done = std::move(done)](Status status) {
+      RequestTrace& t = trace->record();
+      const auto now = std::chrono::steady_clock::now();
+      if (t.decoded == RequestTrace::TimePoint{}) t.decoded = now;
+      if (t.encoded == RequestTrace::TimePoint{}) t.encoded = now;
+      t.status = static_cast<int>(GrpcStatusCodeFor(status.code()));
+      t.error = status.message();
+      if (status.ok()) t.response_bytes = response->ByteSizeLong();
+      done(std::move(status));
+    };
+  }
   std::shared_ptr<CallLog> log;
   if (options_.access_log != nullptr) {
     log = std::make_shared<CallLog>();
@@ -237,6 +263,10 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     return done(model.status());
   }
   if (log) log->model_version = (*model)->version();
+  if (trace) {
+    trace->record().model = (*model)->name();
+    trace->record().model_version = (*model)->version();
+  }
 
   StatusOr<DecodedInferRequest> decoded = DecodeModelInferRequest(request, options_.decode_limits);
   if (!decoded.ok()) {
@@ -257,15 +287,24 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   selection.outputs = infer_request->outputs;
   const int64_t max_batch_size = (*model)->max_batch_size();
   const OutputForm form = decoded->output_form;
+  if (trace) {
+    infer_request->trace = trace->server();
+    trace->record().decoded = std::chrono::steady_clock::now();
+  }
 
   (*model)->Infer(std::move(infer_request),
-                  [selection = std::move(selection), max_batch_size, form, response, log,
+                  [selection = std::move(selection), max_batch_size, form, response, log, trace,
                    done = std::move(done)](StatusOr<InferenceResponse> result) {
-                    if (!result.ok()) return done(result.status());
                     const auto encode_start = std::chrono::steady_clock::now();
+                    if (trace) trace->record().batch_end = encode_start;
+                    if (!result.ok()) return done(result.status());
                     const InferenceTiming timing = result->timing;
                     Status encoded = EncodeModelInferResponse(std::move(result).value(), selection,
                                                               max_batch_size, form, response);
+                    if (trace) {
+                      trace->SetInferenceTiming(timing);
+                      trace->record().encoded = std::chrono::steady_clock::now();
+                    }
                     if (log) {
                       const auto end = std::chrono::steady_clock::now();
                       log->timing = timing;

@@ -35,8 +35,10 @@
 #include "harrier/cancellation.h"
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
+#include "harrier/trace.h"
 #include "protocol/grpc/grpc_service.pb.h"
 #include "protocol/kserve/infer_request_decoder.h"
+#include "protocol/kserve/request_tracing.h"
 
 namespace harrier::grpc_frontend {
 
@@ -53,6 +55,11 @@ struct InferCallContext {
   std::string request_id;
   // The RPC, for the access log.
   std::string_view method = "ModelInfer";
+  // Set by the transport when the call is traced (kserve::TracedRequest::Start with the call's
+  // `traceparent` / `tracestate` metadata); null otherwise. ModelInfer fills in the record up to
+  // the encode; the transport holds its own reference and finishes it when gRPC reports the
+  // response written.
+  std::shared_ptr<kserve::TracedRequest> trace;
 };
 
 class GrpcInferenceHandler {
@@ -65,6 +72,9 @@ class GrpcInferenceHandler {
     // Not owned; must outlive the handler and every call in flight. Null: no access log.
     // ModelInfer (and each ModelStreamInfer request) is logged; the other RPCs are not.
     AccessLog* access_log = nullptr;
+    // Not owned, as above. Null: no tracing. The transport (GrpcServer) asks it whether to trace
+    // ModelInfer and each ModelStreamInfer request; the other RPCs are not traced.
+    Tracer* tracer = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <atomic>
 #include <climits>
 #include <deque>
 #include <fstream>
@@ -59,6 +60,23 @@ std::string ClientId(const grpc::CallbackServerContext* context) {
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+// Metadata `key`'s first value, or empty; valid while the call lives.
+std::string_view MetadataValue(const grpc::CallbackServerContext* context, std::string_view key) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(grpc::string_ref(key.data(), key.size()));
+  return it == metadata.end() ? std::string_view()
+                              : std::string_view(it->second.data(), it->second.size());
+}
+
+// Whether to trace one inference of this call (`tracer` may be null), from the call's
+// `traceparent` and `tracestate` metadata.
+std::shared_ptr<kserve::TracedRequest> StartTrace(Tracer* tracer,
+                                                  const grpc::CallbackServerContext* context) {
+  if (tracer == nullptr) return nullptr;
+  return kserve::TracedRequest::Start(tracer, MetadataValue(context, "traceparent"),
+                                      MetadataValue(context, "tracestate"));
+}
+
 // Sends the call's request id as initial metadata `x-request-id`: the client's own
 // `x-request-id` when acceptable (core/request_id.h), a generated one otherwise — as the REST
 // API's X-Request-Id header; returns it. Must run before the call's initial metadata is sent.
@@ -85,14 +103,28 @@ InferCallContext NewCallContext(const grpc::CallbackServerContext* context) {
 // One ModelInfer call: cancels the request's token when gRPC cancels the call. Finished from the
 // handler's `done` (a model worker, or this thread for early errors); deletes itself when gRPC
 // is done with it.
+// A traced call's record is finished in OnDone, when gRPC is done with the call: its response
+// sent, unless the call was cancelled first.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit InferReactor(std::shared_ptr<CancellationToken> token) : token_(std::move(token)) {}
-  void OnCancel() override { token_->Cancel(); }
-  void OnDone() override { delete this; }
+  InferReactor(std::shared_ptr<CancellationToken> token,
+               std::shared_ptr<kserve::TracedRequest> trace)
+      : token_(std::move(token)), trace_(std::move(trace)) {}
+  void OnCancel() override {
+    cancelled_.store(true, std::memory_order_relaxed);
+    token_->Cancel();
+  }
+  void OnDone() override {
+    if (trace_ != nullptr) {
+      trace_->Finish(!cancelled_.load(std::memory_order_relaxed), std::chrono::steady_clock::now());
+    }
+    delete this;
+  }
 
  private:
   const std::shared_ptr<CancellationToken> token_;
+  const std::shared_ptr<kserve::TracedRequest> trace_;  // null: untraced
+  std::atomic<bool> cancelled_{false};
 };
 
 // One ModelStreamInfer call. Reads requests one at a time, runs up to `max_inflight` at once,
@@ -107,9 +139,10 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                                            inference::ModelStreamInferResponse> {
  public:
-  StreamReactor(const GrpcInferenceHandler* handler, grpc::CallbackServerContext* context,
-                size_t max_inflight)
+  StreamReactor(const GrpcInferenceHandler* handler, Tracer* tracer,
+                grpc::CallbackServerContext* context, size_t max_inflight)
       : handler_(handler),
+        tracer_(tracer),
         context_(context),
         max_inflight_(max_inflight == 0 ? 1 : max_inflight),
         token_(std::make_shared<CancellationToken>()) {
@@ -143,6 +176,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
     call.request_id = request_id_;
     call.method = "ModelStreamInfer";
     call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
+    // Each request of the stream is traced on its own, as a child of the stream's traceparent.
+    call.trace = StartTrace(tracer_, context_);
+    slot->trace = call.trace;
     handler_->ModelInfer(&slot->request, std::move(call), slot->response.mutable_infer_response(),
                          [this, slot](Status status) { OnInferDone(slot, status); });
     Actions next;
@@ -158,6 +194,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
     Actions next;
     {
       std::lock_guard lock(mu_);
+      // Its response is written (or never will be): the send ends its trace.
+      if (writes_.front()->trace) {
+        writes_.front()->trace->Finish(ok, std::chrono::steady_clock::now());
+      }
       delete writes_.front();
       writes_.pop_front();
       --inflight_;
@@ -195,6 +235,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
   struct Slot {
     inference::ModelInferRequest request;
     inference::ModelStreamInferResponse response;
+    std::shared_ptr<kserve::TracedRequest> trace;  // null: untraced
   };
   // What to start once mu_ is released.
   struct Actions {
@@ -262,6 +303,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInfer
   }
 
   const GrpcInferenceHandler* const handler_;
+  Tracer* const tracer_;  // null: tracing off
   grpc::CallbackServerContext* const context_;
   const size_t max_inflight_;
   const std::shared_ptr<CancellationToken> token_;
@@ -292,7 +334,9 @@ StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
 class GrpcServer::Service final : public inference::GRPCInferenceService::CallbackService {
  public:
   Service(ModelManager* models, const Options& options)
-      : handler_(models, options.handler), max_stream_inflight_(options.max_stream_inflight) {}
+      : handler_(models, options.handler),
+        tracer_(options.handler.tracer),
+        max_stream_inflight_(options.max_stream_inflight) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest*,
@@ -351,7 +395,10 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
     std::string request_id = EchoRequestId(context);
     InferCallContext call = NewCallContext(context);
     call.request_id = std::move(request_id);
-    auto* reactor = new InferReactor(call.cancellation);
+    call.trace = StartTrace(tracer_, context);
+    // W3C Trace Context Level 2's traceresponse, as over REST: the server span.
+    if (call.trace) context->AddInitialMetadata("traceresponse", call.trace->TraceResponse());
+    auto* reactor = new InferReactor(call.cancellation, call.trace);
     // The library owns `request` (a mutable object handed over as const) until the reactor is
     // done; the codec moves the raw input bytes out of it instead of copying them.
     handler_.ModelInfer(
@@ -362,7 +409,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
 
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(grpc::CallbackServerContext* context) override {
-    return new StreamReactor(&handler_, context, max_stream_inflight_);
+    return new StreamReactor(&handler_, tracer_, context, max_stream_inflight_);
   }
 
  private:
@@ -375,6 +422,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
   }
 
   const GrpcInferenceHandler handler_;
+  Tracer* const tracer_;  // null: tracing off
   const size_t max_stream_inflight_;
 };
 

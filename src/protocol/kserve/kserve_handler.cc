@@ -15,6 +15,7 @@
 #include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
+#include "protocol/kserve/request_tracing.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
 #include "protocol/kserve/utf8.h"
@@ -167,6 +168,8 @@ StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) 
 }
 
 constexpr std::string_view kRequestIdHeader = "X-Request-Id";
+// W3C Trace Context Level 2: the server span of a traced request.
+constexpr std::string_view kTraceResponseHeader = "traceresponse";
 
 uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
   return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
@@ -245,6 +248,28 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
   }
   http.body = std::move(encoded->body);
   return http;
+}
+
+// A traced inference's record as far as the request itself tells: its name (the route's model
+// and version, as in the URL), protocol and transport, and when it was received.
+void BeginInferTrace(const std::string& model, std::optional<int64_t> version,
+                     const HttpRequest& request, const std::string& request_id,
+                     std::chrono::steady_clock::time_point handler_entry, RequestTrace* t) {
+  t->name = "POST /v2/models/" + model;
+  if (version) t->name += "/versions/" + std::to_string(*version);
+  t->name += "/infer";
+  t->protocol = "http";
+  t->transport = HttpVersionName(request.version);
+  if (t->transport.empty()) t->transport = "HTTP";  // the transport did not say which
+  t->target = request.target;
+  t->request_id = request_id;
+  t->model = model;
+  t->model_version = version.value_or(0);
+  t->request_bytes = request.body ? request.body->size() : 0;
+  // A transport that does not stamp the request: the handler's entry stands for both.
+  const auto zero = std::chrono::steady_clock::time_point{};
+  t->received = request.received_at != zero ? request.received_at : handler_entry;
+  t->body_received = request.body_received_at != zero ? request.body_received_at : handler_entry;
 }
 
 }  // namespace
@@ -609,11 +634,37 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   const auto received_at = std::chrono::steady_clock::now();
   AccessLog* const access_log = options_.access_log;
   const uint64_t request_bytes = request.body ? request.body->size() : 0;
+  // Null unless this request is traced: an untraced request allocates nothing for tracing.
+  std::shared_ptr<TracedRequest> trace;
+  if (options_.tracer != nullptr) {
+    trace = TracedRequest::Start(options_.tracer, request.Header("traceparent"),
+                                 request.Header("tracestate"));
+  }
+  if (trace != nullptr) {
+    BeginInferTrace(route.model, route.version, request, request_id, received_at, &trace->record());
+  }
+  // A refused request's trace: the stage it reached ends now, the response goes out now.
+  auto trace_refusal = [&trace](const Status& s, HttpResponse* response) {
+    RequestTrace& t = trace->record();
+    t.decoded = std::chrono::steady_clock::now();
+    t.encoded = t.decoded;
+    t.status = response->status;
+    t.error = s.message();
+    t.response_bytes = response->body.size();
+    response->headers.emplace_back(kTraceResponseHeader, trace->TraceResponse());
+    response->on_sent = TracedRequest::OnSent(std::move(trace));
+  };
   // The model first: an unknown model is answered without parsing a large body.
   auto model = models_->Get(route.model, route.version);
   if (!model.ok()) {
     models_->RecordUnroutedFailure(model.status().code());
-    return Answer(request, request_id, ErrorResponse(model.status()), respond);
+    HttpResponse response = ErrorResponse(model.status());
+    if (trace != nullptr) trace_refusal(model.status(), &response);
+    return Answer(request, request_id, std::move(response), respond);
+  }
+  if (trace != nullptr) {
+    trace->record().model = (*model)->name();
+    trace->record().model_version = (*model)->version();
   }
   // The access log line of a request refused before it reaches the model.
   auto log_refusal = [&](const Status& s, const HttpResponse& response) {
@@ -635,6 +686,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     (*model)->RecordFailure(s.code(), received_at);
     HttpResponse response = ErrorResponse(s);
     response.headers.emplace_back(kRequestIdHeader, request_id);
+    if (trace != nullptr) trace_refusal(s, &response);
     if (access_log != nullptr) log_refusal(s, response);
     respond(std::move(response));
   };
@@ -666,6 +718,8 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     int64_t model_version = 0;
     std::string input_shapes_json;
     uint64_t request_bytes = 0;
+    // Traced requests only.
+    std::shared_ptr<TracedRequest> trace;
   } answering;
   answering.selection.model_name = infer_request->model_name;
   answering.selection.id = infer_request->id;
@@ -681,6 +735,11 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     answering.model_version = (*model)->version();
     answering.input_shapes_json = InputShapesJson(infer_request->inputs);
     answering.request_bytes = request_bytes;
+  }
+  if (trace != nullptr) {
+    infer_request->trace = trace->server();
+    trace->record().decoded = std::chrono::steady_clock::now();
+    answering.trace = std::move(trace);
   }
 
   (*model)->Infer(std::move(infer_request), [a = std::move(answering), access_log,
@@ -715,6 +774,17 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
         record.total_ns = total_ns;
       }
       access_log->Write(record);
+    }
+    if (a.trace != nullptr) {
+      RequestTrace& t = a.trace->record();
+      a.trace->SetInferenceTiming(timing);  // all zero when the request did not run
+      t.batch_end = encode_start;
+      t.encoded = encoded;
+      t.status = http.status;
+      t.error = failure.message();
+      t.response_bytes = http.body.size();
+      http.headers.emplace_back(kTraceResponseHeader, a.trace->TraceResponse());
+      http.on_sent = TracedRequest::OnSent(std::move(a.trace));
     }
     http.headers.emplace_back(kRequestIdHeader, std::move(a.request_id));
     respond(std::move(http));

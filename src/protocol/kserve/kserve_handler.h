@@ -28,6 +28,13 @@
 // Server-Timing (server_timing.h). With an AccessLog, every request answered here is written
 // to it, once, after its response is built (docs/logging.md).
 //
+// With a Tracer, POST .../infer is traced when the tracer says so (its traceparent, else the
+// sampling ratio): the model sees the server span (InferenceRequest::trace), the response
+// carries `traceresponse: <server span>`, and the record goes to the tracer once the transport
+// reports the send (HttpResponse::on_sent). A request refused before the model (bad body,
+// deadline, admission) is traced with the stages it reached; one answered by Precheck() is not
+// (it never reaches Handle()). docs/tracing.md.
+//
 // Thread safety: Handle() may be called from any number of threads at once. Infer responses
 // are sent from whichever thread the model's callback runs on.
 #pragma once
@@ -41,6 +48,7 @@
 #include "harrier/http_message.h"
 #include "harrier/log_control.h"
 #include "harrier/model_manager.h"
+#include "harrier/trace.h"
 #include "protocol/kserve/infer_request_decoder.h"
 
 namespace harrier::kserve {
@@ -67,6 +75,8 @@ class KServeHandler : public HttpHandler {
     AccessLog* access_log = nullptr;
     // Not owned, as above. Null: /v2/logging answers 501.
     LogControl* log_control = nullptr;
+    // Not owned, as above. Null: no tracing (an inference pays one pointer test).
+    Tracer* tracer = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every request in flight.

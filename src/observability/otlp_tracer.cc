@@ -1,0 +1,748 @@
+#include "observability/otlp_tracer.h"
+
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/json_writer.h"
+
+namespace harrier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = RequestTrace::TimePoint;
+
+// ---- Random ids ---------------------------------------------------------------------------
+
+// splitmix64 over a per-thread counter seeded once from the kernel: a bijection of the counter,
+// so one thread never repeats a value within 2^64 draws, and a few instructions per id with no
+// lock and no allocation.
+uint64_t SeedFromKernel() {
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) {
+    // No getrandom (very old kernel, seccomp): the clock and this thread's stack address.
+    seed = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+           reinterpret_cast<uintptr_t>(&seed);
+  }
+  return seed;
+}
+
+uint64_t NextRandomId() {
+  thread_local uint64_t state = SeedFromKernel();
+  for (;;) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    if (z != 0) return z;  // zero ids are invalid
+  }
+}
+
+template <size_t N>
+void StoreBigEndian(uint64_t v, uint8_t* out) {
+  for (size_t i = 0; i < N; ++i) out[i] = static_cast<uint8_t>(v >> (8 * (N - 1 - i)));
+}
+
+std::array<uint8_t, 8> NewSpanId() {
+  std::array<uint8_t, 8> id;
+  StoreBigEndian<8>(NextRandomId(), id.data());
+  return id;
+}
+
+// TraceIdRatioBased: a trace id is sampled when its last 8 bytes, read as a big-endian
+// integer, are below ratio * 2^64 (OpenTelemetry's rule, so that every component sampling by
+// the same ratio agrees on the same traces).
+struct RatioSampler {
+  explicit RatioSampler(double ratio)
+      : all(ratio >= 1.0),
+        // ratio < 1 here, so ratio * 2^64 < 2^64 and fits (doubles below 1 are at most 1 - 2^-53).
+        threshold(ratio <= 0.0 || ratio >= 1.0 ? 0 : static_cast<uint64_t>(ratio * 0x1p64)) {}
+  bool Sampled(uint64_t low_bits) const { return all || low_bits < threshold; }
+  bool all;
+  uint64_t threshold;
+};
+
+// ---- Endpoint -----------------------------------------------------------------------------
+
+StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
+  size_t scheme_end = 0;
+  if (url.starts_with("http://")) {
+    scheme_end = 7;
+  } else if (url.starts_with("https://")) {
+    scheme_end = 8;
+  } else {
+    return InvalidArgument("trace endpoint '" + url + "' is not an http:// or https:// URL");
+  }
+  const size_t authority_end = std::min(url.find_first_of("/?#", scheme_end), url.size());
+  std::string_view authority(url.data() + scheme_end, authority_end - scheme_end);
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    authority.remove_prefix(at + 1);
+  }
+  if (authority.empty() || authority.front() == ':') {
+    return InvalidArgument("trace endpoint '" + url + "' has no host");
+  }
+  const size_t path_end = std::min(url.find_first_of("?#", authority_end), url.size());
+  const std::string_view path(url.data() + authority_end, path_end - authority_end);
+  if (!path.empty() && path != "/") return url;
+  // As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the signal's path.
+  return url.substr(0, authority_end) + "/v1/traces" + url.substr(path_end);
+}
+
+std::once_flag curl_init_once;
+
+// ---- JSON -----------------------------------------------------------------------------------
+
+bool IsUtf8(std::string_view s) {
+  static constexpr uint32_t kMinCodePoint[4] = {0, 0x80, 0x800, 0x10000};
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < kMinCodePoint[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// A JSON string for any bytes: AppendJsonString wants UTF-8, and a model name or an error
+// message may carry anything a client sent; invalid UTF-8 has its non-ASCII bytes replaced by
+// '?', so the body always parses.
+void AppendText(std::string* out, std::string_view s) {
+  if (IsUtf8(s)) {
+    AppendJsonString(out, s);
+    return;
+  }
+  std::string ascii(s);
+  for (char& c : ascii)
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  AppendJsonString(out, ascii);
+}
+
+template <size_t N>
+void AppendHexString(std::string* out, const std::array<uint8_t, N>& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  for (uint8_t b : bytes) {
+    out->push_back(kHex[b >> 4]);
+    out->push_back(kHex[b & 0xF]);
+  }
+  out->push_back('"');
+}
+
+// int64 and fixed64 are strings in the protobuf JSON mapping.
+void AppendQuotedInt(std::string* out, int64_t v) {
+  out->push_back('"');
+  AppendJsonNumber(out, v);
+  out->push_back('"');
+}
+
+bool IsSet(TimePoint t) {
+  return t != TimePoint{};
+}
+
+// An attribute list being written: handles the commas.
+class Attributes {
+ public:
+  explicit Attributes(std::string* out) : out_(out) { out_->append("\"attributes\":["); }
+  ~Attributes() { out_->push_back(']'); }
+
+  void String(std::string_view key, std::string_view value) {
+    Key(key);
+    out_->append("{\"stringValue\":");
+    AppendText(out_, value);
+    out_->append("}}");
+  }
+  void Int(std::string_view key, int64_t value) {
+    Key(key);
+    out_->append("{\"intValue\":");
+    AppendQuotedInt(out_, value);
+    out_->append("}}");
+  }
+
+ private:
+  void Key(std::string_view key) {
+    if (!first_) out_->push_back(',');
+    first_ = false;
+    out_->append("{\"key\":");
+    AppendJsonString(out_, key);
+    out_->append(",\"value\":");
+  }
+  std::string* out_;
+  bool first_ = true;
+};
+
+constexpr int kSpanKindInternal = 1;
+constexpr int kSpanKindServer = 2;
+constexpr int kStatusCodeError = 2;
+
+// The stage spans of a record, in the order they are written. Index kInfer's parent is kBatch.
+enum StageIndex { kReceive, kDecode, kQueue, kBatch, kInfer, kEncode, kSend, kStageCount };
+struct Stage {
+  std::string_view name;
+  TimePoint start;
+  TimePoint end;
+  bool emitted() const { return IsSet(start) && IsSet(end); }
+};
+
+std::array<Stage, kStageCount> Stages(const RequestTrace& t) {
+  // A request that failed before running has no batch_end; its encode (of the error) starts
+  // when it was decoded, or when its body was in.
+  const TimePoint encode_start = IsSet(t.batch_end) ? t.batch_end
+                                 : IsSet(t.decoded) ? t.decoded
+                                                    : t.body_received;
+  return {{
+      {"receive", t.received, t.body_received},
+      {"decode", t.body_received, t.decoded},
+      {"queue", t.decoded, t.batch_start},
+      {"batch", t.batch_start, t.batch_end},
+      {"infer", t.infer_start, t.infer_end},
+      {"encode", encode_start, t.encoded},
+      {"send", t.encoded, t.sent},
+  }};
+}
+
+size_t CountSpans(const RequestTrace& t) {
+  size_t n = 1;  // the server span is always written
+  for (const Stage& s : Stages(t)) n += s.emitted() ? 1 : 0;
+  return n;
+}
+
+bool SameSpan(const SpanContext& a, const SpanContext& b) {
+  return a.trace_id == b.trace_id && a.span_id == b.span_id;
+}
+
+bool IsGrpcServerError(int code) {
+  switch (code) {
+    case 2:   // UNKNOWN
+    case 4:   // DEADLINE_EXCEEDED
+    case 12:  // UNIMPLEMENTED
+    case 13:  // INTERNAL
+    case 14:  // UNAVAILABLE
+    case 15:  // DATA_LOSS
+      return true;
+    default: return false;
+  }
+}
+
+class SpanJson {
+ public:
+  SpanJson(std::string* out, int64_t steady_to_unix_ns)
+      : out_(out), steady_to_unix_ns_(steady_to_unix_ns) {}
+
+  // Writes the common head of a span, up to and including `"endTimeUnixNano":"..."`.
+  void Head(const std::array<uint8_t, 16>& trace_id, const std::array<uint8_t, 8>& span_id,
+            const std::array<uint8_t, 8>* parent_span_id, std::string_view trace_state,
+            std::string_view name, int kind, TimePoint start, TimePoint end) {
+    if (!first_) out_->push_back(',');
+    first_ = false;
+    out_->append("{\"traceId\":");
+    AppendHexString(out_, trace_id);
+    out_->append(",\"spanId\":");
+    AppendHexString(out_, span_id);
+    if (parent_span_id != nullptr) {
+      out_->append(",\"parentSpanId\":");
+      AppendHexString(out_, *parent_span_id);
+    }
+    if (!trace_state.empty()) {
+      out_->append(",\"traceState\":");
+      AppendText(out_, trace_state);
+    }
+    out_->append(",\"name\":");
+    AppendText(out_, name);
+    out_->append(",\"kind\":");
+    AppendJsonNumber(out_, kind);
+    out_->append(",\"startTimeUnixNano\":");
+    AppendQuotedInt(out_, UnixNanos(start));
+    out_->append(",\"endTimeUnixNano\":");
+    AppendQuotedInt(out_, UnixNanos(end));
+  }
+
+  int64_t UnixNanos(TimePoint t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count() +
+           steady_to_unix_ns_;
+  }
+
+ private:
+  std::string* out_;
+  int64_t steady_to_unix_ns_;
+  bool first_ = true;
+};
+
+void AppendServerAttributes(const RequestTrace& t, std::string* out) {
+  Attributes a(out);
+  if (t.protocol == "grpc") {
+    a.String("rpc.system", "grpc");
+    a.String("rpc.service", "inference.GRPCInferenceService");
+    a.String("rpc.method", t.name);
+    a.Int("rpc.grpc.status_code", t.status);
+  } else {
+    const size_t space = t.name.find(' ');
+    a.String("http.request.method", space == std::string::npos
+                                        ? std::string_view("POST")
+                                        : std::string_view(t.name).substr(0, space));
+    a.String("url.path", std::string_view(t.target).substr(0, t.target.find('?')));
+    a.Int("http.response.status_code", t.status);
+    a.String("network.protocol.name", "http");
+    if (t.transport == "HTTP/1.1") {
+      a.String("network.protocol.version", "1.1");
+    } else if (t.transport == "HTTP/2") {
+      a.String("network.protocol.version", "2");
+    }
+  }
+  a.String("harrier.request_id", t.request_id);
+  if (!t.model.empty()) a.String("harrier.model", t.model);
+  if (t.model_version > 0) a.Int("harrier.model_version", t.model_version);
+  a.Int("harrier.request_bytes", static_cast<int64_t>(t.request_bytes));
+  a.Int("harrier.response_bytes", static_cast<int64_t>(t.response_bytes));
+  if (!t.error.empty()) a.String("harrier.error", t.error);
+}
+
+void AppendRecord(const RequestTrace& t, SpanJson* spans, std::string* out) {
+  const auto stages = Stages(t);
+
+  // The server span covers the request; a record missing its ends uses its stages'.
+  TimePoint start = t.received;
+  TimePoint end = t.sent;
+  if (!IsSet(start) || !IsSet(end)) {
+    TimePoint earliest = TimePoint::max();
+    TimePoint latest = TimePoint::min();
+    for (TimePoint p : {t.received, t.body_received, t.decoded, t.batch_start, t.infer_start,
+                        t.infer_end, t.batch_end, t.encoded, t.sent}) {
+      if (!IsSet(p)) continue;
+      earliest = std::min(earliest, p);
+      latest = std::max(latest, p);
+    }
+    if (earliest == TimePoint::max()) earliest = latest = Clock::now();  // no stage at all
+    if (!IsSet(start)) start = earliest;
+    if (!IsSet(end)) end = latest;
+  }
+
+  spans->Head(t.server.trace_id, t.server.span_id, t.parent.valid() ? &t.parent.span_id : nullptr,
+              t.tracestate, t.name, kSpanKindServer, start, end);
+  out->push_back(',');
+  AppendServerAttributes(t, out);
+  const bool server_error = t.protocol == "grpc" ? IsGrpcServerError(t.status) : t.status >= 500;
+  if (!t.error.empty() && server_error) {
+    out->append(",\"status\":{\"code\":");
+    AppendJsonNumber(out, kStatusCodeError);
+    out->append(",\"message\":");
+    AppendText(out, t.error);
+    out->push_back('}');
+  }
+  out->push_back('}');
+
+  std::array<uint8_t, 8> batch_span_id{};
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Stage& s = stages[i];
+    if (!s.emitted()) continue;
+    const auto id = NewSpanId();
+    const bool under_batch = i == kInfer && stages[kBatch].emitted();
+    spans->Head(t.server.trace_id, id, under_batch ? &batch_span_id : &t.server.span_id, {}, s.name,
+                kSpanKindInternal, s.start, s.end);
+    if (i == kBatch) {
+      batch_span_id = id;
+      out->push_back(',');
+      {
+        Attributes a(out);
+        a.Int("harrier.batch.size", t.batch_size);
+        a.Int("harrier.batch.requests", static_cast<int64_t>(t.batch_requests));
+      }
+      out->append(",\"links\":[");
+      bool first = true;
+      if (t.batch_peers) {
+        for (const SpanContext& peer : *t.batch_peers) {
+          if (SameSpan(peer, t.server) || !peer.valid()) continue;
+          if (!first) out->push_back(',');
+          first = false;
+          out->append("{\"traceId\":");
+          AppendHexString(out, peer.trace_id);
+          out->append(",\"spanId\":");
+          AppendHexString(out, peer.span_id);
+          out->push_back('}');
+        }
+      }
+      out->push_back(']');
+    }
+    out->push_back('}');
+  }
+}
+
+// "<hostname>-<pid>", computed once.
+const std::string& DefaultInstanceId() {
+  static const std::string id = [] {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
+    return std::string(host) + "-" + std::to_string(getpid());
+  }();
+  return id;
+}
+
+}  // namespace
+
+std::string OtlpTraceJson(std::span<const RequestTrace> traces, const OtlpTracer::Options& resource,
+                          int64_t steady_to_unix_ns) {
+  std::string out;
+  out.reserve(512 + traces.size() * 3000);
+  out.append("{\"resourceSpans\":[{\"resource\":{");
+  {
+    Attributes a(&out);
+    a.String("service.name", resource.service_name);
+    a.String("service.version", resource.service_version);
+    a.String("service.instance.id", resource.service_instance_id.empty()
+                                        ? DefaultInstanceId()
+                                        : resource.service_instance_id);
+    a.String("telemetry.sdk.name", "harrier");
+    a.String("telemetry.sdk.language", "cpp");
+  }
+  out.append("},\"scopeSpans\":[{\"scope\":{\"name\":\"harrier\",\"version\":");
+  AppendText(&out, resource.service_version);
+  out.append("},\"spans\":[");
+  SpanJson spans(&out, steady_to_unix_ns);
+  for (const RequestTrace& t : traces) AppendRecord(t, &spans, &out);
+  out.append("]}]}]}");
+  return out;
+}
+
+// ---- The tracer -----------------------------------------------------------------------------
+
+class OtlpTracer::Impl {
+ public:
+  explicit Impl(Options options) : options_(std::move(options)), sampler_(options_.sample_ratio) {
+    pending_.reserve(std::min(options_.max_queue, options_.max_export_batch));
+    thread_ = std::thread([this] { ExportLoop(); });
+  }
+
+  ~Impl() {
+    Flush(options_.export_timeout);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    stop_requested_.store(true, std::memory_order_relaxed);
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  std::optional<SpanContext> Start(std::string_view traceparent) {
+    SpanContext server;
+    server.flags = SpanContext::kSampled;
+    if (!traceparent.empty()) {
+      if (const auto parent = ParseTraceparent(traceparent)) {
+        if (!parent->sampled()) return std::nullopt;
+        server.trace_id = parent->trace_id;
+        server.span_id = NewSpanId();
+        return server;
+      }
+    }
+    // A new trace: draw the half the sampler reads first, so an untraced request costs one id.
+    const uint64_t low = NextRandomId();
+    if (!sampler_.Sampled(low)) return std::nullopt;
+    StoreBigEndian<8>(NextRandomId(), server.trace_id.data());
+    StoreBigEndian<8>(low, server.trace_id.data() + 8);
+    server.span_id = NewSpanId();
+    return server;
+  }
+
+  void Submit(RequestTrace trace) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queued_ >= options_.max_queue) {
+        dropped_queue_full_.fetch_add(CountSpans(trace), std::memory_order_relaxed);
+        return;
+      }
+      pending_.push_back(std::move(trace));
+      ++queued_;
+      ++accepted_;
+      wake = pending_.size() == options_.max_export_batch;
+    }
+    if (wake) wake_.notify_one();
+  }
+
+  bool Flush(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = accepted_;
+    if (finished_ >= target) return true;
+    ++flush_waiters_;
+    wake_.notify_one();
+    const bool done = finished_cv_.wait_for(lock, timeout, [&] { return finished_ >= target; });
+    --flush_waiters_;
+    return done;
+  }
+
+  void AppendMetrics(TextExposition* out) const {
+    using Type = TextExposition::Type;
+    constexpr std::string_view kExported = "harrier_trace_spans_exported_total";
+    constexpr std::string_view kDropped = "harrier_trace_spans_dropped_total";
+    constexpr std::string_view kRequests = "harrier_trace_export_requests_total";
+    out->Declare(kExported, Type::kCounter, "Spans accepted by the OTLP trace endpoint");
+    out->Add(kExported, {}, spans_exported_.load(std::memory_order_relaxed));
+    out->Declare(kDropped, Type::kCounter,
+                 "Spans dropped: the export queue was full, or the export failed after retries");
+    out->Add(kDropped, {{"reason", "queue_full"}},
+             dropped_queue_full_.load(std::memory_order_relaxed));
+    out->Add(kDropped, {{"reason", "export_failed"}},
+             dropped_export_failed_.load(std::memory_order_relaxed));
+    out->Declare(kRequests, Type::kCounter,
+                 "Trace export requests (one per batch of spans, counted once after its retries) "
+                 "by outcome");
+    out->Add(kRequests, {{"result", "ok"}}, requests_ok_.load(std::memory_order_relaxed));
+    out->Add(kRequests, {{"result", "failed"}}, requests_failed_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  enum class PostResult { kAccepted, kRetry, kRejected };
+
+  void ExportLoop() {
+    auto next_export = Clock::now() + options_.export_interval;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      // Wakes when a batch is full, a Flush() waits, or the interval is over.
+      wake_.wait_until(lock, next_export, [&] { return ShouldExportNow(); });
+      if (stopping_) break;
+      const auto now = Clock::now();
+      if (now >= next_export) next_export = now + options_.export_interval;
+      if (pending_.empty()) continue;
+      // Swap the whole queue out: Submit keeps appending to the other vector (whose capacity
+      // is kept, so a steady state allocates nothing) while this one is exported in batches.
+      exporting_.swap(pending_);
+      lock.unlock();
+      const size_t batch = options_.max_export_batch;
+      for (size_t i = 0; i < exporting_.size(); i += batch) {
+        const size_t n = std::min(batch, exporting_.size() - i);
+        const std::span<const RequestTrace> records(exporting_.data() + i, n);
+        if (stop_requested_.load(std::memory_order_relaxed)) {
+          // Stopping after the destructor's flush gave up: no more attempts.
+          uint64_t spans = 0;
+          for (const RequestTrace& t : records) spans += CountSpans(t);
+          dropped_export_failed_.fetch_add(spans, std::memory_order_relaxed);
+        } else {
+          ExportBatch(records);
+        }
+        {
+          std::lock_guard<std::mutex> relock(mu_);
+          queued_ -= n;
+          finished_ += n;
+        }
+        finished_cv_.notify_all();
+      }
+      exporting_.clear();
+      lock.lock();
+    }
+    // Stopped (the destructor has flushed, or given up): what is left is dropped.
+    uint64_t left = 0;
+    for (const RequestTrace& t : pending_) left += CountSpans(t);
+    dropped_export_failed_.fetch_add(left, std::memory_order_relaxed);
+    finished_ += pending_.size();
+    pending_.clear();
+    lock.unlock();
+    finished_cv_.notify_all();
+    if (curl_ != nullptr) curl_easy_cleanup(curl_);
+    if (headers_ != nullptr) curl_slist_free_all(headers_);
+  }
+
+  // REQUIRES: mu_ held.
+  bool ShouldExportNow() const {
+    return stopping_ || pending_.size() >= options_.max_export_batch ||
+           (flush_waiters_ > 0 && !pending_.empty());
+  }
+
+  void ExportBatch(std::span<const RequestTrace> records) {
+    const int64_t steady_to_unix_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count() -
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count();
+    const std::string body = OtlpTraceJson(records, options_, steady_to_unix_ns);
+    uint64_t spans = 0;
+    for (const RequestTrace& t : records) spans += CountSpans(t);
+    if (PostWithRetries(body)) {
+      spans_exported_.fetch_add(spans, std::memory_order_relaxed);
+      requests_ok_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    dropped_export_failed_.fetch_add(spans, std::memory_order_relaxed);
+    requests_failed_.fetch_add(1, std::memory_order_relaxed);
+    const auto now = Clock::now();
+    if (now - last_failure_log_ >= std::chrono::seconds(10) || last_failure_log_ == TimePoint{}) {
+      last_failure_log_ = now;
+      spdlog::warn("tracing: export to {} failed ({}); {} spans dropped", options_.endpoint,
+                   last_error_, spans);
+    }
+  }
+
+  // Retries a connection failure, 429, 502, 503 and 504 with a doubling backoff while the
+  // export_timeout lasts; other answers are final.
+  bool PostWithRetries(const std::string& body) {
+    const auto deadline = Clock::now() + options_.export_timeout;
+    auto backoff = kFirstBackoff;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      switch (PostOnce(body, std::max(left, std::chrono::milliseconds(1)))) {
+        case PostResult::kAccepted: return true;
+        case PostResult::kRejected: return false;
+        case PostResult::kRetry: break;
+      }
+      if (Clock::now() + backoff >= deadline) return false;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (wake_.wait_for(lock, backoff, [&] { return stopping_; })) return false;
+      backoff *= 2;
+    }
+  }
+
+  PostResult PostOnce(const std::string& body, std::chrono::milliseconds timeout) {
+    if (options_.post) {
+      if (options_.post(body)) return PostResult::kAccepted;
+      last_error_ = "not accepted";
+      return PostResult::kRetry;
+    }
+    if (curl_ == nullptr) {
+      // One handle for the thread's life: libcurl keeps the connection alive between exports.
+      curl_ = curl_easy_init();
+      if (curl_ == nullptr) {
+        last_error_ = "curl_easy_init failed";
+        return PostResult::kRejected;
+      }
+      headers_ = curl_slist_append(nullptr, "Content-Type: application/json");
+      // No "Expect: 100-continue" round trip (and its one-second wait) for large bodies.
+      headers_ = curl_slist_append(headers_, "Expect:");
+      curl_easy_setopt(curl_, CURLOPT_URL, options_.endpoint.c_str());
+      curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
+      curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+      curl_easy_setopt(curl_, CURLOPT_POST, 1L);
+      curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &DiscardBody);
+      curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, curl_error_);
+    }
+    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+    curl_error_[0] = '\0';
+    const CURLcode rc = curl_easy_perform(curl_);
+    if (rc != CURLE_OK) {
+      last_error_ = curl_error_[0] != '\0' ? curl_error_ : curl_easy_strerror(rc);
+      return PostResult::kRetry;
+    }
+    long status = 0;
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) return PostResult::kAccepted;
+    last_error_ = "HTTP " + std::to_string(status);
+    if (status == 429 || status == 502 || status == 503 || status == 504) return PostResult::kRetry;
+    return PostResult::kRejected;
+  }
+
+  static size_t DiscardBody(char*, size_t size, size_t count, void*) { return size * count; }
+
+  static constexpr std::chrono::milliseconds kFirstBackoff{100};
+
+  // Constant after construction.
+  const Options options_;
+  const RatioSampler sampler_;
+
+  // Counters, read by AppendMetrics from any thread.
+  std::atomic<uint64_t> spans_exported_{0};
+  std::atomic<uint64_t> dropped_queue_full_{0};
+  std::atomic<uint64_t> dropped_export_failed_{0};
+  std::atomic<uint64_t> requests_ok_{0};
+  std::atomic<uint64_t> requests_failed_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;         // the export thread: a batch is full, flush, stop
+  std::condition_variable finished_cv_;  // Flush(): records finished
+  // Guarded by mu_.
+  std::vector<RequestTrace> pending_;  // submitted, not yet taken by the export thread
+  size_t queued_ = 0;                  // pending_ plus taken but not finished: bounded by max_queue
+  uint64_t accepted_ = 0;              // records ever queued
+  uint64_t finished_ = 0;              // of those, exported or dropped
+  int flush_waiters_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> stop_requested_{false};  // stopping_, read by the export thread unlocked
+
+  // The export thread's own.
+  std::vector<RequestTrace> exporting_;
+  CURL* curl_ = nullptr;
+  curl_slist* headers_ = nullptr;
+  char curl_error_[CURL_ERROR_SIZE] = {};
+  std::string last_error_;
+  TimePoint last_failure_log_{};
+
+  std::thread thread_;  // last: started once everything above exists
+};
+
+StatusOr<std::unique_ptr<OtlpTracer>> OtlpTracer::Create(Options options) {
+  if (!(options.sample_ratio >= 0.0 && options.sample_ratio <= 1.0)) {
+    return InvalidArgument("trace sample ratio must be within [0, 1]");
+  }
+  if (options.max_queue < 1) return InvalidArgument("trace queue size must be at least 1");
+  if (options.max_export_batch < 1) return InvalidArgument("trace export batch must be at least 1");
+  if (options.export_interval.count() <= 0 || options.export_timeout.count() <= 0) {
+    return InvalidArgument("trace export interval and timeout must be positive");
+  }
+  if (!options.post) {
+    auto endpoint = NormalizeEndpoint(options.endpoint);
+    if (!endpoint.ok()) return endpoint.status();
+    options.endpoint = std::move(endpoint).value();
+    std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  }
+  if (options.service_instance_id.empty()) options.service_instance_id = DefaultInstanceId();
+  return std::unique_ptr<OtlpTracer>(new OtlpTracer(std::make_unique<Impl>(std::move(options))));
+}
+
+OtlpTracer::OtlpTracer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OtlpTracer::~OtlpTracer() = default;
+
+std::optional<SpanContext> OtlpTracer::Start(std::string_view traceparent) {
+  return impl_->Start(traceparent);
+}
+
+void OtlpTracer::Submit(RequestTrace trace) {
+  impl_->Submit(std::move(trace));
+}
+
+bool OtlpTracer::Flush(std::chrono::milliseconds timeout) {
+  return impl_->Flush(timeout);
+}
+
+void OtlpTracer::AppendMetrics(TextExposition* out) const {
+  impl_->AppendMetrics(out);
+}
+
+}  // namespace harrier

@@ -1,0 +1,52 @@
+#include "protocol/kserve/request_tracing.h"
+
+#include <optional>
+#include <utility>
+
+namespace harrier::kserve {
+
+std::shared_ptr<TracedRequest> TracedRequest::Start(Tracer* tracer, std::string_view traceparent,
+                                                    std::string_view tracestate) {
+  if (tracer == nullptr) return nullptr;
+  std::optional<SpanContext> server = tracer->Start(traceparent);
+  if (!server) return nullptr;
+  RequestTrace record;
+  record.server = *server;
+  // Parsed a second time (the tracer parsed it to decide), but only for traced requests.
+  if (std::optional<SpanContext> parent = ParseTraceparent(traceparent)) {
+    record.parent = *parent;
+    // Trace Context: a tracestate goes with its traceparent, never alone.
+    if (!tracestate.empty() && ValidTracestate(tracestate)) record.tracestate = tracestate;
+  }
+  return std::make_shared<TracedRequest>(tracer, std::move(record));
+}
+
+TracedRequest::TracedRequest(Tracer* tracer, RequestTrace record)
+    : tracer_(tracer), record_(std::move(record)) {}
+
+TracedRequest::~TracedRequest() {
+  if (!submitted_) tracer_->Submit(std::move(record_));
+}
+
+void TracedRequest::SetInferenceTiming(const InferenceTiming& timing) {
+  record_.batch_start = timing.batch_start;
+  record_.infer_start = timing.infer_start;
+  record_.infer_end = timing.infer_end;
+  record_.batch_size = timing.batch_size;
+  record_.batch_requests = timing.batch_requests;
+  record_.batch_peers = timing.batch_peers;
+}
+
+void TracedRequest::Finish(bool sent, TimePoint at) {
+  if (submitted_) return;
+  submitted_ = true;
+  if (sent) record_.sent = at;
+  tracer_->Submit(std::move(record_));
+}
+
+std::function<void(bool, TracedRequest::TimePoint)> TracedRequest::OnSent(
+    std::shared_ptr<TracedRequest> trace) {
+  return [trace = std::move(trace)](bool sent, TimePoint at) { trace->Finish(sent, at); };
+}
+
+}  // namespace harrier::kserve

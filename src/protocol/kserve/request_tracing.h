@@ -1,0 +1,67 @@
+// TracedRequest: the record of one traced inference request (include/harrier/trace.h) while the
+// REST and gRPC front ends fill it in, and the guarantee that it reaches the Tracer exactly once.
+//
+// A front end calls TracedRequest::Start() when the request comes in. Untraced (no tracer, or the
+// tracer's sampling says no) it gets null and allocates nothing more. Traced, it holds the record
+// in a shared_ptr: the handler stamps the decode, the model's callback copies the scheduler's
+// times and stamps the encode, and whoever learns that the response left (the HTTP transport's
+// HttpResponse::on_sent, gRPC's OnDone / OnWriteDone) calls Finish(). A record whose Finish() never
+// comes (a transport that does not report the send, a response dropped unsent) is submitted when
+// its last holder lets go, with `sent` left zero. docs/tracing.md says where each time
+// point comes from.
+//
+// Thread safety: one thread at a time. The stages are stamped one after another, on the threads
+// the request is handed across (I/O thread, model worker, connection thread), and that hand-off
+// orders the writes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "harrier/inference_request.h"
+#include "harrier/trace.h"
+
+namespace harrier::kserve {
+
+class TracedRequest {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // Asks `tracer` (may be null) whether to trace a request carrying these header values (empty:
+  // absent). Traced: a record with the parent (a valid traceparent), its tracestate (only with a
+  // valid parent, and only when ValidTracestate) and the server span filled in. Null otherwise.
+  static std::shared_ptr<TracedRequest> Start(Tracer* tracer, std::string_view traceparent,
+                                              std::string_view tracestate);
+
+  TracedRequest(Tracer* tracer, RequestTrace record);
+  // Submits the record unless Finish() already did.
+  ~TracedRequest();
+  TracedRequest(const TracedRequest&) = delete;
+  TracedRequest& operator=(const TracedRequest&) = delete;
+
+  RequestTrace& record() { return record_; }
+  const SpanContext& server() const { return record_.server; }
+  // The response header `traceresponse` (W3C Trace Context Level 2): the server span.
+  std::string TraceResponse() const { return FormatTraceparent(record_.server); }
+
+  // Copies what the scheduler measured of a request that ran: its batch's start, the engine run,
+  // the batch's size in items and requests, and the other traced requests of the batch.
+  void SetInferenceTiming(const InferenceTiming& timing);
+
+  // The response left (`sent`: its last byte at `at`) or never will (`sent` false: `sent` stays
+  // zero). Submits the record; later calls do nothing.
+  void Finish(bool sent, TimePoint at);
+
+  // An HttpResponse::on_sent that finishes `trace`.
+  static std::function<void(bool, TimePoint)> OnSent(std::shared_ptr<TracedRequest> trace);
+
+ private:
+  Tracer* const tracer_;
+  RequestTrace record_;
+  bool submitted_ = false;
+};
+
+}  // namespace harrier::kserve

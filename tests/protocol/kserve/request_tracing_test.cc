@@ -1,0 +1,95 @@
+// TracedRequest: whom Start() traces, what it takes from the headers, and that the record reaches
+// the tracer exactly once, whoever finishes it.
+#include "protocol/kserve/request_tracing.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+
+#include "util/fake_tracer.h"
+
+namespace harrier::kserve {
+namespace {
+
+using ::harrier::testing::FakeTracer;
+using TimePoint = RequestTrace::TimePoint;
+
+constexpr const char* kSampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+TEST(TracedRequestTest, NoTracerOrNoSampleMeansNoRecord) {
+  EXPECT_EQ(TracedRequest::Start(nullptr, kSampled, ""), nullptr);
+  FakeTracer tracer;
+  tracer.sample = false;
+  EXPECT_EQ(TracedRequest::Start(&tracer, "", ""), nullptr);
+  EXPECT_EQ(TracedRequest::Start(&tracer, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+                                 "vendor=x"),
+            nullptr);
+  EXPECT_TRUE(tracer.records().empty());
+}
+
+TEST(TracedRequestTest, TracestateGoesOnlyWithAValidParent) {
+  FakeTracer tracer;
+  auto with_parent = TracedRequest::Start(&tracer, kSampled, "vendor=x");
+  ASSERT_NE(with_parent, nullptr);
+  EXPECT_EQ(FormatTraceparent(with_parent->record().parent), kSampled);
+  EXPECT_EQ(with_parent->record().tracestate, "vendor=x");
+  EXPECT_EQ(with_parent->TraceResponse(), FormatTraceparent(with_parent->server()));
+
+  auto without = TracedRequest::Start(&tracer, "garbage", "vendor=x");
+  ASSERT_NE(without, nullptr);
+  EXPECT_FALSE(without->record().parent.valid());
+  EXPECT_EQ(without->record().tracestate, "");
+}
+
+TEST(TracedRequestTest, FinishSubmitsOnceAndStampsOnlyASend) {
+  FakeTracer tracer;
+  const TimePoint at = std::chrono::steady_clock::now();
+  {
+    auto sent = TracedRequest::Start(&tracer, kSampled, "");
+    auto on_sent = TracedRequest::OnSent(sent);
+    on_sent(true, at);
+    on_sent(true, at + std::chrono::seconds(1));  // a second report changes nothing
+    auto unsent = TracedRequest::Start(&tracer, kSampled, "");
+    unsent->Finish(false, at);
+  }
+  const auto records = tracer.records();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].sent, at);
+  EXPECT_EQ(records[1].sent, TimePoint{});
+}
+
+TEST(TracedRequestTest, AnUnfinishedRecordIsSubmittedByItsLastHolder) {
+  FakeTracer tracer;
+  auto trace = TracedRequest::Start(&tracer, kSampled, "");
+  auto on_sent = TracedRequest::OnSent(trace);
+  trace.reset();
+  EXPECT_TRUE(tracer.records().empty());  // the callback still holds it
+  on_sent = nullptr;
+  const auto records = tracer.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].sent, TimePoint{});
+}
+
+TEST(TracedRequestTest, InferenceTimingIsCopied) {
+  FakeTracer tracer;
+  auto trace = TracedRequest::Start(&tracer, kSampled, "");
+  InferenceTiming timing;
+  timing.batch_start = std::chrono::steady_clock::now();
+  timing.infer_start = timing.batch_start + std::chrono::microseconds(1);
+  timing.infer_end = timing.batch_start + std::chrono::microseconds(2);
+  timing.batch_size = 6;
+  timing.batch_requests = 3;
+  timing.batch_peers = std::make_shared<const std::vector<SpanContext>>(3);
+  trace->SetInferenceTiming(timing);
+  const RequestTrace& r = trace->record();
+  EXPECT_EQ(r.batch_start, timing.batch_start);
+  EXPECT_EQ(r.infer_start, timing.infer_start);
+  EXPECT_EQ(r.infer_end, timing.infer_end);
+  EXPECT_EQ(r.batch_size, 6);
+  EXPECT_EQ(r.batch_requests, 3u);
+  EXPECT_EQ(r.batch_peers, timing.batch_peers);
+}
+
+}  // namespace
+}  // namespace harrier::kserve
