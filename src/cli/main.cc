@@ -73,6 +73,7 @@ struct ServeFlags {
   int64_t max_inflight = AdmissionController::Options{}.max_inflight;
   std::string overload_protection = "on";
   std::string cpu_affinity = "off";
+  uint64_t inline_execution_max_us = 100;
   int64_t overload_target_queue_delay_us = 0;
   std::string rate_limit_per_model = "off";
   std::string rate_limit_per_client = "off";
@@ -255,6 +256,7 @@ int Serve(const ServeFlags& flags) {
   manager_options.backend = backend->get();
   manager_options.admission = admission->get();
   manager_options.pin_instance_workers = flags.cpu_affinity == "on";
+  manager_options.inline_execution_max_us = flags.inline_execution_max_us;
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,
@@ -570,6 +572,12 @@ int main(int argc, char** argv) {
                    "process's CPUs in load order (ONNX Runtime's own pool threads stay unpinned)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--inline-execution-max-us", flags.inline_execution_max_us,
+                   "Run a request on the thread that received it (no hand-off to the model's "
+                   "worker) when nothing is queued, an instance is idle and the model's recent "
+                   "one-request executions took at most this many microseconds (0: never)")
+      ->capture_default_str();
   serve
       ->add_option("--overload-protection", flags.overload_protection,
                    "Per-model admission on the predicted queue delay: answers 429 instead of "

@@ -23,6 +23,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
   scheduler_options.policy = model->options_.policy;
   scheduler_options.clock = model->clock_;
   scheduler_options.worker_cpus = model->options_.worker_cpus;
+  scheduler_options.inline_execution_max_us = model->options_.inline_execution_max_us;
   LoadedModel* self = model.get();  // the scheduler is joined before the model goes away
   scheduler_options.on_complete = [self](std::unique_ptr<ScheduledRequest> r,
                                          StatusOr<std::vector<Tensor>> result,

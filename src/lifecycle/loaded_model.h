@@ -3,7 +3,8 @@
 //
 // Infer() validates a request on the calling thread and submits it to the version's
 // ModelScheduler (src/scheduler/), which queues, batches and runs it on the instances' worker
-// threads; the scheduler's completions build the response, call the request's callback and
+// threads (or, for a short model with nothing queued, on the calling thread: inline
+// execution); the scheduler's completions build the response, call the request's callback and
 // record statistics.
 //
 // Thread safety: Infer() from any thread.
@@ -37,6 +38,8 @@ class LoadedModel : public ServableModel {
     std::unique_ptr<ModelAdmission> admission;
     // CPUs for the instances' worker threads (ModelScheduler::Options::worker_cpus).
     std::vector<int> worker_cpus;
+    // ModelScheduler::Options::inline_execution_max_us (--inline-execution-max-us); 0 = off.
+    uint64_t inline_execution_max_us = 0;
   };
 
   // Builds the scheduler over `instances` (kInvalidArgument when there are none).

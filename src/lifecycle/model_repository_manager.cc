@@ -361,6 +361,7 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
   model_options.io = io;
   model_options.config_json = ModelConfigToJson(config);
   model_options.policy = policy;
+  model_options.inline_execution_max_us = options_.inline_execution_max_us;
   if (!allowed_cpus_.empty()) {
     for (int i = 0; i < instances; ++i)
       model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);

@@ -39,6 +39,10 @@ class ModelRepositoryManager : public ModelManager {
     // --cpu-affinity: pin each instance's worker thread to one CPU of the process's affinity
     // mask, round robin across every instance of every model in load order. Off by default.
     bool pin_instance_workers = false;
+    // --inline-execution-max-us: a request may run on the thread that submits it when its
+    // model's recent one-request executions took at most this long (docs/scheduling.md).
+    // 0 = never.
+    uint64_t inline_execution_max_us = 0;
   };
 
   // kInvalidArgument / kNotFound when the repository path is missing or not a directory:

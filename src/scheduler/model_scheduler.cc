@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "scheduler/batch_tensors.h"
@@ -41,6 +42,25 @@ class BatchCancellation {
   std::vector<std::pair<CancellationToken*, uint64_t>> registrations_;
 };
 
+size_t InputBytes(const ScheduledRequest& r) {
+  size_t bytes = 0;
+  for (const Tensor& t : r.request->inputs) bytes += t.size_bytes;
+  return bytes;
+}
+
+template <class T>
+std::vector<std::unique_ptr<T>> MakeEach(size_t n) {
+  std::vector<std::unique_ptr<T>> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(std::make_unique<T>());
+  return v;
+}
+
+// Weight of a new sample in the inline-execution estimates (as AdaptiveDelay::kAlpha).
+constexpr double kInlineAlpha = 0.2;
+// A request with more input bytes than this many times the recent one-request average is left to
+// the workers: the estimate says nothing about it, and its measured run then updates it.
+constexpr double kInlineMaxInputRatio = 2.0;
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
@@ -77,7 +97,11 @@ ModelScheduler::ModelScheduler(std::vector<std::unique_ptr<ModelInstance>> insta
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &SteadyClock()),
       instances_(std::move(instances)),
-      former_(options.policy) {}
+      scratch_(MakeEach<WorkerScratch>(instances_.size())),
+      former_(options.policy),
+      instance_use_(instances_.size(), InstanceUse::kIdle) {
+  for (size_t i = 0; i < scratch_.size(); ++i) scratch_[i]->instance_index = i;
+}
 
 ModelScheduler::~ModelScheduler() {
   Shutdown();
@@ -148,17 +172,26 @@ void ModelScheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
   }
   Status status;
   bool wake_expiry = false;
+  Wake wake = Wake::kNone;
+  size_t inline_index = instances_.size();
+  BatchFormer::Decision inline_decision;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
       status = Unavailable("model '" + options_.name + "' is shutting down");
     } else {
       request->order = options_.policy.preserve_ordering ? next_order_ : 0;
-      status = former_.Enqueue(request, clock_->Now());
+      const Clock::time_point now = clock_->Now();
+      const ScheduledRequest& queued = *request;  // Enqueue() moves the owner
+      status = former_.Enqueue(request, now);
       if (status.ok()) {
         if (options_.policy.preserve_ordering) ++next_order_;
-        wake_expiry = former_.next_expiry() < expiry_wake_at_;
-        if (wake_expiry) expiry_wake_at_ = former_.next_expiry();
+        inline_index = ClaimInline(queued, now, &inline_decision);
+        if (inline_index == instances_.size()) {
+          wake_expiry = former_.next_expiry() < expiry_wake_at_;
+          if (wake_expiry) expiry_wake_at_ = former_.next_expiry();
+          wake = WorkersToWake();
+        }
       } else {
         request->order = 0;  // refused: answered at once, outside the order
       }
@@ -170,7 +203,14 @@ void ModelScheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
     Complete(std::move(request), std::move(status), {});
     return;
   }
-  cv_.notify_one();
+  if (!inline_decision.rejected.empty()) AnswerRejected(&inline_decision.rejected);
+  if (inline_index < instances_.size()) {
+    // Answered on this thread. A cancellation from now on is seen by Execute() (the queued
+    // callback finds nothing to remove), as for a request a worker has just taken.
+    RunInline(inline_index, &inline_decision.batch);
+    return;
+  }
+  WakeWorkers(wake);
   if (wake_expiry) expiry_cv_.notify_one();
   // Cancelled between OnCancel and Enqueue: the callback found nothing to remove.
   if (token != nullptr && token->cancelled()) CancelQueued(seq);
@@ -211,8 +251,65 @@ void ModelScheduler::Shutdown() {
   if (expiry_thread_.joinable()) expiry_thread_.join();
   for (auto& w : workers_)
     if (w.joinable()) w.join();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   workers_.clear();
+  // An inline run uses the instances and the callbacks: the scheduler may go away only after.
+  inline_done_cv_.wait(lock, [this] { return inline_running_ == 0; });
+}
+
+size_t ModelScheduler::ClaimInline(const ScheduledRequest& request, Clock::time_point now,
+                                   BatchFormer::Decision* decision) {
+  const size_t none = instances_.size();
+  // Only with nothing else queued (so no more urgent or earlier request is passed over) and
+  // a short model, measured: before the first one-request execution, workers run.
+  if (options_.inline_execution_max_us == 0 || former_.size() != 1 || single_held_ns_ < 0 ||
+      single_held_ns_ > static_cast<double>(options_.inline_execution_max_us) * 1000.0 ||
+      static_cast<double>(InputBytes(request)) > kInlineMaxInputRatio * single_input_bytes_) {
+    return none;
+  }
+  size_t index = 0;
+  while (index < none && instance_use_[index] != InstanceUse::kIdle) ++index;
+  if (index == none) return none;
+  // The batch former decides as for a worker. A batching delay worth waiting for leaves the
+  // request queued for the workers; a deadline already passed puts it in decision->rejected,
+  // which Submit() answers.
+  former_.NextDecision(now, /*flush=*/false, decision);
+  if (decision->batch.empty()) return none;
+  instance_use_[index] = InstanceUse::kInline;
+  ++inline_running_;
+  return index;
+}
+
+void ModelScheduler::RunInline(size_t index,
+                               std::vector<std::unique_ptr<ScheduledRequest>>* batch) {
+  Execute(*instances_[index], batch, scratch_[index].get());
+  std::lock_guard lock(mu_);
+  instance_use_[index] = InstanceUse::kIdle;
+  --inline_running_;
+  // Notified under the lock: once Shutdown() sees no inline run, this thread no longer
+  // touches the scheduler. Worker `index` may be waiting for its instance.
+  if (!former_.empty() || stopping_) cv_.notify_all();
+  if (inline_running_ == 0) inline_done_cv_.notify_all();
+}
+
+ModelScheduler::Wake ModelScheduler::WorkersToWake() const {
+  const bool any_idle = std::find(instance_use_.begin(), instance_use_.end(), InstanceUse::kIdle) !=
+                        instance_use_.end();
+  if (!any_idle) return Wake::kNone;
+  return inline_running_ > 0 ? Wake::kAll : Wake::kOne;
+}
+
+void ModelScheduler::WakeWorkers(Wake wake) {
+  if (wake == Wake::kOne) cv_.notify_one();
+  if (wake == Wake::kAll) cv_.notify_all();
+}
+
+void ModelScheduler::RecordSingleRun(size_t input_bytes, uint64_t held_ns) {
+  const auto ewma = [](double* avg, double sample) {
+    *avg = *avg < 0 ? sample : *avg + kInlineAlpha * (sample - *avg);
+  };
+  ewma(&single_held_ns_, static_cast<double>(held_ns));
+  ewma(&single_input_bytes_, static_cast<double>(input_bytes));
 }
 
 size_t ModelScheduler::queue_depth() const {
@@ -220,30 +317,44 @@ size_t ModelScheduler::queue_depth() const {
   return former_.size();
 }
 
+size_t ModelScheduler::busy_instances() const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(std::count_if(instance_use_.begin(), instance_use_.end(),
+                                           [](InstanceUse u) { return u != InstanceUse::kIdle; }));
+}
+
 void ModelScheduler::WorkerLoop(size_t index) {
   ModelInstance& instance = *instances_[index];
-  WorkerScratch scratch;           // this worker's, reused across batches
-  scratch.instance_index = index;
-  BatchFormer::Decision decision;  // likewise
+  WorkerScratch& scratch = *scratch_[index];  // reused across batches
+  BatchFormer::Decision decision;             // likewise
   for (;;) {
-    bool more_queued = false;
+    Wake wake = Wake::kNone;
     {
       std::unique_lock lock(mu_);
+      if (instance_use_[index] == InstanceUse::kWorker) instance_use_[index] = InstanceUse::kIdle;
       for (;;) {
         const Clock::time_point now = clock_->Now();
-        former_.NextDecision(now, stopping_, &decision);
-        if (!decision.batch.empty() || !decision.rejected.empty()) break;
+        // While an inline run holds this instance, its worker takes nothing (the expiry timer
+        // answers deadlines meanwhile); the inline run wakes it when it releases the instance.
+        const bool held_inline = instance_use_[index] == InstanceUse::kInline;
+        if (!held_inline) {
+          former_.NextDecision(now, stopping_, &decision);
+          if (!decision.batch.empty()) instance_use_[index] = InstanceUse::kWorker;
+          if (!decision.batch.empty() || !decision.rejected.empty()) break;
+        }
         if (stopping_ && former_.empty()) return;
-        if (decision.wake_at == Clock::time_point::max()) {
+        if (held_inline) {
+          cv_.wait(lock);
+        } else if (decision.wake_at == Clock::time_point::max()) {
           cv_.wait(lock);
         } else {
           cv_.wait_for(lock, decision.wake_at - now);
         }
       }
-      more_queued = !former_.empty();
+      // Another idle worker may take what this one left.
+      if (!former_.empty()) wake = WorkersToWake();
     }
-    // Another idle worker may take what this one left.
-    if (more_queued) cv_.notify_one();
+    WakeWorkers(wake);
 
     if (!decision.rejected.empty()) AnswerRejected(&decision.rejected);
     if (!decision.batch.empty()) Execute(instance, &decision.batch, &scratch);
@@ -273,6 +384,7 @@ void ModelScheduler::Execute(ModelInstance& instance,
   }
   batch->clear();
   if (members.empty()) return;  // every member was cancelled: the batch is dropped
+  const size_t single_input_bytes = members.size() == 1 ? InputBytes(*members[0]) : 0;
 
   BatchTiming batch_timing;
   batch_timing.request_count = members.size();
@@ -360,6 +472,9 @@ void ModelScheduler::Execute(ModelInstance& instance,
   if (status.ok()) {
     std::lock_guard lock(mu_);
     former_.RecordExecution(batch_timing.batch_size, ran_at - gathered_at);
+    if (batch_timing.request_count == 1) {
+      RecordSingleRun(single_input_bytes, Ns(start, ran_at) + batch_timing.compute_output_ns);
+    }
   }
 }
 

@@ -15,11 +15,18 @@
 // wake-up latency even behind a long run.
 //
 // Shutdown(): new requests are answered kUnavailable; everything already queued still runs,
-// without waiting for batches to fill; then the workers are joined.
+// without waiting for batches to fill; then the workers are joined and inline runs awaited.
+//
+// Inline execution (Options::inline_execution_max_us, docs/scheduling.md): a request submitted
+// while nothing is queued, an instance is idle, the batch decision is "run now" and the model's
+// recent one-request executions took at most that long is run by the submitting thread itself,
+// on the idle instance it claims, and answered there — no hand-off to a worker and back. A
+// claimed instance is never run by its worker until the inline run releases it, and an inline
+// run never takes an instance its worker holds.
 //
 // Thread safety: Submit() and Shutdown() from any thread. All of the scheduler's locking is in
-// model_scheduler.cc: one mutex guards the BatchFormer and the stopping flag (answer ordering,
-// under preserve_ordering, is the ResponseSequencer's own lock).
+// model_scheduler.cc: one mutex guards the BatchFormer, the stopping flag and which instance is
+// in use by whom (answer ordering, under preserve_ordering, is the ResponseSequencer's own lock).
 #pragma once
 
 #include <atomic>
@@ -47,11 +54,12 @@ class ModelScheduler {
   // Called exactly once per submitted request, with its outputs (in output_names order) or the
   // reason it did not run: kDeadlineExceeded (deadline or REJECT timeout passed while queued),
   // kCancelled, kResourceExhausted (queue full), kUnavailable (shutting down), or the backend's
-  // error. Runs on a worker thread, on the thread that cancelled the request, or — for refusals
-  // at Submit() — on the submitting thread. Must not block.
+  // error. Runs on a worker thread, on the thread that cancelled the request, or on the
+  // submitting thread (refusals at Submit(), and requests run inline). Must not block.
   using CompletionFn = std::function<void(std::unique_ptr<ScheduledRequest>,
                                           StatusOr<std::vector<Tensor>>, const RequestTiming&)>;
-  // Called twice per model execution on the worker thread: `on_batch_ran` after the run and
+  // Called twice per model execution on the thread that runs it (a worker, or the submitting
+  // thread for an inline run): `on_batch_ran` after the run and
   // before its requests' completions (compute_output_ns is 0), so that statistics count the
   // execution before any client has its answer; `on_batch_answered` after the completions,
   // with compute_output_ns set.
@@ -62,15 +70,19 @@ class ModelScheduler {
     BatchingPolicy policy;
     const Clock* clock = nullptr;  // null: SteadyClock()
     CompletionFn on_complete;      // required
-    // Called on the worker thread as an execution starts (batch_size, request_count and
+    // Called on the executing thread as an execution starts (batch_size, request_count and
     // instance set; the rest 0). Every call is followed by one on_batch_ran and one
     // on_batch_answered. Optional.
     BatchFn on_batch_start;
-    BatchFn on_batch_ran;          // optional
-    BatchFn on_batch_answered;     // optional
+    BatchFn on_batch_ran;       // optional
+    BatchFn on_batch_answered;  // optional
     // Worker i runs pinned to CPU worker_cpus[i % size] (--cpu-affinity); empty: not pinned.
     // ONNX Runtime's own intra-op pool threads are not pinned.
     std::vector<int> worker_cpus;
+    // Inline execution (--inline-execution-max-us): the longest recent one-request execution
+    // time (an EWMA of run + answer, in µs) for which Submit() may run a request on the calling
+    // thread instead of waking a worker; 0 = never (the default here; the server's is 100).
+    uint64_t inline_execution_max_us = 0;
   };
 
   // kInvalidArgument when `instances` is empty, on_complete is missing, or a worker cannot be
@@ -82,18 +94,22 @@ class ModelScheduler {
   ModelScheduler(const ModelScheduler&) = delete;
   ModelScheduler& operator=(const ModelScheduler&) = delete;
 
-  // Queues a validated request; every outcome is reported through on_complete.
+  // Queues a validated request, or runs it on the calling thread (inline execution, above);
+  // every outcome is reported through on_complete.
   void Submit(std::unique_ptr<ScheduledRequest> request);
 
   // Runs `job` on every instance on the calling thread (warm-up, before any Submit()).
   // Returns the first error.
   Status RunOnEachInstance(const std::function<Status(ModelInstance&)>& job);
 
-  // Stops accepting requests, runs every queued one, joins the workers. Idempotent.
+  // Stops accepting requests, runs every queued one, joins the workers and waits for inline
+  // runs to finish. Idempotent.
   void Shutdown();
 
   size_t instance_count() const { return instances_.size(); }
   size_t queue_depth() const;
+  // Instances running an execution now, by their worker or inline.
+  size_t busy_instances() const;
 
  private:
   ModelScheduler(std::vector<std::unique_ptr<ModelInstance>> instances, const Options& options);
@@ -119,10 +135,32 @@ class ModelScheduler {
   void Execute(ModelInstance& instance, std::vector<std::unique_ptr<ScheduledRequest>>* batch,
                WorkerScratch* scratch);
 
+  // Inline execution. Who runs an instance now: nobody, its worker, or a submitting thread.
+  enum class InstanceUse : uint8_t { kIdle, kWorker, kInline };
+  // REQUIRES: mu_ held, `request` just enqueued. When the request may run inline, claims an
+  // idle instance, takes the request out of the queue into decision->batch and returns the
+  // instance's index; otherwise returns instances_.size() with the request still queued — or,
+  // when its deadline has already passed, in decision->rejected for the caller to answer.
+  size_t ClaimInline(const ScheduledRequest& request, Clock::time_point now,
+                     BatchFormer::Decision* decision);
+  // Runs a claimed instance's batch on the calling thread, then releases the instance.
+  void RunInline(size_t index, std::vector<std::unique_ptr<ScheduledRequest>>* batch);
+  // Whom to wake for newly queued work. Only a worker whose instance is idle can take it: a
+  // busy worker looks at the queue when it finishes, and one whose instance an inline run holds
+  // is woken by the release — but notify_one might pick such a worker, so with inline runs in
+  // progress every worker is woken.
+  enum class Wake : uint8_t { kNone, kOne, kAll };
+  Wake WorkersToWake() const;  // REQUIRES: mu_ held
+  void WakeWorkers(Wake wake);
+  // REQUIRES: mu_ held. Feeds the one-request execution estimates from a finished execution.
+  void RecordSingleRun(size_t input_bytes, uint64_t held_ns);
+
   // Constant after construction.
   const Options options_;
   const Clock* const clock_;
   const std::vector<std::unique_ptr<ModelInstance>> instances_;
+  // Per instance, used only by whoever holds the instance (its worker or an inline run).
+  const std::vector<std::unique_ptr<WorkerScratch>> scratch_;
 
   std::atomic<uint64_t> next_seq_{1};
 
@@ -133,6 +171,14 @@ class ModelScheduler {
   bool stopping_ = false;              // guarded by mu_
   uint64_t next_order_ = 1;            // guarded by mu_ (preserve_ordering)
   Clock::time_point expiry_wake_at_ = Clock::time_point::max();  // guarded by mu_
+  // Guarded by mu_: who runs each instance now, and how many instances inline runs hold.
+  std::vector<InstanceUse> instance_use_;
+  size_t inline_running_ = 0;
+  std::condition_variable inline_done_cv_;  // Shutdown(): the last inline run finished
+  // EWMAs over executions of one request (weight 0.2): the time the instance was held (run and
+  // answer) and the request's input bytes; < 0 before the first. Guarded by mu_.
+  double single_held_ns_ = -1;
+  double single_input_bytes_ = -1;
 
   ResponseSequencer sequencer_;
 

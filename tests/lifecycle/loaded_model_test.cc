@@ -28,6 +28,7 @@ class LoadedModelTest : public ::testing::Test {
     options.io.inputs.push_back({"INPUT0", DataType::kFp32, {4}, std::nullopt, false});
     options.io.outputs.push_back({"OUTPUT0", DataType::kFp32, {4}, std::nullopt, false});
     options.policy = std::move(policy);
+    options.inline_execution_max_us = inline_max_us_;
     std::vector<std::unique_ptr<ModelInstance>> created;
     for (int i = 0; i < instances; ++i)
       created.push_back(std::make_unique<testing::FakeInstance>(&runs_));
@@ -67,7 +68,37 @@ class LoadedModelTest : public ::testing::Test {
   }
 
   std::atomic<int> runs_{0};
+  uint64_t inline_max_us_ = 0;  // Make()'s Options::inline_execution_max_us
 };
+
+TEST_F(LoadedModelTest, InlineExecutionAnswersOnTheCallingThreadAndCountsAsUsual) {
+  inline_max_us_ = 1'000'000;  // any measured run qualifies, however loaded the machine
+  std::optional<std::thread::id> answered_on;  // outlives the model, whose thread may write it
+  auto m = Make(BatchingPolicy{});
+  EXPECT_EQ(InferConcurrently(*m, 1, 1), 1);  // the worker runs it and measures the model
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (m->scheduler().busy_instances() > 0 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::yield();
+  }
+  m->Infer(Fp32InferenceRequest(std::vector<float>(4, 7.0f), {1, 4}),
+           [&](StatusOr<InferenceResponse> r) {
+             EXPECT_TRUE(r.ok());
+             answered_on = std::this_thread::get_id();
+           });
+  ASSERT_TRUE(answered_on.has_value());  // answered before Infer() returned
+  EXPECT_EQ(*answered_on, std::this_thread::get_id());
+  EXPECT_EQ(InferConcurrently(*m, 2, 200), 2 * 200);  // inline and queued, mixed
+  m->Shutdown();
+  ModelVersionStats st;
+  m->SnapshotStats(&st);
+  EXPECT_EQ(st.success.count, 402u);
+  EXPECT_EQ(st.execution_count, static_cast<uint64_t>(runs_.load()));
+  const ModelMetrics& metrics = m->metrics();
+  EXPECT_EQ(metrics.request_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.compute_infer_duration.Snapshot().count(), st.success.count);
+  EXPECT_EQ(metrics.batch_size.Snapshot().count(), st.execution_count);
+  EXPECT_EQ(metrics.in_flight.load(), 0);
+}
 
 TEST_F(LoadedModelTest, BatchedRequestsGetTheirOwnOutputsAndStatisticsCountBatches) {
   BatchingPolicy p;

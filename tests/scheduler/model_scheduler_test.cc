@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -34,11 +36,16 @@ class Probe {
     explicit Instance(Probe* probe) : probe_(probe) {}
     Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
                std::vector<Tensor>* outputs, const RunContext& context) override {
-      return probe_->Run(inputs, output_names, outputs, context);
+      // Instance exclusivity: two runs on one instance at once are recorded.
+      if (running_.exchange(true)) probe_->overlapped_ = true;
+      Status s = probe_->Run(inputs, output_names, outputs, context);
+      running_ = false;
+      return s;
     }
 
    private:
     Probe* probe_;
+    std::atomic<bool> running_{false};
   };
 
   std::vector<std::unique_ptr<ModelInstance>> Instances(int n) {
@@ -75,6 +82,8 @@ class Probe {
     std::lock_guard l(mu_);
     return current_;
   }
+  // Whether an instance ever ran two executions at once.
+  bool overlapped() const { return overlapped_; }
 
  private:
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
@@ -123,6 +132,7 @@ class Probe {
   std::vector<int64_t> batch_sizes_;
   CancellationToken* current_ = nullptr;
   std::optional<float> hold_only_;
+  std::atomic<bool> overlapped_{false};
 };
 
 // Collects completions: per request, the value it carried, its status and its output.
@@ -187,6 +197,7 @@ class ModelSchedulerTest : public ::testing::Test {
     options.policy = std::move(policy);
     options.clock = &clock_;
     options.on_complete = completions_.Fn();
+    options.inline_execution_max_us = inline_max_us_;
     options.on_batch_answered = [this](const BatchTiming& b) {
       std::lock_guard l(batch_mu_);
       batches_.push_back(b);
@@ -203,6 +214,24 @@ class ModelSchedulerTest : public ::testing::Test {
     return p;
   }
 
+  // Inline execution: one request run by a worker measures the model (the fake clock stands
+  // still, so it measures 0 µs unless the test advances it during the run).
+  void MeasureOnce(ModelScheduler& s, float value = 0) {
+    const size_t before = completions_.count();
+    s.Submit(BatchItem(value));
+    ASSERT_EQ(completions_.WaitFor(before + 1).size(), before + 1);
+    WaitIdle(s);
+  }
+  // The worker answers before it has recorded the run and released its instance.
+  static void WaitIdle(const ModelScheduler& s) {
+    const auto limit = std::chrono::steady_clock::now() + kWaitLimit;
+    while (s.busy_instances() > 0 && std::chrono::steady_clock::now() < limit) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(s.busy_instances(), 0u);
+  }
+
+  uint64_t inline_max_us_ = 0;  // Make()'s Options::inline_execution_max_us
   testing::FakeClock clock_;
   Probe probe_;
   Completions completions_;
@@ -479,6 +508,249 @@ TEST_F(ModelSchedulerTest, ShutdownRunsEverythingQueuedAndRefusesNewWork) {
   }
   EXPECT_EQ(unavailable, 1u);
   EXPECT_EQ(ok, submitted - 1);  // every accepted request ran
+}
+
+// ---- Inline execution (Options::inline_execution_max_us) ----------------------------------
+
+TEST_F(ModelSchedulerTest, InlineRunsOnTheSubmittingThreadWhenIdleQueueEmptyAndFast) {
+  for (BatchingPolicy policy : {BatchingPolicy{}, Batching(8)}) {  // delay 0: nothing to gain
+    SCOPED_TRACE(policy.dynamic_batching ? "batching" : "no batching");
+    inline_max_us_ = 100;
+    auto s = Make(policy);
+    probe_.ReleaseAll();
+    const size_t before = completions_.count();
+    s->Submit(BatchItem(1));  // nothing measured yet: a worker runs it
+    auto results = completions_.WaitFor(before + 1);
+    EXPECT_NE(results.back().thread, std::this_thread::get_id());
+    WaitIdle(*s);
+    s->Submit(BatchItem(2));  // answered before Submit() returns, on this thread
+    ASSERT_EQ(completions_.count(), before + 2);
+    results = completions_.WaitFor(before + 2);
+    EXPECT_EQ(results.back().code, StatusCode::kOk);
+    EXPECT_EQ(results.back().output, std::vector<float>(4, 2.0f));
+    EXPECT_EQ(results.back().thread, std::this_thread::get_id());
+    EXPECT_EQ(results.back().executed_batch_size, 1);
+    {
+      std::lock_guard l(batch_mu_);  // the execution's statistics callbacks ran too
+      EXPECT_EQ(batches_.size(), 2 * (1 + (policy.dynamic_batching ? 1u : 0u)));
+    }
+    s->Shutdown();
+  }
+}
+
+TEST_F(ModelSchedulerTest, InlineIsOffWithZero) {
+  auto s = Make(BatchingPolicy{});  // inline_max_us_ = 0
+  probe_.ReleaseAll();
+  MeasureOnce(*s, 1);
+  MeasureOnce(*s, 2);
+  for (const auto& r : completions_.WaitFor(2)) EXPECT_NE(r.thread, std::this_thread::get_id());
+}
+
+TEST_F(ModelSchedulerTest, NeverInlineWhileTheInstanceIsHeldOrTheQueueIsNotEmpty) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.Release(1);
+  MeasureOnce(*s);
+  probe_.HoldOnly(1);
+  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline on `holder`, held
+  probe_.WaitStarted(2);
+  s->Submit(BatchItem(2));  // the only instance is held inline: queued, not run by its worker
+  s->Submit(BatchItem(3));  // the queue is not empty: queued
+  EXPECT_EQ(s->queue_depth(), 2u);
+  EXPECT_EQ(probe_.batch_sizes().size(), 2u);
+  EXPECT_EQ(completions_.count(), 1u);
+  probe_.ReleaseAll();
+  const std::thread::id holder_id = holder.get_id();
+  holder.join();
+  auto results = completions_.WaitFor(4);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].input_value, 1);
+  EXPECT_EQ(results[1].thread, holder_id);
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(results[i].code, StatusCode::kOk);
+    EXPECT_EQ(results[i].input_value, static_cast<float>(i));  // the worker runs them in order
+    EXPECT_NE(results[i].thread, std::this_thread::get_id());
+    EXPECT_NE(results[i].thread, holder_id);
+  }
+  EXPECT_FALSE(probe_.overlapped());
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, NeverInlineWhenABatchingDelayIsWorthWaitingFor) {
+  inline_max_us_ = 100;
+  BatchingPolicy p = Batching(8);
+  p.max_queue_delay_us = 1000;
+  auto s = Make(p);
+  probe_.ReleaseAll();
+  s->Submit(BatchItem(1));
+  clock_.Advance(1ms);  // the first request's delay ends; a worker runs it (and measures)
+  completions_.WaitFor(1);
+  WaitIdle(*s);
+  s->Submit(BatchItem(2));
+  EXPECT_EQ(s->queue_depth(), 1u);  // waits for a batch, not run inline
+  EXPECT_EQ(completions_.count(), 1u);
+  clock_.Advance(1ms);
+  auto results = completions_.WaitFor(2);
+  EXPECT_NE(results[1].thread, std::this_thread::get_id());
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, NeverInlineForASlowModelOrAnUnusuallyLargeRequest) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  s->Submit(BatchItem(1));
+  probe_.WaitStarted(1);
+  clock_.Advance(500us);  // the measured execution takes 500 µs > 100 µs
+  probe_.Release(1);
+  completions_.WaitFor(1);
+  WaitIdle(*s);
+  s->Submit(BatchItem(2));  // inline, it would block this thread in the held run
+  EXPECT_EQ(completions_.count(), 1u) << "a slow model ran inline";
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(2);
+  EXPECT_NE(results[1].thread, std::this_thread::get_id());
+  s->Shutdown();
+
+  // Fast model, but a request with 16 times the bytes of the measured ones.
+  auto fast = Make(BatchingPolicy{});
+  MeasureOnce(*fast, 3);
+  fast->Submit(BatchItem(4, /*items=*/1, /*width=*/64));
+  results = completions_.WaitFor(4);
+  EXPECT_EQ(results[3].input_value, 4);
+  EXPECT_NE(results[3].thread, std::this_thread::get_id());
+  WaitIdle(*fast);
+  fast->Submit(BatchItem(5));  // a usual one runs inline again
+  ASSERT_EQ(completions_.count(), 5u);
+  EXPECT_EQ(completions_.WaitFor(5)[4].thread, std::this_thread::get_id());
+}
+
+TEST_F(ModelSchedulerTest, InlineRunsHonourCancellationAndDeadlines) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.Release(1);
+  MeasureOnce(*s);
+  // Cancelled while running inline: the run is stopped through the request's token.
+  auto token = std::make_shared<CancellationToken>();
+  std::thread submitter([&] {
+    auto r = BatchItem(1);
+    r->request->cancellation = token;
+    s->Submit(std::move(r));
+  });
+  probe_.WaitStarted(2);
+  token->Cancel();
+  const std::thread::id submitter_id = submitter.get_id();
+  submitter.join();
+  auto results = completions_.WaitFor(2);
+  EXPECT_EQ(results[1].code, StatusCode::kCancelled);
+  EXPECT_EQ(results[1].thread, submitter_id);
+  // Its deadline already passed: answered without running.
+  auto late = BatchItem(2);
+  late->request->deadline = clock_.Now() - 1us;
+  s->Submit(std::move(late));
+  ASSERT_EQ(completions_.count(), 3u);
+  EXPECT_EQ(completions_.WaitFor(3)[2].code, StatusCode::kDeadlineExceeded);
+  // Cancelled before it was submitted: answered without running.
+  auto gone = BatchItem(3);
+  gone->request->cancellation = token;
+  s->Submit(std::move(gone));
+  EXPECT_EQ(completions_.WaitFor(4)[3].code, StatusCode::kCancelled);
+  EXPECT_EQ(probe_.batch_sizes().size(), 2u);
+  // The instance is free again and a fast request runs inline.
+  probe_.ReleaseAll();
+  s->Submit(BatchItem(4));
+  ASSERT_EQ(completions_.count(), 5u);
+  EXPECT_EQ(completions_.WaitFor(5)[4].code, StatusCode::kOk);
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, InlinePreservesOrderingAcrossInstances) {
+  inline_max_us_ = 100;
+  BatchingPolicy p = Batching(1);
+  p.preserve_ordering = true;
+  auto s = Make(p, /*instances=*/2);
+  probe_.Release(1);
+  MeasureOnce(*s);
+  probe_.HoldOnly(1);
+  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline, held
+  probe_.WaitStarted(2);
+  s->Submit(BatchItem(2));  // inline on the other instance, answer waits for request 1's
+  EXPECT_EQ(completions_.count(), 1u);
+  probe_.ReleaseAll();
+  const std::thread::id holder_id = holder.get_id();
+  holder.join();
+  auto results = completions_.WaitFor(3);
+  EXPECT_EQ(results[1].input_value, 1);
+  EXPECT_EQ(results[2].input_value, 2);
+  EXPECT_EQ(results[2].thread, holder_id);  // delivered behind request 1
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, ConcurrentSubmitsNeverShareAnInstance) {
+  inline_max_us_ = 100;
+  auto s = Make(Batching(4), /*instances=*/2);
+  probe_.ReleaseAll();
+  MeasureOnce(*s, -1);
+  constexpr int kThreads = 4, kPerThread = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) s->Submit(BatchItem(static_cast<float>(t * 1000 + i)));
+    });
+  }
+  std::vector<std::thread::id> submitters;
+  for (auto& t : threads) submitters.push_back(t.get_id());
+  for (auto& t : threads) t.join();
+  auto results = completions_.WaitFor(kThreads * kPerThread + 1);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kThreads * kPerThread + 1));
+  results.erase(results.begin());  // MeasureOnce's
+  size_t inline_answers = 0;
+  for (const auto& r : results) {
+    ASSERT_EQ(r.code, StatusCode::kOk);
+    EXPECT_EQ(r.output, std::vector<float>(4, r.input_value));
+    inline_answers += std::count(submitters.begin(), submitters.end(), r.thread);
+  }
+  EXPECT_GT(inline_answers, 0u);
+  EXPECT_FALSE(probe_.overlapped());
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, ShutdownWaitsForAnInlineRunAndRunsWhatWasQueued) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.Release(1);
+  MeasureOnce(*s);
+  probe_.HoldOnly(1);
+  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline, held
+  probe_.WaitStarted(2);
+  s->Submit(BatchItem(2));  // queued behind the held instance
+  size_t answered_when_stopped = 0;
+  std::thread stopper([&] {
+    s->Shutdown();
+    answered_when_stopped = completions_.count();
+  });
+  // Until Shutdown() begins requests queue; then one is refused at once. Shutdown wakes the
+  // workers: the held instance's worker must still leave it alone.
+  size_t submitted = 3;
+  for (;;) {
+    const size_t before = completions_.count();
+    s->Submit(BatchItem(99));
+    ++submitted;
+    if (completions_.count() > before) break;
+  }
+  probe_.ReleaseAll();
+  holder.join();
+  stopper.join();
+  EXPECT_EQ(answered_when_stopped, submitted);  // the inline run and every queued request
+  EXPECT_FALSE(probe_.overlapped());
+  const auto results = completions_.WaitFor(submitted);
+  for (const auto& r : results) {
+    if (r.code != StatusCode::kUnavailable) {
+      EXPECT_EQ(r.code, StatusCode::kOk) << r.input_value;
+    }
+  }
+  EXPECT_EQ(std::count_if(results.begin(), results.end(),
+                          [](const auto& r) { return r.code == StatusCode::kUnavailable; }),
+            1);
 }
 
 }  // namespace

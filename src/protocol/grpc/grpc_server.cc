@@ -101,8 +101,8 @@ InferCallContext NewCallContext(const grpc::CallbackServerContext* context) {
 }
 
 // One ModelInfer call: cancels the request's token when gRPC cancels the call. Finished from the
-// handler's `done` (a model worker, or this thread for early errors); deletes itself when gRPC
-// is done with it.
+// handler's `done` (a model worker, or this thread for early errors and for a request run
+// inline, before the reactor is even returned); deletes itself when gRPC is done with it.
 // A traced call's record is finished in OnDone, when gRPC is done with the call: its response
 // sent, unless the call was cancelled first.
 class InferReactor final : public grpc::ServerUnaryReactor {
@@ -110,6 +110,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   InferReactor(std::shared_ptr<CancellationToken> token,
                std::shared_ptr<kserve::TracedRequest> trace)
       : token_(std::move(token)), trace_(std::move(trace)) {}
+  // gRPC 1.51 otherwise hands OnDone (and OnCancel) of every call to its executor thread: one
+  // more thread wake-up per call. Both reactions are short and never block (OnDone deletes the
+  // reactor; OnCancel cancels a token, which may answer the call through Finish()), and gRPC
+  // runs inlined reactions outside its locks, as it does for its own DefaultReactor. Not API
+  // ("internal use"): a grpc++ upgrade that drops it fails to compile here (`override`).
+  bool InternalInlineable() override { return true; }
   void OnCancel() override {
     cancelled_.store(true, std::memory_order_relaxed);
     token_->Cancel();
