@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -529,8 +531,15 @@ class OtlpTracer::Impl {
 
  private:
   enum class PostResult { kAccepted, kRetry, kRejected };
+  static constexpr int kExportThreadNice = 10;
 
   void ExportLoop() {
+    // Serialising spans is work the requests do not wait for: named for top/perf, and niced so
+    // that on busy cores the kernel runs the I/O and model threads first. A backlog then waits
+    // in the bounded queue (and is dropped, counted, when it fills) rather than delaying
+    // answers. Best effort: a failure to renice changes nothing else.
+    pthread_setname_np(pthread_self(), "otlp-export");
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kExportThreadNice);
     auto next_export = Clock::now() + options_.export_interval;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
