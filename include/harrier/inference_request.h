@@ -76,6 +76,10 @@ struct InferenceRequest {
   // The request's server span when it is traced (valid and sampled), so that the scheduler can
   // tell a batch's traced requests about each other; invalid otherwise.
   SpanContext trace;
+  // Whether the submitting thread may run the model itself when the scheduler allows inline
+  // execution (docs/scheduling.md, "Inline execution"): set by front ends per
+  // `--inline-execution` (gRPC by default; REST only with `all`).
+  bool allow_inline = false;
 };
 
 // Where a successful request's time went, in nanoseconds, as the model measured it (the same

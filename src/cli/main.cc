@@ -74,6 +74,7 @@ struct ServeFlags {
   std::string overload_protection = "on";
   std::string cpu_affinity = "off";
   uint64_t inline_execution_max_us = 100;
+  std::string inline_execution = "grpc";  // which front ends may run a request inline
   int64_t overload_target_queue_delay_us = 0;
   std::string rate_limit_per_model = "off";
   std::string rate_limit_per_client = "off";
@@ -300,6 +301,7 @@ int Serve(const ServeFlags& flags) {
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
   handler_options.tracer = tracer.get();
+  handler_options.inline_execution = flags.inline_execution == "all";
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
@@ -360,6 +362,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();
   grpc_options.handler.tracer = tracer.get();
+  grpc_options.handler.inline_execution = flags.inline_execution != "off";
   auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
   Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
   if (!grpc_started.ok()) {
@@ -578,6 +581,12 @@ int main(int argc, char** argv) {
                    "worker) when nothing is queued, an instance is idle and the model's recent "
                    "one-request executions took at most this many microseconds (0: never)")
       ->capture_default_str();
+  serve
+      ->add_option("--inline-execution", flags.inline_execution,
+                   "Front ends whose threads may run a short request inline: grpc (gRPC only), "
+                   "all (also the HTTP I/O threads), off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"grpc", "all", "off"}));
   serve
       ->add_option("--overload-protection", flags.overload_protection,
                    "Per-model admission on the predicted queue delay: answers 429 instead of "

@@ -262,7 +262,8 @@ size_t ModelScheduler::ClaimInline(const ScheduledRequest& request, Clock::time_
   const size_t none = instances_.size();
   // Only with nothing else queued (so no more urgent or earlier request is passed over) and
   // a short model, measured: before the first one-request execution, workers run.
-  if (options_.inline_execution_max_us == 0 || former_.size() != 1 || single_held_ns_ < 0 ||
+  if (options_.inline_execution_max_us == 0 || !request.request->allow_inline ||
+      former_.size() != 1 || single_held_ns_ < 0 ||
       single_held_ns_ > static_cast<double>(options_.inline_execution_max_us) * 1000.0 ||
       static_cast<double>(InputBytes(request)) > kInlineMaxInputRatio * single_input_bytes_) {
     return none;

@@ -546,6 +546,23 @@ TEST_F(ModelSchedulerTest, InlineIsOffWithZero) {
   for (const auto& r : completions_.WaitFor(2)) EXPECT_NE(r.thread, std::this_thread::get_id());
 }
 
+TEST_F(ModelSchedulerTest, NeverInlineWhenTheFrontEndDoesNotAllowIt) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.ReleaseAll();
+  MeasureOnce(*s, 1);
+  auto item = BatchItem(2);
+  item->request->allow_inline = false;  // REST by default (--inline-execution grpc)
+  s->Submit(std::move(item));
+  auto results = completions_.WaitFor(2);
+  EXPECT_EQ(results.back().output, std::vector<float>(4, 2.0f));
+  EXPECT_NE(results.back().thread, std::this_thread::get_id());
+  WaitIdle(*s);
+  s->Submit(BatchItem(3));  // allowed, and everything else holds: inline
+  ASSERT_EQ(completions_.count(), 3u);
+  EXPECT_EQ(completions_.WaitFor(3).back().thread, std::this_thread::get_id());
+}
+
 TEST_F(ModelSchedulerTest, NeverInlineWhileTheInstanceIsHeldOrTheQueueIsNotEmpty) {
   inline_max_us_ = 100;
   auto s = Make(BatchingPolicy{});

@@ -276,6 +276,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded->request);
   if (log) log->input_shapes_json = kserve::InputShapesJson(infer_request->inputs);
   infer_request->received_at = call.received_at;
+  infer_request->allow_inline = options_.inline_execution;
   if (call.deadline < infer_request->deadline) infer_request->deadline = call.deadline;
   infer_request->cancellation = std::move(call.cancellation);
   infer_request->client_id = std::move(call.client_id);

@@ -75,6 +75,9 @@ class GrpcInferenceHandler {
     // Not owned, as above. Null: no tracing. The transport (GrpcServer) asks it whether to trace
     // ModelInfer and each ModelStreamInfer request; the other RPCs are not traced.
     Tracer* tracer = nullptr;
+    // Whether ModelInfer / ModelStreamInfer requests may run on the gRPC thread that read them
+    // (InferenceRequest::allow_inline; `--inline-execution grpc|all`, the default).
+    bool inline_execution = true;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.

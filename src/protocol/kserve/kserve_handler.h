@@ -77,6 +77,9 @@ class KServeHandler : public HttpHandler {
     LogControl* log_control = nullptr;
     // Not owned, as above. Null: no tracing (an inference pays one pointer test).
     Tracer* tracer = nullptr;
+    // Whether an inference may run on the I/O thread that received it (InferenceRequest::
+    // allow_inline; `--inline-execution all`). Off by default: see docs/scheduling.md.
+    bool inline_execution = false;
   };
 
   // `models` is not owned and must outlive the handler and every request in flight.
