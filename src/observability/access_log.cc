@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/json_writer.h"
+#include "core/utf8.h"
 
 namespace harrier {
 namespace {
@@ -21,48 +22,11 @@ uint64_t Us(uint64_t ns) {
   return (ns + 500) / 1000;
 }
 
-// True when `s` is valid UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
-// U+10FFFF).
-bool IsUtf8(std::string_view s) {
-  static constexpr uint32_t kMinCodePoint[4] = {0, 0x80, 0x800, 0x10000};
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n = 0;  // continuation bytes
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= n) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < kMinCodePoint[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-
 // `v` when it is valid UTF-8; otherwise a copy in `scratch` with every non-ASCII byte replaced
 // by '?' (a percent-decoded model name in an error, a target sent with raw bytes): a log line
 // is always valid UTF-8, and valid JSON.
 std::string_view Utf8OrAscii(std::string_view v, std::string* scratch) {
-  if (IsUtf8(v)) return v;
+  if (IsValidUtf8(v)) return v;
   scratch->assign(v);
   for (char& c : *scratch)
     if (static_cast<unsigned char>(c) >= 0x80) c = '?';

@@ -1,10 +1,10 @@
 #include "observability/otlp_tracer.h"
 
 #include <curl/curl.h>
-#include <spdlog/spdlog.h>
 #include <pthread.h>
-#include <sys/resource.h>
+#include <spdlog/spdlog.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/json_writer.h"
+#include "core/utf8.h"
 
 namespace harrier {
 namespace {
@@ -108,46 +109,11 @@ std::once_flag curl_init_once;
 
 // ---- JSON -----------------------------------------------------------------------------------
 
-bool IsUtf8(std::string_view s) {
-  static constexpr uint32_t kMinCodePoint[4] = {0, 0x80, 0x800, 0x10000};
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= n) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < kMinCodePoint[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-
 // A JSON string for any bytes: AppendJsonString wants UTF-8, and a model name or an error
 // message may carry anything a client sent; invalid UTF-8 has its non-ASCII bytes replaced by
 // '?', so the body always parses.
 void AppendText(std::string* out, std::string_view s) {
-  if (IsUtf8(s)) {
+  if (IsValidUtf8(s)) {
     AppendJsonString(out, s);
     return;
   }

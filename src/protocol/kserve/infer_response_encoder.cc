@@ -4,9 +4,9 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/kserve/float16.h"
 #include "core/json_writer.h"
-#include "protocol/kserve/utf8.h"
+#include "core/utf8.h"
+#include "protocol/kserve/float16.h"
 
 namespace harrier::kserve {
 namespace {

@@ -12,13 +12,13 @@
 #include "core/json_writer.h"
 #include "core/request_id.h"
 #include "core/status_mapping.h"
+#include "core/utf8.h"
 #include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/request_tracing.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
-#include "protocol/kserve/utf8.h"
 
 namespace harrier::kserve {
 
