@@ -12,10 +12,12 @@
 // (each response checked against its own input), a call and a stream cancelled mid-flight and a
 // deadline that expires on the `slow` model (all seen by the server: its `fail` statistics move,
 // its `success` do not), bad inputs (each answered with its code, after which a good request
-// still succeeds), TLS and mutual TLS, and SIGTERM with a call in flight. The last line is
+// still succeeds), TLS and mutual TLS, tracing (traceparent metadata, traceresponse, spans at an
+// OTLP/HTTP receiver the test runs), and SIGTERM with a call in flight. The last line is
 // "N passed, N failed"; the exit status is non-zero when anything failed.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -102,6 +104,7 @@ function unary(c, method, request, opts = {}) {
   const callOptions = {};
   if (opts.deadlineMs) callOptions.deadline = new Date(Date.now() + opts.deadlineMs);
   const metadata = new grpc.Metadata();
+  for (const [k, v] of Object.entries(opts.metadata || {})) metadata.set(k, v);
   return new Promise((resolve, reject) => {
     const call = c[method](request, metadata, callOptions, (err, response) =>
       (err ? reject(err) : resolve(response)));
@@ -573,6 +576,93 @@ test('TLS: a TLS client is served, a plaintext one is not', async () => {
     plain.close();
   } finally {
     const { code } = await tls.stop();
+    assertEqual(code, 0, 'exit status');
+  }
+});
+
+// An OTLP/HTTP JSON receiver on a free port: every exported span, flattened.
+async function otlpReceiver() {
+  const spans = [];
+  const httpServer = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (d) => chunks.push(d));
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString());
+      for (const rs of body.resourceSpans || []) {
+        for (const ss of rs.scopeSpans || []) spans.push(...(ss.spans || []));
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
+  return { spans, url: `http://127.0.0.1:${httpServer.address().port}/v1/traces`, httpServer };
+}
+
+test('tracing: traceparent metadata joins the trace, traceresponse answers, spans are exported', async () => {
+  const receiver = await otlpReceiver();
+  const traced = new Harrier('harrier-tracing', ['--trace-endpoint', receiver.url,
+    '--trace-sample-ratio', '0', '--trace-export-interval-ms', '100']);
+  try {
+    const tc = client(await traced.grpcPort());
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const parentId = '00f067aa0ba902b7';
+    let initial = null;
+    checkSimple(await unary(tc, 'ModelInfer', simpleRaw(), {
+      metadata: { traceparent: `00-${traceId}-${parentId}-01`, tracestate: 'vendor=grpc' },
+      onCall: (call) => call.on('metadata', (m) => { initial = m; }),
+    }));
+    const answered = initial && initial.get('traceresponse')[0];
+    assert(answered && answered.startsWith(`00-${traceId}-`) && answered.endsWith('-01'),
+      `traceresponse: ${answered}`);
+    const serverSpanId = answered.split('-')[2];
+    // Not sampled by its parent: answered, not exported (checked after the sampled ones arrive).
+    const unsampledId = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
+    checkSimple(await unary(tc, 'ModelInfer', simpleRaw(), {
+      metadata: { traceparent: `00-${unsampledId}-${parentId}-00` } }));
+    // A stream: each request is a span of its own under the stream's traceparent.
+    const streamTraceId = '0af7651916cd43dd8448eb211c80319c';
+    const md = new grpc.Metadata();
+    md.set('traceparent', `00-${streamTraceId}-b7ad6b7169203331-01`);
+    const call = tc.ModelStreamInfer(md);
+    const got = new Promise((resolve, reject) => {
+      let n = 0;
+      call.on('data', () => { if (++n === 2) { call.end(); resolve(); } });
+      call.on('error', reject);
+    });
+    call.write(simpleRaw());
+    call.write(simpleRaw());
+    await got;
+    tc.close();
+
+    const stages = ['receive', 'decode', 'queue', 'batch', 'infer', 'encode', 'send'];
+    await waitFor(() => receiver.spans.filter((s) => s.traceId === streamTraceId &&
+      s.name === 'ModelStreamInfer').length === 2 &&
+      receiver.spans.some((s) => s.spanId === serverSpanId), 10000, 'spans exported');
+    const serverSpan = receiver.spans.find((s) => s.spanId === serverSpanId);
+    assertEqual(serverSpan.name, 'ModelInfer', 'server span name');
+    assertEqual(serverSpan.traceId, traceId, 'trace id');
+    assertEqual(serverSpan.parentSpanId, parentId, 'parent span');
+    assertEqual(serverSpan.traceState, 'vendor=grpc', 'tracestate');
+    assertEqual(serverSpan.kind, 2, 'SERVER kind');
+    const attrs = Object.fromEntries(serverSpan.attributes.map((a) => [a.key, a.value]));
+    assertEqual(attrs['rpc.system'].stringValue, 'grpc', 'rpc.system');
+    assertEqual(attrs['harrier.model'].stringValue, 'simple', 'model attribute');
+    const children = receiver.spans.filter((s) => s.traceId === traceId && s.spanId !== serverSpanId);
+    assertEqual(children.map((s) => s.name).sort(), [...stages].sort(), 'stage spans');
+    const batch = children.find((s) => s.name === 'batch');
+    for (const s of children) {
+      assertEqual(s.parentSpanId, s.name === 'infer' ? batch.spanId : serverSpanId, `${s.name}'s parent`);
+      assert(BigInt(s.startTimeUnixNano) >= BigInt(serverSpan.startTimeUnixNano) &&
+        BigInt(s.endTimeUnixNano) <= BigInt(serverSpan.endTimeUnixNano), `${s.name} within the server span`);
+    }
+    for (const s of receiver.spans.filter((x) => x.name === 'ModelStreamInfer')) {
+      assertEqual(s.parentSpanId, 'b7ad6b7169203331', 'stream request span parent');
+    }
+    assert(!receiver.spans.some((s) => s.traceId === unsampledId), 'an unsampled parent is not exported');
+  } finally {
+    const { code } = await traced.stop();
+    receiver.httpServer.close();
     assertEqual(code, 0, 'exit status');
   }
 });
