@@ -2,10 +2,12 @@
 //
 // The KServe REST handler fills a record for every request it answers, the gRPC front end one
 // for every inference call (an inference has its model, version, input shapes and stage
-// durations; any other route only its method, path and status), and hands it to the AccessLog,
-// which formats and writes it off the request path (src/observability/access_log.h: a buffer
-// drained by a writer thread). Front ends hold an AccessLog* that is null when access logging is
-// off, so the request path pays nothing then.
+// durations; any other route only its method, path and status), the HTTP server one for every
+// request it refuses itself before the handler sees it (400, 408, 413, 431: method, target,
+// status, error and bytes as far as they were read), and each hands it to the AccessLog, which
+// formats and writes it off the request path (src/observability/access_log.h: a buffer drained
+// by a writer thread). Front ends hold an AccessLog* that is null when access logging is off, so
+// the request path pays nothing then.
 #pragma once
 
 #include <cstdint>

@@ -333,6 +333,7 @@ int Serve(const ServeFlags& flags) {
   http_options.tls_client_ca_file = flags.tls_client_ca;
   http_options.tls_port = static_cast<uint16_t>(flags.https_port);
   http_options.plain_http = flags.plain_http == "on";
+  http_options.access_log = access_log.get();  // the HTTP layer's own refusals (400, 408, 413, 431)
   auto server = HttpServer::Create(http_options, &handler);
   Status started = server.ok() ? (*server)->Start() : server.status();
   if (!started.ok()) {

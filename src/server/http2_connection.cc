@@ -430,8 +430,8 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     if (s->request_complete || s->refused) continue;
     if (now - s->last_body_bytes > o.body_timeout) {
       spdlog::debug("http2: stream {}: the request body stalled for the body timeout", id);
-      Refuse(id, s.get(),
-             ErrorResponse(408, "the request body stalled for longer than the body timeout"));
+      RefuseWithError(id, s.get(), 408, "the request body stalled for longer than the body timeout",
+                      s->body.size());
       stalled = true;
     }
   }
@@ -532,18 +532,20 @@ void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
   const auto& o = shared_->options;
   s->head_request = s->request.method == "HEAD";
   if (s->header_too_large) {
-    Refuse(id, s,
-           ErrorResponse(431, "request header list is larger than the server's limit of " +
-                                  std::to_string(o.max_header_bytes) + " bytes"));
+    RefuseWithError(id, s, 431,
+                    "request header list is larger than the server's limit of " +
+                        std::to_string(o.max_header_bytes) + " bytes",
+                    0);
     return;
   }
   uint64_t claimed = 0;
   if (auto cl = s->request.Header("content-length"); !cl.empty()) {
     std::from_chars(cl.data(), cl.data() + cl.size(), claimed);
     if (claimed > o.max_body_bytes) {
-      Refuse(id, s,
-             ErrorResponse(413, "request body is larger than the server's limit of " +
-                                    std::to_string(o.max_body_bytes) + " bytes"));
+      RefuseWithError(id, s, 413,
+                      "request body is larger than the server's limit of " +
+                          std::to_string(o.max_body_bytes) + " bytes",
+                      0);
       return;
     }
   }
@@ -569,10 +571,10 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
   if (s == nullptr || s->refused) return 0;  // dropped; nghttp2 still returns the window
   const uint64_t limit = c->shared_->options.max_body_bytes;
   if (s->body.size() + len > limit) {
-    s->body = std::string();
-    c->Refuse(stream_id, s,
-              ErrorResponse(413, "request body is larger than the server's limit of " +
-                                     std::to_string(limit) + " bytes"));
+    c->RefuseWithError(
+        stream_id, s, 413,
+        "request body is larger than the server's limit of " + std::to_string(limit) + " bytes",
+        s->body.size() + len);
     return 0;
   }
   s->body.append(reinterpret_cast<const char*>(data), len);
@@ -596,6 +598,14 @@ void Http2Connection<Stream>::Refuse(int32_t id, StreamState* s, HttpResponse re
   s->refused = true;
   s->body = std::string();
   SubmitResponse(id, s, std::move(response));
+}
+
+template <class Stream>
+void Http2Connection<Stream>::RefuseWithError(int32_t id, StreamState* s, int status,
+                                              std::string_view message, uint64_t request_bytes) {
+  Refuse(id, s,
+         TransportErrorResponse(status, message, "content-type", s->request, request_bytes,
+                                shared_->options.access_log));
 }
 
 template <class Stream>

@@ -11,7 +11,9 @@
 //     (RFC 9113 §8.1); DATA for it is dropped unread.
 //   - Per-stream limits: header block over max_header_bytes → 431, body (claimed by
 //     content-length, or received) over max_body_bytes → 413, each answered like a Precheck
-//     refusal. Protocol errors are nghttp2's: RST_STREAM or GOAWAY as RFC 9113 says.
+//     refusal, with X-Request-Id, and written to the access log if there is one (as is a 408
+//     for a stalled body). Protocol errors are nghttp2's: RST_STREAM or GOAWAY as RFC 9113
+//     says; they are not responses and are not logged.
 //   - Responses may come from any thread; they are posted back here. Response bodies are sent
 //     from the HttpResponse in place (NGHTTP2_DATA_FLAG_NO_COPY): the DATA frame header is
 //     copied into the write batch, the payload is a gather buffer pointing into the body.
@@ -106,6 +108,10 @@ class Http2Connection : public Connection,
   void OnRequestHeaders(int32_t stream_id, StreamState* s);
   void OnRequestComplete(int32_t stream_id, StreamState* s);
   void Refuse(int32_t stream_id, StreamState* s, HttpResponse response);
+  // Refuse() with an error of the transport's own (408, 413, 431), which is also written to the
+  // access log, if any; `request_bytes`: the stream's body bytes received so far.
+  void RefuseWithError(int32_t stream_id, StreamState* s, int status, std::string_view message,
+                       uint64_t request_bytes);
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse response);

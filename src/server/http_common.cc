@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/json_writer.h"
+#include "core/request_id.h"
 
 namespace harrier::server_internal {
 
@@ -37,6 +38,30 @@ HttpResponse JsonErrorResponse(int status, std::string_view message,
   r.body = "{\"error\":";
   AppendJsonString(&r.body, message);
   r.body += "}";
+  return r;
+}
+
+HttpResponse TransportErrorResponse(int status, std::string_view message,
+                                    std::string_view content_type_name, const HttpRequest& request,
+                                    uint64_t request_bytes, AccessLog* access_log) {
+  HttpResponse r = JsonErrorResponse(status, message, content_type_name);
+  // Every REST response names its request (docs/logging.md), these too: an error path, so the
+  // id's cost does not matter, and a client can match a refusal to the log line.
+  std::string request_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  if (access_log != nullptr) {
+    AccessRecord record;
+    record.request_id = request_id;
+    record.protocol = "http";
+    record.method = request.method;
+    record.target = request.target;
+    record.status = status;
+    record.error = message;
+    record.request_bytes = request_bytes;
+    record.response_bytes = r.body.size();
+    access_log->Write(record);
+  }
+  r.headers.emplace_back("X-Request-Id", std::move(request_id));
   return r;
 }
 

@@ -1,5 +1,6 @@
 // Pieces the HTTP/1.1 and HTTP/2 connections share: request-body padding, the empty body,
-// header-name comparison and the JSON error body the server writes itself.
+// header-name comparison, the JSON error body the server writes itself and the access record of
+// a request the server refuses itself.
 //
 // Thread safety: every function may be called from any thread.
 #pragma once
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "harrier/access_log.h"
 #include "harrier/http_message.h"
 
 namespace harrier::server_internal {
@@ -36,6 +38,17 @@ bool IEquals(std::string_view a, std::string_view b);
 // protocol spells it) and the body {"error": message}.
 HttpResponse JsonErrorResponse(int status, std::string_view message,
                                std::string_view content_type_name);
+
+// The answer to a request the transport refuses itself (malformed, over a limit, timed out):
+// JsonErrorResponse(status, message, content_type_name) plus `X-Request-Id`: the request's own
+// when it was read and is acceptable, else a generated one (core/request_id.h, as the handler
+// does). When `access_log` is not null, also writes the request's record (protocol "http") with
+// the same id: `request` holds what was parsed of the request so far (method, target and
+// headers are empty when its request line never parsed), `request_bytes` how much of its body
+// was read. Not for the handler's answers (Precheck's, Handle's): the handler logs those.
+HttpResponse TransportErrorResponse(int status, std::string_view message,
+                                    std::string_view content_type_name, const HttpRequest& request,
+                                    uint64_t request_bytes, AccessLog* access_log);
 
 // Calls `response->on_sent(sent, at)` if it is set, and empties it first, so a second call is a
 // no-op (each response reports once). No allocation: the function is moved, not copied. A

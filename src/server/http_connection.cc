@@ -569,7 +569,12 @@ void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
 template <class Stream>
 void BasicHttpConnection<Stream>::SendError(int status, std::string_view message) {
   spdlog::debug("http: answering {} and closing: {}", status, message);
-  HttpResponse response = JsonErrorResponse(status, message, "Content-Type");
+  // Body bytes read so far: a chunked body is assembled in body_; a Content-Length body is
+  // read into body_ too, but body_ is sized ahead of each read, so body_received_ counts it.
+  const uint64_t body_bytes =
+      parser_ && parser_->is_header_done() && parser_->chunked() ? body_.size() : body_received_;
+  HttpResponse response = TransportErrorResponse(status, message, "Content-Type", request_,
+                                                 body_bytes, shared_->options.access_log);
   close_after_response_ = true;
   linger_on_close_ = true;  // the rest of the request may still be on its way
   head_request_ = false;

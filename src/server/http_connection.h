@@ -112,6 +112,8 @@ class BasicHttpConnection : public Connection,
   void OnWrite(const boost::system::error_code& ec, std::size_t n);
   void OnWriteDone();
   void SendContinue();
+  // Answers the request being read with an error of the transport's own (400, 408, 413, 431),
+  // writes its access record when there is an access log, and closes after a linger.
   void SendError(int status, std::string_view message);
   void FailParse(const boost::system::error_code& ec);
   // The TCP socket under the stream (itself for plain TCP).

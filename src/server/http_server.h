@@ -21,8 +21,10 @@
 //   431 request line + headers over max_header_bytes
 //   408 part of a request arrived but the rest did not within header_timeout / body_timeout
 //   400 the client half-closed the connection in the middle of a request
-// Error bodies are `{"error": "..."}`. A connection idle between requests (or silent since the
-// accept) is closed without a response when its timeout passes.
+// Error bodies are `{"error": "..."}` and carry X-Request-Id (the request's own when it was read
+// and is acceptable, else a generated one; core/request_id.h). With Options::access_log each of
+// these answers is also one access record. A connection idle between requests (or silent since
+// the accept) is closed without a response, and without a record, when its timeout passes.
 //
 // HTTP/2 (server/http2_connection.h): a plain connection that starts with the HTTP/2 preface, or
 // an HTTP/1.1 request with `Upgrade: h2c`, continues as HTTP/2 on the same thread; with a TLS
@@ -50,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "harrier/access_log.h"
 #include "harrier/http_message.h"
 #include "harrier/status.h"
 
@@ -119,6 +122,13 @@ class HttpServer {
     std::chrono::seconds tls_ticket_key_rotation{3600};
     // False: no plain (h2c/HTTP/1.1) listener, TLS only. Needs a certificate.
     bool plain_http = true;
+
+    // Where the server reports the requests it answers itself with an error (400, 408, 413,
+    // 431 over HTTP/1.1; 408, 413, 431 on an HTTP/2 stream): one AccessRecord each, protocol
+    // "http", with what was parsed of the request. Requests the handler answers are the
+    // handler's to log. Not owned; must outlive the server; called on the I/O threads. Default
+    // null: nothing is logged, and the error paths pay one pointer test for it.
+    AccessLog* access_log = nullptr;
   };
 
   // kInvalidArgument for an unparsable address, a zero limit/timeout, or an HTTP/2 setting or

@@ -9,9 +9,10 @@ over a repository holding examples/models/simple, sends requests with and withou
 (successes and errors), and checks that the id round-trips in the response, that every
 response names one, that a successful inference carries a parseable Server-Timing header, and
 that stderr carries one JSON access line per request with the id, model, version, input
-shapes, status, bytes and stage durations (an error's line its cause). Then reads and changes
-the log level through GET/POST /v2/logging and checks that a debug line appears only after
-the change. Python stdlib only. The last line is "N passed, N failed".
+shapes, status, bytes and stage durations (an error's line its cause), also for requests the
+HTTP layer refuses itself (a body over --max-body-bytes, a malformed request line). Then reads
+and changes the log level through GET/POST /v2/logging and checks that a debug line appears
+only after the change. Python stdlib only. The last line is "N passed, N failed".
 """
 import json
 import os
@@ -28,6 +29,8 @@ import harness  # noqa: E402 - the real binary on ports it picks, and the suite 
 
 ARGS = None
 SERVER = None
+# --max-body-bytes: small, so that a body over it is cheap to send.
+MAX_BODY_BYTES = 65536
 
 
 class Server(harness.Harrier):
@@ -35,7 +38,8 @@ class Server(harness.Harrier):
 
     def __init__(self, repo):
         super().__init__(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "logging-harrier.log"),
-                         ["--access-log", "on", "--log-format", "json"])
+                         ["--access-log", "on", "--log-format", "json",
+                          "--max-body-bytes", str(MAX_BODY_BYTES)])
 
     def json_lines(self):
         """Every stderr line, parsed; a line that is not a JSON object fails the test."""
@@ -66,6 +70,11 @@ def request(method, target, body=b"", headers=None):
         lines.append("%s: %s" % (k, v))
     lines.append("Content-Length: %d" % len(body))
     data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return raw_request(data)
+
+
+def raw_request(data):
+    """Sends `data` on a new connection and reads to EOF: (status, {header: value}, body)."""
     with socket.create_connection(("127.0.0.1", SERVER.port), timeout=10) as s:
         s.sendall(data)
         buf = b""
@@ -185,6 +194,36 @@ class LoggingTests(unittest.TestCase):
         self.assertEqual(len(a), 1)
         self.assertEqual(a[0]["inputs"], [{"name": "WRONG", "datatype": "INT32", "shape": [1, 16]}])
         self.assertIn("WRONG", a[0]["error"])
+
+    def test_requests_the_http_layer_refuses_are_logged(self):
+        # A body over --max-body-bytes: refused by the transport from its Content-Length.
+        status, headers, resp = request("POST", "/v2/models/simple/infer",
+                                        b"x" * (MAX_BODY_BYTES + 1), {"X-Request-Id": "too-big-1"})
+        self.assertEqual(status, 413, resp)
+        self.assertEqual(headers.get("x-request-id"), "too-big-1")
+        a = SERVER.access_lines("too-big-1")
+        self.assertEqual(len(a), 1, a)
+        self.assertEqual(a[0]["status"], 413)
+        self.assertEqual(a[0]["protocol"], "http")
+        self.assertEqual(a[0]["method"], "POST")
+        self.assertEqual(a[0]["target"], "/v2/models/simple/infer")
+        self.assertEqual(a[0]["request_bytes"], 0)  # refused before any of the body was read
+        self.assertEqual(a[0]["response_bytes"], len(resp))
+        self.assertIn(str(MAX_BODY_BYTES), a[0]["error"])
+        self.assertNotIn("model", a[0])
+
+        # A malformed request line: no method or target, a generated id in the header and line.
+        status, headers, resp = raw_request(b"NOT AN HTTP REQUEST\r\n\r\n")
+        self.assertEqual(status, 400, resp)
+        rid = headers.get("x-request-id", "")
+        self.assertRegex(rid, GENERATED_ID)
+        a = SERVER.access_lines(rid)
+        self.assertEqual(len(a), 1, a)
+        self.assertEqual(a[0]["status"], 400)
+        self.assertEqual(a[0]["method"], "")
+        self.assertEqual(a[0]["target"], "")
+        self.assertEqual(a[0]["response_bytes"], len(resp))
+        self.assertIn("malformed HTTP request", a[0]["error"])
 
     def test_logging_endpoint_changes_the_level(self):
         status, _, body = request("GET", "/v2")

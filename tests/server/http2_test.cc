@@ -26,6 +26,7 @@
 #include "server/http_server.h"
 #include "server/raw_http_client.h"
 #include "server/sent_recorder.h"
+#include "util/recording_access_log.h"
 
 namespace harrier {
 namespace {
@@ -248,6 +249,7 @@ class Http2Test : public ::testing::Test {
 
   HttpServer::Options options_;
   Handler handler_;
+  testing::RecordingAccessLog access_log_;  // used when a test sets options_.access_log
   std::unique_ptr<HttpServer> server_;
   std::vector<std::thread> threads_;
 };
@@ -565,6 +567,60 @@ TEST_F(Http2Test, OnSentIsFalseWhenTheConnectionGoesWithTheResponseUnsent) {
   }  // closed with half of the body unsent
   ASSERT_TRUE(sent.WaitForCalls(1));
   EXPECT_FALSE(sent.calls()[0].sent);
+}
+
+// A stream the transport refuses itself is one access record, with the id its response carries;
+// the connection's other streams (answered by the handler) are not the transport's to log.
+TEST_F(Http2Test, BodyOverTheLimitIsAccessLoggedOnceWithItsRequestId) {
+  options_.access_log = &access_log_;
+  options_.max_body_bytes = 1000;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t big =
+      c.Submit("POST", "/v2/models/m/infer", std::string(5000, 'x'), {{"x-request-id", "h2-big"}});
+  const int32_t small = c.Submit("POST", "/y", std::string(10, 'y'));
+  ASSERT_TRUE(c.Run([&] { return c.response(big).closed && c.response(small).closed; }));
+  EXPECT_EQ(c.response(big).status, 413);
+  EXPECT_EQ(c.response(big).headers.at("x-request-id"), "h2-big");
+  EXPECT_EQ(c.response(small).status, 200);
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 413);
+  EXPECT_EQ(records[0].request_id, "h2-big");
+  EXPECT_EQ(records[0].protocol, "http");
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].target, "/v2/models/m/infer");
+  EXPECT_NE(records[0].error.find("limit of 1000 bytes"), std::string::npos) << records[0].error;
+  EXPECT_GT(records[0].request_bytes, 1000u);  // the DATA that crossed the limit counts
+  EXPECT_LE(records[0].request_bytes, 5000u);
+  EXPECT_EQ(records[0].response_bytes, c.response(big).body.size());
+}
+
+TEST_F(Http2Test, HeaderListOverTheLimitIsAccessLoggedWithAGeneratedId) {
+  options_.access_log = &access_log_;
+  options_.max_header_bytes = 1024;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("GET", "/x", std::nullopt, {{"x-big", std::string(2000, 'v')}});
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).status, 431);
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 431);
+  EXPECT_EQ(records[0].method, "GET");  // pseudo-headers come first, within the limit
+  EXPECT_EQ(records[0].request_id.size(), 15u);
+  EXPECT_EQ(c.response(id).headers.at("x-request-id"), records[0].request_id);
+}
+
+TEST_F(Http2Test, RefusalCarriesARequestIdWithoutAnAccessLog) {
+  options_.max_body_bytes = 1000;
+  StartServer();  // options_.access_log stays null
+  H2Client c(server_->port());
+  const int32_t big = c.Submit("POST", "/x", std::string(5000, 'x'));
+  ASSERT_TRUE(c.RunUntilClosed(big));
+  EXPECT_EQ(c.response(big).status, 413);
+  EXPECT_EQ(c.response(big).headers.at("x-request-id").size(), 15u);
+  EXPECT_TRUE(access_log_.records().empty());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "server/raw_http_client.h"
 #include "server/sent_recorder.h"
+#include "util/recording_access_log.h"
 
 namespace harrier {
 namespace {
@@ -86,6 +87,7 @@ class HttpServerTest : public ::testing::Test {
 
   HttpServer::Options options_;
   FakeHandler handler_;
+  testing::RecordingAccessLog access_log_;  // used when a test sets options_.access_log
   std::unique_ptr<HttpServer> server_;
   std::vector<std::thread> threads_;
 };
@@ -957,6 +959,205 @@ TEST_F(HttpServerTest, PrecheckSeesTheReceiptTimeAndVersion) {
   ASSERT_TRUE(c.Send(Post("/x", "b")));
   ASSERT_TRUE(c.ReadResponse());
   EXPECT_TRUE(stamped.load());
+}
+
+// ---- The access log of the server's own refusals -------------------------------------------
+// Each answer the transport writes itself is one record, written before the response, with the
+// id the response carries in X-Request-Id.
+
+TEST_F(HttpServerTest, MalformedRequestIsAccessLoggedWithAGeneratedId) {
+  options_.access_log = &access_log_;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GARBAGE\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  const auto& record = records[0];
+  EXPECT_EQ(record.status, 400);
+  EXPECT_EQ(record.protocol, "http");
+  EXPECT_EQ(record.method, "");  // the request line never parsed
+  EXPECT_EQ(record.target, "");
+  EXPECT_NE(record.error.find("malformed HTTP request"), std::string::npos) << record.error;
+  EXPECT_EQ(record.request_bytes, 0u);
+  EXPECT_EQ(record.response_bytes, r->body.size());
+  EXPECT_EQ(record.request_id.size(), 15u);  // generated: "<6 hex>-<8 hex>"
+  EXPECT_EQ(r->Header("x-request-id"), record.request_id);
+  EXPECT_EQ(handler_.calls.load(), 0);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyOverTheLimitIsAccessLoggedWithTheClientsId) {
+  options_.access_log = &access_log_;
+  options_.max_body_bytes = 10;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /v2/models/m/infer HTTP/1.1\r\nHost: t\r\nX-Request-Id: client-413\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->Header("x-request-id"), "client-413");
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 413);
+  EXPECT_EQ(records[0].request_id, "client-413");
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].target, "/v2/models/m/infer");
+  EXPECT_NE(records[0].error.find("limit of 10 bytes"), std::string::npos) << records[0].error;
+  EXPECT_EQ(records[0].request_bytes, 8u);  // the first chunk; the second was refused
+  EXPECT_EQ(records[0].response_bytes, r->body.size());
+}
+
+TEST_F(HttpServerTest, ClaimedBodyOverTheLimitIsAccessLogged) {
+  options_.access_log = &access_log_;
+  options_.max_body_bytes = 1024;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000000\r\n\r\n"));
+  auto r = c.ReadResponse(milliseconds(2000));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 413);
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].target, "/x");
+  EXPECT_EQ(records[0].request_bytes, 0u);
+  EXPECT_EQ(r->Header("x-request-id"), records[0].request_id);
+  EXPECT_FALSE(records[0].request_id.empty());
+}
+
+TEST_F(HttpServerTest, HugeHeaderIsAccessLogged) {
+  options_.access_log = &access_log_;
+  options_.max_header_bytes = 4096;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(8192, 'h') + "\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 431);
+  EXPECT_EQ(records[0].method, "GET");  // the header is parsed as it arrives, up to the limit
+  EXPECT_EQ(records[0].target, "/");
+  EXPECT_NE(records[0].error.find("4096"), std::string::npos) << records[0].error;
+  EXPECT_FALSE(records[0].request_id.empty());
+  EXPECT_EQ(r->Header("x-request-id"), records[0].request_id);
+}
+
+TEST_F(HttpServerTest, StalledBodyIsAccessLoggedWithTheBytesRead) {
+  options_.access_log = &access_log_;
+  options_.body_timeout = milliseconds(200);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /x?q=1 HTTP/1.1\r\nHost: t\r\nX-Request-Id: stalled-1\r\n"
+             "Content-Length: 100\r\n\r\nonly-some"));
+  auto r = c.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_EQ(r->Header("x-request-id"), "stalled-1");
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 408);
+  EXPECT_EQ(records[0].request_id, "stalled-1");
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].target, "/x?q=1");
+  EXPECT_EQ(records[0].request_bytes, 9u);  // "only-some"
+  EXPECT_NE(records[0].error.find("body timeout"), std::string::npos) << records[0].error;
+}
+
+TEST_F(HttpServerTest, StalledHeaderIsAccessLogged) {
+  options_.access_log = &access_log_;
+  options_.header_timeout = milliseconds(200);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /x HTTP/1.1\r\nHost: t\r\nX-Request-Id: half-1\r\nX-Half: "));
+  auto r = c.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, 408);
+  // The request line and the complete fields were parsed as they came.
+  EXPECT_EQ(records[0].method, "GET");
+  EXPECT_EQ(records[0].target, "/x");
+  EXPECT_EQ(records[0].request_id, "half-1");
+  EXPECT_EQ(r->Header("x-request-id"), "half-1");
+}
+
+TEST_F(HttpServerTest, AnUnacceptableClientIdIsReplacedInTheRefusal) {
+  options_.access_log = &access_log_;
+  StartServer();
+  RawHttpClient c(server_->port());
+  // 200 bytes: over the 128-byte limit for a client's id.
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: t\r\nX-Request-Id: " + std::string(200, 'i') +
+                     "\r\nContent-Length: nope\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].request_id.size(), 15u);
+  EXPECT_EQ(r->Header("x-request-id"), records[0].request_id);
+}
+
+TEST_F(HttpServerTest, WhatIsNotARefusalIsNotAccessLogged) {
+  options_.access_log = &access_log_;
+  options_.header_timeout = milliseconds(200);
+  options_.keepalive_timeout = milliseconds(200);
+  handler_.on_precheck = RefuseTarget;
+  StartServer();
+  {
+    // Answered by the handler (its own log's business), then closed idle: no record.
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/ok", "body") + Post("/refuse", "body")));
+    for (int status : {200, 503}) {
+      auto r = c.ReadResponse();
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, status);
+    }
+    EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  }
+  {
+    RawHttpClient silent(server_->port());  // never sends: closed by the header timeout
+    EXPECT_TRUE(silent.WaitClosed(milliseconds(5000)));
+  }
+  {
+    RawHttpClient gone(server_->port());  // leaves between requests
+    ASSERT_TRUE(gone.Send(Post("/ok", "x")));
+    ASSERT_TRUE(gone.ReadResponse());
+  }
+  server_->Stop();
+  EXPECT_EQ(access_log_.records().size(), 0u);
+}
+
+TEST_F(HttpServerTest, RefusalsCarryARequestIdWithoutAnAccessLog) {
+  StartServer();  // options_.access_log stays null
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("GET / HTTP/1.1\r\nHost: t\r\nX-Request-Id: mine\r\nContent-Length: x\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->Header("x-request-id"), "mine");
+  RawHttpClient garbage(server_->port());
+  ASSERT_TRUE(garbage.Send("GARBAGE\r\n\r\n"));
+  r = garbage.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->Header("x-request-id").size(), 15u);
+  EXPECT_TRUE(access_log_.records().empty());
 }
 
 }  // namespace
