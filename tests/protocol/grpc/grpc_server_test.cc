@@ -14,10 +14,12 @@
 
 #include "protocol/grpc/grpc_service.grpc.pb.h"
 #include "util/fake_model_manager.h"
+#include "util/recording_access_log.h"
 
 namespace harrier::grpc_frontend {
 namespace {
 
+using ::harrier::testing::RecordingAccessLog;
 using inference::GRPCInferenceService;
 
 class GrpcServerTest : public ::testing::Test {
@@ -258,27 +260,6 @@ TEST_F(GrpcServerTest, RequestIdIsEchoedOrGeneratedAsInitialMetadata) {
   EXPECT_EQ(InitialMetadata(live, "x-request-id"), "grpc-req-3");
 }
 
-// Keeps a copy of the fields the gRPC records fill.
-class RecordingAccessLog : public AccessLog {
- public:
-  struct Copy {
-    std::string request_id, protocol, method, target, error, model, inputs;
-    int status = 0;
-    int64_t version = 0;
-    uint64_t request_bytes = 0, response_bytes = 0, total_ns = 0;
-    InferenceTiming timing;
-  };
-  void Write(const AccessRecord& r) override {
-    std::lock_guard<std::mutex> lock(mu);
-    records.push_back({std::string(r.request_id), std::string(r.protocol), std::string(r.method),
-                       std::string(r.target), std::string(r.error), std::string(r.model),
-                       std::string(r.input_shapes_json), r.status, r.model_version, r.request_bytes,
-                       r.response_bytes, r.total_ns, r.timing});
-  }
-  std::mutex mu;
-  std::vector<Copy> records;
-};
-
 TEST_F(GrpcServerTest, ModelInferIsAccessLogged) {
   RecordingAccessLog access_log;
   GrpcServer::Options options;
@@ -302,9 +283,8 @@ TEST_F(GrpcServerTest, ModelInferIsAccessLogged) {
   unknown.set_model_name("nope");
   EXPECT_FALSE(stub_->ModelInfer(&bad_context, unknown, &resp).ok());
 
-  std::lock_guard<std::mutex> lock(access_log.mu);
-  ASSERT_EQ(access_log.records.size(), 2u);
-  const RecordingAccessLog::Copy& a = access_log.records[0];
+  ASSERT_EQ(access_log.records().size(), 2u);
+  const RecordingAccessLog::Copy a = access_log.records()[0];
   EXPECT_EQ(a.request_id, "grpc-log-1");
   EXPECT_EQ(a.protocol, "grpc");
   EXPECT_EQ(a.method, "ModelInfer");
@@ -318,7 +298,7 @@ TEST_F(GrpcServerTest, ModelInferIsAccessLogged) {
   EXPECT_GT(a.response_bytes, 0u);
   EXPECT_EQ(a.timing.compute_infer_ns, 30'000u);
   EXPECT_GT(a.total_ns, 0u);
-  const RecordingAccessLog::Copy& b = access_log.records[1];
+  const RecordingAccessLog::Copy b = access_log.records()[1];
   EXPECT_EQ(b.status, static_cast<int>(grpc::StatusCode::NOT_FOUND));
   EXPECT_NE(b.error.find("nope"), std::string::npos) << b.error;
   EXPECT_EQ(b.request_id.size(), 15u);  // generated

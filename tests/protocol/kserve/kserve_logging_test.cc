@@ -13,12 +13,14 @@
 #include "observability/spdlog_log_control.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "util/fake_model_manager.h"
+#include "util/recording_access_log.h"
 
 namespace harrier::kserve {
 namespace {
 
 using ::harrier::testing::FakeModelManager;
 using ::harrier::testing::FakeServableModel;
+using ::harrier::testing::RecordingAccessLog;
 using ::testing::HasSubstr;
 
 std::string HeaderOf(const HttpResponse& r, std::string_view name) {
@@ -32,25 +34,6 @@ int HeaderCount(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers) n += k == name;
   return n;
 }
-
-// Keeps a copy of every record.
-class RecordingAccessLog : public AccessLog {
- public:
-  struct Copy {
-    std::string request_id, protocol, method, target, error, model, inputs;
-    int status = 0;
-    int64_t version = 0;
-    uint64_t request_bytes = 0, response_bytes = 0, output_ns = 0, total_ns = 0;
-    InferenceTiming timing;
-  };
-  void Write(const AccessRecord& r) override {
-    records.push_back({std::string(r.request_id), std::string(r.protocol), std::string(r.method),
-                       std::string(r.target), std::string(r.error), std::string(r.model),
-                       std::string(r.input_shapes_json), r.status, r.model_version, r.request_bytes,
-                       r.response_bytes, r.output_ns, r.total_ns, r.timing});
-  }
-  std::vector<Copy> records;
-};
 
 constexpr const char* kJsonInfer =
     R"({"id":"r1","inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32","data":[1,2]}]})";
@@ -150,8 +133,8 @@ TEST_F(KServeLoggingTest, AccessRecordOfAnInference) {
   const std::string body = kJsonInfer;
   HttpResponse r = Call("POST", "/v2/models/simple/infer", body, {{"x-request-id", "client-1"}});
   ASSERT_EQ(r.status, 200);
-  ASSERT_EQ(access_log_.records.size(), 1u);
-  const RecordingAccessLog::Copy& a = access_log_.records[0];
+  ASSERT_EQ(access_log_.records().size(), 1u);
+  const RecordingAccessLog::Copy a = access_log_.records()[0];
   EXPECT_EQ(a.request_id, "client-1");
   EXPECT_EQ(a.protocol, "http");
   EXPECT_EQ(a.method, "POST");
@@ -176,24 +159,24 @@ TEST_F(KServeLoggingTest, AccessRecordsOfErrorsCarryTheirCause) {
     return DeadlineExceeded("the request timed out in the queue");
   };
   Call("POST", "/v2/models/simple/infer", kJsonInfer);
-  ASSERT_EQ(access_log_.records.size(), 3u);
-  EXPECT_EQ(access_log_.records[0].status, 404);
-  EXPECT_THAT(access_log_.records[0].error, HasSubstr("unknown model 'nope'"));
-  EXPECT_EQ(access_log_.records[1].status, 400);
-  EXPECT_EQ(access_log_.records[1].model, "simple");
-  EXPECT_EQ(access_log_.records[1].version, 3);
-  EXPECT_FALSE(access_log_.records[1].error.empty());
-  EXPECT_EQ(access_log_.records[2].status, 504);
-  EXPECT_EQ(access_log_.records[2].error, "the request timed out in the queue");
-  EXPECT_EQ(access_log_.records[2].inputs,
+  ASSERT_EQ(access_log_.records().size(), 3u);
+  EXPECT_EQ(access_log_.records()[0].status, 404);
+  EXPECT_THAT(access_log_.records()[0].error, HasSubstr("unknown model 'nope'"));
+  EXPECT_EQ(access_log_.records()[1].status, 400);
+  EXPECT_EQ(access_log_.records()[1].model, "simple");
+  EXPECT_EQ(access_log_.records()[1].version, 3);
+  EXPECT_FALSE(access_log_.records()[1].error.empty());
+  EXPECT_EQ(access_log_.records()[2].status, 504);
+  EXPECT_EQ(access_log_.records()[2].error, "the request timed out in the queue");
+  EXPECT_EQ(access_log_.records()[2].inputs,
             R"([{"name":"INPUT0","datatype":"FP32","shape":[1,2]}])");
-  EXPECT_EQ(access_log_.records[2].total_ns, 0u);  // no stage durations for a failure
+  EXPECT_EQ(access_log_.records()[2].total_ns, 0u);  // no stage durations for a failure
 }
 
 TEST_F(KServeLoggingTest, NoAccessLogNoRecords) {
   Recreate(false, true);
   EXPECT_EQ(Call("POST", "/v2/models/simple/infer", kJsonInfer).status, 200);
-  EXPECT_TRUE(access_log_.records.empty());
+  EXPECT_TRUE(access_log_.records().empty());
 }
 
 TEST_F(KServeLoggingTest, GetLogging) {
