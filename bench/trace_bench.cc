@@ -57,13 +57,13 @@ RequestTrace Record() {
 
 void BM_StartUntraced(benchmark::State& state) {
   auto tracer = MakeTracer(0.0, 16);
-  for (auto _ : state) benchmark::DoNotOptimize(tracer->Start(""));
+  for (auto _ : state) benchmark::DoNotOptimize(tracer->Start(std::nullopt));
 }
 BENCHMARK(BM_StartUntraced);
 
 void BM_StartTraced(benchmark::State& state) {
   auto tracer = MakeTracer(1.0, 16);
-  for (auto _ : state) benchmark::DoNotOptimize(tracer->Start(""));
+  for (auto _ : state) benchmark::DoNotOptimize(tracer->Start(std::nullopt));
 }
 BENCHMARK(BM_StartTraced);
 
@@ -71,7 +71,7 @@ void BM_StartWithSampledParent(benchmark::State& state) {
   auto tracer = MakeTracer(0.0, 16);
   for (auto _ : state) {
     benchmark::DoNotOptimize(
-        tracer->Start("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        tracer->Start(ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")));
   }
 }
 BENCHMARK(BM_StartWithSampledParent);

@@ -2,7 +2,7 @@
 // ends report traced requests to (docs/tracing.md).
 //
 // A front end asks the Tracer whether to trace a request (Tracer::Start, from the request's
-// traceparent and tracestate: parent-based, else the sampling ratio). For a traced request it
+// parsed traceparent: parent-based, else the sampling ratio). For a traced request it
 // fills one RequestTrace with the request's stage timestamps as the request goes through —
 // received, decoded, queued, batched, run, encoded, sent — and hands it to Tracer::Submit()
 // once the response has left. The Tracer turns the record into spans (one server span and its
@@ -46,14 +46,14 @@ bool ValidTracestate(std::string_view value);
 // (zero) one means the request never reached that stage (refused while decoding, cancelled in the
 // queue, ...), and the stage's span is then left out. The Tracer converts to wall-clock time.
 struct RequestTrace {
-  SpanContext parent;   // the client's span (from traceparent); invalid: the server span is a root
+  SpanContext parent;  // the client's span (from traceparent); invalid: the server span is a root
   std::string tracestate;  // propagated unchanged (already validated)
-  SpanContext server;   // the server span: trace id (the parent's, or new) and its own span id
+  SpanContext server;      // the server span: trace id (the parent's, or new) and its own span id
 
-  std::string name;       // the server span's name: "POST /v2/models/{model}/infer", "ModelInfer"
-  std::string protocol;   // "http" (HTTP/1.1, h2c, h2) or "grpc"
-  std::string transport;  // "HTTP/1.1", "HTTP/2" or "gRPC" (the span's network.protocol)
-  std::string target;     // the request target (HTTP) or the full method (gRPC)
+  std::string name;        // the server span's name: "POST /v2/models/{model}/infer", "ModelInfer"
+  std::string protocol;    // "http" (HTTP/1.1, h2c, h2) or "grpc"
+  std::string transport;   // "HTTP/1.1", "HTTP/2" or "gRPC" (the span's network.protocol)
+  std::string target;      // the request target (HTTP) or the full method (gRPC)
   std::string request_id;  // X-Request-Id as answered
   std::string model;
   int64_t model_version = 0;  // 0: not known
@@ -65,16 +65,17 @@ struct RequestTrace {
   using TimePoint = std::chrono::steady_clock::time_point;
   TimePoint received;       // the request's headers were in (the server span starts here)
   TimePoint body_received;  // the whole body was in: receive = [received, body_received]
-  TimePoint decoded;        // decoded and validated, handed to the model: decode = [body_received, decoded]
-  TimePoint batch_start;    // its batch started: queue = [decoded, batch_start]
-  TimePoint infer_start;    // the engine run of its batch: infer = [infer_start, infer_end]
+  // Decoded and validated, handed to the model: decode = [body_received, decoded].
+  TimePoint decoded;
+  TimePoint batch_start;  // its batch started: queue = [decoded, batch_start]
+  TimePoint infer_start;  // the engine run of its batch: infer = [infer_start, infer_end]
   TimePoint infer_end;
-  TimePoint batch_end;      // outputs split, answer handed back: batch = [batch_start, batch_end]
-  TimePoint encoded;        // response encoded: encode = [batch_end (or decoded), encoded]
-  TimePoint sent;           // last byte handed to the kernel: send = [encoded, sent]; server span end
+  TimePoint batch_end;  // outputs split, answer handed back: batch = [batch_start, batch_end]
+  TimePoint encoded;    // response encoded: encode = [batch_end (or decoded), encoded]
+  TimePoint sent;       // last byte handed to the kernel: send = [encoded, sent]; server span end
 
-  int64_t batch_size = 0;      // items in the batch it ran in
-  size_t batch_requests = 0;   // requests in that batch
+  int64_t batch_size = 0;     // items in the batch it ran in
+  size_t batch_requests = 0;  // requests in that batch
   // The server spans of ALL the traced requests that ran in the same batch, this request's own
   // included (one vector shared by the batch's records); the batch span links to every entry
   // but the record's own server span. Null (or holding only its own) when it ran alone or with
@@ -86,11 +87,12 @@ class Tracer {
  public:
   virtual ~Tracer() = default;
 
-  // Whether to trace a request that arrived with these header values (empty: absent). A valid
-  // traceparent decides by its sampled flag (parent-based); otherwise the sampling ratio
-  // decides. When traced, returns the server span's context: the parent's trace id (or a new
-  // one) and a new span id, flags sampled. Thread safe, allocation-free, tens of nanoseconds.
-  virtual std::optional<SpanContext> Start(std::string_view traceparent) = 0;
+  // Whether to trace a request whose traceparent parsed to `parent` (ParseTraceparent; nullopt:
+  // absent or invalid). A parent decides by its sampled flag (parent-based); otherwise the
+  // sampling ratio decides. When traced, returns the server span's context: the parent's trace
+  // id (or a new one) and a new span id, flags sampled. Thread safe, allocation-free, tens of
+  // nanoseconds. The caller parses, once, because it keeps the parent for the record.
+  virtual std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) = 0;
 
   // Queues a finished request's record for export. Never blocks on I/O: when the export queue
   // is full the record's spans are dropped and counted. Thread safe.

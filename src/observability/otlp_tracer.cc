@@ -428,16 +428,14 @@ class OtlpTracer::Impl {
     thread_.join();
   }
 
-  std::optional<SpanContext> Start(std::string_view traceparent) {
+  std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) {
     SpanContext server;
     server.flags = SpanContext::kSampled;
-    if (!traceparent.empty()) {
-      if (const auto parent = ParseTraceparent(traceparent)) {
-        if (!parent->sampled()) return std::nullopt;
-        server.trace_id = parent->trace_id;
-        server.span_id = NewSpanId();
-        return server;
-      }
+    if (parent) {
+      if (!parent->sampled()) return std::nullopt;
+      server.trace_id = parent->trace_id;
+      server.span_id = NewSpanId();
+      return server;
     }
     // A new trace: draw the half the sampler reads first, so an untraced request costs one id.
     const uint64_t low = NextRandomId();
@@ -704,8 +702,8 @@ StatusOr<std::unique_ptr<OtlpTracer>> OtlpTracer::Create(Options options) {
 OtlpTracer::OtlpTracer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 OtlpTracer::~OtlpTracer() = default;
 
-std::optional<SpanContext> OtlpTracer::Start(std::string_view traceparent) {
-  return impl_->Start(traceparent);
+std::optional<SpanContext> OtlpTracer::Start(const std::optional<SpanContext>& parent) {
+  return impl_->Start(parent);
 }
 
 void OtlpTracer::Submit(RequestTrace trace) {

@@ -60,7 +60,7 @@ class OtlpTracer : public Tracer {
   // Stops: exports what is queued (within export_timeout), then joins the thread.
   ~OtlpTracer() override;
 
-  std::optional<SpanContext> Start(std::string_view traceparent) override;
+  std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) override;
   void Submit(RequestTrace trace) override;
 
   // Exports everything submitted so far and waits for it, at most `timeout`. For shutdown and

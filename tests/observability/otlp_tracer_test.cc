@@ -286,8 +286,8 @@ TEST(OtlpTracerSamplingTest, RatioOneTracesEveryRequestAndZeroNone) {
   auto all = MakeTracer(Sampling(1.0));
   auto none = MakeTracer(Sampling(0.0));
   for (int i = 0; i < 10000; ++i) {
-    ASSERT_TRUE(all->Start("").has_value());
-    ASSERT_FALSE(none->Start("").has_value());
+    ASSERT_TRUE(all->Start(std::nullopt).has_value());
+    ASSERT_FALSE(none->Start(std::nullopt).has_value());
   }
 }
 
@@ -296,7 +296,7 @@ TEST(OtlpTracerSamplingTest, RatioHalfTracesHalfByTheTraceIdRule) {
   constexpr int kRequests = 100000;
   int traced = 0;
   for (int i = 0; i < kRequests; ++i) {
-    const auto context = tracer->Start("");
+    const auto context = tracer->Start(std::nullopt);
     if (!context) continue;
     ++traced;
     // TraceIdRatioBased: a traced id's last 8 bytes are below 0.5 * 2^64.
@@ -309,7 +309,7 @@ TEST(OtlpTracerSamplingTest, RatioHalfTracesHalfByTheTraceIdRule) {
 TEST(OtlpTracerSamplingTest, RatioTenthIsStatisticallyATenth) {
   auto tracer = MakeTracer(Sampling(0.1));
   int traced = 0;
-  for (int i = 0; i < 100000; ++i) traced += tracer->Start("").has_value() ? 1 : 0;
+  for (int i = 0; i < 100000; ++i) traced += tracer->Start(std::nullopt).has_value() ? 1 : 0;
   EXPECT_NEAR(traced, 10000, 500);  // sd 95
 }
 
@@ -317,7 +317,8 @@ TEST(OtlpTracerSamplingTest, ASampledParentIsFollowedWhateverTheRatio) {
   auto tracer = MakeTracer(Sampling(0.0));
   const auto parent = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   ASSERT_TRUE(parent);
-  const auto context = tracer->Start("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  const auto context =
+      tracer->Start(ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
   ASSERT_TRUE(context.has_value());
   EXPECT_EQ(context->trace_id, parent->trace_id);
   EXPECT_NE(context->span_id, parent->span_id);
@@ -327,13 +328,14 @@ TEST(OtlpTracerSamplingTest, ASampledParentIsFollowedWhateverTheRatio) {
 
 TEST(OtlpTracerSamplingTest, AnUnsampledParentIsFollowedWhateverTheRatio) {
   auto tracer = MakeTracer(Sampling(1.0));
-  EXPECT_FALSE(tracer->Start("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
+  EXPECT_FALSE(
+      tracer->Start(ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")));
 }
 
 TEST(OtlpTracerSamplingTest, AnInvalidParentFallsBackToTheRatioWithANewTrace) {
   const std::string invalid = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
-  EXPECT_FALSE(MakeTracer(Sampling(0.0))->Start(invalid));
-  const auto context = MakeTracer(Sampling(1.0))->Start(invalid);
+  EXPECT_FALSE(MakeTracer(Sampling(0.0))->Start(ParseTraceparent(invalid)));
+  const auto context = MakeTracer(Sampling(1.0))->Start(ParseTraceparent(invalid));
   ASSERT_TRUE(context.has_value());
   EXPECT_TRUE(context->valid());
   EXPECT_TRUE(context->sampled());
@@ -344,7 +346,7 @@ TEST(OtlpTracerSamplingTest, IdsAreNonZeroAndDistinctAcrossThreads) {
   constexpr int kPerThread = 20000;
   std::vector<SpanContext> a(kPerThread), b(kPerThread);
   auto fill = [&](std::vector<SpanContext>* out) {
-    for (auto& c : *out) c = *tracer->Start("");
+    for (auto& c : *out) c = *tracer->Start(std::nullopt);
   };
   std::thread t1(fill, &a), t2(fill, &b);
   t1.join();

@@ -1,4 +1,4 @@
-// FakeTracer: a Tracer for front-end tests. Parent-based like OtlpTracer (a valid traceparent
+// FakeTracer: a Tracer for front-end tests. Parent-based like OtlpTracer (a parsed traceparent
 // decides by its sampled flag), else `sample` decides; span ids count up from 1 so that tests can
 // tell them apart, and new trace ids are all 0xab. Keeps every submitted record.
 #pragma once
@@ -16,11 +16,11 @@ namespace harrier::testing {
 
 class FakeTracer : public Tracer {
  public:
-  std::optional<SpanContext> Start(std::string_view traceparent) override {
+  std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) override {
     std::lock_guard lock(mu_);
     ++starts_;
     SpanContext server;
-    if (std::optional<SpanContext> parent = ParseTraceparent(traceparent)) {
+    if (parent) {
       if (!parent->sampled()) return std::nullopt;
       server.trace_id = parent->trace_id;
     } else {

@@ -8,12 +8,13 @@ namespace harrier::kserve {
 std::shared_ptr<TracedRequest> TracedRequest::Start(Tracer* tracer, std::string_view traceparent,
                                                     std::string_view tracestate) {
   if (tracer == nullptr) return nullptr;
-  std::optional<SpanContext> server = tracer->Start(traceparent);
+  const std::optional<SpanContext> parent =
+      traceparent.empty() ? std::nullopt : ParseTraceparent(traceparent);
+  std::optional<SpanContext> server = tracer->Start(parent);
   if (!server) return nullptr;
   RequestTrace record;
   record.server = *server;
-  // Parsed a second time (the tracer parsed it to decide), but only for traced requests.
-  if (std::optional<SpanContext> parent = ParseTraceparent(traceparent)) {
+  if (parent) {
     record.parent = *parent;
     // Trace Context: a tracestate goes with its traceparent, never alone.
     if (!tracestate.empty() && ValidTracestate(tracestate)) record.tracestate = tracestate;
