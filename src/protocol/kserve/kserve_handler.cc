@@ -250,6 +250,25 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
   return http;
 }
 
+// The access log line of an inference refused before it reached the model (by admission at
+// Precheck, or while decoding): no input shapes, no stage durations.
+void LogRefusal(AccessLog* log, std::string_view request_id, const HttpRequest& request,
+                const HttpResponse& response, const Status& s, const ServableModel& model,
+                uint64_t request_bytes) {
+  AccessRecord record;
+  record.request_id = request_id;
+  record.protocol = "http";
+  record.method = request.method;
+  record.target = request.target;
+  record.status = response.status;
+  record.error = s.message();
+  record.model = model.name();
+  record.model_version = model.version();
+  record.request_bytes = request_bytes;
+  record.response_bytes = response.body.size();
+  log->Write(record);
+}
+
 // A traced inference's record as far as the request itself tells: its name (the route's model
 // and version, as in the URL), protocol and transport, and when it was received.
 void BeginInferTrace(const std::string& model, std::optional<int64_t> version,
@@ -454,17 +473,8 @@ std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
       ResolveRequestId(head.Header("x-request-id"), RequestIdGenerator::Process());
   response.headers.emplace_back(kRequestIdHeader, request_id);
   if (options_.access_log != nullptr) {
-    AccessRecord record;
-    record.request_id = request_id;
-    record.protocol = "http";
-    record.method = head.method;
-    record.target = head.target;
-    record.status = response.status;
-    record.error = admission.message();
-    record.model = (*model)->name();
-    record.model_version = (*model)->version();
-    record.response_bytes = response.body.size();
-    options_.access_log->Write(record);
+    LogRefusal(options_.access_log, request_id, head, response, admission, **model,
+               /*request_bytes=*/0);  // the body is never read
   }
   return response;
 }
@@ -666,28 +676,15 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     trace->record().model = (*model)->name();
     trace->record().model_version = (*model)->version();
   }
-  // The access log line of a request refused before it reaches the model.
-  auto log_refusal = [&](const Status& s, const HttpResponse& response) {
-    AccessRecord record;
-    record.request_id = request_id;
-    record.protocol = "http";
-    record.method = request.method;
-    record.target = request.target;
-    record.status = response.status;
-    record.error = s.message();
-    record.model = (*model)->name();
-    record.model_version = (*model)->version();
-    record.request_bytes = request_bytes;
-    record.response_bytes = response.body.size();
-    access_log->Write(record);
-  };
   // Refusals from here until Infer() count in the version's statistics and metrics.
   auto refuse = [&](const Status& s) {
     (*model)->RecordFailure(s.code(), received_at);
     HttpResponse response = ErrorResponse(s);
     response.headers.emplace_back(kRequestIdHeader, request_id);
     if (trace != nullptr) trace_refusal(s, &response);
-    if (access_log != nullptr) log_refusal(s, response);
+    if (access_log != nullptr) {
+      LogRefusal(access_log, request_id, request, response, s, **model, request_bytes);
+    }
     respond(std::move(response));
   };
 
