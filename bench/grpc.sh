@@ -13,7 +13,7 @@
 # measured run), which the client's own CPU use on a shared 2-core machine does not distort.
 set -u
 B=${1:-build}
-BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
+. "$(dirname "$0")/lib.sh"
 DUR=${DUR:-10}
 ROUNDS=${ROUNDS:-2}
 MODEL=${MODEL:-tiny}
@@ -26,29 +26,23 @@ LOG=$(mktemp /tmp/harrier-grpc-bench.XXXXXX.log)
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null; wait $PID' EXIT
 for _ in $(seq 1 600); do grep -q "listening on gRPC" "$LOG" && break; sleep 0.1; done
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
-tck=$(getconf CLK_TCK)
 report() { # label result-line cpu-ticks
-  local n
-  n=$(sed -E 's/.*requests=([0-9]+).*/\1/' <<<"$2")
-  echo "$1 ${2#RESULT } server_cpu_us_per_req=$(($3 * 1000000 / tck / (n > 0 ? n : 1)))"
+  echo "$1 ${2#RESULT } server_cpu_us_per_req=$(us_per_request "$3" "$2")"
 }
-export BODY=$BH/bodies/$MODEL.bin CTYPE=application/octet-stream
-IHCL=$(cat "$BH/bodies/$MODEL.bin.ihcl")
-export IHCL
+use_kit_body "$MODEL"
 url=http://127.0.0.1:$PORT/v2/models/$MODEL/infer
-lua=$(dirname "$0")/../../shared/peers/post.lua
+lua=$POST_LUA
 for round in $(seq 1 "$ROUNDS"); do
   for c in $CONNS; do
     wrk -t1 -c"$c" -d2s -s "$lua" "$url" >/dev/null 2>&1
-    t0=$(cpu_ticks)
+    t0=$(cpu_ticks $PID)
     r=$(wrk -t1 -c"$c" -d"${DUR}s" --timeout 10s -s "$lua" "$url" | grep RESULT)
-    report "round$round $MODEL rest-bin c=$c" "$r" $(($(cpu_ticks) - t0))
+    report "round$round $MODEL rest-bin c=$c" "$r" $(($(cpu_ticks $PID) - t0))
     "$B/bench/grpc_load" --target "127.0.0.1:$((PORT + 1))" --model "$MODEL" --input "$INPUT" \
       --connections "$c" --duration 2 --warmup 0 >/dev/null
-    t0=$(cpu_ticks)
+    t0=$(cpu_ticks $PID)
     r=$("$B/bench/grpc_load" --target "127.0.0.1:$((PORT + 1))" --model "$MODEL" --input "$INPUT" \
       --connections "$c" --duration "$DUR" --warmup 0 | grep RESULT)
-    report "round$round $MODEL grpc-raw c=$c" "$r" $(($(cpu_ticks) - t0))
+    report "round$round $MODEL grpc-raw c=$c" "$r" $(($(cpu_ticks $PID) - t0))
   done
 done

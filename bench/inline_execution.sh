@@ -5,8 +5,9 @@
 #   env: MODEL (tiny), INPUT (INPUT0:FP32:1x16), CONNS ("1 16"), PROTOS ("rest grpc"),
 #        DUR (5 s), ROUNDS (3), PORT (18100; the n-th server uses PORT+10n),
 #        CONFIGS: space-separated LABEL=BINARY:FLAGS, flags comma-separated
-#        (default "off=BUILD_DIR/harrier:--inline-execution-max-us,0
-#                  on=BUILD_DIR/harrier:--inline-execution-max-us,100")
+#        (default "off=BUILD_DIR/harrier:--inline-execution,off
+#                  on=BUILD_DIR/harrier:--inline-execution,all": REST and gRPC both inline, so
+#                  that both protocols' lines compare; the server's default is `grpc`)
 #
 # One server per config, all on the shared kit's repository (~/.cache/harrier-bench/repo). For
 # every round, protocol and connection count the same load runs against each server in turn
@@ -16,7 +17,7 @@
 # raw with bench/grpc_load. 1 s warm-up before each measured run.
 set -u
 B=${1:-build}
-BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
+. "$(dirname "$0")/lib.sh"
 DUR=${DUR:-5}
 ROUNDS=${ROUNDS:-3}
 MODEL=${MODEL:-tiny}
@@ -24,7 +25,7 @@ INPUT=${INPUT:-INPUT0:FP32:1x16}
 CONNS=${CONNS:-1 16}
 PROTOS=${PROTOS:-rest grpc}
 PORT=${PORT:-18100}
-CONFIGS=${CONFIGS:-off=$B/harrier:--inline-execution-max-us,0 on=$B/harrier:--inline-execution-max-us,100}
+CONFIGS=${CONFIGS:-off=$B/harrier:--inline-execution,off on=$B/harrier:--inline-execution,all}
 labels=() pids=() ports=()
 i=0
 for cfg in $CONFIGS; do
@@ -40,12 +41,8 @@ for cfg in $CONFIGS; do
   i=$((i + 1))
 done
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null' EXIT
-tck=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-export BODY=$BH/bodies/$MODEL.bin CTYPE=application/octet-stream
-IHCL=$(cat "$BH/bodies/$MODEL.bin.ihcl")
-export IHCL
-lua=$(dirname "$0")/../../shared/peers/post.lua
+use_kit_body "$MODEL"
+lua=$POST_LUA
 load() { # proto port conns dur
   if [ "$1" = rest ]; then
     wrk -t1 -c"$3" -d"${4}s" --timeout 10s -s "$lua" "http://127.0.0.1:$2/v2/models/$MODEL/infer" |
@@ -64,8 +61,7 @@ for round in $(seq 1 "$ROUNDS"); do
         load "$p" "${ports[$j]}" "$c" 1 >/dev/null
         t0=$(cpu_ticks "${pids[$j]}")
         r=$(load "$p" "${ports[$j]}" "$c" "$DUR")
-        reqs=$(sed -E 's/.*requests=([0-9]+).*/\1/' <<<"$r")
-        cpu=$((($(cpu_ticks "${pids[$j]}") - t0) * 1000000 / tck / (reqs > 0 ? reqs : 1)))
+        cpu=$(us_per_request $(($(cpu_ticks "${pids[$j]}") - t0)) "$r")
         echo "round$round $MODEL $p c=$c ${labels[$j]} ${r#RESULT } server_cpu_us_per_req=$cpu"
       done
     done

@@ -15,7 +15,7 @@
 # which includes the export thread) and the tracer's counters from /metrics.
 set -u
 B=${1:-build}
-BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
+. "$(dirname "$0")/lib.sh"
 DUR=${DUR:-10}
 ROUNDS=${ROUNDS:-2}
 MODEL=${MODEL:-tiny}
@@ -50,13 +50,9 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-tck=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
-export BODY=$BH/bodies/$MODEL.bin CTYPE=application/octet-stream
-IHCL=$(cat "$BH/bodies/$MODEL.bin.ihcl")
-export IHCL
+use_kit_body "$MODEL"
 url=http://127.0.0.1:$PORT/v2/models/$MODEL/infer
-lua=$(dirname "$0")/../../shared/peers/post.lua
+lua=$POST_LUA
 for round in $(seq 1 "$ROUNDS"); do
   for ratio in $RATIOS; do
     args=()
@@ -68,13 +64,12 @@ for round in $(seq 1 "$ROUNDS"); do
     for _ in $(seq 1 600); do grep -q "listening on HTTP" "$TMP/harrier.log" && break; sleep 0.1; done
     for c in $CONNS; do
       wrk -t1 -c"$c" -d2s -s "$lua" "$url" >/dev/null 2>&1
-      t0=$(cpu_ticks)
+      t0=$(cpu_ticks "$PID")
       r=$(wrk -t1 -c"$c" -d"${DUR}s" --timeout 10s -s "$lua" "$url" | grep RESULT)
-      n=$(sed -E 's/.*requests=([0-9]+).*/\1/' <<<"$r")
-      cpu=$(($(cpu_ticks) - t0))
+      cpu=$(us_per_request $(($(cpu_ticks "$PID") - t0)) "$r")
       spans=$(curl -s "http://127.0.0.1:$((PORT + 2))/metrics" |
         awk '/^harrier_trace_spans_(exported|dropped)_total/ {printf "%s=%s ", $1, $2}')
-      echo "round$round ratio=$ratio c=$c ${r#RESULT } server_cpu_us_per_req=$((cpu * 1000000 / tck / (n > 0 ? n : 1))) $spans"
+      echo "round$round ratio=$ratio c=$c ${r#RESULT } server_cpu_us_per_req=$cpu $spans"
     done
     kill -TERM "$PID"
     wait "$PID"

@@ -2,9 +2,9 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -495,15 +495,17 @@ class OtlpTracer::Impl {
 
  private:
   enum class PostResult { kAccepted, kRetry, kRejected };
-  static constexpr int kExportThreadNice = 10;
 
   void ExportLoop() {
-    // Serialising spans is work the requests do not wait for: named for top/perf, and niced so
-    // that on busy cores the kernel runs the I/O and model threads first. A backlog then waits
-    // in the bounded queue (and is dropped, counted, when it fills) rather than delaying
-    // answers. Best effort: a failure to renice changes nothing else.
+    // Serialising and posting spans is work no request waits for: named for top/perf, and
+    // SCHED_IDLE, so that it runs on cores the I/O and model threads leave idle. On a saturated
+    // machine a backlog waits in the bounded queue (and is dropped, counted, when it fills)
+    // rather than delaying answers; nice 10 or 19 still put ~0.5 ms on the 1-connection p99
+    // when every request was traced (docs/benchmarks.md, "Tracing"). The lock it shares with
+    // Submit() is held for a vector swap only. Best effort: a failure changes nothing else.
     pthread_setname_np(pthread_self(), "otlp-export");
-    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kExportThreadNice);
+    sched_param idle{};
+    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     auto next_export = Clock::now() + options_.export_interval;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
