@@ -1,8 +1,9 @@
 // Transport-independent HTTP messages and the handler interface that every front end
-// (HTTP/1.1 today, HTTP/2 next) drives. Handlers never see sockets.
+// (HTTP/1.1 and HTTP/2) drives. Handlers never see sockets.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,12 +28,9 @@ enum class HttpVersion : unsigned char {
 // "HTTP/1.1", "HTTP/2", or "" for kUnknown: a static string, never allocated.
 constexpr std::string_view HttpVersionName(HttpVersion version) {
   switch (version) {
-    case HttpVersion::kHttp11:
-      return "HTTP/1.1";
-    case HttpVersion::kHttp2:
-      return "HTTP/2";
-    case HttpVersion::kUnknown:
-      break;
+    case HttpVersion::kHttp11: return "HTTP/1.1";
+    case HttpVersion::kHttp2: return "HTTP/2";
+    case HttpVersion::kUnknown: break;
   }
   return {};
 }
@@ -69,8 +67,12 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 200;
-  std::vector<std::pair<std::string, std::string>> headers;  // Content-Length is added by the server
+  std::vector<std::pair<std::string, std::string>>
+      headers;  // Content-Length is added by the server
   std::string body;
+  // HTTP/2 only: fields sent after the body in a trailing HEADERS frame (gRPC's grpc-status).
+  // When set, no content-length is sent. HTTP/1.1 drops them (it writes no trailers).
+  std::vector<std::pair<std::string, std::string>> trailers;
   // Called by the transport once, on the connection's thread, when the response's last byte has
   // been handed to the kernel (`sent` true, with the time) or when it never will be (the
   // connection or stream closed first; `sent` false, time zero). Empty: nobody asked (and no
@@ -82,6 +84,37 @@ struct HttpResponse {
 // Called exactly once per request, from any thread; the server takes it back to the
 // connection's own thread.
 using HttpResponder = std::function<void(HttpResponse)>;
+
+// The transport's side of a streamed response (HttpHandler::OpenStream). Every method may be
+// called from any thread; the work is posted to the connection's thread. Calls after the stream
+// is gone (reset, connection closed) are dropped, with `on_written(false)`.
+class HttpStreamWriter {
+ public:
+  virtual ~HttpStreamWriter() = default;
+  // Queues `bytes` as the next part of the response body. `on_written` (may be empty) is called
+  // on the connection's thread once, with true when the part's last byte is handed to the
+  // kernel, false when it never will be.
+  virtual void Write(std::string bytes, std::function<void(bool written)> on_written) = 0;
+  // Ends the response after the parts queued: the trailers close the stream. Once only.
+  virtual void Finish(std::vector<std::pair<std::string, std::string>> trailers) = 0;
+  // The handler has dealt with `bytes` more of the request body: the flow-control window opens
+  // by that much. Body bytes not reported here hold the client back once its window is used.
+  virtual void Consumed(std::size_t bytes) = 0;
+};
+
+// The handler's side of a streamed request (HttpHandler::OpenStream). Called only on the
+// connection's thread, never after OnCancel or once the stream is finished and closed.
+class HttpStreamHandler {
+ public:
+  virtual ~HttpStreamHandler() = default;
+  // The next bytes of the request body, as they arrive (valid during the call only).
+  virtual void OnBody(std::string_view bytes) = 0;
+  // The client has sent all of its body (END_STREAM).
+  virtual void OnBodyEnd() = 0;
+  // The stream ended before the handler finished it (client reset, connection lost): nothing
+  // more will be sent. Called at most once, and last.
+  virtual void OnCancel() = 0;
+};
 
 class HttpHandler {
  public:
@@ -98,6 +131,29 @@ class HttpHandler {
   // opinion.
   virtual std::optional<HttpResponse> Precheck(const HttpRequest& head) {
     (void)head;
+    return std::nullopt;
+  }
+
+  // HTTP/2 only, after Precheck: a handler that serves `head` as a stream (its body read and its
+  // response written in parts, as gRPC's streaming calls need) returns its stream handler and
+  // fills `response_head` (status and headers, sent at once; its body is ignored); `writer`
+  // answers. Null (the default): the request is read whole and given to Handle(). `head.body`
+  // is null and `head.cancellation` is not set: OnCancel says the stream is gone.
+  virtual std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
+                                                        std::shared_ptr<HttpStreamWriter> writer,
+                                                        HttpResponse* response_head) {
+    (void)head;
+    (void)writer;
+    (void)response_head;
+    return nullptr;
+  }
+
+  // How the transport's own refusals look to this handler's clients (400, 408, 413, 431, when
+  // a request breaks a limit before the handler sees it): gRPC answers them with a grpc-status.
+  // Return nullopt (the default) for the server's JSON error. Must be cheap; any thread.
+  virtual std::optional<HttpResponse> TransportError(int status, std::string_view message) {
+    (void)status;
+    (void)message;
     return std::nullopt;
   }
 };

@@ -65,6 +65,49 @@ struct Http2Connection<Stream>::StreamState {
   HttpResponse response;
   std::size_t sent = 0;  // of response.body
   std::string status;    // ":status" value
+
+  // Streamed (HttpHandler::OpenStream): body bytes go to `handler` as they arrive; the response
+  // body is written from `parts` as the writer queues them, then `trailers` end the stream.
+  std::shared_ptr<HttpStreamHandler> handler;
+  std::deque<std::unique_ptr<Part>> parts;
+  std::size_t part_sent = 0;  // of parts.front()
+  bool finish_queued = false;
+  bool stream_cancelled = false;  // handler->OnCancel() was called
+  bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
+  std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
+};
+
+template <class Stream>
+class Http2Connection<Stream>::StreamWriter final : public HttpStreamWriter {
+ public:
+  StreamWriter(std::weak_ptr<Http2Connection> connection, std::shared_ptr<IoThread> io, int32_t id)
+      : connection_(std::move(connection)), io_(std::move(io)), id_(id) {}
+
+  void Write(std::string bytes, std::function<void(bool)> on_written) override {
+    auto part = std::make_unique<Part>(Part{std::move(bytes), std::move(on_written)});
+    asio::post(io_->ioc, [c = connection_, id = id_, part = std::move(part)]() mutable {
+      if (auto conn = c.lock()) {
+        conn->OnStreamWrite(id, std::move(part));
+      } else if (part->on_written) {
+        part->on_written(false);
+      }
+    });
+  }
+  void Finish(std::vector<std::pair<std::string, std::string>> trailers) override {
+    asio::post(io_->ioc, [c = connection_, id = id_, trailers = std::move(trailers)]() mutable {
+      if (auto conn = c.lock()) conn->OnStreamFinish(id, std::move(trailers));
+    });
+  }
+  void Consumed(std::size_t bytes) override {
+    asio::post(io_->ioc, [c = connection_, id = id_, bytes] {
+      if (auto conn = c.lock()) conn->OnStreamConsumed(id, bytes);
+    });
+  }
+
+ private:
+  const std::weak_ptr<Http2Connection> connection_;
+  const std::shared_ptr<IoThread> io_;
+  const int32_t id_;
 };
 
 template <class Stream>
@@ -93,6 +136,10 @@ bool Http2Connection<Stream>::InitSession() {
   // Our own limit on the header list is checked in OnHeaderCb (answered with 431); nghttp2's
   // HPACK decoder still bounds a single field.
   nghttp2_option_set_max_settings(opt, 32);
+  // Body bytes are consumed (the window reopened) by us: at once for whole requests, when the
+  // handler says so for streamed ones, so that a stream that is not being read holds its
+  // client back instead of filling memory.
+  nghttp2_option_set_no_auto_window_update(opt, 1);
   const int rv = nghttp2_session_server_new2(&session_, cbs, this, opt);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
@@ -188,11 +235,15 @@ void Http2Connection<Stream>::Close() {
   closed_ = true;
   for (auto& [id, s] : streams_) {
     if (s->dispatched && !s->responded && s->cancellation) s->cancellation->Cancel();
+    CancelStream(s.get());
     ReportSent(&s->response, false, {});
   }
   for (auto& s : retired_) ReportSent(&s->response, false, {});
   for (auto& on_sent : sent_pending_) ReportSent(&on_sent, false, {});
   sent_pending_.clear();
+  for (auto& part : parts_pending_)
+    if (part->on_written) part->on_written(false);
+  parts_pending_.clear();
   timer_.cancel();
   error_code ignored;
   Lowest(stream_).shutdown(asio::socket_base::shutdown_both, ignored);
@@ -301,6 +352,22 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
   SendCb(nullptr, framehd, 9, 0, user);
   // We never ask for padding, so padlen is 0.
   (void)frame;
+  if (s->handler) {
+    if (length > 0) {
+      Part& part = *s->parts.front();
+      c->segments_.push_back(
+          {reinterpret_cast<const uint8_t*>(part.bytes.data()) + s->part_sent, 0, length});
+      s->part_sent += length;
+      c->batch_bytes_ += length;
+    }
+    // A part whose last byte is in this batch waits there (its bytes are being written).
+    if (!s->parts.empty() && s->part_sent == s->parts.front()->bytes.size()) {
+      c->parts_pending_.push_back(std::move(s->parts.front()));
+      s->parts.pop_front();
+      s->part_sent = 0;
+    }
+    return 0;
+  }
   c->segments_.push_back(
       {reinterpret_cast<const uint8_t*>(s->response.body.data()) + s->sent, 0, length});
   s->sent += length;
@@ -309,14 +376,42 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
 }
 
 template <class Stream>
-ssize_t Http2Connection<Stream>::ReadBodyCb(nghttp2_session*, int32_t, uint8_t*, size_t length,
-                                            uint32_t* flags, nghttp2_data_source* source, void*) {
+ssize_t Http2Connection<Stream>::ReadBodyCb(nghttp2_session* session, int32_t stream_id, uint8_t*,
+                                            size_t length, uint32_t* flags,
+                                            nghttp2_data_source* source, void*) {
   auto* s = static_cast<StreamState*>(source->ptr);
+  std::size_t left = 0;
+  if (s->handler) {
+    if (s->parts.empty()) {
+      if (!s->finish_queued) {
+        s->data_deferred = true;  // OnStreamWrite / OnStreamFinish resume it
+        return NGHTTP2_ERR_DEFERRED;
+      }
+    } else {
+      left = s->parts.front()->bytes.size() - s->part_sent;
+    }
+  } else {
+    left = s->response.body.size() - s->sent;
+  }
   // How much the next DATA frame carries; SendDataCb copies nothing but its 9-byte header.
-  const std::size_t left = s->response.body.size() - s->sent;
   const std::size_t n = std::min(left, length);
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (n == left) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  const bool last = s->handler ? s->finish_queued && n == left && s->parts.size() <= 1 : n == left;
+  if (last) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!s->response.trailers.empty()) {
+      // The trailers carry END_STREAM; nghttp2 copies the fields.
+      std::vector<nghttp2_nv> nva;
+      nva.reserve(s->response.trailers.size());
+      for (const auto& [name, value] : s->response.trailers) {
+        nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                       reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                       value.size(), NGHTTP2_NV_FLAG_NONE});
+      }
+      if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) == 0)
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    }
+  }
   // `sent` advances in SendDataCb; nghttp2 asks again only after that frame is out.
   return static_cast<ssize_t>(n);
 }
@@ -369,6 +464,13 @@ void Http2Connection<Stream>::OnWrite(const error_code& ec) {
     return;
   }
   retired_.clear();  // the bodies of streams closed in that batch are out
+  if (!parts_pending_.empty()) {
+    auto done = std::move(parts_pending_);
+    parts_pending_.clear();
+    for (auto& part : done)
+      if (part->on_written) part->on_written(true);
+    if (closed_) return;
+  }
   if (!sent_pending_.empty()) {
     const auto now = Clock::now();
     for (auto& on_sent : sent_pending_) ReportSent(&on_sent, true, now);
@@ -427,7 +529,9 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
       if (!closed_) ArmTick();  // bounds the close_notify
       return;
     }
-    if (s->request_complete || s->refused) continue;
+    // A streamed request's body comes when its client has something to say (a gRPC stream
+    // may sit idle between messages): no body timeout.
+    if (s->request_complete || s->refused || s->handler) continue;
     if (now - s->last_body_bytes > o.body_timeout) {
       spdlog::debug("http2: stream {}: the request body stalled for the body timeout", id);
       RefuseWithError(id, s.get(), 408, "the request body stalled for longer than the body timeout",
@@ -559,6 +663,7 @@ void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
     Refuse(id, s, std::move(*early));
     return;
   }
+  if (OpenStream(id, s)) return;
   if (claimed > 0)
     s->body.reserve(static_cast<std::size_t>(std::min(claimed, kMaxReserve)) + kBodyPadding);
 }
@@ -568,7 +673,18 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
                                            const uint8_t* data, size_t len, void* user) {
   auto* c = static_cast<Http2Connection*>(user);
   StreamState* s = c->Find(stream_id);
-  if (s == nullptr || s->refused) return 0;  // dropped; nghttp2 still returns the window
+  if (s != nullptr && s->handler) {
+    if (s->stream_cancelled || s->finish_queued) {
+      nghttp2_session_consume(c->session_, stream_id, len);  // nobody reads it any more
+      return 0;
+    }
+    s->unconsumed += len;  // reopened when the handler says it has dealt with the bytes
+    s->handler->OnBody(std::string_view(reinterpret_cast<const char*>(data), len));
+    return 0;
+  }
+  // A whole request: its window reopens as it arrives (the body limit bounds the request).
+  nghttp2_session_consume(c->session_, stream_id, len);
+  if (s == nullptr || s->refused) return 0;  // dropped
   const uint64_t limit = c->shared_->options.max_body_bytes;
   if (s->body.size() + len > limit) {
     c->RefuseWithError(
@@ -587,6 +703,10 @@ void Http2Connection<Stream>::OnRequestComplete(int32_t id, StreamState* s) {
   s->request_complete = true;
   // END_STREAM on HEADERS (no body) or on the last DATA frame: read at last_read_.
   s->request.body_received_at = last_read_;
+  if (s->handler) {
+    if (!s->stream_cancelled && !s->finish_queued) s->handler->OnBodyEnd();
+    return;
+  }
   if (s->refused || s->dispatched) return;
   Dispatch(id, s);
 }
@@ -605,7 +725,7 @@ void Http2Connection<Stream>::RefuseWithError(int32_t id, StreamState* s, int st
                                               std::string_view message, uint64_t request_bytes) {
   Refuse(id, s,
          TransportErrorResponse(status, message, "content-type", s->request, request_bytes,
-                                shared_->options.access_log));
+                                shared_->options.access_log, shared_->handler));
 }
 
 template <class Stream>
@@ -704,7 +824,8 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
     add(names[k++], value);
   }
   std::string length;
-  if (!no_body) {
+  const bool streamed = s->handler != nullptr || !s->response.trailers.empty();
+  if (!no_body && !streamed) {
     length = std::to_string(s->response.body.size());
     add("content-length", length);
   }
@@ -713,8 +834,9 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
   provider.source.ptr = s;
   provider.read_callback = &ReadBodyCb;
   // nghttp2 copies the name/value pairs; the provider reads s->response.body in place.
-  const int rv = nghttp2_submit_response(session_, id, nva.data(), nva.size(),
-                                         s->response.body.empty() ? nullptr : &provider);
+  const int rv =
+      nghttp2_submit_response(session_, id, nva.data(), nva.size(),
+                              s->response.body.empty() && !streamed ? nullptr : &provider);
   if (rv != 0) spdlog::debug("http2: cannot answer stream {}: {}", id, nghttp2_strerror(rv));
 }
 
@@ -734,7 +856,7 @@ int Http2Connection<Stream>::OnFrameSendCb(nghttp2_session* session, const nghtt
   }
   // An early answer while the client is still sending the body: tell it to stop (RFC 9113
   // §8.1: a complete response before the request, then RST_STREAM with NO_ERROR).
-  if (s != nullptr && s->refused && !s->request_complete)
+  if (s != nullptr && (s->refused || s->handler) && !s->request_complete)
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
   return 0;
 }
@@ -750,6 +872,12 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
     // Reset by the client (or the connection is going) before we answered.
     s->cancellation->Cancel();
   }
+  c->CancelStream(s);
+  // Body bytes the handler never reported: the connection's window gets them back.
+  if (s->unconsumed > 0) {
+    nghttp2_session_consume_connection(c->session_, s->unconsumed);
+    s->unconsumed = 0;
+  }
   // Still here: the END_STREAM frame was never sent (reset, or refused by nghttp2).
   ReportSent(&s->response, false, {});
   // The last DATA frame's payload may still be in the batch being written.
@@ -757,6 +885,90 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
   c->streams_.erase(it);
   if (c->streams_.empty()) c->idle_since_ = Clock::now();
   return 0;
+}
+
+// ---- Streamed requests (HttpHandler::OpenStream) --------------------------------------------
+
+template <class Stream>
+bool Http2Connection<Stream>::OpenStream(int32_t id, StreamState* s) {
+  HttpResponse head;
+  std::shared_ptr<HttpStreamHandler> handler;
+  auto writer = std::make_shared<StreamWriter>(this->weak_from_this(), io_->shared_from_this(), id);
+  try {
+    handler = shared_->handler->OpenStream(s->request, writer, &head);
+  } catch (const std::exception& e) {
+    spdlog::error("http2: OpenStream threw: {}", e.what());
+    SubmitResponse(id, s, ErrorResponse(500, "internal error"));
+    s->refused = true;
+    return true;
+  }
+  if (!handler) return false;
+  s->handler = std::move(handler);
+  s->dispatched = true;
+  head.body.clear();
+  head.trailers.clear();
+  SubmitResponse(id, s, std::move(head));
+  return true;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnStreamWrite(int32_t id, std::unique_ptr<Part> part) {
+  StreamState* s = closed_ ? nullptr : Find(id);
+  if (s == nullptr || !s->handler || s->stream_cancelled || s->finish_queued) {
+    if (part->on_written) part->on_written(false);
+    return;
+  }
+  if (part->bytes.empty()) {
+    if (part->on_written) part->on_written(true);
+    return;
+  }
+  s->parts.push_back(std::move(part));
+  if (s->data_deferred) {
+    s->data_deferred = false;
+    nghttp2_session_resume_data(session_, id);
+  }
+  Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnStreamFinish(
+    int32_t id, std::vector<std::pair<std::string, std::string>> trailers) {
+  StreamState* s = closed_ ? nullptr : Find(id);
+  if (s == nullptr || !s->handler || s->stream_cancelled || s->finish_queued) return;
+  s->finish_queued = true;
+  s->response.trailers = std::move(trailers);
+  if (s->unconsumed > 0) {  // what the handler will never read now
+    nghttp2_session_consume(session_, id, s->unconsumed);
+    s->unconsumed = 0;
+  }
+  if (s->data_deferred) {
+    s->data_deferred = false;
+    nghttp2_session_resume_data(session_, id);
+  }
+  Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::OnStreamConsumed(int32_t id, std::size_t bytes) {
+  StreamState* s = closed_ ? nullptr : Find(id);
+  if (s == nullptr || !s->handler) return;  // a closed stream gave its bytes back already
+  bytes = std::min(bytes, s->unconsumed);
+  if (bytes == 0) return;
+  s->unconsumed -= bytes;
+  nghttp2_session_consume(session_, id, bytes);
+  Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::CancelStream(StreamState* s) {
+  if (!s->handler) return;
+  for (auto& part : s->parts)
+    if (part->on_written) part->on_written(false);
+  s->parts.clear();
+  // A handler that has finished has nothing left to stop, even if its trailers never went out.
+  if (s->stream_cancelled || s->finish_queued) return;
+  s->stream_cancelled = true;
+  s->handler->OnCancel();
 }
 
 template class Http2Connection<TcpStream>;

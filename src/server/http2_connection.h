@@ -40,6 +40,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <memory>
@@ -93,6 +94,13 @@ class Http2Connection : public Connection,
     int32_t stream_id;
     void operator()(HttpResponse response) const;
   };
+  // A streamed response's writer (HttpHandler::OpenStream): every call is posted to the I/O
+  // thread, even from it, so that it never runs inside an nghttp2 callback.
+  class StreamWriter;
+  struct Part {
+    std::string bytes;
+    std::function<void(bool)> on_written;
+  };
 
   bool InitSession();
   void Register();
@@ -115,6 +123,13 @@ class Http2Connection : public Connection,
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse response);
+  // Streams (OpenStream): true when the handler took the stream.
+  bool OpenStream(int32_t stream_id, StreamState* s);
+  void OnStreamWrite(int32_t stream_id, std::unique_ptr<Part> part);
+  void OnStreamFinish(int32_t stream_id, std::vector<std::pair<std::string, std::string>> trailers);
+  void OnStreamConsumed(int32_t stream_id, std::size_t bytes);
+  // The stream's handler is told it is gone (once), and its queued parts are dropped.
+  void CancelStream(StreamState* s);
 
   // nghttp2 callbacks (user_data is the connection).
   static int OnBeginHeadersCb(nghttp2_session*, const nghttp2_frame* frame, void* user);
@@ -155,6 +170,10 @@ class Http2Connection : public Connection,
   // or written: called with true when that write completes, false if the connection goes first.
   using OnSent = std::function<void(bool, std::chrono::steady_clock::time_point)>;
   std::vector<OnSent> sent_pending_;
+  // Streamed parts whose last byte is in the batch being built or written (the gather buffer
+  // points into them): on_written(true) when that write completes, (false) if the connection
+  // goes first.
+  std::vector<std::unique_ptr<Part>> parts_pending_;
 
   // Read side.
   std::array<uint8_t, 64 * 1024> rbuf_;

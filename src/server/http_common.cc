@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "core/json_writer.h"
@@ -43,8 +44,12 @@ HttpResponse JsonErrorResponse(int status, std::string_view message,
 
 HttpResponse TransportErrorResponse(int status, std::string_view message,
                                     std::string_view content_type_name, const HttpRequest& request,
-                                    uint64_t request_bytes, AccessLog* access_log) {
-  HttpResponse r = JsonErrorResponse(status, message, content_type_name);
+                                    uint64_t request_bytes, AccessLog* access_log,
+                                    HttpHandler* handler) {
+  std::optional<HttpResponse> shaped;
+  if (handler != nullptr) shaped = handler->TransportError(status, message);
+  HttpResponse r =
+      shaped ? std::move(*shaped) : JsonErrorResponse(status, message, content_type_name);
   // Every REST response names its request (docs/logging.md), these too: an error path, so the
   // id's cost does not matter, and a client can match a refusal to the log line.
   std::string request_id =

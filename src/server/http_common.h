@@ -46,9 +46,12 @@ HttpResponse JsonErrorResponse(int status, std::string_view message,
 // the same id: `request` holds what was parsed of the request so far (method, target and
 // headers are empty when its request line never parsed), `request_bytes` how much of its body
 // was read. Not for the handler's answers (Precheck's, Handle's): the handler logs those.
+// A non-null `handler` may shape the answer instead of the JSON body
+// (HttpHandler::TransportError: gRPC's grpc-status); the request id and the record stay.
 HttpResponse TransportErrorResponse(int status, std::string_view message,
                                     std::string_view content_type_name, const HttpRequest& request,
-                                    uint64_t request_bytes, AccessLog* access_log);
+                                    uint64_t request_bytes, AccessLog* access_log,
+                                    HttpHandler* handler = nullptr);
 
 // Calls `response->on_sent(sent, at)` if it is set, and empties it first, so a second call is a
 // no-op (each response reports once). No allocation: the function is moved, not copied. A

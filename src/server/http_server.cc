@@ -339,6 +339,10 @@ Status HttpServer::Start() {
 }
 
 void HttpServer::Stop() {
+  Stop(options_.shutdown_timeout);
+}
+
+void HttpServer::Stop(std::chrono::milliseconds shutdown_timeout) {
   if (!started_ || stopped_) return;
   stopped_ = true;
   auto& shared = *shared_;
@@ -361,10 +365,10 @@ void HttpServer::Stop() {
   {
     std::unique_lock<std::mutex> lock(shared.mu);
     const bool drained = shared.drained.wait_for(
-        lock, options_.shutdown_timeout, [&] { return shared.live_connections.load() == 0; });
+        lock, shutdown_timeout, [&] { return shared.live_connections.load() == 0; });
     if (!drained) {
       spdlog::warn("http: {} connection(s) still busy after {} ms; closing them",
-                   shared.live_connections.load(), options_.shutdown_timeout.count());
+                   shared.live_connections.load(), shutdown_timeout.count());
     }
   }
 

@@ -153,6 +153,8 @@ class HttpServer {
   // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
   // Idempotent. REQUIRES: not called from an I/O thread or from inside the handler.
   void Stop();
+  // The same with another bound on in-flight requests than Options::shutdown_timeout.
+  void Stop(std::chrono::milliseconds shutdown_timeout);
 
  private:
   HttpServer(const Options& options, HttpHandler* handler);
