@@ -306,8 +306,7 @@ int Serve(const ServeFlags& flags) {
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
   // The status page (GET /dashboard, docs/dashboard.md) in front of the KServe routes.
-  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); },
-                           &kserve_handler);
+  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); }, &kserve_handler);
 
   HttpServer::Options http_options;
   http_options.address = flags.http_address;
@@ -353,6 +352,7 @@ int Serve(const ServeFlags& flags) {
 
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
+  grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
   grpc_options.address = flags.http_address;
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;
@@ -401,7 +401,8 @@ int Serve(const ServeFlags& flags) {
   metrics_options.max_body_bytes = 64u << 10;
   metrics_options.shutdown_timeout = std::chrono::seconds(2);
   auto metrics_server = HttpServer::Create(metrics_options, &metrics_handler);
-  Status metrics_started = metrics_server.ok() ? (*metrics_server)->Start() : metrics_server.status();
+  Status metrics_started =
+      metrics_server.ok() ? (*metrics_server)->Start() : metrics_server.status();
   if (!metrics_started.ok()) {
     spdlog::critical("cannot start the metrics server: {}", metrics_started.message());
     (*server)->Stop();
@@ -424,7 +425,7 @@ int Serve(const ServeFlags& flags) {
     std::_Exit(1);
   }).detach();
 
-  (*server)->Stop();       // stop accepting, answer what is in flight, close connections
+  (*server)->Stop();  // stop accepting, answer what is in flight, close connections
   (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC
   (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
   server->reset();

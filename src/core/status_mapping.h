@@ -13,13 +13,16 @@ int HttpStatusFor(StatusCode code);
 enum class GrpcCode : int {
   kOk = 0,
   kCancelled = 1,
+  kUnknown = 2,
   kInvalidArgument = 3,
   kDeadlineExceeded = 4,
   kNotFound = 5,
+  kPermissionDenied = 7,
   kResourceExhausted = 8,
   kUnimplemented = 12,
   kInternal = 13,
   kUnavailable = 14,
+  kUnauthenticated = 16,
 };
 
 // INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED (also for kPayloadTooLarge, as gRPC itself

@@ -15,7 +15,7 @@ import unittest
 class Harrier:
     """`harrier serve` with --http-port/--grpc-port/--metrics-port 0 and 2 I/O threads.
 
-    `port` and `metrics_port` are the bound ports; the whole log (stdout and stderr) goes to
+    `port`, `metrics_port` and `grpc_port` are the bound ports; the whole log (stdout and stderr) goes to
     `log_path`. Raises RuntimeError if the server exits or does not listen within two minutes.
     """
 
@@ -25,7 +25,7 @@ class Harrier:
         cmd = [binary, "serve", "--model-repository", repo, "--http-port", "0",
                "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2"] + list(extra_args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = self.metrics_port = None
+        self.port = self.metrics_port = self.grpc_port = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -34,8 +34,10 @@ class Harrier:
             text = self.log_text()
             http = re.search(r"listening on HTTP [^ ]+:(\d+)", text)
             metrics = re.search(r"listening on metrics [^ ]+:(\d+)", text)
+            grpc = re.search(r"listening on gRPC [^ ]+:(\d+)", text)
             if http and metrics:
                 self.port, self.metrics_port = int(http.group(1)), int(metrics.group(1))
+                self.grpc_port = int(grpc.group(1)) if grpc else None
                 return
             time.sleep(0.1)
         self.terminate()

@@ -1,18 +1,20 @@
 // GrpcServer: the KServe v2 gRPC front end (package `inference`, service GRPCInferenceService)
-// on grpc++, over a ModelManager. gRPC types stay inside src/protocol/grpc/: this header only
-// forward-declares grpc::Server, so the composition root (src/cli/main.cc) that creates, starts
-// and stops it never includes a gRPC header.
+// over a ModelManager, served by Harrier's own HTTP/2 server (server/http_server.h, nghttp2)
+// with GrpcHttpHandler (grpc_http_handler.h) speaking gRPC's wire format. No gRPC library is
+// involved (docs/grpc.md, "Implementation", says why: grpc++ 1.51 does not survive the floods
+// that nghttp2 does, docs/security.md). The generated protobuf messages are the only
+// dependency.
 //
-// API: grpc++'s callback API (docs/grpc.md, "Implementation"). Unary RPCs are answered on
-// gRPC's own threads; ModelInfer is decoded there and answered from the model's worker thread
-// when it completes. A call's deadline (grpc-timeout) becomes InferenceRequest::deadline and its
-// cancellation (client cancel, disconnect, server shutdown past its deadline) cancels the
-// request's CancellationToken, exactly as the HTTP server does for a closed connection.
+// Every limit of the HTTP/2 server applies per connection and stream: SETTINGS_MAX_CONCURRENT_
+// STREAMS (128), the header list limit, flow-control windows, nghttp2's own flood guards
+// (rapid reset, SETTINGS, PING, CONTINUATION), the header, body, write and idle timeouts.
+// A call's deadline (grpc-timeout) becomes InferenceRequest::deadline; a stream the client
+// resets, or a connection that goes, cancels the request's CancellationToken.
 // ModelStreamInfer keeps up to Options::max_stream_inflight requests of one stream running at
 // once and writes each response (or its error_message) as it completes.
 //
-// TLS: with a certificate and key the port serves TLS only; with a client CA as well, clients
-// must present a certificate it signed.
+// TLS: with a certificate and key the port serves TLS only (h2 by ALPN); with a client CA as
+// well, clients must present a certificate it signed.
 //
 // Thread safety: Start() and Stop() from one thread (the composition root); everything else is
 // internal.
@@ -27,10 +29,11 @@
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
 #include "protocol/grpc/grpc_inference_handler.h"
+#include "server/http_server.h"
 
-namespace grpc {
-class Server;
-}
+namespace harrier {
+class HttpHandler;
+}  // namespace harrier
 
 namespace harrier::grpc_frontend {
 
@@ -45,10 +48,17 @@ class GrpcServer {
     std::string tls_cert_file;
     std::string tls_key_file;
     std::string tls_client_ca_file;
-    // Largest request message accepted (larger: RESOURCE_EXHAUSTED from gRPC itself).
-    // Default 64 MiB; clamped to 2^31-1, gRPC's limit. The composition root passes
-    // --max-body-bytes.
+    // Largest request message accepted (larger: RESOURCE_EXHAUSTED). Default 64 MiB; clamped
+    // to 2^31-1, gRPC's limit. The composition root passes --max-body-bytes.
     uint64_t max_receive_message_bytes = uint64_t{64} << 20;
+    // The HTTP/2 server under the port: its I/O threads, timeouts, HTTP/2 settings (128
+    // concurrent streams by default), TLS ticket rotation, as for REST (the composition root
+    // copies the REST port's). Its address, ports, TLS files, body and header limits and access
+    // log are set from the other fields here.
+    HttpServer::Options transport;
+    // Largest header block (metadata) of a call. Default 16 KiB (gRPC's own default is 8 KiB
+    // soft, 16 KiB hard); larger: RESOURCE_EXHAUSTED.
+    uint32_t max_metadata_bytes = 16u << 10;
     // Requests of one ModelStreamInfer stream that may run at once; the stream reads no further
     // request while this many are unanswered. Default 64.
     size_t max_stream_inflight = 64;
@@ -68,20 +78,19 @@ class GrpcServer {
   Status Start();
   // The bound port (the real one when Options::port was 0). Valid after Start().
   uint16_t port() const { return port_; }
-  bool tls() const { return !tls_cert_pem_.empty(); }
-  // Stops accepting calls, lets calls in flight finish for up to `grace`, then cancels the rest
-  // and waits for them to be answered. Idempotent.
+  bool tls() const { return tls_; }
+  // Stops accepting calls (GOAWAY), lets calls in flight finish for up to `grace`, then closes
+  // the connections left, which cancels their calls. Idempotent.
   void Stop(std::chrono::milliseconds grace);
 
  private:
-  class Service;
   GrpcServer(const Options& options, ModelManager* models);
 
   const Options options_;
-  std::string tls_cert_pem_, tls_key_pem_, tls_client_ca_pem_;
-  std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpHandler> handler_;
+  std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
+  bool tls_ = false;
 };
 
 }  // namespace harrier::grpc_frontend

@@ -1,0 +1,445 @@
+#include "protocol/grpc/grpc_http_handler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "core/request_id.h"
+#include "protocol/grpc/grpc_wire.h"
+
+namespace harrier::grpc_frontend {
+
+namespace {
+
+constexpr std::string_view kServicePrefix = "/inference.GRPCInferenceService/";
+using Clock = std::chrono::steady_clock;
+
+bool IsGrpcContentType(std::string_view type) {
+  constexpr std::string_view kGrpc = "application/grpc";
+  if (type.substr(0, kGrpc.size()) != kGrpc) return false;
+  return type.size() == kGrpc.size() || type[kGrpc.size()] == '+' || type[kGrpc.size()] == ';';
+}
+
+// Status 200, the gRPC content type and the call's request id: the head of every answer.
+HttpResponse Head(std::string request_id) {
+  HttpResponse r;
+  r.headers.reserve(4);
+  r.headers.emplace_back("content-type", "application/grpc");
+  r.headers.emplace_back("x-request-id", std::move(request_id));
+  return r;
+}
+
+// A call that ends without a message: the head (clients read x-request-id and traceresponse
+// from it as initial metadata) and the status in trailers. Not gRPC's Trailers-Only form, whose
+// single HEADERS frame clients report as trailing metadata only.
+HttpResponse Failed(HttpResponse head, const Status& status) {
+  if (status.code() == StatusCode::kUnimplemented)
+    head.headers.emplace_back("grpc-accept-encoding", "identity");
+  head.body.clear();
+  head.trailers = StatusFields(status);
+  return head;
+}
+
+// `message` serialised behind its 5-byte prefix, in one allocation.
+std::string Framed(const google::protobuf::MessageLite& message) {
+  const std::size_t size = message.ByteSizeLong();
+  std::string out(kMessagePrefixBytes + size, '\0');
+  out[1] = static_cast<char>(size >> 24);
+  out[2] = static_cast<char>(size >> 16);
+  out[3] = static_cast<char>(size >> 8);
+  out[4] = static_cast<char>(size);
+  message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data()) + 5);
+  return out;
+}
+
+// A unary call's one message, in place in `body`.
+StatusOr<std::string_view> UnaryMessage(const std::string& body, std::size_t max_bytes) {
+  MessageReader reader(max_bytes);
+  if (body.size() < kMessagePrefixBytes)
+    return Status(StatusCode::kInternal, "the request carries no message");
+  // The reader checks the prefix; the message itself is not copied.
+  reader.Append(std::string_view(body).substr(0, kMessagePrefixBytes));
+  if (!reader.error().ok()) return reader.error();
+  const auto* p = reinterpret_cast<const unsigned char*>(body.data());
+  const std::size_t length =
+      std::size_t{p[1]} << 24 | std::size_t{p[2]} << 16 | std::size_t{p[3]} << 8 | p[4];
+  if (body.size() != kMessagePrefixBytes + length) {
+    return Status(StatusCode::kInternal, body.size() < kMessagePrefixBytes + length
+                                             ? "the request's message is cut short"
+                                             : "a unary call carries exactly one message");
+  }
+  return std::string_view(body).substr(kMessagePrefixBytes, length);
+}
+
+Status CannotParse(std::string_view type) {
+  return Status(StatusCode::kInternal,
+                "cannot parse the request message as inference." + std::string(type));
+}
+
+// The call's deadline from grpc-timeout (max(): none).
+StatusOr<Clock::time_point> Deadline(const HttpRequest& request, Clock::time_point received) {
+  const std::string_view timeout = request.Header("grpc-timeout");
+  if (timeout.empty()) return Clock::time_point::max();
+  auto parsed = ParseGrpcTimeout(timeout);
+  if (!parsed.ok())
+    return Status(StatusCode::kInternal, "malformed grpc-timeout: " + parsed.status().message());
+  return received + std::chrono::duration_cast<Clock::duration>(*parsed);
+}
+
+std::shared_ptr<kserve::TracedRequest> StartTrace(Tracer* tracer, std::string_view traceparent,
+                                                  std::string_view tracestate) {
+  if (tracer == nullptr) return nullptr;
+  return kserve::TracedRequest::Start(tracer, traceparent, tracestate);
+}
+
+template <class Request, class Response, class Call>
+HttpResponse Unary(std::string_view message, HttpResponse head, std::string_view type, Call call) {
+  Request request;
+  if (!request.ParseFromArray(message.data(), static_cast<int>(message.size())))
+    return Failed(std::move(head), CannotParse(type));
+  Response response;
+  if (Status status = call(request, &response); !status.ok())
+    return Failed(std::move(head), status);
+  head.body = Framed(response);
+  head.trailers.emplace_back("grpc-status", "0");
+  return head;
+}
+
+// A request that is not a gRPC call at all: an HTTP error, with a grpc-status for gRPC clients.
+HttpResponse NotGrpc(int http_status, std::string_view message) {
+  HttpResponse r;
+  r.status = http_status;
+  r.headers.emplace_back("content-type", "text/plain");
+  for (auto& field : StatusFields(GrpcCode::kInternal, message))
+    r.headers.push_back(std::move(field));
+  r.body = std::string(message) + "\n";
+  return r;
+}
+
+}  // namespace
+
+// One ModelStreamInfer call. Every member runs on the connection's I/O thread (the transport
+// calls the HttpStreamHandler methods and the writers' on_written there), except OnInferDone,
+// which a model worker may call and which only touches its slot and the (thread-safe) writer.
+class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
+                                           public std::enable_shared_from_this<InferStream> {
+ public:
+  InferStream(const GrpcInferenceHandler* handler, Tracer* tracer, const HttpRequest& head,
+              std::shared_ptr<HttpStreamWriter> writer, std::string request_id,
+              Clock::time_point deadline, const Options& options)
+      : handler_(handler),
+        tracer_(tracer),
+        writer_(std::move(writer)),
+        request_id_(std::move(request_id)),
+        client_id_(head.Header("x-client-id")),
+        traceparent_(head.Header("traceparent")),
+        tracestate_(head.Header("tracestate")),
+        deadline_(deadline),
+        max_inflight_(options.max_stream_inflight == 0 ? 1 : options.max_stream_inflight),
+        reader_(options.max_receive_message_bytes),
+        token_(std::make_shared<CancellationToken>()) {}
+
+  void OnBody(std::string_view bytes) override {
+    if (failed_ || cancelled_) {
+      writer_->Consumed(bytes.size());
+      return;
+    }
+    reader_.Append(bytes);
+    if (!reader_.error().ok()) {
+      writer_->Consumed(bytes.size());
+      Fail(reader_.error());
+      return;
+    }
+    // Bytes are taken while there is room for more requests; past that the client waits.
+    if (inflight_ < max_inflight_) {
+      writer_->Consumed(bytes.size());
+    } else {
+      held_ += bytes.size();
+    }
+    DispatchReady();
+  }
+
+  void OnBodyEnd() override {
+    reads_done_ = true;
+    if (reader_.partial()) Fail(Status(StatusCode::kInternal, "the stream ended inside a message"));
+    DispatchReady();
+    MaybeFinish();
+  }
+
+  void OnCancel() override {
+    cancelled_ = true;
+    token_->Cancel();
+  }
+
+  // Ends the stream with `status` before anything is read (a malformed grpc-timeout).
+  void Refuse(Status status) { Fail(std::move(status)); }
+
+ private:
+  struct Slot {
+    inference::ModelInferRequest request;
+    inference::ModelStreamInferResponse response;
+    std::shared_ptr<kserve::TracedRequest> trace;  // null: untraced
+  };
+
+  void DispatchReady() {
+    while (!failed_ && !cancelled_ && inflight_ < max_inflight_) {
+      std::optional<std::string> message = reader_.Next();
+      if (!message) break;
+      auto slot = std::make_shared<Slot>();
+      if (!slot->request.ParseFromString(*message)) {
+        Fail(CannotParse("ModelInferRequest"));
+        break;
+      }
+      ++inflight_;
+      InferCallContext call;
+      call.received_at = Clock::now();
+      call.deadline = deadline_;
+      call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
+      call.client_id = client_id_;
+      call.request_id = request_id_;
+      call.method = "ModelStreamInfer";
+      // Each request of the stream is traced on its own, as a child of the stream's traceparent.
+      call.trace = StartTrace(tracer_, traceparent_, tracestate_);
+      slot->trace = call.trace;
+      handler_->ModelInfer(
+          &slot->request, std::move(call), slot->response.mutable_infer_response(),
+          [self = shared_from_this(), slot](Status status) { self->OnInferDone(slot, status); });
+    }
+    if (held_ > 0 && (inflight_ < max_inflight_ || failed_ || cancelled_)) {
+      writer_->Consumed(held_);
+      held_ = 0;
+    }
+  }
+
+  void OnInferDone(const std::shared_ptr<Slot>& slot, const Status& status) {
+    if (!status.ok()) {
+      // The stream carries on: this request's error goes in its response, with the id and model
+      // so that the client can tell which request failed.
+      slot->response.Clear();
+      slot->response.set_error_message(status.message());
+      inference::ModelInferResponse* r = slot->response.mutable_infer_response();
+      r->set_id(slot->request.id());
+      r->set_model_name(slot->request.model_name());
+      r->set_model_version(slot->request.model_version());
+    }
+    writer_->Write(Framed(slot->response), [self = shared_from_this(), slot](bool written) {
+      self->OnWritten(*slot, written);
+    });
+  }
+
+  void OnWritten(const Slot& slot, bool written) {
+    if (slot.trace) slot.trace->Finish(written, Clock::now());
+    --inflight_;
+    DispatchReady();
+    MaybeFinish();
+  }
+
+  void Fail(Status status) {
+    if (failed_) return;
+    failed_ = true;
+    failure_ = std::move(status);
+    token_->Cancel();  // the requests still running end early; their answers are still sent
+    MaybeFinish();
+  }
+
+  void MaybeFinish() {
+    if (finished_ || cancelled_ || inflight_ > 0 || !(reads_done_ || failed_)) return;
+    finished_ = true;
+    writer_->Finish(StatusFields(failed_ ? failure_ : Status::Ok()));
+  }
+
+  const GrpcInferenceHandler* const handler_;
+  Tracer* const tracer_;  // null: tracing off
+  const std::shared_ptr<HttpStreamWriter> writer_;
+  const std::string request_id_;  // one id for the whole stream
+  const std::string client_id_;
+  const std::string traceparent_, tracestate_;
+  const Clock::time_point deadline_;
+  const std::size_t max_inflight_;
+
+  MessageReader reader_;
+  const std::shared_ptr<CancellationToken> token_;
+  std::size_t inflight_ = 0;  // read and not yet written (or dropped)
+  std::size_t held_ = 0;      // body bytes not reported as consumed (the client is held back)
+  bool reads_done_ = false;
+  bool cancelled_ = false;
+  bool failed_ = false;
+  bool finished_ = false;
+  Status failure_ = Status::Ok();
+};
+
+GrpcHttpHandler::GrpcHttpHandler(ModelManager* models, const Options& options)
+    : options_(options), handler_(models, options.handler) {}
+
+void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
+  if (request.method != "POST") {
+    respond(NotGrpc(405, "gRPC calls are POST requests"));
+    return;
+  }
+  if (!IsGrpcContentType(request.Header("content-type"))) {
+    respond(NotGrpc(415, "this port serves gRPC: content-type must be application/grpc"));
+    return;
+  }
+  if (request.version == HttpVersion::kHttp11) {
+    respond(NotGrpc(505, "gRPC needs HTTP/2"));
+    return;
+  }
+  const Clock::time_point received =
+      request.received_at == Clock::time_point{} ? Clock::now() : request.received_at;
+  std::string request_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  HttpResponse head = Head(request_id);
+  const std::string_view target = request.target;
+  if (target.substr(0, kServicePrefix.size()) != kServicePrefix) {
+    respond(Failed(std::move(head), Status(StatusCode::kUnimplemented,
+                                           "unknown service in " + std::string(target))));
+    return;
+  }
+  const std::string_view method = target.substr(kServicePrefix.size());
+  auto message = UnaryMessage(*request.body, options_.max_receive_message_bytes);
+  if (method == "ModelStreamInfer") {  // only an h2c Upgrade's first stream comes here whole
+    respond(Failed(std::move(head), Status(StatusCode::kUnimplemented,
+                                           "ModelStreamInfer needs an HTTP/2 stream of its own")));
+    return;
+  }
+  if (!message.ok()) {
+    respond(Failed(std::move(head), message.status()));
+    return;
+  }
+  const GrpcInferenceHandler& h = handler_;
+  if (method == "ModelInfer") {
+    auto deadline = Deadline(request, received);
+    if (!deadline.ok()) {
+      respond(Failed(std::move(head), deadline.status()));
+      return;
+    }
+    struct Call {
+      inference::ModelInferRequest request;
+      inference::ModelInferResponse response;
+    };
+    auto state = std::make_shared<Call>();
+    if (!state->request.ParseFromArray(message->data(), static_cast<int>(message->size()))) {
+      respond(Failed(std::move(head), CannotParse("ModelInferRequest")));
+      return;
+    }
+    InferCallContext call;
+    call.received_at = received;
+    call.deadline = *deadline;
+    call.cancellation =
+        request.cancellation ? request.cancellation : std::make_shared<CancellationToken>();
+    call.client_id = std::string(request.Header("x-client-id"));
+    call.request_id = std::move(request_id);
+    call.trace = StartTrace(options_.handler.tracer, request.Header("traceparent"),
+                            request.Header("tracestate"));
+    if (call.trace) {
+      // W3C Trace Context Level 2's traceresponse, as over REST: the server span.
+      head.headers.emplace_back("traceresponse", call.trace->TraceResponse());
+      head.on_sent = kserve::TracedRequest::OnSent(call.trace);
+    }
+    h.ModelInfer(
+        &state->request, std::move(call), &state->response,
+        [state, head = std::move(head), respond = std::move(respond)](Status status) mutable {
+          if (!status.ok()) {
+            respond(Failed(std::move(head), status));
+            return;
+          }
+          head.body = Framed(state->response);
+          head.trailers.emplace_back("grpc-status", "0");
+          respond(std::move(head));
+        });
+    return;
+  }
+  using namespace inference;  // NOLINT: the message types of the one service
+  HttpResponse answer;
+  if (method == "ServerLive") {
+    answer = Unary<ServerLiveRequest, ServerLiveResponse>(
+        *message, std::move(head), "ServerLiveRequest",
+        [&](const ServerLiveRequest&, ServerLiveResponse* r) { return h.ServerLive(r); });
+  } else if (method == "ServerReady") {
+    answer = Unary<ServerReadyRequest, ServerReadyResponse>(
+        *message, std::move(head), "ServerReadyRequest",
+        [&](const ServerReadyRequest&, ServerReadyResponse* r) { return h.ServerReady(r); });
+  } else if (method == "ModelReady") {
+    answer = Unary<ModelReadyRequest, ModelReadyResponse>(
+        *message, std::move(head), "ModelReadyRequest",
+        [&](const ModelReadyRequest& q, ModelReadyResponse* r) { return h.ModelReady(q, r); });
+  } else if (method == "ServerMetadata") {
+    answer = Unary<ServerMetadataRequest, ServerMetadataResponse>(
+        *message, std::move(head), "ServerMetadataRequest",
+        [&](const ServerMetadataRequest&, ServerMetadataResponse* r) {
+          return h.ServerMetadata(r);
+        });
+  } else if (method == "ModelMetadata") {
+    answer = Unary<ModelMetadataRequest, ModelMetadataResponse>(
+        *message, std::move(head), "ModelMetadataRequest",
+        [&](const ModelMetadataRequest& q, ModelMetadataResponse* r) {
+          return h.ModelMetadata(q, r);
+        });
+  } else if (method == "ModelConfig") {
+    answer = Unary<ModelConfigRequest, ModelConfigResponse>(
+        *message, std::move(head), "ModelConfigRequest",
+        [&](const ModelConfigRequest& q, ModelConfigResponse* r) { return h.ModelConfig(q, r); });
+  } else if (method == "ModelStatistics") {
+    answer = Unary<ModelStatisticsRequest, ModelStatisticsResponse>(
+        *message, std::move(head), "ModelStatisticsRequest",
+        [&](const ModelStatisticsRequest& q, ModelStatisticsResponse* r) {
+          return h.ModelStatistics(q, r);
+        });
+  } else if (method == "RepositoryIndex") {
+    answer = Unary<RepositoryIndexRequest, RepositoryIndexResponse>(
+        *message, std::move(head), "RepositoryIndexRequest",
+        [&](const RepositoryIndexRequest& q, RepositoryIndexResponse* r) {
+          return h.RepositoryIndex(q, r);
+        });
+  } else if (method == "RepositoryModelLoad") {
+    answer = Unary<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
+        *message, std::move(head), "RepositoryModelLoadRequest",
+        [&](const RepositoryModelLoadRequest& q, RepositoryModelLoadResponse*) {
+          return h.RepositoryModelLoad(q);
+        });
+  } else if (method == "RepositoryModelUnload") {
+    answer = Unary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
+        *message, std::move(head), "RepositoryModelUnloadRequest",
+        [&](const RepositoryModelUnloadRequest& q, RepositoryModelUnloadResponse*) {
+          return h.RepositoryModelUnload(q);
+        });
+  } else {
+    answer = Failed(std::move(head),
+                    Status(StatusCode::kUnimplemented, "unknown method " + std::string(method) +
+                                                           " of inference.GRPCInferenceService"));
+  }
+  respond(std::move(answer));
+}
+
+std::shared_ptr<HttpStreamHandler> GrpcHttpHandler::OpenStream(
+    const HttpRequest& head, std::shared_ptr<HttpStreamWriter> writer,
+    HttpResponse* response_head) {
+  static constexpr std::string_view kStream = "/inference.GRPCInferenceService/ModelStreamInfer";
+  if (head.target != kStream || head.method != "POST" ||
+      !IsGrpcContentType(head.Header("content-type"))) {
+    return nullptr;  // a unary call (or not gRPC): read whole, answered by Handle()
+  }
+  const Clock::time_point received =
+      head.received_at == Clock::time_point{} ? Clock::now() : head.received_at;
+  std::string request_id =
+      ResolveRequestId(head.Header("x-request-id"), RequestIdGenerator::Process());
+  *response_head = Head(request_id);
+  auto deadline = Deadline(head, received);
+  auto stream = std::make_shared<InferStream>(&handler_, options_.handler.tracer, head,
+                                              std::move(writer), std::move(request_id),
+                                              deadline.ok() ? *deadline : received, options_);
+  if (!deadline.ok()) stream->Refuse(deadline.status());  // the status ends the stream at once
+  return stream;
+}
+
+std::optional<HttpResponse> GrpcHttpHandler::TransportError(int status, std::string_view message) {
+  HttpResponse r;
+  r.headers.emplace_back("content-type", "application/grpc");
+  for (auto& field : StatusFields(GrpcCodeForHttpStatus(status), message))
+    r.headers.push_back(std::move(field));
+  return r;
+}
+
+}  // namespace harrier::grpc_frontend

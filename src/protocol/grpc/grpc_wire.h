@@ -1,0 +1,85 @@
+// The gRPC-over-HTTP/2 wire format ("PROTOCOL-HTTP2" of the gRPC project) that Harrier's own
+// HTTP/2 server speaks on the gRPC port: length-prefixed messages, grpc-timeout, and the
+// grpc-status / grpc-message fields. Pure functions and one small value type, no I/O, no gRPC
+// library; the fuzzers and unit tests drive them directly.
+//
+// Thread safety: the functions may be called from any thread; a MessageReader from one at a time.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status_mapping.h"
+#include "harrier/status.h"
+
+namespace harrier::grpc_frontend {
+
+// Every message is a 1-byte compressed flag, a 4-byte big-endian length, then the bytes.
+inline constexpr std::size_t kMessagePrefixBytes = 5;
+// grpc-message is cut to this many bytes (before percent-encoding, on a UTF-8 boundary), so that
+// an error that echoes a huge name cannot make a header block no client accepts.
+inline constexpr std::size_t kMaxStatusMessageBytes = 1024;
+
+// `message` with its 5-byte prefix (uncompressed).
+std::string FrameMessage(std::string_view message);
+
+// Splits a request body, fed in arbitrary pieces, into messages.
+class MessageReader {
+ public:
+  // `max_message_bytes`: a larger message is an error (kPayloadTooLarge) as soon as its prefix
+  // is in, before its bytes are buffered.
+  explicit MessageReader(std::size_t max_message_bytes) : max_message_bytes_(max_message_bytes) {}
+
+  // Appends bytes. After an error, everything is ignored and error() stays set.
+  void Append(std::string_view bytes);
+  // The next complete message, moved out (nullopt: none complete yet).
+  std::optional<std::string> Next();
+  // kPayloadTooLarge (over the limit) or kUnimplemented (a compressed message: this server
+  // announces `grpc-accept-encoding: identity` and decompresses nothing); OK otherwise.
+  const Status& error() const { return error_; }
+  // Whether bytes of an unfinished message are buffered (a body that ends here is cut short).
+  bool partial() const { return !buffer_.empty(); }
+  // Bytes buffered and not yet handed out by Next().
+  std::size_t buffered_bytes() const { return buffered_; }
+
+ private:
+  void Split();
+
+  const std::size_t max_message_bytes_;
+  std::string buffer_;  // an incomplete message (prefix included)
+  std::vector<std::string> ready_;
+  std::size_t next_ready_ = 0;
+  std::size_t buffered_ = 0;
+  Status error_ = Status::Ok();
+};
+
+// A grpc-timeout value ("1*8DIGIT unit", unit one of H M S m u n). kInvalidArgument when it
+// does not parse; the result is at most about a year, whatever the digits say.
+StatusOr<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value);
+
+// grpc-message's encoding: `message` cut to kMaxStatusMessageBytes (marked "...(truncated)"),
+// then every byte outside 0x20..0x7E, and '%', as %XX.
+std::string EncodeStatusMessage(std::string_view message);
+// The inverse, for tests and clients: %XX decoded, anything malformed kept as it is.
+std::string DecodeStatusMessage(std::string_view encoded);
+
+// The fields that end a call: grpc-status, grpc-message when there is one, and `retry-after`
+// (seconds) for a refusal that names one (RetryAfterSeconds).
+std::vector<std::pair<std::string, std::string>> StatusFields(const Status& status);
+// The same for a code and message of the transport's own.
+std::vector<std::pair<std::string, std::string>> StatusFields(GrpcCode code,
+                                                              std::string_view message);
+
+// The gRPC code for an HTTP status the transport answered itself (gRPC's "HTTP to gRPC status
+// code mapping": 400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED,
+// 429/502/503/504 UNAVAILABLE), except that 413 and 431, a limit broken, are RESOURCE_EXHAUSTED
+// and 408 is DEADLINE_EXCEEDED, as a gRPC server says them.
+GrpcCode GrpcCodeForHttpStatus(int http_status);
+
+}  // namespace harrier::grpc_frontend

@@ -1,0 +1,117 @@
+#include "protocol/grpc/grpc_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+namespace harrier::grpc_frontend {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(MessageReaderTest, SplitsMessagesFedInAnyPieces) {
+  const std::string body = FrameMessage("hello") + FrameMessage("") + FrameMessage("world!");
+  for (std::size_t piece = 1; piece <= body.size(); ++piece) {
+    MessageReader reader(1024);
+    std::vector<std::string> got;
+    for (std::size_t at = 0; at < body.size(); at += piece) {
+      reader.Append(std::string_view(body).substr(at, piece));
+      while (auto m = reader.Next()) got.push_back(*m);
+    }
+    ASSERT_TRUE(reader.error().ok());
+    EXPECT_FALSE(reader.partial());
+    EXPECT_EQ(reader.buffered_bytes(), 0u);
+    EXPECT_EQ(got, (std::vector<std::string>{"hello", "", "world!"})) << "piece " << piece;
+  }
+}
+
+TEST(MessageReaderTest, AMessageOverTheLimitIsRefusedFromItsPrefix) {
+  MessageReader reader(10);
+  const std::string big = FrameMessage(std::string(11, 'x'));
+  reader.Append(std::string_view(big).substr(0, 5));  // only the prefix: nothing buffered for it
+  EXPECT_EQ(reader.error().code(), StatusCode::kPayloadTooLarge);
+  EXPECT_NE(reader.error().message().find("11 vs. 10"), std::string::npos);
+  reader.Append(FrameMessage("ok"));  // ignored after an error
+  EXPECT_FALSE(reader.Next().has_value());
+  EXPECT_EQ(reader.buffered_bytes(), 0u);
+}
+
+TEST(MessageReaderTest, CompressedMessagesAreUnimplemented) {
+  MessageReader reader(100);
+  std::string framed = FrameMessage("abc");
+  framed[0] = 1;
+  reader.Append(framed);
+  EXPECT_EQ(reader.error().code(), StatusCode::kUnimplemented);
+  MessageReader other(100);
+  framed[0] = 7;
+  other.Append(framed);
+  EXPECT_EQ(other.error().code(), StatusCode::kUnimplemented);
+}
+
+TEST(MessageReaderTest, APartialMessageIsReported) {
+  MessageReader reader(100);
+  reader.Append(std::string_view(FrameMessage("abcdef")).substr(0, 7));
+  EXPECT_FALSE(reader.Next().has_value());
+  EXPECT_TRUE(reader.partial());
+  EXPECT_EQ(reader.buffered_bytes(), 7u);
+}
+
+TEST(GrpcTimeoutTest, EveryUnitAndTheBadOnes) {
+  struct Case {
+    const char* value;
+    std::chrono::nanoseconds want;
+  };
+  for (const Case& c :
+       {Case{"1H", 1h}, Case{"2M", 2min}, Case{"3S", 3s}, Case{"4m", 4ms}, Case{"5u", 5us},
+        Case{"6n", 6ns}, Case{"99999999S", 24h * 365}, Case{"0m", 0ns}}) {
+    auto got = ParseGrpcTimeout(c.value);
+    ASSERT_TRUE(got.ok()) << c.value;
+    EXPECT_EQ(*got, c.want) << c.value;
+  }
+  for (const char* bad : {"", "S", "1", "1x", "-1S", "123456789S", "1.5S", " 1S"}) {
+    EXPECT_EQ(ParseGrpcTimeout(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(StatusMessageTest, PercentEncodesAndTruncatesOnACharacterBoundary) {
+  EXPECT_EQ(EncodeStatusMessage("plain text"), "plain text");
+  EXPECT_EQ(EncodeStatusMessage("50% \n\xC3\xA9"), "50%25 %0A%C3%A9");
+  EXPECT_EQ(DecodeStatusMessage("50%25 %0A%C3%A9"), "50% \n\xC3\xA9");
+  EXPECT_EQ(DecodeStatusMessage("bad %G1 %4"), "bad %G1 %4");
+
+  // 1023 ASCII bytes then a two-byte character straddling the limit: the character goes whole.
+  const std::string long_message = std::string(1023, 'a') + "\xC3\xA9" + std::string(40000, 'b');
+  const std::string encoded = EncodeStatusMessage(long_message);
+  EXPECT_EQ(encoded, std::string(1023, 'a') + "...(truncated)");
+}
+
+TEST(StatusFieldsTest, CodeMessageAndRetryAfter) {
+  auto ok = StatusFields(Status::Ok());
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0], (std::pair<std::string, std::string>{"grpc-status", "0"}));
+
+  auto refused =
+      StatusFields(Status(StatusCode::kResourceExhausted, "queue full; retry after 3 s"));
+  ASSERT_EQ(refused.size(), 3u);
+  EXPECT_EQ(refused[0].second, "8");
+  EXPECT_EQ(refused[1].first, "grpc-message");
+  EXPECT_EQ(refused[2], (std::pair<std::string, std::string>{"retry-after", "3"}));
+
+  auto missing = StatusFields(Status(StatusCode::kNotFound, "no model 'x'"));
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_EQ(missing[0].second, "5");
+}
+
+TEST(StatusFieldsTest, TransportRefusalsMapAsGrpcSaysThem) {
+  EXPECT_EQ(GrpcCodeForHttpStatus(400), GrpcCode::kInternal);
+  EXPECT_EQ(GrpcCodeForHttpStatus(404), GrpcCode::kUnimplemented);
+  EXPECT_EQ(GrpcCodeForHttpStatus(408), GrpcCode::kDeadlineExceeded);
+  EXPECT_EQ(GrpcCodeForHttpStatus(413), GrpcCode::kResourceExhausted);
+  EXPECT_EQ(GrpcCodeForHttpStatus(431), GrpcCode::kResourceExhausted);
+  EXPECT_EQ(GrpcCodeForHttpStatus(503), GrpcCode::kUnavailable);
+  EXPECT_EQ(GrpcCodeForHttpStatus(418), GrpcCode::kUnknown);
+}
+
+}  // namespace
+}  // namespace harrier::grpc_frontend
