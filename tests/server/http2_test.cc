@@ -227,6 +227,42 @@ class Handler : public HttpHandler {
     EXPECT_EQ(head.body, nullptr);
     return on_precheck ? on_precheck(head) : std::nullopt;
   }
+  std::function<std::shared_ptr<HttpStreamHandler>(
+      const HttpRequest&, std::shared_ptr<HttpStreamWriter>, HttpResponse*)>
+      on_open_stream;
+  std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
+                                                std::shared_ptr<HttpStreamWriter> writer,
+                                                HttpResponse* response_head) override {
+    return on_open_stream ? on_open_stream(head, std::move(writer), response_head) : nullptr;
+  }
+};
+
+// A streamed request's handler side: records what the transport tells it (on the I/O thread).
+struct RecordingStream : HttpStreamHandler {
+  std::mutex mu;
+  std::string body;
+  bool ended = false;
+  bool cancelled = false;
+  std::function<void(RecordingStream*)> on_end;  // called on OnBodyEnd, outside mu
+  void OnBody(std::string_view bytes) override {
+    std::lock_guard lock(mu);
+    body.append(bytes);
+  }
+  void OnBodyEnd() override {
+    {
+      std::lock_guard lock(mu);
+      ended = true;
+    }
+    if (on_end) on_end(this);
+  }
+  void OnCancel() override {
+    std::lock_guard lock(mu);
+    cancelled = true;
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu);
+    return body.size();
+  }
 };
 
 class Http2Test : public ::testing::Test {
@@ -621,6 +657,137 @@ TEST_F(Http2Test, RefusalCarriesARequestIdWithoutAnAccessLog) {
   EXPECT_EQ(c.response(big).status, 413);
   EXPECT_EQ(c.response(big).headers.at("x-request-id").size(), 15u);
   EXPECT_TRUE(access_log_.records().empty());
+}
+
+TEST_F(Http2Test, TrailersFollowTheBodyAndReplaceContentLength) {
+  handler_.on_request = [](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body = "abc";
+    r.trailers = {{"grpc-status", "0"}, {"grpc-message", "fine"}};
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t with_body = c.Submit("POST", "/x", std::string("q"));
+  ASSERT_TRUE(c.RunUntilClosed(with_body));
+  EXPECT_EQ(c.response(with_body).status, 200);
+  EXPECT_EQ(c.response(with_body).body, "abc");
+  EXPECT_EQ(c.response(with_body).headers.at("grpc-status"), "0");
+  EXPECT_EQ(c.response(with_body).headers.at("grpc-message"), "fine");
+  EXPECT_EQ(c.response(with_body).headers.count("content-length"), 0u);
+  EXPECT_FALSE(c.response(with_body).reset);
+}
+
+TEST_F(Http2Test, TrailersWithAnEmptyBody) {
+  handler_.on_request = [](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.headers.emplace_back("x-request-id", "abc");
+    r.trailers = {{"grpc-status", "5"}};
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/x", std::string("q"));
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).body, "");
+  EXPECT_EQ(c.response(id).headers.at("x-request-id"), "abc");
+  EXPECT_EQ(c.response(id).headers.at("grpc-status"), "5");
+}
+
+// A streamed request's body reaches the handler as it arrives, but only the bytes it reports
+// consumed reopen the window: past the stream's window the client is held back.
+TEST_F(Http2Test, AStreamIsHeldBackByFlowControlUntilItsBytesAreConsumed) {
+  options_.http2_initial_window_bytes = 65535;
+  auto stream = std::make_shared<RecordingStream>();
+  std::shared_ptr<HttpStreamWriter> writer;
+  std::mutex mu;
+  handler_.on_open_stream = [&](const HttpRequest& head, std::shared_ptr<HttpStreamWriter> w,
+                                HttpResponse* response_head) -> std::shared_ptr<HttpStreamHandler> {
+    if (head.target != "/stream") return nullptr;
+    response_head->headers.emplace_back("x-streamed", "yes");
+    {
+      std::lock_guard lock(mu);
+      writer = w;
+    }
+    return stream;
+  };
+  stream->on_end = [&](RecordingStream* s) {
+    std::shared_ptr<HttpStreamWriter> w;
+    {
+      std::lock_guard lock(mu);
+      w = writer;
+    }
+    w->Write("part one;", nullptr);
+    w->Write("part two", nullptr);
+    w->Finish({{"grpc-status", "0"}});
+    (void)s;
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const std::string body(300'000, 'b');
+  const int32_t id = c.Submit("POST", "/stream", body);
+  // Nothing is consumed: the handler sees at most the stream's 64 KiB window.
+  c.Run([] { return false; }, milliseconds(500));
+  EXPECT_GT(stream->size(), 0u);
+  EXPECT_LE(stream->size(), 65535u);
+  EXPECT_FALSE(c.response(id).closed);
+  // Consumed bit by bit, the rest flows; the response comes after the body's end.
+  ASSERT_TRUE(c.Run(
+      [&] {
+        std::shared_ptr<HttpStreamWriter> w;
+        {
+          std::lock_guard lock(mu);
+          w = writer;
+        }
+        static std::size_t reported = 0;
+        const std::size_t now = stream->size();
+        if (now > reported) {
+          w->Consumed(now - reported);
+          reported = now;
+        }
+        return c.response(id).closed;
+      },
+      milliseconds(10000)));
+  EXPECT_EQ(stream->size(), body.size());
+  EXPECT_EQ(c.response(id).status, 200);
+  EXPECT_EQ(c.response(id).headers.at("x-streamed"), "yes");
+  EXPECT_EQ(c.response(id).body, "part one;part two");
+  EXPECT_EQ(c.response(id).headers.at("grpc-status"), "0");
+  EXPECT_FALSE(stream->cancelled);
+}
+
+TEST_F(Http2Test, AResetStreamCancelsItsHandlerAndLaterWritesAreDropped) {
+  auto stream = std::make_shared<RecordingStream>();
+  std::shared_ptr<HttpStreamWriter> writer;
+  std::mutex mu;
+  handler_.on_open_stream = [&](const HttpRequest& head, std::shared_ptr<HttpStreamWriter> w,
+                                HttpResponse*) -> std::shared_ptr<HttpStreamHandler> {
+    if (head.target != "/stream") return nullptr;
+    std::lock_guard lock(mu);
+    writer = w;
+    return stream;
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/stream", std::string(10, 'b'));
+  ASSERT_TRUE(c.Run([&] { return stream->size() == 10; }));
+  c.Reset(id);
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard lock(stream->mu);
+    return stream->cancelled;
+  }));
+  std::atomic<int> written{-1};
+  {
+    std::lock_guard lock(mu);
+    writer->Write("late", [&](bool ok) { written = ok ? 1 : 0; });
+    writer->Finish({{"grpc-status", "0"}});
+  }
+  ASSERT_TRUE(c.Run([&] { return written.load() >= 0; }));
+  EXPECT_EQ(written.load(), 0);
+  // The connection goes on.
+  const int32_t next = c.Submit("GET", "/x");
+  ASSERT_TRUE(c.RunUntilClosed(next));
+  EXPECT_EQ(c.response(next).status, 200);
 }
 
 }  // namespace
