@@ -134,7 +134,13 @@ class HttpHandler {
     return std::nullopt;
   }
 
-  // HTTP/2 only, after Precheck: a handler that serves `head` as a stream (its body read and its
+  // HTTP/2 only, after Precheck: whether `head` is served as a stream (OpenStream below). Must be
+  // cheap: it is asked of every HTTP/2 request, and OpenStream only of those it says yes to.
+  virtual bool ServesAsStream(const HttpRequest& head) const {
+    (void)head;
+    return false;
+  }
+  // After ServesAsStream said yes: a handler that serves `head` as a stream (its body read and its
   // response written in parts, as gRPC's streaming calls need) returns its stream handler and
   // fills `response_head` (status and headers, sent at once; its body is ignored); `writer`
   // answers. Null (the default): the request is read whole and given to Handle(). `head.body`

@@ -891,6 +891,7 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
 
 template <class Stream>
 bool Http2Connection<Stream>::OpenStream(int32_t id, StreamState* s) {
+  if (!shared_->handler->ServesAsStream(s->request)) return false;  // the common case: no writer
   HttpResponse head;
   std::shared_ptr<HttpStreamHandler> handler;
   auto writer = std::make_shared<StreamWriter>(this->weak_from_this(), io_->shared_from_this(), id);

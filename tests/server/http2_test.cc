@@ -230,6 +230,7 @@ class Handler : public HttpHandler {
   std::function<std::shared_ptr<HttpStreamHandler>(
       const HttpRequest&, std::shared_ptr<HttpStreamWriter>, HttpResponse*)>
       on_open_stream;
+  bool ServesAsStream(const HttpRequest&) const override { return bool(on_open_stream); }
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,
                                                 HttpResponse* response_head) override {

@@ -413,14 +413,16 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
   respond(std::move(answer));
 }
 
+bool GrpcHttpHandler::ServesAsStream(const HttpRequest& head) const {
+  static constexpr std::string_view kStream = "/inference.GRPCInferenceService/ModelStreamInfer";
+  // A unary call (or not gRPC at all) is read whole and answered by Handle().
+  return head.target == kStream && head.method == "POST" &&
+         IsGrpcContentType(head.Header("content-type"));
+}
+
 std::shared_ptr<HttpStreamHandler> GrpcHttpHandler::OpenStream(
     const HttpRequest& head, std::shared_ptr<HttpStreamWriter> writer,
     HttpResponse* response_head) {
-  static constexpr std::string_view kStream = "/inference.GRPCInferenceService/ModelStreamInfer";
-  if (head.target != kStream || head.method != "POST" ||
-      !IsGrpcContentType(head.Header("content-type"))) {
-    return nullptr;  // a unary call (or not gRPC): read whole, answered by Handle()
-  }
   const Clock::time_point received =
       head.received_at == Clock::time_point{} ? Clock::now() : head.received_at;
   std::string request_id =

@@ -55,6 +55,7 @@ class GrpcHttpHandler final : public HttpHandler {
   GrpcHttpHandler(ModelManager* models, const Options& options);
 
   void Handle(HttpRequest request, HttpResponder respond) override;
+  bool ServesAsStream(const HttpRequest& head) const override;
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,
                                                 HttpResponse* response_head) override;
