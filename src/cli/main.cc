@@ -441,6 +441,8 @@ int Serve(const ServeFlags& flags) {
 }  // namespace harrier
 
 int main(int argc, char** argv) {
+  // Before any thread exists: it sets an environment variable (ONNX Runtime's telemetry off).
+  harrier::OnnxRuntimeBackend::DisableTelemetryForProcess();
   using harrier::ServeFlags;
   ServeFlags flags;
   CLI::App app{

@@ -19,13 +19,16 @@ class Harrier:
     `log_path`. Raises RuntimeError if the server exits or does not listen within two minutes.
     """
 
-    def __init__(self, binary, repo, log_path, extra_args=()):
+    def __init__(self, binary, repo, log_path, extra_args=(), prefix=(), env=None):
+        """`prefix`: a command the server runs under (strace ...), `env`: its environment
+        (default: this process's)."""
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        cmd = [binary, "serve", "--model-repository", repo, "--http-port", "0",
-               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2"] + list(extra_args)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = self.metrics_port = None
+        cmd = list(prefix) + [binary, "serve", "--model-repository", repo, "--http-port", "0",
+                              "--grpc-port", "0", "--metrics-port", "0", "--http-threads",
+                              "2"] + list(extra_args)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.port = self.metrics_port = self.grpc_port = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -34,8 +37,10 @@ class Harrier:
             text = self.log_text()
             http = re.search(r"listening on HTTP [^ ]+:(\d+)", text)
             metrics = re.search(r"listening on metrics [^ ]+:(\d+)", text)
+            grpc = re.search(r"listening on gRPC [^ ]+:(\d+)", text)
             if http and metrics:
                 self.port, self.metrics_port = int(http.group(1)), int(metrics.group(1))
+                self.grpc_port = int(grpc.group(1)) if grpc else None
                 return
             time.sleep(0.1)
         self.terminate()
