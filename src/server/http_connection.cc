@@ -551,7 +551,10 @@ void BasicHttpConnection<Stream>::SendContinue() {
 template <class Stream>
 void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
   std::string message;
-  if (ec == http::error::body_limit) {
+  if (parser_ && parser_->refusal()) {  // a rule of RFC 9112 that Beast does not enforce
+    message = parser_->refusal()->message;
+    SendError(parser_->refusal()->status, message);
+  } else if (ec == http::error::body_limit) {
     message = "request body is larger than the server's limit of ";
     AppendNumber(&message, shared_->options.max_body_bytes);
     message += " bytes";

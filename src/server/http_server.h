@@ -16,7 +16,9 @@
 // connection cancels its request's CancellationToken and the late response is dropped), keep-alive
 // (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`), Content-Length and chunked bodies,
 // `Expect: 100-continue`. Protocol errors are answered and the connection closed:
-//   400 malformed request line, header, chunk or Content-Length
+//   400 malformed request line, header, chunk or Content-Length; HTTP/1.1 without Host (or two
+//       Host fields); obs-fold; Transfer-Encoding not ending in one `chunked` (RFC 9112)
+//   501 a transfer coding before the final `chunked` (only chunked is decoded)
 //   413 body over max_body_bytes (a Content-Length claim is refused before reading the body)
 //   431 request line + headers over max_header_bytes
 //   408 part of a request arrived but the rest did not within header_timeout / body_timeout
