@@ -453,6 +453,49 @@ TEST_F(HttpServerTest, WhatRfc9112AllowsIsServed) {
   EXPECT_EQ(handler_.calls.load(), static_cast<int>(std::size(allowed)));
 }
 
+std::string UpgradeRequest(std::string_view settings_fields) {
+  return "GET /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +
+         std::string(settings_fields) + "\r\n";
+}
+
+// RFC 7540 §3.2.1: no upgrade with an invalid HTTP2-Settings; docs/server.md: 400 and close.
+TEST_F(HttpServerTest, H2cUpgradeWithAnInvalidHttp2SettingsGets400AndClose) {
+  const std::pair<const char*, std::string> cases[] = {
+      {"not base64url", "HTTP2-Settings: !!!!\r\n"},
+      {"not whole 6-byte settings", "HTTP2-Settings: AAMAAA\r\n"},
+      {"ENABLE_PUSH 2", "HTTP2-Settings: AAIAAAAC\r\n"},
+      {"MAX_FRAME_SIZE 4096", "HTTP2-Settings: AAUAABAA\r\n"},
+      {"INITIAL_WINDOW_SIZE 2^31", "HTTP2-Settings: AASAAAAA\r\n"},
+      {"two HTTP2-Settings fields", "HTTP2-Settings: AAMAAABk\r\nHTTP2-Settings: AAMAAABk\r\n"},
+  };
+  options_.access_log = &access_log_;
+  StartServer();
+  for (const auto& [name, fields] : cases) {
+    SCOPED_TRACE(name);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(UpgradeRequest(fields)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << "no response: the connection was closed without one";
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("HTTP2-Settings"), std::string::npos) << r->body;
+    EXPECT_EQ(r->Header("connection"), "close");
+    EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  }
+  EXPECT_EQ(handler_.calls.load(), 0);
+  EXPECT_EQ(access_log_.records().size(), std::size(cases));
+}
+
+TEST_F(HttpServerTest, UpgradeWithoutHttp2SettingsIsPlainHttp11) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("x-target"), "/u");
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
 TEST_F(HttpServerTest, ExpectContinueGets100BeforeTheBody) {
   StartServer();
   RawHttpClient c(server_->port());
