@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "util/fake_backend.h"
+#include "util/recording_log.h"
 #include "util/scheduled_request_builder.h"
 
 namespace harrier {
@@ -44,7 +45,8 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     return testing::Fp32InferenceRequest(values, std::move(shape));
   }
 
-  static StatusOr<InferenceResponse> InferSync(ServableModel& m, std::unique_ptr<InferenceRequest> r) {
+  static StatusOr<InferenceResponse> InferSync(ServableModel& m,
+                                               std::unique_ptr<InferenceRequest> r) {
     std::promise<StatusOr<InferenceResponse>> p;
     auto f = p.get_future();
     m.Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { p.set_value(std::move(resp)); });
@@ -56,11 +58,13 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
-  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
+      StatusCode::kNotFound);
   Write("file", "x");
-  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
+      StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
@@ -89,6 +93,24 @@ TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
   ASSERT_EQ(resp->outputs.size(), 1u);
   EXPECT_EQ(resp->outputs[0].name, "OUTPUT0");
   EXPECT_EQ(resp->outputs[0].size_bytes, 16u);
+}
+
+TEST_F(ModelRepositoryManagerTest, SymlinkLoopIsLoggedAndListedUnavailable) {
+  Write("good/1/model.onnx", "identity FP32 -1 4");
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");
+  testing::RecordingLog log;
+  auto m = Load();
+  EXPECT_FALSE(m->AllReady());
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "good");
+  EXPECT_EQ(rows[0].state, ModelState::kReady);
+  EXPECT_EQ(rows[1].name, "loop");
+  EXPECT_EQ(rows[1].version, 0);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find("symbolic link loop"), std::string::npos) << rows[1].reason;
+  EXPECT_EQ(m->Get("loop", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(log.Find(spdlog::level::warn, "model 'loop'").size(), 1u);
 }
 
 TEST_F(ModelRepositoryManagerTest, AutoCompletesBatchAndReportsMetadata) {
@@ -126,7 +148,8 @@ TEST_F(ModelRepositoryManagerTest, BadConfigNamesTheFile) {
   Write("m/1/model.onnx", "identity FP32 -1 4");
   Write("m/config.pbtxt", "max_batch_size: 4\nno_such_field: 1\n");
   Write("n/1/model.onnx", "identity FP32 -1 4");
-  Write("n/config.pbtxt", "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
+  Write("n/config.pbtxt",
+        "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
   auto m = Load();
   auto rows = m->Index();
   ASSERT_EQ(rows.size(), 2u);
@@ -143,7 +166,7 @@ TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
   auto m = Load(/*cores=*/4);
   EXPECT_EQ(backend_.instances_created.load(), 2);
   EXPECT_EQ(backend_.last_options().intra_op_threads, 2);  // 2 instances x 2 threads = 4 cores
-  EXPECT_EQ(backend_.runs.load(), 2);                       // one zero-filled warm-up each
+  EXPECT_EQ(backend_.runs.load(), 2);                      // one zero-filled warm-up each
 }
 
 TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
@@ -271,7 +294,8 @@ TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
   ASSERT_TRUE(served.ok());
   auto request = testing::Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
   std::promise<StatusOr<InferenceResponse>> p;
-  (*served)->Infer(std::move(request), [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
+  (*served)->Infer(std::move(request),
+                   [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
   EXPECT_TRUE(p.get_future().get().ok());
   (*m)->Shutdown();
   fs::remove_all(root);
