@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "util/fake_backend.h"
@@ -111,6 +112,44 @@ TEST_F(ModelRepositoryManagerTest, SymlinkLoopIsLoggedAndListedUnavailable) {
   EXPECT_NE(rows[1].reason.find("symbolic link loop"), std::string::npos) << rows[1].reason;
   EXPECT_EQ(m->Get("loop", std::nullopt).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(log.Find(spdlog::level::warn, "model 'loop'").size(), 1u);
+}
+
+// What clients read (index, Get()'s errors, the status page) names files relative to the
+// repository; the log keeps the full path.
+TEST_F(ModelRepositoryManagerTest, ReasonsSentToClientsHoldRepositoryRelativePaths) {
+  Write("bad/1/model.onnx", "garbage");                   // the backend's error
+  Write("badconfig/1/model.onnx", "identity FP32 -1 4");  // the config parser's
+  Write("badconfig/config.pbtxt", "no_such_field: 1\n");
+  Write("missing/1/model.onnx", "identity FP32 -1 4");  // the manager's own
+  Write("missing/config.pbtxt", "version_policy { specific { versions: [1, 7] } }");
+  Write("noversions/README", "x");
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");  // the scan's
+  testing::RecordingLog log;
+  auto m = Load();
+  const std::string root = root_.string();
+  std::map<std::string, std::string> reasons;
+  for (const ModelVersionState& row : m->Index()) {
+    if (row.state == ModelState::kReady) continue;
+    EXPECT_EQ(row.reason.find(root), std::string::npos) << row.name << ": " << row.reason;
+    reasons[row.name + "/" + std::to_string(row.version)] = row.reason;
+  }
+  EXPECT_EQ(reasons["bad/1"].rfind("bad/1/model.onnx: not a valid", 0), 0u) << reasons["bad/1"];
+  EXPECT_EQ(reasons["badconfig/0"].rfind("badconfig/config.pbtxt:1:", 0), 0u)
+      << reasons["badconfig/0"];
+  EXPECT_NE(reasons["missing/7"].find("no directory in missing"), std::string::npos)
+      << reasons["missing/7"];
+  EXPECT_NE(reasons["noversions/0"].find("in noversions"), std::string::npos)
+      << reasons["noversions/0"];
+  EXPECT_NE(reasons["loop/0"].find("'loop'"), std::string::npos) << reasons["loop/0"];
+  for (const char* name : {"bad", "badconfig", "loop"}) {
+    const Status got = m->Get(name, std::nullopt).status();
+    EXPECT_EQ(got.message().find(root), std::string::npos) << got.message();
+  }
+  EXPECT_EQ(m->Get("missing", 7).status().message().find(root), std::string::npos);
+  for (const DashboardVersion& row : m->DashboardVersions())
+    EXPECT_EQ(row.state.reason.find(root), std::string::npos) << row.state.reason;
+  // The log still names the files in full.
+  EXPECT_EQ(log.Find(spdlog::level::err, root + "/bad/1/model.onnx").size(), 1u);
 }
 
 TEST_F(ModelRepositoryManagerTest, AutoCompletesBatchAndReportsMetadata) {
