@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/cpu_quota.h"
+#include "core/log_throttle.h"
 #include "server/http2_connection.h"
 #include "server/http_connection.h"
 #include "server/io_thread.h"
@@ -128,6 +129,11 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
   bool closed_ = false;  // the socket is closed, or has moved to a connection
 };
 
+// While accept() keeps failing (file descriptors exhausted: retried every kAcceptRetry), one
+// warning per kAcceptErrorLogInterval, saying how many failed since the previous one.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+constexpr std::chrono::seconds kAcceptErrorLogInterval{10};
+
 // Listens on the first I/O thread and deals accepted sockets round-robin to all threads.
 //
 // Why one acceptor and round-robin rather than an SO_REUSEPORT acceptor per thread: with
@@ -172,11 +178,16 @@ class Acceptor {
           shared_->stopping.load(std::memory_order_relaxed))
         return;
       if (ec) {
-        spdlog::warn("http: accept failed: {}", ec.message());
-        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
-            ec == asio::error::no_memory) {
-          // Out of file descriptors or memory: accepting again at once would spin.
-          retry_timer_.expires_after(std::chrono::milliseconds(100));
+        shared_->failed_accepts.fetch_add(1, std::memory_order_relaxed);
+        // Out of file descriptors (EMFILE, ENFILE) or memory: accepting again at once would
+        // spin, since the connection is still waiting in the backlog.
+        const bool out_of_resources = ec == asio::error::no_descriptors ||
+                                      ec == boost::system::errc::too_many_files_open_in_system ||
+                                      ec == asio::error::no_buffer_space ||
+                                      ec == asio::error::no_memory;
+        LogAcceptError(ec, out_of_resources);
+        if (out_of_resources) {
+          retry_timer_.expires_after(kAcceptRetry);
           retry_timer_.async_wait([this](const error_code& wait_ec) {
             if (!wait_ec && acceptor_.is_open()) Accept();
           });
@@ -184,6 +195,11 @@ class Acceptor {
         }
         Accept();
         return;
+      }
+      if (accept_errors_.unreported() > 0) {
+        if (const uint64_t failed = accept_errors_.Recovered(std::chrono::steady_clock::now()))
+          spdlog::info("http: accepting again; {} accept(s) failed since the previous line",
+                       failed);
       }
       error_code ignored;
       socket.set_option(asio::ip::tcp::no_delay(true), ignored);
@@ -205,12 +221,26 @@ class Acceptor {
   }
 
  private:
+  void LogAcceptError(const error_code& ec, bool retrying) {
+    const uint64_t failed = accept_errors_.Event(std::chrono::steady_clock::now());
+    if (failed == 0) return;  // counted; reported by a later line
+    const char* retry = retrying ? "; retrying every 100 ms" : "";
+    if (failed == 1) {
+      spdlog::warn("http: accept failed: {}{} (logged at most once per {} s)", ec.message(), retry,
+                   kAcceptErrorLogInterval.count());
+    } else {
+      spdlog::warn("http: accept failed {} times since the previous line, last: {}{}", failed,
+                   ec.message(), retry);
+    }
+  }
+
   std::vector<std::shared_ptr<IoThread>>* threads_;
   ServerShared* shared_;
   TlsContext* tls_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::size_t next_ = 0;
+  LogThrottle accept_errors_{kAcceptErrorLogInterval};  // on the acceptor's thread only
 };
 
 namespace {
@@ -382,6 +412,10 @@ void HttpServer::Stop() {
   for (auto& io : io_) {
     if (io->thread.joinable()) io->thread.join();
   }
+}
+
+uint64_t HttpServer::failed_accepts() const {
+  return shared_->failed_accepts.load(std::memory_order_relaxed);
 }
 
 }  // namespace harrier

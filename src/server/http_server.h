@@ -152,6 +152,12 @@ class HttpServer {
   uint16_t tls_port() const { return tls_port_; }
   int io_threads() const { return static_cast<int>(io_.size()); }
 
+  // accept() calls that failed, both listeners (file descriptors exhausted: EMFILE, ENFILE;
+  // a connection reset before it was accepted). While descriptors are exhausted the acceptor
+  // retries every 100 ms and logs one warning per 10 s with the count since the previous one.
+  // Any thread.
+  uint64_t failed_accepts() const;
+
   // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
   // Idempotent. REQUIRES: not called from an I/O thread or from inside the handler.
   void Stop();

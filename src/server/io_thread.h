@@ -42,6 +42,8 @@ struct ServerShared {
   HttpHandler* handler = nullptr;
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> live_connections{0};
+  // accept() calls that failed (EMFILE, ENFILE, ENOBUFS, ECONNABORTED, ...), both listeners.
+  std::atomic<uint64_t> failed_accepts{0};
 
   std::mutex mu;
   std::condition_variable drained;  // notified (under mu) when live_connections reaches 0
