@@ -55,6 +55,103 @@ bool Eventually(F condition) {
   return true;
 }
 
+// ---- --max-connections ---------------------------------------------------------------------
+
+TEST(HttpServerAcceptTest, AConnectionOverTheLimitIsClosedAtOnceAndCounted) {
+  testing::RecordingLog log;
+  OkHandler handler;
+  HttpServer::Options options = LocalOptions();
+  options.max_connections = 2;
+  auto created = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<HttpServer> server = std::move(created).value();
+  ASSERT_TRUE(server->Start().ok());
+  EXPECT_EQ(server->max_connections(), 2u);
+
+  // Two keep-alive connections, answered: both are open on the server.
+  auto first = std::make_unique<RawHttpClient>(server->port());
+  RawHttpClient second(server->port());
+  for (RawHttpClient* c : {first.get(), &second}) {
+    ASSERT_TRUE(c->Send(kGet));
+    auto r = c->ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(server->open_connections(), 2);
+
+  // A third is accepted and closed without a byte.
+  RawHttpClient third(server->port());
+  ASSERT_TRUE(third.connected());  // the kernel completed the handshake
+  EXPECT_TRUE(third.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(server->refused_connections(), 1u);
+  EXPECT_EQ(log.Find(spdlog::level::warn, "--max-connections").size(), 1u);
+
+  // The two are unaffected.
+  ASSERT_TRUE(second.Send(kGet));
+  auto again = second.ReadResponse();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+
+  // One closes: a new connection is served.
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 1; }));
+  RawHttpClient fourth(server->port());
+  ASSERT_TRUE(fourth.Send(kGet));
+  auto r = fourth.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(server->refused_connections(), 1u);
+  server->Stop();
+}
+
+TEST(HttpServerAcceptTest, ManyConnectionsOverTheLimitAreAllRefused) {
+  OkHandler handler;
+  HttpServer::Options options = LocalOptions();
+  options.max_connections = 1;
+  options.io_threads = 2;
+  auto server = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  RawHttpClient held((*server)->port());
+  ASSERT_TRUE(held.Send(kGet));
+  ASSERT_TRUE(held.ReadResponse());
+  std::vector<std::unique_ptr<RawHttpClient>> others;
+  for (int i = 0; i < 20; ++i) others.push_back(std::make_unique<RawHttpClient>((*server)->port()));
+  for (auto& c : others) EXPECT_TRUE(c->WaitClosed(milliseconds(2000)));
+  EXPECT_EQ((*server)->refused_connections(), 20u);
+  EXPECT_EQ((*server)->open_connections(), 1);
+}
+
+// 0 (the default): the soft RLIMIT_NOFILE less an eighth of it (at least 64) for everything
+// else the process opens.
+TEST(HttpServerAcceptTest, DefaultLimitIsDerivedFromTheDescriptorLimit) {
+  const struct {
+    uint64_t descriptors;
+    uint64_t connections;
+  } cases[] = {
+      {1024, 896},              // Debian's default soft limit
+      {65536, 57344},           //
+      {1048576, 917504},        // the kernel's default nr_open
+      {512, 448},               //
+      {256, 192},               // a reserve of 64 at least
+      {64, 1},                  // never 0
+      {0, 1},                   //
+      {RLIM_INFINITY, 917504},  // unlimited: as with 2^20 descriptors
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.descriptors);
+    EXPECT_EQ(HttpServer::MaxConnectionsFor(c.descriptors), c.connections);
+  }
+
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  OkHandler handler;
+  auto server = HttpServer::Create(LocalOptions(), &handler);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  EXPECT_EQ((*server)->max_connections(), HttpServer::MaxConnectionsFor(limit.rlim_cur));
+}
+
 // ---- accept() failing with EMFILE ----------------------------------------------------------
 
 // A socket created now and connected later, so that connecting needs no new descriptor.
