@@ -6,7 +6,8 @@
 #                    GoogleTest, Google Benchmark, ccache, python3-onnx/numpy (model generators),
 #                    curl, wrk, nginx (benchmark floor), grpc++ and its protoc plugin (gRPC),
 #                    nghttp2 + OpenSSL (HTTP/2, TLS) with nghttp/h2load, prometheus (promtool),
-#                    chromium (status page test), libcurl (the OTLP trace exporter)
+#                    chromium (status page test), libcurl (the OTLP trace exporter), strace
+#                    (the telemetry test), python3-hpack (the gRPC port's HTTP/2 abuse test)
 #   ONNX Runtime     1.29.0 from the npm package com.github.asus4.onnxruntime@0.4.9, whose
 #                    registry integrity hash is checked, unpacked into
 #                    $HARRIER_DEPS/onnxruntime-1.29.0/{include,lib} with the libonnxruntime.so.1 link.
@@ -22,7 +23,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certif
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libssl-dev nghttp2-client openssl prometheus
-  chromium libcurl4-openssl-dev python3-hpack)
+  chromium libcurl4-openssl-dev strace python3-hpack)
 
 log() { echo "deps: $*" >&2; }
 sudo_() { if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi; }

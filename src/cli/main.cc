@@ -27,6 +27,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/access_log.h"
+#include "observability/connection_metrics.h"
 #include "observability/dashboard_handler.h"
 #include "observability/metrics_handler.h"
 #include "observability/otlp_tracer.h"
@@ -63,6 +64,7 @@ struct ServeFlags {
   std::string plain_http = "on";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
+  uint64_t max_connections = HttpServer::Options{}.max_connections;
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
   int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;
@@ -313,6 +315,7 @@ int Serve(const ServeFlags& flags) {
   http_options.port = static_cast<uint16_t>(flags.http_port);
   http_options.io_threads = flags.http_threads;
   http_options.max_body_bytes = flags.max_body_bytes;
+  http_options.max_connections = flags.max_connections;
   http_options.max_header_bytes = flags.max_header_bytes;
   http_options.shutdown_timeout = std::chrono::seconds(flags.exit_timeout_secs);
   auto ms = [](double secs) {
@@ -349,6 +352,10 @@ int Serve(const ServeFlags& flags) {
                  (*server)->tls_port(),
                  flags.tls_client_ca.empty() ? "" : "; client certificates required");
   }
+  spdlog::info("REST: at most {} connections at once ({})", (*server)->max_connections(),
+               flags.max_connections > 0
+                   ? "--max-connections"
+                   : "--max-connections 0: from the RLIMIT_NOFILE soft limit");
 
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
@@ -393,12 +400,20 @@ int Serve(const ServeFlags& flags) {
       [&tracer](TextExposition* out) {
         if (tracer) tracer->AppendMetrics(out);  // only with tracing on
       },
+      [&server](TextExposition* out) {
+        const HttpServer& rest = **server;
+        AppendConnectionMetrics({rest.open_connections(), rest.max_connections(),
+                                 rest.refused_connections(), rest.failed_accepts()},
+                                out);
+      },
   });
   HttpServer::Options metrics_options;
   metrics_options.address = flags.http_address;
   metrics_options.port = static_cast<uint16_t>(flags.metrics_port);
   metrics_options.io_threads = 1;
   metrics_options.max_body_bytes = 64u << 10;
+  // A scraper or two; the descriptors are the REST port's (its default limit assumes them).
+  metrics_options.max_connections = 64;
   metrics_options.shutdown_timeout = std::chrono::seconds(2);
   auto metrics_server = HttpServer::Create(metrics_options, &metrics_handler);
   Status metrics_started =
@@ -442,6 +457,8 @@ int Serve(const ServeFlags& flags) {
 }  // namespace harrier
 
 int main(int argc, char** argv) {
+  // Before any thread exists: it sets an environment variable (ONNX Runtime's telemetry off).
+  harrier::OnnxRuntimeBackend::DisableTelemetryForProcess();
   using harrier::ServeFlags;
   ServeFlags flags;
   CLI::App app{
@@ -530,6 +547,12 @@ int main(int argc, char** argv) {
                    "Largest request body; larger ones get 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--max-connections", flags.max_connections,
+                   "Most REST connections open at once (HTTP/1.1, HTTP/2, TLS), plain and TLS "
+                   "ports together; one more is closed as soon as it is accepted. 0: the "
+                   "RLIMIT_NOFILE soft limit less an eighth of it (at least 64): 896 of 1024")
+      ->capture_default_str();
   serve
       ->add_option("--max-header-bytes", flags.max_header_bytes,
                    "Largest request line + headers; larger ones get 431")

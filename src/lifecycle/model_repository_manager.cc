@@ -19,6 +19,7 @@
 #include "repository/config_data_type.h"
 #include "repository/config_json.h"
 #include "repository/model_config_parser.h"
+#include "repository/repository_relative_paths.h"
 #include "repository/repository_scan.h"
 #include "repository/version_policy.h"
 
@@ -35,15 +36,21 @@ ModelIO MakeModelIO(const inference::ModelConfig& config) {
   ModelIO io;
   io.max_batch_size = config.max_batch_size();
   for (const auto& in : config.input()) {
-    IoSpec spec{in.name(), FromConfigType(in.data_type()), {in.dims().begin(), in.dims().end()},
-                std::nullopt, in.optional()};
+    IoSpec spec{in.name(),
+                FromConfigType(in.data_type()),
+                {in.dims().begin(), in.dims().end()},
+                std::nullopt,
+                in.optional()};
     if (in.has_reshape())
       spec.reshape = std::vector<int64_t>(in.reshape().shape().begin(), in.reshape().shape().end());
     io.inputs.push_back(std::move(spec));
   }
   for (const auto& out : config.output()) {
-    IoSpec spec{out.name(), FromConfigType(out.data_type()),
-                {out.dims().begin(), out.dims().end()}, std::nullopt, false};
+    IoSpec spec{out.name(),
+                FromConfigType(out.data_type()),
+                {out.dims().begin(), out.dims().end()},
+                std::nullopt,
+                false};
     io.outputs.push_back(std::move(spec));
   }
   return io;
@@ -119,8 +126,8 @@ struct WarmupSample {
 // string: a zero 4-byte length).
 Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
   int64_t count = ElementCount(shape).value_or(0);
-  size_t bytes = static_cast<size_t>(count) *
-                 (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
+  size_t bytes =
+      static_cast<size_t>(count) * (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
   auto buffer = AllocateTensorBuffer(bytes);
   std::memset(buffer.get(), 0, bytes);
   Tensor t;
@@ -148,7 +155,8 @@ StatusOr<std::vector<WarmupSample>> BuildWarmup(const inference::ModelConfig& co
     // Default: one zero-filled run, so the first real request does not pay for lazy set-up.
     WarmupSample s{"default zero-filled run", 1, {}};
     for (const IoSpec& in : io.inputs)
-      if (!in.optional) s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
+      if (!in.optional)
+        s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
     samples.push_back(std::move(s));
     return samples;
   }
@@ -194,10 +202,12 @@ Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
     RETURN_IF_ERROR(ValidateAndPrepare(io, model_name, &check, &outputs)
                         .WithContext("warm-up sample '" + s.name + "'"));
     for (int i = 0; i < s.runs; ++i) {
-      RETURN_IF_ERROR(scheduler.RunOnEachInstance([&](ModelInstance& instance) {
-        std::vector<Tensor> out;
-        return instance.Run(check.inputs, outputs, &out, RunContext{});
-      }).WithContext("warm-up sample '" + s.name + "'"));
+      RETURN_IF_ERROR(scheduler
+                          .RunOnEachInstance([&](ModelInstance& instance) {
+                            std::vector<Tensor> out;
+                            return instance.Run(check.inputs, outputs, &out, RunContext{});
+                          })
+                          .WithContext("warm-up sample '" + s.name + "'"));
     }
   }
   return Status::Ok();
@@ -205,7 +215,8 @@ Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
 
 class ModelRepositoryManagerImpl : public ModelRepositoryManager {
  public:
-  explicit ModelRepositoryManagerImpl(const Options& options) : options_(options) {
+  explicit ModelRepositoryManagerImpl(const Options& options)
+      : options_(options), client_paths_(options.repository_path) {
     if (options_.usable_cores <= 0) options_.usable_cores = UsableCores();
     if (options_.pin_instance_workers) allowed_cpus_ = AllowedCpus();
   }
@@ -235,7 +246,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   };
   struct ModelEntry {
     std::string platform;
-    std::string reason;                     // a failure before any version could load
+    std::string reason;                        // a failure before any version could load
     std::map<int64_t, VersionEntry> versions;  // ascending
   };
 
@@ -247,9 +258,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
 
-  Options options_;                // constant after construction
-  std::vector<int> allowed_cpus_;  // constant after construction; empty unless pinning
-  std::atomic<size_t> next_cpu_{0};  // round-robin position for pinned instance workers
+  Options options_;  // constant after construction
+  // Every reason stored below goes through it: reasons reach clients (index, Get()'s errors,
+  // the status page) with paths relative to the repository; the log lines keep full paths.
+  RepositoryRelativePaths client_paths_;  // constant after construction
+  std::vector<int> allowed_cpus_;         // constant after construction; empty unless pinning
+  std::atomic<size_t> next_cpu_{0};       // round-robin position for pinned instance workers
 
   mutable std::shared_mutex mu_;
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
@@ -281,7 +295,7 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
   ModelEntry entry;
   entry.platform = std::string(options_.backend->platform());
   auto fail = [&](const Status& s) {
-    entry.reason = s.message();
+    entry.reason = client_paths_.Rewrite(s.message());
     spdlog::error("model '{}' is UNAVAILABLE: {}", dir.name, s.message());
     SetModel(dir.name, std::move(entry));
   };
@@ -297,10 +311,11 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
   const std::vector<int64_t>& versions = selection.selected;
   const std::vector<int64_t>& missing = selection.missing;
   for (int64_t v : missing) {
-    entry.versions[v] = {ModelState::kUnavailable,
-                         "version " + std::to_string(v) +
-                             " is named by the version policy but has no directory in " + dir.path,
-                         nullptr};
+    const std::string reason = "version " + std::to_string(v) +
+                               " is named by the version policy but has no directory in " +
+                               dir.path;
+    spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v, reason);
+    entry.versions[v] = {ModelState::kUnavailable, client_paths_.Rewrite(reason), nullptr};
   }
   if (versions.empty() && missing.empty()) {
     return fail(NotFound("no version directories (numeric names such as '1') in " + dir.path));
@@ -310,13 +325,14 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
     auto loaded = LoadVersion(dir, config, v);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (loaded.ok()) {
-      spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v, ms);
+      spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v,
+                   ms);
       entry.versions[v] = {ModelState::kReady, "", std::move(loaded).value(), ms / 1000.0};
     } else {
       spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
                     loaded.status().message());
-      entry.versions[v] = {ModelState::kUnavailable, loaded.status().message(), nullptr,
-                           ms / 1000.0};
+      entry.versions[v] = {ModelState::kUnavailable,
+                           client_paths_.Rewrite(loaded.status().message()), nullptr, ms / 1000.0};
     }
   }
   SetModel(dir.name, std::move(entry));
@@ -334,8 +350,8 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
   ASSIGN_OR_RETURN(ModelSignature signature, backend.Inspect(model_path));
   AutoCompleteOptions complete_options;
   complete_options.default_model_filename = std::string(backend.default_model_filename());
-  RETURN_IF_ERROR(AutoCompleteConfig(signature, dir.name, backend.name(), backend.platform(), &config,
-                                     complete_options)
+  RETURN_IF_ERROR(AutoCompleteConfig(signature, dir.name, backend.name(), backend.platform(),
+                                     &config, complete_options)
                       .WithContext(dir.config_path.empty() ? model_path : dir.config_path));
   ModelIO io = MakeModelIO(config);
 
@@ -387,7 +403,8 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
       !policy.dynamic_batching ? std::string("one request per execution")
       : policy.target_p99_us > 0
           ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
-          : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) + " us");
+          : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
+                " us");
   return model;
 }
 
@@ -418,7 +435,8 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
     return std::shared_ptr<ServableModel>(v.model);
   }
   for (auto it = entry->versions.rbegin(); it != entry->versions.rend(); ++it)
-    if (it->second.state == ModelState::kReady) return std::shared_ptr<ServableModel>(it->second.model);
+    if (it->second.state == ModelState::kReady)
+      return std::shared_ptr<ServableModel>(it->second.model);
   std::string reason = entry->reason;
   if (reason.empty() && !entry->versions.empty()) reason = entry->versions.rbegin()->second.reason;
   if (reason.empty()) reason = "it is still loading";
@@ -449,7 +467,8 @@ std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
   std::vector<ModelVersionState> rows;
   for (const auto& [name, entry] : models_) {
     if (entry.versions.empty()) {
-      rows.push_back({name, 0, entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
+      rows.push_back({name, 0,
+                      entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
                       entry.reason});
       continue;
     }
@@ -473,10 +492,10 @@ StatusOr<std::vector<ModelVersionStats>> ModelRepositoryManagerImpl::Stats(
   if (name) {
     ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(*name));
     if (version && !entry->versions.contains(*version))
-      return NotFound("model '" + std::string(*name) + "' has no version " + std::to_string(*version));
+      return NotFound("model '" + std::string(*name) + "' has no version " +
+                      std::to_string(*version));
     add(*entry);
-    if (out.empty())
-      return Unavailable("model '" + std::string(*name) + "' has no ready version");
+    if (out.empty()) return Unavailable("model '" + std::string(*name) + "' has no ready version");
   } else {
     for (const auto& [n, entry] : models_) add(entry);
   }
@@ -508,10 +527,10 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     std::shared_lock lock(mu_);
     for (const auto& [name, entry] : models_) {
       if (entry.versions.empty()) {
-        versions.push_back({{name, 0,
-                             entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
-                             ""},
-                            -1, nullptr});
+        versions.push_back(
+            {{name, 0, entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable, ""},
+             -1,
+             nullptr});
       }
       for (const auto& [v, e] : entry.versions)
         versions.push_back({{name, v, e.state, ""}, e.load_seconds, e.model});

@@ -20,7 +20,10 @@ FileType ToFileType(const fs::file_status& status) {
 }
 
 Status IoError(std::string_view what, const std::string& path, const std::error_code& ec) {
-  return Internal(std::string(what) + " '" + path + "': " + ec.message());
+  std::string message = std::string(what) + " '" + path + "': " + ec.message();
+  // Too many levels of symbolic links: almost always links that point at each other.
+  if (ec == std::errc::too_many_symbolic_link_levels) message += " (a symbolic link loop)";
+  return Internal(std::move(message));
 }
 
 class LocalFileSystemImpl final : public FileSystem {
@@ -48,7 +51,12 @@ class LocalFileSystemImpl final : public FileSystem {
       std::error_code status_ec;
       // A dangling symlink reads as not_found; it is reported as such and callers skip it.
       fs::file_status status = it->status(status_ec);
-      entries.push_back({it->path().filename().string(), ToFileType(status)});
+      DirectoryEntry entry{it->path().filename().string(), ToFileType(status), Status::Ok()};
+      if (status_ec && status.type() != fs::file_type::not_found) {
+        entry.type = FileType::kOther;
+        entry.error = IoError("cannot inspect", it->path().string(), status_ec);
+      }
+      entries.push_back(std::move(entry));
     }
     if (ec) return IoError("cannot list", path, ec);
     return entries;

@@ -23,6 +23,10 @@ enum class FileType {
 struct DirectoryEntry {
   std::string name;  // the entry's name, not its full path
   FileType type = FileType::kNotFound;
+  // Not OK when the entry's type could not be found out, `type` being kOther then: a symbolic
+  // link loop (ELOOP), or a link target that cannot be inspected (permission denied). A
+  // dangling symbolic link is not an error: its type is kNotFound.
+  Status error;
 };
 
 class FileSystem {
@@ -34,7 +38,8 @@ class FileSystem {
   virtual StatusOr<FileType> GetFileType(const std::string& path) const = 0;
 
   // The entries of a directory, in no particular order. Errors: kNotFound when `path` does not
-  // exist, kInvalidArgument when it is not a directory, kInternal when it cannot be read.
+  // exist, kInvalidArgument when it is not a directory, kInternal when it cannot be read. An
+  // entry that cannot be inspected is listed with its own `error` (kInternal, naming its path).
   virtual StatusOr<std::vector<DirectoryEntry>> ListDirectory(const std::string& path) const = 0;
 
   // The whole content of a file. Errors: kNotFound when it does not exist, kInvalidArgument

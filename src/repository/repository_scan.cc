@@ -56,8 +56,16 @@ StatusOr<std::vector<ModelDirectory>> ScanRepository(const std::string& root,
 
   std::vector<ModelDirectory> models;
   for (const DirectoryEntry& entry : *entries) {
-    if (entry.type != FileType::kDirectory) continue;
     if (entry.name.empty() || entry.name.front() == '.') continue;
+    if (!entry.error.ok()) {  // it may be meant as a model: say why it cannot be one
+      ModelDirectory model;
+      model.name = entry.name;
+      model.path = JoinPath(root, entry.name);
+      model.error = entry.error;
+      models.push_back(std::move(model));
+      continue;
+    }
+    if (entry.type != FileType::kDirectory) continue;
     models.push_back(ScanModel(root, entry.name, fs));
   }
   std::sort(models.begin(), models.end(),

@@ -7,7 +7,10 @@
 // starting with '.'); files directly under the root are ignored. Inside a model, a directory
 // whose name is a positive decimal number without a leading zero is a version; anything else
 // (non-numeric names, "0", "007", numbers beyond int64, plain files) is ignored. Symlinks are
-// followed. The scan does not open model files or parse configs.
+// followed; a dangling one is ignored like a file. An entry under the root whose type cannot be
+// found out -- a symbolic link loop, a target that cannot be inspected -- is a model whose
+// directory cannot be read (ModelDirectory::error), so that it is reported rather than
+// silently left out. The scan does not open model files or parse configs.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,9 @@ struct ModelDirectory {
   std::string config_path;
   // Version numbers found, ascending, without duplicates. <path>/<version> is the directory.
   std::vector<int64_t> versions;
-  // Not OK when the model directory could not be listed (versions is then empty); the model
-  // should be reported UNAVAILABLE with this reason while the other models still load.
+  // Not OK when the model directory could not be inspected (a symbolic link loop) or listed
+  // (versions is then empty); the model should be reported UNAVAILABLE with this reason while
+  // the other models still load.
   Status error;
 };
 

@@ -113,6 +113,34 @@ bool DecodeBase64Url(std::string_view in, std::string* out) {
   return true;
 }
 
+// True when `payload` is a SETTINGS frame payload a server may accept (RFC 9113 §6.5): whole
+// 6-byte entries (a 16-bit id, a 32-bit value, big-endian) whose values are in range. Unknown
+// ids are ignored, as the RFC says. These are the checks nghttp2 makes when the upgraded
+// session starts; made here first, a bad header is answered 400 rather than closing silently.
+bool IsValidSettingsPayload(std::string_view payload) {
+  if (payload.size() % 6 != 0) return false;
+  for (std::size_t i = 0; i < payload.size(); i += 6) {
+    const auto byte = [&](std::size_t k) { return static_cast<uint32_t>(uint8_t(payload[i + k])); };
+    const uint32_t id = byte(0) << 8 | byte(1);
+    const uint32_t value = byte(2) << 24 | byte(3) << 16 | byte(4) << 8 | byte(5);
+    switch (id) {
+      case 0x2:  // ENABLE_PUSH
+      case 0x8:  // ENABLE_CONNECT_PROTOCOL (RFC 8441)
+      case 0x9:  // NO_RFC7540_PRIORITIES (RFC 9218)
+        if (value > 1) return false;
+        break;
+      case 0x4:  // INITIAL_WINDOW_SIZE
+        if (value > 0x7fffffffu) return false;
+        break;
+      case 0x5:  // MAX_FRAME_SIZE
+        if (value < (1u << 14) || value > (1u << 24) - 1) return false;
+        break;
+      default: break;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 template <class Stream>
@@ -288,17 +316,26 @@ void BasicHttpConnection<Stream>::Detach() {
 }
 
 // `Upgrade: h2c` with an HTTP2-Settings header (RFC 7540 §3.2), on a complete request: answer
-// 101 and serve this request as HTTP/2 stream 1. Anything else (h2 over cleartext, a bad
-// settings header, HTTP/1.0) is served as plain HTTP/1.1.
+// 101 and serve this request as HTTP/2 stream 1. Without those headers (h2 over cleartext, no
+// HTTP2-Settings) or over HTTP/1.0, it is served as plain HTTP/1.1. With them but an invalid
+// HTTP2-Settings -- not base64url, not a valid SETTINGS payload, or the header twice -- the
+// server must not upgrade (RFC 7540 §3.2.1): 400 and close (docs/server.md). True when the
+// request has been taken care of here.
 template <class Stream>
 bool BasicHttpConnection<Stream>::MaybeUpgrade() {
   if (http10_ || !request_.HasHeader("http2-settings") ||
       !ListHasToken(request_.Header("upgrade"), "h2c") ||
       !ListHasToken(request_.Header("connection"), "upgrade"))
     return false;
+  const auto settings_fields =
+      std::count_if(request_.headers.begin(), request_.headers.end(),
+                    [](const auto& field) { return field.first == "http2-settings"; });
   std::string settings;
-  if (!DecodeBase64Url(request_.Header("http2-settings"), &settings) || settings.size() % 6 != 0)
-    return false;
+  if (settings_fields != 1 || !DecodeBase64Url(request_.Header("http2-settings"), &settings) ||
+      !IsValidSettingsPayload(settings)) {
+    SendError(400, "invalid HTTP2-Settings header: the connection is not upgraded to h2c");
+    return true;
+  }
   cancellation_.reset();
   if (!body_.empty()) {
     if (body_.capacity() < body_.size() + kBodyPadding) body_.reserve(body_.size() + kBodyPadding);
@@ -551,7 +588,10 @@ void BasicHttpConnection<Stream>::SendContinue() {
 template <class Stream>
 void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
   std::string message;
-  if (ec == http::error::body_limit) {
+  if (parser_ && parser_->refusal()) {  // a rule of RFC 9112 that Beast does not enforce
+    message = parser_->refusal()->message;
+    SendError(parser_->refusal()->status, message);
+  } else if (ec == http::error::body_limit) {
     message = "request body is larger than the server's limit of ";
     AppendNumber(&message, shared_->options.max_body_bytes);
     message += " bytes";

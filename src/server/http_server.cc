@@ -2,7 +2,9 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -14,6 +16,7 @@
 #include <utility>
 
 #include "core/cpu_quota.h"
+#include "core/log_throttle.h"
 #include "server/http2_connection.h"
 #include "server/http_connection.h"
 #include "server/io_thread.h"
@@ -128,6 +131,11 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
   bool closed_ = false;  // the socket is closed, or has moved to a connection
 };
 
+// While accept() keeps failing (file descriptors exhausted: retried every kAcceptRetry), one
+// warning per kAcceptErrorLogInterval, saying how many failed since the previous one.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+constexpr std::chrono::seconds kAcceptErrorLogInterval{10};
+
 // Listens on the first I/O thread and deals accepted sockets round-robin to all threads.
 //
 // Why one acceptor and round-robin rather than an SO_REUSEPORT acceptor per thread: with
@@ -172,11 +180,16 @@ class Acceptor {
           shared_->stopping.load(std::memory_order_relaxed))
         return;
       if (ec) {
-        spdlog::warn("http: accept failed: {}", ec.message());
-        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
-            ec == asio::error::no_memory) {
-          // Out of file descriptors or memory: accepting again at once would spin.
-          retry_timer_.expires_after(std::chrono::milliseconds(100));
+        shared_->failed_accepts.fetch_add(1, std::memory_order_relaxed);
+        // Out of file descriptors (EMFILE, ENFILE) or memory: accepting again at once would
+        // spin, since the connection is still waiting in the backlog.
+        const bool out_of_resources = ec == asio::error::no_descriptors ||
+                                      ec == boost::system::errc::too_many_files_open_in_system ||
+                                      ec == asio::error::no_buffer_space ||
+                                      ec == asio::error::no_memory;
+        LogAcceptError(ec, out_of_resources);
+        if (out_of_resources) {
+          retry_timer_.expires_after(kAcceptRetry);
           retry_timer_.async_wait([this](const error_code& wait_ec) {
             if (!wait_ec && acceptor_.is_open()) Accept();
           });
@@ -185,14 +198,43 @@ class Acceptor {
         Accept();
         return;
       }
+      if (accept_errors_.unreported() > 0) {
+        if (const uint64_t failed = accept_errors_.Recovered(std::chrono::steady_clock::now()))
+          spdlog::info("http: accepting again; {} accept(s) failed since the previous line",
+                       failed);
+      }
       error_code ignored;
+      // Over the limit: closed at once (nginx does the same when worker_connections run out).
+      // Counted from the accept: a connection posted to its thread and not yet started counts.
+      const int64_t open = shared_->live_connections.load(std::memory_order_relaxed) +
+                           shared_->accepting.load(std::memory_order_relaxed);
+      if (open >= static_cast<int64_t>(shared_->max_connections)) {
+        shared_->refused_connections.fetch_add(1, std::memory_order_relaxed);
+        LogRefusal(open);
+        socket.close(ignored);
+        Accept();
+        return;
+      }
+      if (refusals_.unreported() > 0) {
+        if (const uint64_t refused = refusals_.Recovered(std::chrono::steady_clock::now()))
+          spdlog::info("http: accepting connections again; {} refused since the previous line",
+                       refused);
+      }
       socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+      shared_->accepting.fetch_add(1, std::memory_order_relaxed);
+      // Start() registers the connection (live_connections) before `accepting` lets go of it.
       if (tls_ != nullptr) {
         auto handshake = std::make_shared<TlsHandshake>(std::move(socket), tls_, target, shared_);
-        asio::post(target->ioc, [handshake] { handshake->Start(); });
+        asio::post(target->ioc, [handshake, shared = shared_] {
+          handshake->Start();
+          shared->accepting.fetch_sub(1, std::memory_order_relaxed);
+        });
       } else {
         auto connection = std::make_shared<HttpConnection>(std::move(socket), target, shared_);
-        asio::post(target->ioc, [connection] { connection->Start(); });
+        asio::post(target->ioc, [connection, shared = shared_] {
+          connection->Start();
+          shared->accepting.fetch_sub(1, std::memory_order_relaxed);
+        });
       }
       Accept();
     });
@@ -205,12 +247,43 @@ class Acceptor {
   }
 
  private:
+  void LogAcceptError(const error_code& ec, bool retrying) {
+    const uint64_t failed = accept_errors_.Event(std::chrono::steady_clock::now());
+    if (failed == 0) return;  // counted; reported by a later line
+    const char* retry = retrying ? "; retrying every 100 ms" : "";
+    if (failed == 1) {
+      spdlog::warn("http: accept failed: {}{} (logged at most once per {} s)", ec.message(), retry,
+                   kAcceptErrorLogInterval.count());
+    } else {
+      spdlog::warn("http: accept failed {} times since the previous line, last: {}{}", failed,
+                   ec.message(), retry);
+    }
+  }
+
+  void LogRefusal(int64_t open) {
+    const uint64_t refused = refusals_.Event(std::chrono::steady_clock::now());
+    if (refused == 0) return;
+    if (refused == 1) {
+      spdlog::warn(
+          "http: connection limit reached ({} open, --max-connections {}); closing new "
+          "connections at once (logged at most once per {} s)",
+          open, shared_->max_connections, kAcceptErrorLogInterval.count());
+    } else {
+      spdlog::warn(
+          "http: {} connection(s) refused since the previous line ({} open, "
+          "--max-connections {})",
+          refused, open, shared_->max_connections);
+    }
+  }
+
   std::vector<std::shared_ptr<IoThread>>* threads_;
   ServerShared* shared_;
   TlsContext* tls_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::size_t next_ = 0;
+  LogThrottle accept_errors_{kAcceptErrorLogInterval};  // on the acceptor's thread only
+  LogThrottle refusals_{kAcceptErrorLogInterval};       // on the acceptor's thread only
 };
 
 namespace {
@@ -314,6 +387,12 @@ HttpServer::~HttpServer() {
 Status HttpServer::Start() {
   if (started_ || stopped_) return InvalidArgument("HttpServer::Start called twice");
   const int threads = options_.io_threads > 0 ? options_.io_threads : UsableCores();
+  shared_->max_connections = options_.max_connections;
+  if (shared_->max_connections == 0) {
+    rlimit limit{};
+    shared_->max_connections =
+        MaxConnectionsFor(::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024);
+  }
   io_.clear();
   for (int i = 0; i < threads; ++i) io_.push_back(std::make_shared<IoThread>());
   const auto address = boost::asio::ip::make_address(options_.address);
@@ -386,6 +465,29 @@ void HttpServer::Stop(std::chrono::milliseconds shutdown_timeout) {
   for (auto& io : io_) {
     if (io->thread.joinable()) io->thread.join();
   }
+}
+
+uint64_t HttpServer::MaxConnectionsFor(uint64_t descriptor_limit) {
+  if (descriptor_limit == static_cast<uint64_t>(RLIM_INFINITY)) descriptor_limit = 1u << 20;
+  const uint64_t reserve = std::max<uint64_t>(64, descriptor_limit / 8);
+  return descriptor_limit > reserve ? descriptor_limit - reserve : 1;
+}
+
+uint64_t HttpServer::max_connections() const {
+  return shared_->max_connections;
+}
+
+int64_t HttpServer::open_connections() const {
+  return shared_->live_connections.load(std::memory_order_relaxed) +
+         shared_->accepting.load(std::memory_order_relaxed);
+}
+
+uint64_t HttpServer::refused_connections() const {
+  return shared_->refused_connections.load(std::memory_order_relaxed);
+}
+
+uint64_t HttpServer::failed_accepts() const {
+  return shared_->failed_accepts.load(std::memory_order_relaxed);
 }
 
 }  // namespace harrier

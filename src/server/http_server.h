@@ -16,7 +16,9 @@
 // connection cancels its request's CancellationToken and the late response is dropped), keep-alive
 // (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`), Content-Length and chunked bodies,
 // `Expect: 100-continue`. Protocol errors are answered and the connection closed:
-//   400 malformed request line, header, chunk or Content-Length
+//   400 malformed request line, header, chunk or Content-Length; HTTP/1.1 without Host (or two
+//       Host fields); obs-fold; Transfer-Encoding not ending in one `chunked` (RFC 9112)
+//   501 a transfer coding before the final `chunked` (only chunked is decoded)
 //   413 body over max_body_bytes (a Content-Length claim is refused before reading the body)
 //   431 request line + headers over max_header_bytes
 //   408 part of a request arrived but the rest did not within header_timeout / body_timeout
@@ -32,6 +34,10 @@
 // timeouts below apply per stream there; Stop() sends GOAWAY and lets open streams finish.
 // Handlers see the same HttpRequest whichever the transport, and Precheck() is called after
 // every request's header, before its body (see harrier/http_message.h).
+//
+// Connections: at most Options::max_connections open at once (derived from RLIMIT_NOFILE by
+// default); one over it is accepted and closed at once. accept() failing for lack of file
+// descriptors is retried every 100 ms and logged at most once per 10 s (docs/server.md).
 //
 // TLS connections the server ends itself (timeouts, error answers, Connection: close, GOAWAY,
 // Stop) get close_notify first, asynchronously and bounded (docs/server.md, "Closing TLS
@@ -95,6 +101,13 @@ class HttpServer {
     // Stop(): how long in-flight requests may take to finish before their connections are
     // closed. Default 30 s (tritonserver's --exit-timeout-secs).
     std::chrono::milliseconds shutdown_timeout{30'000};
+    // Most connections open at once, both listeners together (HTTP/1.1, HTTP/2, TLS
+    // handshakes; a connection counts from its accept until its socket is closed). One over it
+    // is accepted and closed at once, without a byte -- so the client learns at once and a load
+    // balancer tries elsewhere, rather than waiting in the backlog -- counted
+    // (refused_connections()) and logged at most once per 10 s. 0 (default): derived at Start()
+    // from the soft RLIMIT_NOFILE, see MaxConnectionsFor(): 896 with the usual 1024.
+    uint64_t max_connections = 0;
 
     // HTTP/2 (h2c on `port`, by prior knowledge or `Upgrade: h2c`; h2 on `tls_port` by ALPN).
     // The limits above apply per stream. SETTINGS_MAX_CONCURRENT_STREAMS; default 128.
@@ -149,6 +162,26 @@ class HttpServer {
   // The bound TLS port, or 0 without TLS.
   uint16_t tls_port() const { return tls_port_; }
   int io_threads() const { return static_cast<int>(io_.size()); }
+
+  // The limit max_connections stands for when it is 0: `descriptor_limit` (the soft
+  // RLIMIT_NOFILE; RLIM_INFINITY counts as 2^20) less a reserve of an eighth of it, at least
+  // 64, for what else the process opens (model files, gRPC and metrics connections, logs,
+  // epoll and timer descriptors); at least 1. 1024 -> 896, 65536 -> 57344.
+  static uint64_t MaxConnectionsFor(uint64_t descriptor_limit);
+
+  // The connection limit in force (Options::max_connections, or the derived one). Valid after
+  // Start().
+  uint64_t max_connections() const;
+  // Connections open now (as the limit counts them), and those refused for the limit so far.
+  // Any thread.
+  int64_t open_connections() const;
+  uint64_t refused_connections() const;
+
+  // accept() calls that failed, both listeners (file descriptors exhausted: EMFILE, ENFILE;
+  // a connection reset before it was accepted). While descriptors are exhausted the acceptor
+  // retries every 100 ms and logs one warning per 10 s with the count since the previous one.
+  // Any thread.
+  uint64_t failed_accepts() const;
 
   // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
   // Idempotent. REQUIRES: not called from an I/O thread or from inside the handler.

@@ -42,6 +42,14 @@ struct ServerShared {
   HttpHandler* handler = nullptr;
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> live_connections{0};
+  // accept() calls that failed (EMFILE, ENFILE, ENOBUFS, ECONNABORTED, ...), both listeners.
+  std::atomic<uint64_t> failed_accepts{0};
+  // The connection limit: the effective Options::max_connections, set by Start() before the
+  // acceptors run. A connection counts from its accept (`accepting` until its Start() has
+  // registered it in live_connections) until it closes.
+  uint64_t max_connections = 0;
+  std::atomic<int64_t> accepting{0};
+  std::atomic<uint64_t> refused_connections{0};
 
   std::mutex mu;
   std::condition_variable drained;  // notified (under mu) when live_connections reaches 0

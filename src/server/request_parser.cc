@@ -27,8 +27,82 @@ void RequestParser::on_response_impl(int, string_view, int, error_code& ec) {
   ec = http::error::bad_version;  // unreachable: this is a request parser
 }
 
+namespace {
+
+bool IsOws(char c) {
+  return c == ' ' || c == '\t';
+}
+
+string_view TrimOws(string_view s) {
+  while (!s.empty() && IsOws(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsOws(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// True when the field whose name starts at `name` was folded onto a second line. Beast hands
+// over a field only once its line is in the buffer it parses, and only after it has seen the
+// byte that follows the line's CRLF (to look for a fold itself): so the line is still there,
+// its first CR is the end of its first line (a CR not followed by LF fails earlier), and the
+// byte two past it is readable. Beast would join a folded value with a space; RFC 9112 §5.2
+// lets a server refuse it instead, which leaves no room for two parsers to read it differently.
+bool FieldIsFolded(string_view name) {
+  const char* p = name.data() + name.size();
+  while (*p != '\r') ++p;
+  return IsOws(p[2]);
+}
+
+}  // namespace
+
+void RequestParser::Refuse(int status, std::string message, error_code& ec) {
+  refusal_ = Refusal{status, std::move(message)};
+  ec = http::error::bad_value;
+}
+
+void RequestParser::NoteTransferCodings(string_view value) {
+  transfer_encoding_ = true;
+  while (true) {
+    const std::size_t comma = value.find(',');
+    string_view item = value.substr(0, comma);
+    item = TrimOws(item.substr(0, item.find(';')));  // a coding's parameters do not matter here
+    if (!item.empty()) {  // empty list elements are allowed and ignored (RFC 9110 §5.6.1)
+      last_coding_chunked_ = boost::beast::iequals(item, "chunked");
+      if (last_coding_chunked_) {
+        ++chunked_codings_;
+      } else if (first_other_coding_.empty()) {
+        first_other_coding_.assign(item.data(), item.size());
+      }
+    }
+    if (comma == string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+void RequestParser::CheckHeader(error_code& ec) {
+  if (host_fields_ > 1) return Refuse(400, "more than one Host header", ec);
+  if (host_fields_ == 0 && version_ >= 11)
+    return Refuse(400, "an HTTP/1.1 request must carry a Host header", ec);
+  if (!transfer_encoding_) return;
+  if (version_ < 11)
+    return Refuse(400, "Transfer-Encoding is not allowed in an HTTP/1.0 request", ec);
+  if (!last_coding_chunked_ || chunked_codings_ > 1) {
+    return Refuse(400,
+                  "Transfer-Encoding must end with 'chunked', once (only chunked bodies have a "
+                  "known length)",
+                  ec);
+  }
+  if (!first_other_coding_.empty()) {
+    return Refuse(
+        501, "transfer coding '" + first_other_coding_ + "' is not implemented; only 'chunked' is",
+        ec);
+  }
+}
+
 void RequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
-                                  error_code&) {
+                                  error_code& ec) {
+  if (FieldIsFolded(name_string))
+    return Refuse(400, "obsolete line folding (a header line starting with a space or tab)", ec);
+  if (name == http::field::host) ++host_fields_;
+  if (name == http::field::transfer_encoding) NoteTransferCodings(value);
   std::string lower(name_string.data(), name_string.size());
   for (char& c : lower)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -37,7 +111,9 @@ void RequestParser::on_field_impl(http::field name, string_view name_string, str
   request_->headers.emplace_back(std::move(lower), std::string(value.data(), value.size()));
 }
 
-void RequestParser::on_header_impl(error_code&) {}
+void RequestParser::on_header_impl(error_code& ec) {
+  CheckHeader(ec);
+}
 
 void RequestParser::on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                                       error_code& ec) {

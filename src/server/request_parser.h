@@ -6,12 +6,24 @@
 // are normally read by the connection directly into that string (one copy fewer), so
 // on_body_impl is only a fallback.
 //
+// Beyond Beast's own checks it refuses, as RFC 9112 requires of a server (docs/server.md):
+//   400 an HTTP/1.1 request without a Host header, or any request with more than one (§3.2);
+//   400 obs-fold, a header line starting with SP or HTAB that continues the previous one (§5.2;
+//       Beast would join the lines silently);
+//   400 Transfer-Encoding whose last coding is not `chunked`, `identity` included (no longer a
+//       transfer coding), or that names `chunked` twice: the body length is unknown (§6.3);
+//       and Transfer-Encoding in an HTTP/1.0 request (§6.1);
+//   501 Transfer-Encoding with a coding before `chunked` (`gzip, chunked`): Harrier decodes
+//       only chunked (§6.1).
+// put() then fails with http::error::bad_value and refusal() says what to answer.
+//
 // One parser per request (it is a small object, no heap allocation of its own). Not thread
 // safe; used by one connection on its I/O thread.
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -28,9 +40,16 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
   RequestParser(HttpRequest* request, std::string* body, uint64_t max_body_bytes,
                 uint32_t max_header_bytes);
 
+  // Why the parser refused the request itself (see above); set when put() failed for it.
+  struct Refusal {
+    int status = 400;
+    std::string message;
+  };
+
   // True when the request carried `Expect: 100-continue`.
   bool expects_continue() const { return expects_continue_; }
   int version() const { return version_; }
+  const std::optional<Refusal>& refusal() const { return refusal_; }
 
  private:
   void on_request_impl(boost::beast::http::verb method, boost::beast::string_view method_str,
@@ -50,11 +69,24 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
                                  boost::beast::error_code& ec) override;
   void on_finish_impl(boost::beast::error_code& ec) override;
 
+  void Refuse(int status, std::string message, boost::beast::error_code& ec);
+  // Reads one Transfer-Encoding field value's codings into the counters below.
+  void NoteTransferCodings(boost::beast::string_view value);
+  // The Host and Transfer-Encoding rules, once every header field is in.
+  void CheckHeader(boost::beast::error_code& ec);
+
   HttpRequest* request_;
   std::string* body_;
   uint64_t max_body_bytes_;
   int version_ = 11;
   bool expects_continue_ = false;
+  int host_fields_ = 0;
+  // Transfer-Encoding, over all its fields in order.
+  bool transfer_encoding_ = false;
+  int chunked_codings_ = 0;
+  bool last_coding_chunked_ = false;
+  std::string first_other_coding_;  // the first coding that is not chunked; usually empty
+  std::optional<Refusal> refusal_;
 };
 
 }  // namespace harrier::server_internal

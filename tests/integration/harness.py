@@ -19,12 +19,15 @@ class Harrier:
     `log_path`. Raises RuntimeError if the server exits or does not listen within two minutes.
     """
 
-    def __init__(self, binary, repo, log_path, extra_args=()):
+    def __init__(self, binary, repo, log_path, extra_args=(), prefix=(), env=None):
+        """`prefix`: a command the server runs under (strace ...), `env`: its environment
+        (default: this process's)."""
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        cmd = [binary, "serve", "--model-repository", repo, "--http-port", "0",
-               "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2"] + list(extra_args)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        cmd = list(prefix) + [binary, "serve", "--model-repository", repo, "--http-port", "0",
+                              "--grpc-port", "0", "--metrics-port", "0", "--http-threads",
+                              "2"] + list(extra_args)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = self.metrics_port = self.grpc_port = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

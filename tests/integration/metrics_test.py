@@ -17,6 +17,7 @@ Python stdlib + numpy only. The last line is "N passed, N failed".
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -285,6 +286,17 @@ class MetricsTest(unittest.TestCase):
         self.assertGreater(self.v("process_open_fds"), 3)
         start = self.v("process_start_time_seconds")
         self.assertLess(abs(time.time() - start), 600)
+
+    def test_connection_metrics(self):
+        # The default limit: the soft RLIMIT_NOFILE (inherited from this process) less an
+        # eighth, at least 64 (docs/server.md, "Connection limit").
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 20
+        self.assertEqual(self.v("harrier_http_max_connections"), max(1, soft - max(64, soft // 8)))
+        self.assertGreaterEqual(self.v("harrier_http_connections"), 0)
+        self.assertEqual(self.v("harrier_http_refused_connections_total"), 0)
+        self.assertEqual(self.v("harrier_http_failed_accepts_total"), 0)
 
     def test_other_paths_are_404(self):
         try:

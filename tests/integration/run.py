@@ -296,7 +296,11 @@ class EndpointTests(HarrierTestCase):
         self.assertEqual(rows["simple"]["state"], "READY")
         self.assertEqual(rows["identity_fp32"]["state"], "READY")
         self.assertEqual(rows["corrupt"]["state"], "UNAVAILABLE")
-        self.assertIn("model.onnx", rows["corrupt"]["reason"])
+        # The file, named relative to the repository (ONNX Runtime's text included); the
+        # server's own directories are not the client's business.
+        self.assertIn("corrupt/1/model.onnx", rows["corrupt"]["reason"])
+        self.assertNotIn(REPO, rows["corrupt"]["reason"])
+        self.assertNotIn(ARGS.work_dir, rows["corrupt"]["reason"])
 
     def test_repository_load_unload_not_supported(self):
         for action in ("load", "unload"):
@@ -413,6 +417,8 @@ class InferTests(HarrierTestCase):
         r = client().infer("corrupt", {"INPUT0": x})
         self.assertEqual(r.status, 503, r.raw[:300])
         self.assertIn("error", r.json)
+        self.assertIn("corrupt/1/model.onnx", r.json["error"])
+        self.assertNotIn(ARGS.work_dir, r.json["error"])
         self.assert_still_serves()
 
 

@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "util/fake_backend.h"
+#include "util/recording_log.h"
 #include "util/scheduled_request_builder.h"
 
 namespace harrier {
@@ -44,7 +46,8 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     return testing::Fp32InferenceRequest(values, std::move(shape));
   }
 
-  static StatusOr<InferenceResponse> InferSync(ServableModel& m, std::unique_ptr<InferenceRequest> r) {
+  static StatusOr<InferenceResponse> InferSync(ServableModel& m,
+                                               std::unique_ptr<InferenceRequest> r) {
     std::promise<StatusOr<InferenceResponse>> p;
     auto f = p.get_future();
     m.Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { p.set_value(std::move(resp)); });
@@ -56,11 +59,13 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
-  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
+      StatusCode::kNotFound);
   Write("file", "x");
-  EXPECT_EQ(ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
+      StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
@@ -89,6 +94,62 @@ TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
   ASSERT_EQ(resp->outputs.size(), 1u);
   EXPECT_EQ(resp->outputs[0].name, "OUTPUT0");
   EXPECT_EQ(resp->outputs[0].size_bytes, 16u);
+}
+
+TEST_F(ModelRepositoryManagerTest, SymlinkLoopIsLoggedAndListedUnavailable) {
+  Write("good/1/model.onnx", "identity FP32 -1 4");
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");
+  testing::RecordingLog log;
+  auto m = Load();
+  EXPECT_FALSE(m->AllReady());
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "good");
+  EXPECT_EQ(rows[0].state, ModelState::kReady);
+  EXPECT_EQ(rows[1].name, "loop");
+  EXPECT_EQ(rows[1].version, 0);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find("symbolic link loop"), std::string::npos) << rows[1].reason;
+  EXPECT_EQ(m->Get("loop", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(log.Find(spdlog::level::warn, "model 'loop'").size(), 1u);
+}
+
+// What clients read (index, Get()'s errors, the status page) names files relative to the
+// repository; the log keeps the full path.
+TEST_F(ModelRepositoryManagerTest, ReasonsSentToClientsHoldRepositoryRelativePaths) {
+  Write("bad/1/model.onnx", "garbage");                   // the backend's error
+  Write("badconfig/1/model.onnx", "identity FP32 -1 4");  // the config parser's
+  Write("badconfig/config.pbtxt", "no_such_field: 1\n");
+  Write("missing/1/model.onnx", "identity FP32 -1 4");  // the manager's own
+  Write("missing/config.pbtxt", "version_policy { specific { versions: [1, 7] } }");
+  Write("noversions/README", "x");
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");  // the scan's
+  testing::RecordingLog log;
+  auto m = Load();
+  const std::string root = root_.string();
+  std::map<std::string, std::string> reasons;
+  for (const ModelVersionState& row : m->Index()) {
+    if (row.state == ModelState::kReady) continue;
+    EXPECT_EQ(row.reason.find(root), std::string::npos) << row.name << ": " << row.reason;
+    reasons[row.name + "/" + std::to_string(row.version)] = row.reason;
+  }
+  EXPECT_EQ(reasons["bad/1"].rfind("bad/1/model.onnx: not a valid", 0), 0u) << reasons["bad/1"];
+  EXPECT_EQ(reasons["badconfig/0"].rfind("badconfig/config.pbtxt:1:", 0), 0u)
+      << reasons["badconfig/0"];
+  EXPECT_NE(reasons["missing/7"].find("no directory in missing"), std::string::npos)
+      << reasons["missing/7"];
+  EXPECT_NE(reasons["noversions/0"].find("in noversions"), std::string::npos)
+      << reasons["noversions/0"];
+  EXPECT_NE(reasons["loop/0"].find("'loop'"), std::string::npos) << reasons["loop/0"];
+  for (const char* name : {"bad", "badconfig", "loop"}) {
+    const Status got = m->Get(name, std::nullopt).status();
+    EXPECT_EQ(got.message().find(root), std::string::npos) << got.message();
+  }
+  EXPECT_EQ(m->Get("missing", 7).status().message().find(root), std::string::npos);
+  for (const DashboardVersion& row : m->DashboardVersions())
+    EXPECT_EQ(row.state.reason.find(root), std::string::npos) << row.state.reason;
+  // The log still names the files in full.
+  EXPECT_EQ(log.Find(spdlog::level::err, root + "/bad/1/model.onnx").size(), 1u);
 }
 
 TEST_F(ModelRepositoryManagerTest, AutoCompletesBatchAndReportsMetadata) {
@@ -126,7 +187,8 @@ TEST_F(ModelRepositoryManagerTest, BadConfigNamesTheFile) {
   Write("m/1/model.onnx", "identity FP32 -1 4");
   Write("m/config.pbtxt", "max_batch_size: 4\nno_such_field: 1\n");
   Write("n/1/model.onnx", "identity FP32 -1 4");
-  Write("n/config.pbtxt", "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
+  Write("n/config.pbtxt",
+        "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
   auto m = Load();
   auto rows = m->Index();
   ASSERT_EQ(rows.size(), 2u);
@@ -143,7 +205,7 @@ TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
   auto m = Load(/*cores=*/4);
   EXPECT_EQ(backend_.instances_created.load(), 2);
   EXPECT_EQ(backend_.last_options().intra_op_threads, 2);  // 2 instances x 2 threads = 4 cores
-  EXPECT_EQ(backend_.runs.load(), 2);                       // one zero-filled warm-up each
+  EXPECT_EQ(backend_.runs.load(), 2);                      // one zero-filled warm-up each
 }
 
 TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
@@ -271,7 +333,8 @@ TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
   ASSERT_TRUE(served.ok());
   auto request = testing::Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
   std::promise<StatusOr<InferenceResponse>> p;
-  (*served)->Infer(std::move(request), [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
+  (*served)->Infer(std::move(request),
+                   [&](StatusOr<InferenceResponse> r) { p.set_value(std::move(r)); });
   EXPECT_TRUE(p.get_future().get().ok());
   (*m)->Shutdown();
   fs::remove_all(root);

@@ -84,6 +84,31 @@ TEST_F(RepositoryScanTest, FollowsSymlinkedModelDirectories) {
   EXPECT_THAT((*models)[1].versions, ElementsAre(1));
 }
 
+TEST_F(RepositoryScanTest, SymlinkLoopIsAModelThatCannotBeRead) {
+  Touch("good/1/model.onnx");
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");  // points at itself
+  fs::create_directory_symlink(root_ / "ping", root_ / "pong");  // two links, each at the other
+  fs::create_directory_symlink(root_ / "pong", root_ / "ping");
+  fs::create_directory_symlink(root_ / "nowhere", root_ / "dangling");  // still skipped
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_EQ(models->size(), 4u);
+  EXPECT_EQ((*models)[0].name, "good");
+  EXPECT_TRUE((*models)[0].error.ok());
+  for (int i : {1, 2, 3}) {
+    const ModelDirectory& m = (*models)[i];
+    SCOPED_TRACE(m.name);
+    EXPECT_EQ(m.path, (root_ / m.name).string());
+    EXPECT_FALSE(m.error.ok());
+    EXPECT_THAT(m.error.message(), HasSubstr("symbolic link"));
+    EXPECT_THAT(m.error.message(), HasSubstr(m.path));
+    EXPECT_TRUE(m.versions.empty());
+  }
+  EXPECT_EQ((*models)[1].name, "loop");
+  EXPECT_EQ((*models)[2].name, "ping");
+  EXPECT_EQ((*models)[3].name, "pong");
+}
+
 TEST_F(RepositoryScanTest, MissingRootIsNotFound) {
   StatusOr<std::vector<ModelDirectory>> models = ScanRepository((root_ / "nope").string());
   ASSERT_FALSE(models.ok());
@@ -120,8 +145,10 @@ class FakeFileSystem final : public FileSystem {
 
 TEST(RepositoryScanFaultTest, UnreadableModelDirectoryIsRecordedAndOthersStillScan) {
   FakeFileSystem fs;
-  fs.dirs["/repo"] = {{"good", FileType::kDirectory}, {"locked", FileType::kDirectory}};
-  fs.dirs["/repo/good"] = {{"1", FileType::kDirectory}, {"config.pbtxt", FileType::kRegular}};
+  fs.dirs["/repo"] = {{"good", FileType::kDirectory, Status::Ok()},
+                      {"locked", FileType::kDirectory, Status::Ok()}};
+  fs.dirs["/repo/good"] = {{"1", FileType::kDirectory, Status::Ok()},
+                           {"config.pbtxt", FileType::kRegular, Status::Ok()}};
   fs.list_errors["/repo/locked"] = Internal("cannot list '/repo/locked': Permission denied");
 
   StatusOr<std::vector<ModelDirectory>> models = ScanRepository("/repo", fs);

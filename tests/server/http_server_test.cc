@@ -350,6 +350,152 @@ TEST_F(HttpServerTest, BadContentLengthGets400) {
   EXPECT_EQ(r->status, 400);
 }
 
+// RFC 9112 rules Beast does not enforce: a table of requests the server must refuse itself,
+// before the handler sees them, answering and closing the connection.
+struct RefusedRequest {
+  const char* name;
+  std::string request;
+  int status;
+  const char* says;  // in the error body
+};
+
+TEST_F(HttpServerTest, Rfc9112ViolationsAreRefusedAndTheConnectionClosed) {
+  const RefusedRequest cases[] = {
+      {"no Host (HTTP/1.1)", "GET /x HTTP/1.1\r\n\r\n", 400, "Host header"},
+      {"no Host, other fields", "GET /x HTTP/1.1\r\nX-Foo: a\r\n\r\n", 400, "Host header"},
+      {"two Host fields", "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400,
+       "more than one Host"},
+      {"obs-fold (SP)", "GET /x HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n b\r\n\r\n", 400,
+       "line folding"},
+      {"obs-fold (HTAB)", "GET /x HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n\tb\r\n\r\n", 400,
+       "line folding"},
+      {"obs-fold after an empty value", "GET /x HTTP/1.1\r\nHost: t\r\nX-Foo:\r\n b\r\n\r\n", 400,
+       "line folding"},
+      {"obs-fold of Host", "GET /x HTTP/1.1\r\nHost:\r\n t\r\n\r\n", 400, "line folding"},
+      {"Transfer-Encoding: identity",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n", 400,
+       "must end with 'chunked'"},
+      {"identity with a Content-Length",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n"
+       "\r\nhi",
+       400, "must end with 'chunked'"},
+      {"gzip alone", "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 400,
+       "must end with 'chunked'"},
+      {"chunked, then gzip",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400,
+       "must end with 'chunked'"},
+      {"chunked twice",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400,
+       "must end with 'chunked'"},
+      {"empty Transfer-Encoding", "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: \r\n\r\n", 400,
+       "must end with 'chunked'"},
+      {"Transfer-Encoding in HTTP/1.0",
+       "POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "HTTP/1.0"},
+      {"gzip, chunked",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501,
+       "'gzip' is not implemented"},
+      {"gzip, then chunked in a second field",
+       "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+       "\r\n0\r\n\r\n",
+       501, "'gzip' is not implemented"},
+  };
+  options_.access_log = &access_log_;
+  StartServer();
+  for (const RefusedRequest& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawHttpClient client(server_->port());
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(client.Send(c.request));
+    auto r = client.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, c.status);
+    EXPECT_NE(r->body.find(c.says), std::string::npos) << r->body;
+    EXPECT_EQ(r->Header("connection"), "close");
+    EXPECT_FALSE(r->Header("x-request-id").empty());
+    EXPECT_TRUE(client.WaitClosed(milliseconds(5000)));
+  }
+  EXPECT_EQ(handler_.calls.load(), 0);
+  EXPECT_EQ(handler_.prechecks.load(), 0);
+  EXPECT_EQ(access_log_.records().size(), std::size(cases));
+}
+
+TEST_F(HttpServerTest, ObsFoldSplitAcrossReadsIsRefused) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  // The fold's SP arrives in a later read than the line it continues.
+  ASSERT_TRUE(c.Send("GET /x HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n"));
+  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(c.Send(" b\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(handler_.calls.load(), 0);
+}
+
+TEST_F(HttpServerTest, WhatRfc9112AllowsIsServed) {
+  StartServer();
+  const std::string allowed[] = {
+      "GET /x HTTP/1.0\r\n\r\n",  // HTTP/1.0 may omit Host
+      "GET /x HTTP/1.1\r\nhOsT: t\r\nX-Foo: a b\tc\r\n\r\n",
+      "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+      // Empty list elements are ignored (RFC 9110 §5.6.1).
+      "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: , chunked ,\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost:\r\n\r\n",  // empty Host: allowed when the target has no authority
+  };
+  for (const std::string& request : allowed) {
+    SCOPED_TRACE(request);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(request));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_EQ(handler_.calls.load(), static_cast<int>(std::size(allowed)));
+}
+
+std::string UpgradeRequest(std::string_view settings_fields) {
+  return "GET /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +
+         std::string(settings_fields) + "\r\n";
+}
+
+// RFC 7540 §3.2.1: no upgrade with an invalid HTTP2-Settings; docs/server.md: 400 and close.
+TEST_F(HttpServerTest, H2cUpgradeWithAnInvalidHttp2SettingsGets400AndClose) {
+  const std::pair<const char*, std::string> cases[] = {
+      {"not base64url", "HTTP2-Settings: !!!!\r\n"},
+      {"not whole 6-byte settings", "HTTP2-Settings: AAMAAA\r\n"},
+      {"ENABLE_PUSH 2", "HTTP2-Settings: AAIAAAAC\r\n"},
+      {"MAX_FRAME_SIZE 4096", "HTTP2-Settings: AAUAABAA\r\n"},
+      {"INITIAL_WINDOW_SIZE 2^31", "HTTP2-Settings: AASAAAAA\r\n"},
+      {"two HTTP2-Settings fields", "HTTP2-Settings: AAMAAABk\r\nHTTP2-Settings: AAMAAABk\r\n"},
+  };
+  options_.access_log = &access_log_;
+  StartServer();
+  for (const auto& [name, fields] : cases) {
+    SCOPED_TRACE(name);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(UpgradeRequest(fields)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << "no response: the connection was closed without one";
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("HTTP2-Settings"), std::string::npos) << r->body;
+    EXPECT_EQ(r->Header("connection"), "close");
+    EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  }
+  EXPECT_EQ(handler_.calls.load(), 0);
+  EXPECT_EQ(access_log_.records().size(), std::size(cases));
+}
+
+TEST_F(HttpServerTest, UpgradeWithoutHttp2SettingsIsPlainHttp11) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("x-target"), "/u");
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
 TEST_F(HttpServerTest, ExpectContinueGets100BeforeTheBody) {
   StartServer();
   RawHttpClient c(server_->port());

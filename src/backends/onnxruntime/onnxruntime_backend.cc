@@ -3,6 +3,8 @@
 #include <onnxruntime_cxx_api.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <system_error>
@@ -14,9 +16,31 @@
 
 namespace harrier {
 
+namespace {
+
+// This ONNX Runtime build has telemetry (Microsoft's 1DS client) that is on by default: when the
+// first Ort::Env is created it writes $TMPDIR/mat-debug-<pid>.log, $TMPDIR/.ses and a device id
+// and event queue under ~/.cache/Microsoft/DeveloperTools/.onnxruntime/, and about 10 s later
+// resolves its collector's host name. DisableTelemetryEvents() on the Env stops none of that
+// (checked with strace: same files, same DNS queries); only this variable, read when the Env is
+// created, does.
+constexpr const char* kDisableTelemetryVariable = "ORT_DISABLE_TELEMETRY";
+
+}  // namespace
+
+void OnnxRuntimeBackend::DisableTelemetryForProcess() {
+  const char* value = std::getenv(kDisableTelemetryVariable);
+  if (value != nullptr && std::strcmp(value, "1") == 0) return;  // no setenv: safe beside threads
+  ::setenv(kDisableTelemetryVariable, "1", /*overwrite=*/1);
+}
+
 struct OnnxRuntimeBackend::Environment {
   explicit Environment(const Options& options)
-      : env(ToOrtLevel(options.log_severity), options.log_id.c_str(), &LogToSpdlog, nullptr) {}
+      : env(ToOrtLevel(options.log_severity), options.log_id.c_str(), &LogToSpdlog, nullptr) {
+    // ONNX Runtime's documented switch. In this build it leaves the files and the DNS queries
+    // alone (the variable above stops those), but it is what other builds honour.
+    env.DisableTelemetryEvents();
+  }
 
   static OrtLoggingLevel ToOrtLevel(LogSeverity severity) {
     switch (severity) {
@@ -71,6 +95,7 @@ OnnxRuntimeBackend::OnnxRuntimeBackend(std::shared_ptr<Environment> env) : env_(
 OnnxRuntimeBackend::~OnnxRuntimeBackend() = default;
 
 StatusOr<std::unique_ptr<OnnxRuntimeBackend>> OnnxRuntimeBackend::Create(const Options& options) {
+  DisableTelemetryForProcess();
   try {
     auto env = std::make_shared<Environment>(options);
     return std::unique_ptr<OnnxRuntimeBackend>(new OnnxRuntimeBackend(std::move(env)));

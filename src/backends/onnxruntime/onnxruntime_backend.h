@@ -8,6 +8,11 @@
 // This header does not include ONNX Runtime's headers, so the composition root can build the
 // backend without seeing them; everything that does lives next to this file.
 //
+// Telemetry: ONNX Runtime's own telemetry is off. Create() sets ORT_DISABLE_TELEMETRY=1 in the
+// process environment (unless it already is 1) and calls DisableTelemetryEvents() on the Env, so
+// ONNX Runtime neither writes files under $HOME/.cache/Microsoft and $TMPDIR nor contacts
+// Microsoft's collector (docs/onnxruntime-backend.md).
+//
 // Lifetime: instances keep the environment alive, so the backend may be destroyed before the
 // instances it created.
 // Thread safety: Inspect and CreateInstance may be called from any thread, concurrently.
@@ -36,7 +41,15 @@ class OnnxRuntimeBackend : public Backend {
     std::string log_id = "harrier";
   };
 
-  // Creates the ONNX Runtime environment. kInternal when ONNX Runtime cannot start.
+  // Sets ORT_DISABLE_TELEMETRY=1 in the process environment, which ONNX Runtime reads when its
+  // environment is created. Call it first thing in main(), before any thread starts: setenv is
+  // not safe while another thread reads the environment (curl, gRPC and glibc's resolver do).
+  // Create() calls it too, and then it only reads the variable when it is already 1.
+  static void DisableTelemetryForProcess();
+
+  // Creates the ONNX Runtime environment with its telemetry off (see above). kInternal when ONNX
+  // Runtime cannot start. REQUIRES: DisableTelemetryForProcess() was called before other threads
+  // started, or no other thread touches the environment during this call.
   static StatusOr<std::unique_ptr<OnnxRuntimeBackend>> Create(const Options& options);
 
   ~OnnxRuntimeBackend() override;
