@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -360,6 +361,12 @@ int Serve(const ServeFlags& flags) {
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
+  // Its own connection limit: --max-connections when given; derived, a sixteenth of REST's (at
+  // least 64), inside the descriptor reserve REST's derived limit leaves (gRPC channels are few
+  // and carry many calls each).
+  grpc_options.transport.max_connections =
+      flags.max_connections > 0 ? flags.max_connections
+                                : std::max<uint64_t>(64, (*server)->max_connections() / 16);
   grpc_options.address = flags.http_address;
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;
@@ -379,9 +386,10 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on gRPC {}:{} ({}{})", flags.http_address, (*grpc_server)->port(),
-               (*grpc_server)->tls() ? "TLS" : "plaintext",
-               flags.tls_client_ca.empty() ? "" : "; client certificates required");
+  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)", flags.http_address,
+               (*grpc_server)->port(), (*grpc_server)->tls() ? "TLS" : "plaintext",
+               flags.tls_client_ca.empty() ? "" : "; client certificates required",
+               grpc_options.transport.max_connections);
 
   // Prometheus metrics (docs/metrics.md) on a server of their own, one I/O thread, so that a
   // scrape never waits behind inference traffic and vice versa.
