@@ -276,7 +276,7 @@ void HttpFuzzHarness::Exchange(std::string_view prologue, std::string_view input
 void HttpFuzzHarness::Send(std::string_view bytes) {
   unsent_.append(bytes);
   Pump();
-  handler_->AnswerDeferred(false);
+  handler_->AnswerDeferred(io_->connections.empty());
   Pump();
 }
 
@@ -328,6 +328,8 @@ void HttpFuzzHarness::Finish() {
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     Pump();
+    // A pipelined request the server took up after an answer went out: deferred too.
+    handler_->AnswerDeferred(io_->connections.empty());
     // Once the server has said all it will, close for good (a reset), so that a server that
     // lingers to drain the request sees the end at once.
     if (client_eof_ && client_->is_open()) client_->close(ignored);
