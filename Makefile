@@ -7,7 +7,8 @@
 #   make test        deps + build + models, then every test (unit + integration) via CTest
 #   make test-sanitize  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
-#   make fuzz        fuzz the KServe codec for FUZZ_SECONDS (60) with libFuzzer + ASan/UBSan
+#   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
+#                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)
 #   make format      clang-format every source file
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -56,10 +57,10 @@ bench: build
 	bash bench/run.sh $(BUILD)
 
 fuzz: $(DEPS_STAMP)
-	bash tools/fuzz.sh $(or $(FUZZ_SECONDS),60)
+	JOBS=$(JOBS) bash tools/fuzz.sh $(or $(FUZZ_SECONDS),60) $(FUZZ_TARGETS)
 
 format:
 	find include src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize
+	rm -rf $(BUILD) $(BUILD)-sanitize build-fuzz

@@ -143,6 +143,11 @@ Status DecodeTyped(const InferTensorContents& c, const std::string& name, Tensor
       }
       break;
     }
+    case DataType::kFp16:
+    case DataType::kBf16:
+      // No typed form: only an input with no elements gets here (the caller refuses others),
+      // and it has nothing to copy.
+      break;
     default: return Internal("DecodeTyped: unexpected datatype");
   }
   t->data = buffer.get();

@@ -35,13 +35,13 @@ StatusOr<LogSettings> ApplyLogSettingsJson(std::string_view body, LogSettings cu
     return InvalidArgument("the logging request must be a JSON object");
   }
   for (auto [key, value] : obj) {
-    auto want_bool = [&, key = key](bool* field) -> Status {
+    auto want_bool = [&, key = key, value = value](bool* field) -> Status {
       if (value.get_bool().get(*field)) {
         return InvalidArgument("logging request: '" + std::string(key) + "' must be a bool");
       }
       return Status::Ok();
     };
-    auto want_string = [&, key = key](std::string* field) -> Status {
+    auto want_string = [&, key = key, value = value](std::string* field) -> Status {
       std::string_view v;
       if (value.get_string().get(v)) {
         return InvalidArgument("logging request: '" + std::string(key) + "' must be a string");

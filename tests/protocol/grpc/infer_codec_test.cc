@@ -198,6 +198,31 @@ TEST(GrpcInferCodecTest, Fp16AndBf16AreRawOnlyAndForceRawResponses) {
   }
 }
 
+// Found by grpc_infer_request_fuzzer: an FP16 or BF16 input without elements has nothing to
+// send, so it has no contents either way; it used to fail as kInternal ("DecodeTyped:
+// unexpected datatype") instead of decoding to an empty tensor as every other datatype does.
+TEST(GrpcInferCodecTest, Fp16AndBf16InputsWithoutElementsDecodeEmpty) {
+  for (const char* dtype : {"FP16", "BF16"}) {
+    SCOPED_TRACE(dtype);
+    ModelInferRequest request = OneInput(dtype, {0, 3});
+    auto decoded = DecodeModelInferRequest(&request, {});
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->output_form, OutputForm::kTyped);
+    const Tensor& t = decoded->request->inputs[0];
+    EXPECT_EQ(t.shape, (std::vector<int64_t>{0, 3}));
+    EXPECT_EQ(t.size_bytes, 0u);
+
+    // Its echo goes back raw, as FP16 and BF16 outputs always do.
+    InferenceResponse response;
+    response.outputs.push_back(t);
+    ModelInferResponse out;
+    ASSERT_TRUE(
+        EncodeModelInferResponse(response, *decoded->request, 0, decoded->output_form, &out).ok());
+    ASSERT_EQ(out.raw_output_contents_size(), 1);
+    EXPECT_TRUE(out.raw_output_contents(0).empty());
+  }
+}
+
 TEST(GrpcInferCodecTest, RawInputsAreMovedNotCopied) {
   ModelInferRequest r = OneInput("FP32", {1024});
   r.add_raw_input_contents(std::string(4096, '\x01'));
