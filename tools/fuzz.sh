@@ -29,10 +29,12 @@ declare -A max_len=(
   [http1_request]=8192
   [http2_frames]=16384
   [grpc_infer_request]=8192
+  [grpc_wire]=4096
   [model_config]=4096
   [trace_context]=1024
 )
-all_targets=(infer_codec http1_request http2_frames grpc_infer_request model_config trace_context)
+all_targets=(infer_codec http1_request http2_frames grpc_infer_request grpc_wire model_config
+             trace_context)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
