@@ -1,0 +1,242 @@
+#include "cli/serve_flags.h"
+
+namespace harrier {
+
+// Flag combinations CLI11's per-flag checks cannot see; empty when fine.
+std::string CheckFlagCombinations(const ServeFlags& flags) {
+  if (flags.tls_cert.empty() != flags.tls_key.empty())
+    return "--tls-cert and --tls-key go together: give both or neither";
+  if (!flags.tls_client_ca.empty() && flags.tls_cert.empty())
+    return "--tls-client-ca needs --tls-cert and --tls-key";
+  if (flags.plain_http == "off" && flags.tls_cert.empty())
+    return "--plain-http off leaves no REST port: it needs --tls-cert and --tls-key";
+  return {};
+}
+
+// Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
+// fine. Checked before anything starts, so a bad value exits 1 at once.
+std::string CheckTransportFlags(const ServeFlags& flags) {
+  constexpr int64_t kMaxWindow = 0x7fffffff;  // 2^31-1
+  if (flags.http2_initial_window_bytes < 1 || flags.http2_initial_window_bytes > kMaxWindow)
+    return "--http2-initial-window-bytes must be in 1..2147483647";
+  if (flags.http2_connection_window_bytes < 65535 ||
+      flags.http2_connection_window_bytes > kMaxWindow)
+    return "--http2-connection-window-bytes must be in 65535..2147483647";
+  if (flags.http2_max_frame_bytes < 16384 || flags.http2_max_frame_bytes > 16777215)
+    return "--http2-max-frame-bytes must be in 16384..16777215";
+  if (flags.tls_ticket_rotation_s < 1 || flags.tls_ticket_rotation_s > 7 * 24 * 3600)
+    return "--tls-ticket-rotation-s must be in 1..604800 (7 days)";
+  return {};
+}
+
+void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
+  serve
+      ->add_option("--model-repository", flags->model_repository,
+                   "Triton-layout model repository: <dir>/<model>/[config.pbtxt] and "
+                   "<dir>/<model>/<version>/model.onnx")
+      ->required();
+  serve->add_option("--http-address", flags->http_address, "Address the HTTP server binds")
+      ->capture_default_str();
+  serve->add_option("--http-port", flags->http_port, "HTTP port (0: pick a free one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--grpc-port", flags->grpc_port,
+                   "gRPC port (KServe v2 gRPC, TLS with --tls-cert; 0: pick a free one; "
+                   "docs/grpc.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--tls-cert", flags->tls_cert,
+                   "PEM certificate chain: with --tls-key, serve REST over TLS on --https-port "
+                   "(h2 or http/1.1 by ALPN) and gRPC over TLS")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--tls-key", flags->tls_key, "PEM private key for --tls-cert")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-client-ca", flags->tls_client_ca,
+                   "PEM CA bundle: require client certificates signed by it (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--https-port", flags->https_port,
+                   "TLS port for REST when --tls-cert is given (0: pick a free one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--plain-http", flags->plain_http,
+                   "Serve plain HTTP (HTTP/1.1 and h2c) on --http-port; 'off' needs --tls-cert")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--metrics-port", flags->metrics_port,
+                   "Prometheus metrics port: GET /metrics (0: pick a free one; docs/metrics.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--http2-max-concurrent-streams", flags->http2_max_concurrent_streams,
+                   "HTTP/2 (h2c and h2): streams a client may have open at once per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  serve
+      ->add_option("--http2-initial-window-bytes", flags->http2_initial_window_bytes,
+                   "HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE, how much of a stream's request body a "
+                   "client may send ahead (1..2147483647)")
+      ->capture_default_str();
+  serve
+      ->add_option("--http2-connection-window-bytes", flags->http2_connection_window_bytes,
+                   "HTTP/2: the connection's receive window, all streams together "
+                   "(65535..2147483647)")
+      ->capture_default_str();
+  serve
+      ->add_option("--http2-max-frame-bytes", flags->http2_max_frame_bytes,
+                   "HTTP/2: SETTINGS_MAX_FRAME_SIZE, the largest frame payload a client may send "
+                   "(16384..16777215)")
+      ->capture_default_str();
+  serve
+      ->add_option("--tls-ticket-rotation-s", flags->tls_ticket_rotation_s,
+                   "TLS session-ticket key period in seconds; the previous key is still accepted, "
+                   "so a ticket resumes for at most two periods (1..604800)")
+      ->capture_default_str();
+  serve
+      ->add_option("--http-threads", flags->http_threads,
+                   "HTTP I/O threads (0: one per usable core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  serve
+      ->add_option("--max-body-bytes", flags->max_body_bytes,
+                   "Largest request body; larger ones get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--max-connections", flags->max_connections,
+                   "Most REST connections open at once (HTTP/1.1, HTTP/2, TLS), plain and TLS "
+                   "ports together; one more is closed as soon as it is accepted. 0: the "
+                   "RLIMIT_NOFILE soft limit less an eighth of it (at least 64): 896 of 1024")
+      ->capture_default_str();
+  serve
+      ->add_option("--max-header-bytes", flags->max_header_bytes,
+                   "Largest request line + headers; larger ones get 431")
+      ->capture_default_str()
+      ->check(CLI::Range(1024u, 16u << 20));
+  serve
+      ->add_option("--max-tensor-elements", flags->max_tensor_elements,
+                   "Most elements one input tensor may claim; more get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--http-header-timeout-secs", flags->header_timeout_secs,
+                   "A request's line and headers must arrive within this time (else 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--http-body-timeout-secs", flags->body_timeout_secs,
+                   "Longest pause inside a request body (else 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--http-idle-timeout-secs", flags->idle_timeout_secs,
+                   "Idle keep-alive connections are closed after this time")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  serve
+      ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
+                   "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+  // Admission control: docs/admission.md.
+  auto rate_limit = [](const std::string& text) {
+    auto parsed = harrier::ParseRateLimit(text);
+    return parsed.ok() ? std::string() : parsed.status().message();
+  };
+  serve
+      ->add_option("--max-inflight", flags->max_inflight,
+                   "Requests admitted and not yet answered, across all models; more get 429 "
+                   "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve
+      ->add_option("--cpu-affinity", flags->cpu_affinity,
+                   "Pin each model instance's worker thread to one CPU, round robin over the "
+                   "process's CPUs in load order (ONNX Runtime's own pool threads stay unpinned)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--inline-execution-max-us", flags->inline_execution_max_us,
+                   "Run a request on the thread that received it (no hand-off to the model's "
+                   "worker) when nothing is queued, an instance is idle and the model's recent "
+                   "one-request executions took at most this many microseconds (0: never)")
+      ->capture_default_str();
+  serve
+      ->add_option("--inline-execution", flags->inline_execution,
+                   "Front ends whose threads may run a short request inline: grpc (gRPC only), "
+                   "all (also the HTTP I/O threads), off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"grpc", "all", "off"}));
+  serve
+      ->add_option("--overload-protection", flags->overload_protection,
+                   "Per-model admission on the predicted queue delay: answers 429 instead of "
+                   "letting queue delay grow past its target")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--overload-target-queue-delay-us", flags->overload_target_queue_delay_us,
+                   "Queue delay overload protection holds each model to (0: derived from the "
+                   "model's batch-1 service time, half of it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000'000}));
+  serve
+      ->add_option("--rate-limit-per-model", flags->rate_limit_per_model,
+                   "Token bucket for each model version's requests, RPS[:BURST] or off "
+                   "(config parameter harrier.rate_limit.rps overrides)")
+      ->capture_default_str()
+      ->check(rate_limit);
+  serve
+      ->add_option("--rate-limit-per-client", flags->rate_limit_per_client,
+                   "Token bucket per client key (X-Client-Id header; none = one anonymous "
+                   "client), across all models: RPS[:BURST] or off")
+      ->capture_default_str()
+      ->check(rate_limit);
+  serve
+      ->add_option("--rate-limit-max-clients", flags->rate_limit_max_clients,
+                   "Client keys a rate limiter remembers (least recently seen are forgotten)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  serve->add_option("--log-format", flags->log_format, "Log lines as text or as JSON objects")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  serve
+      ->add_option("--log-verbose", flags->log_verbose,
+                   "0: info; 1: debug; 2: trace (and ONNX Runtime's info)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+  serve
+      ->add_option("--access-log", flags->access_log,
+                   "One line per REST request and gRPC inference (request id, model, version, "
+                   "input shapes, status, bytes, stage durations) in --log-format, written off "
+                   "the request path (docs/logging.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve->add_option("--access-log-file", flags->access_log_file,
+                    "Write the access log to this file (appended to) instead of stderr");
+
+  // Tracing: docs/tracing.md. Values are checked at startup (exit 1), with the endpoint.
+  serve->add_option("--trace-endpoint", flags->trace_endpoint,
+                    "OTLP/HTTP traces URL (http://collector:4318/v1/traces) to export request "
+                    "traces to; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then "
+                    "OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off");
+  serve
+      ->add_option("--trace-sample-ratio", flags->trace_sample_ratio,
+                   "Share of requests without a valid traceparent that are traced, 0..1 (a "
+                   "client's traceparent decides by its sampled flag)")
+      ->capture_default_str();
+  serve
+      ->add_option("--trace-queue-size", flags->trace_queue_size,
+                   "Traced requests waiting for export; more are dropped and counted")
+      ->capture_default_str();
+  serve
+      ->add_option("--trace-export-interval-ms", flags->trace_export_interval_ms,
+                   "How often queued spans are exported (sooner when a batch is full)")
+      ->capture_default_str();
+}
+
+}  // namespace harrier

@@ -1,0 +1,79 @@
+// The flags of `harrier serve`: their values (ServeFlags, defaults as documented in
+// docs/server.md), their registration with CLI11, and the checks CLI11's per-flag validators
+// cannot make. The composition root (main.cc) parses them and builds the server from them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "protocol/kserve/infer_request_decoder.h"
+#include "scheduler/admission_controller.h"
+#include "server/http_server.h"
+
+namespace harrier {
+
+struct ServeFlags {
+  std::string model_repository;
+  std::string http_address = "0.0.0.0";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  // TLS (docs/server.md): with a certificate and key, REST is also served over TLS on
+  // https_port (ALPN h2 / http/1.1) and gRPC uses TLS on grpc_port. plain_http "off" closes the
+  // plain HTTP port. tls_client_ca: require and verify client certificates against it.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  int https_port = 8443;
+  uint32_t http2_max_concurrent_streams = HttpServer::Options{}.http2_max_concurrent_streams;
+  // HTTP/2 flow control and framing, and the TLS ticket-key period: signed so that a negative
+  // value reaches CheckTransportFlags (exit 1 with a clear message) rather than a parse error.
+  int64_t http2_initial_window_bytes = HttpServer::Options{}.http2_initial_window_bytes;
+  int64_t http2_connection_window_bytes = HttpServer::Options{}.http2_connection_window_bytes;
+  int64_t http2_max_frame_bytes = HttpServer::Options{}.http2_max_frame_bytes;
+  int64_t tls_ticket_rotation_s = HttpServer::Options{}.tls_ticket_key_rotation.count();
+  std::string plain_http = "on";
+  int http_threads = 0;
+  uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
+  uint64_t max_connections = HttpServer::Options{}.max_connections;
+  uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
+  int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
+  int exit_timeout_secs = 30;
+  double header_timeout_secs = 10;
+  double body_timeout_secs = 30;
+  double idle_timeout_secs = 60;
+  // Admission control (docs/admission.md).
+  int64_t max_inflight = AdmissionController::Options{}.max_inflight;
+  std::string overload_protection = "on";
+  std::string cpu_affinity = "off";
+  uint64_t inline_execution_max_us = 100;
+  std::string inline_execution = "grpc";  // which front ends may run a request inline
+  int64_t overload_target_queue_delay_us = 0;
+  std::string rate_limit_per_model = "off";
+  std::string rate_limit_per_client = "off";
+  size_t rate_limit_max_clients = AdmissionController::Options{}.max_clients;
+  std::string log_format = "text";
+  int log_verbose = 0;
+  // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.
+  std::string access_log = "off";
+  std::string access_log_file;  // "" = stderr
+  // Tracing (docs/tracing.md): OTLP/HTTP traces URL; "" = the OTEL_EXPORTER_OTLP_* environment,
+  // else off.
+  std::string trace_endpoint;
+  double trace_sample_ratio = 0.01;
+  int64_t trace_queue_size = 2048;
+  int64_t trace_export_interval_ms = 1000;
+};
+
+// Registers every `serve` flag on `serve`, writing into `*flags` (which must outlive parsing).
+void AddServeFlags(CLI::App* serve, ServeFlags* flags);
+
+// Flag combinations CLI11's per-flag checks cannot see; empty when fine.
+std::string CheckFlagCombinations(const ServeFlags& flags);
+
+// Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
+// fine. Checked before anything starts, so a bad value exits 1 at once.
+std::string CheckTransportFlags(const ServeFlags& flags);
+
+}  // namespace harrier
