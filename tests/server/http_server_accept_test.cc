@@ -214,6 +214,12 @@ void ExhaustDescriptorsWhileClientsConnect() {
 }
 
 TEST(HttpServerAcceptTest, ExhaustedDescriptorsLogOneWarningAndAcceptingResumes) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer build (ASan + UBSan) cannot run it: UBSan's vptr check probes memory through
+  // a pipe, and with no descriptor left it reports every virtual call as an invalid vptr. The
+  // plain build runs it.
+  GTEST_SKIP() << "needs descriptors the sanitizers' runtime takes while none are left";
+#endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(ExhaustDescriptorsWhileClientsConnect(), ::testing::ExitedWithCode(0),
               "warnings=1 failed_accepts=[0-9]+ served=3");
