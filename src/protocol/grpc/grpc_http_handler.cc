@@ -46,25 +46,17 @@ HttpResponse Failed(HttpResponse head, const Status& status) {
 std::string Framed(const google::protobuf::MessageLite& message) {
   const std::size_t size = message.ByteSizeLong();
   std::string out(kMessagePrefixBytes + size, '\0');
-  out[1] = static_cast<char>(size >> 24);
-  out[2] = static_cast<char>(size >> 16);
-  out[3] = static_cast<char>(size >> 8);
-  out[4] = static_cast<char>(size);
-  message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data()) + 5);
+  WriteMessagePrefix(size, out.data());
+  message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data()) +
+                                          kMessagePrefixBytes);
   return out;
 }
 
 // A unary call's one message, in place in `body`.
 StatusOr<std::string_view> UnaryMessage(const std::string& body, std::size_t max_bytes) {
-  MessageReader reader(max_bytes);
   if (body.size() < kMessagePrefixBytes)
     return Status(StatusCode::kInternal, "the request carries no message");
-  // The reader checks the prefix; the message itself is not copied.
-  reader.Append(std::string_view(body).substr(0, kMessagePrefixBytes));
-  if (!reader.error().ok()) return reader.error();
-  const auto* p = reinterpret_cast<const unsigned char*>(body.data());
-  const std::size_t length =
-      std::size_t{p[1]} << 24 | std::size_t{p[2]} << 16 | std::size_t{p[3]} << 8 | p[4];
+  ASSIGN_OR_RETURN(const std::size_t length, ReadMessagePrefix(body.data(), max_bytes));
   if (body.size() != kMessagePrefixBytes + length) {
     return Status(StatusCode::kInternal, body.size() < kMessagePrefixBytes + length
                                              ? "the request's message is cut short"
@@ -298,12 +290,12 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
     return;
   }
   const std::string_view method = target.substr(kServicePrefix.size());
-  auto message = UnaryMessage(*request.body, options_.max_receive_message_bytes);
   if (method == "ModelStreamInfer") {  // only an h2c Upgrade's first stream comes here whole
     respond(Failed(std::move(head), Status(StatusCode::kUnimplemented,
                                            "ModelStreamInfer needs an HTTP/2 stream of its own")));
     return;
   }
+  auto message = UnaryMessage(*request.body, options_.max_receive_message_bytes);
   if (!message.ok()) {
     respond(Failed(std::move(head), message.status()));
     return;

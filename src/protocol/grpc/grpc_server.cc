@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
 #include <utility>
 
 #include "protocol/grpc/grpc_http_handler.h"
@@ -10,28 +9,8 @@
 
 namespace harrier::grpc_frontend {
 
-namespace {
-
-Status Readable(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot read " + std::string(what) + " '" + path + "'");
-  return Status::Ok();
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const Options& options,
                                                          ModelManager* models) {
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty())
-    return InvalidArgument("gRPC TLS needs both a certificate and a key");
-  if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty())
-    return InvalidArgument("a gRPC client CA needs a server certificate and key");
-  if (!options.tls_cert_file.empty()) {
-    RETURN_IF_ERROR(Readable(options.tls_cert_file, "TLS certificate"));
-    RETURN_IF_ERROR(Readable(options.tls_key_file, "TLS key"));
-  }
-  if (!options.tls_client_ca_file.empty())
-    RETURN_IF_ERROR(Readable(options.tls_client_ca_file, "TLS client CA"));
   std::unique_ptr<GrpcServer> server(new GrpcServer(options, models));
 
   const uint64_t max_message = std::min<uint64_t>(options.max_receive_message_bytes, INT_MAX);
@@ -42,19 +21,16 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const Options& options,
   http.max_body_bytes = max_message + kMessagePrefixBytes;
   http.max_header_bytes = options.max_metadata_bytes;
   http.access_log = options.handler.access_log;
-  http.tls_cert_file.clear();
-  http.tls_key_file.clear();
-  http.tls_client_ca_file.clear();
-  if (options.tls_cert_file.empty()) {
-    http.port = options.port;
-    http.plain_http = true;
-  } else {
-    http.plain_http = false;
+  // HttpServer::Create checks the TLS files (pairing, readable, loadable) and says what is wrong.
+  http.tls_cert_file = options.tls_cert_file;
+  http.tls_key_file = options.tls_key_file;
+  http.tls_client_ca_file = options.tls_client_ca_file;
+  server->tls_ = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  http.plain_http = !server->tls_;  // the port serves TLS only, or plaintext only
+  if (server->tls_) {
     http.tls_port = options.port;
-    http.tls_cert_file = options.tls_cert_file;
-    http.tls_key_file = options.tls_key_file;
-    http.tls_client_ca_file = options.tls_client_ca_file;
-    server->tls_ = true;
+  } else {
+    http.port = options.port;
   }
   auto created = HttpServer::Create(http, server->handler_.get());
   if (!created.ok()) return created.status();

@@ -5,15 +5,35 @@
 
 namespace harrier::grpc_frontend {
 
+void WriteMessagePrefix(std::size_t length, char* out) {
+  const auto n = static_cast<uint32_t>(length);
+  out[0] = '\0';
+  out[1] = static_cast<char>(n >> 24);
+  out[2] = static_cast<char>(n >> 16);
+  out[3] = static_cast<char>(n >> 8);
+  out[4] = static_cast<char>(n);
+}
+
+StatusOr<uint32_t> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(prefix);
+  if (p[0] != 0) {
+    return Status(StatusCode::kUnimplemented,
+                  p[0] == 1 ? "compressed messages are not supported: send them uncompressed "
+                              "(grpc-accept-encoding: identity)"
+                            : "the message's compressed flag is neither 0 nor 1");
+  }
+  const uint32_t length = uint32_t{p[1]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 8 | p[4];
+  if (length > max_message_bytes) {
+    return Status(StatusCode::kPayloadTooLarge, "received message larger than max (" +
+                                                    std::to_string(length) + " vs. " +
+                                                    std::to_string(max_message_bytes) + ")");
+  }
+  return length;
+}
+
 std::string FrameMessage(std::string_view message) {
-  std::string out;
-  out.reserve(kMessagePrefixBytes + message.size());
-  const auto n = static_cast<uint32_t>(message.size());
-  out.push_back('\0');
-  out.push_back(static_cast<char>(n >> 24));
-  out.push_back(static_cast<char>(n >> 16));
-  out.push_back(static_cast<char>(n >> 8));
-  out.push_back(static_cast<char>(n));
+  std::string out(kMessagePrefixBytes, '\0');
+  WriteMessagePrefix(message.size(), out.data());
   out.append(message);
   return out;
 }
@@ -28,22 +48,12 @@ void MessageReader::Append(std::string_view bytes) {
 void MessageReader::Split() {
   std::size_t at = 0;
   while (buffer_.size() - at >= kMessagePrefixBytes) {
-    const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + at);
-    const uint32_t length =
-        uint32_t{p[1]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 8 | p[4];
-    if (p[0] != 0) {
-      error_ = Status(StatusCode::kUnimplemented,
-                      p[0] == 1 ? "compressed messages are not supported: send them uncompressed "
-                                  "(grpc-accept-encoding: identity)"
-                                : "the message's compressed flag is neither 0 nor 1");
+    auto prefix = ReadMessagePrefix(buffer_.data() + at, max_message_bytes_);
+    if (!prefix.ok()) {
+      error_ = prefix.status();
       break;
     }
-    if (length > max_message_bytes_) {
-      error_ = Status(StatusCode::kPayloadTooLarge, "received message larger than max (" +
-                                                        std::to_string(length) + " vs. " +
-                                                        std::to_string(max_message_bytes_) + ")");
-      break;
-    }
+    const uint32_t length = *prefix;
     if (buffer_.size() - at - kMessagePrefixBytes < length) {
       // Incomplete: reserve for the whole of it once, so that a large message is copied once.
       if (at == 0) buffer_.reserve(kMessagePrefixBytes + length);

@@ -26,6 +26,13 @@ inline constexpr std::size_t kMessagePrefixBytes = 5;
 // an error that echoes a huge name cannot make a header block no client accepts.
 inline constexpr std::size_t kMaxStatusMessageBytes = 1024;
 
+// Writes the 5-byte prefix of an uncompressed message of `length` bytes at `out`.
+void WriteMessagePrefix(std::size_t length, char* out);
+// The length a 5-byte prefix (at `prefix`) announces: kUnimplemented when the message is
+// compressed (or the flag is neither 0 nor 1), kPayloadTooLarge when it is over
+// `max_message_bytes`.
+StatusOr<uint32_t> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes);
+
 // `message` with its 5-byte prefix (uncompressed).
 std::string FrameMessage(std::string_view message);
 
