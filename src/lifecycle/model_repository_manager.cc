@@ -122,6 +122,14 @@ struct WarmupSample {
   std::vector<Tensor> inputs;
 };
 
+// What a version's warm-up runs. The implicit one (no `model_warmup` in the config) is only an
+// optimisation, so its failure is a warning; a configured one that fails fails the load, as in
+// Triton.
+struct Warmup {
+  bool implicit = false;
+  std::vector<WarmupSample> samples;
+};
+
 // Zero-filled bytes are a valid tensor of every type, BYTES included (each element an empty
 // string: a zero 4-byte length).
 Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
@@ -148,17 +156,19 @@ Shape ConcreteShape(const ModelIO& io, const std::vector<int64_t>& dims, int64_t
   return shape;
 }
 
-StatusOr<std::vector<WarmupSample>> BuildWarmup(const inference::ModelConfig& config,
-                                                const ModelIO& io, const std::string& model_dir) {
-  std::vector<WarmupSample> samples;
+StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
+                             const std::string& model_dir) {
+  Warmup warmup;
+  std::vector<WarmupSample>& samples = warmup.samples;
   if (config.model_warmup_size() == 0) {
     // Default: one zero-filled run, so the first real request does not pay for lazy set-up.
+    warmup.implicit = true;
     WarmupSample s{"default zero-filled run", 1, {}};
     for (const IoSpec& in : io.inputs)
       if (!in.optional)
         s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
     samples.push_back(std::move(s));
-    return samples;
+    return warmup;
   }
   std::mt19937 rng(12345);
   for (const auto& w : config.model_warmup()) {
@@ -187,7 +197,7 @@ StatusOr<std::vector<WarmupSample>> BuildWarmup(const inference::ModelConfig& co
     }
     samples.push_back(std::move(s));
   }
-  return samples;
+  return warmup;
 }
 
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
@@ -243,6 +253,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     std::string reason;
     std::shared_ptr<LoadedModel> model;  // set when READY
     double load_seconds = -1;            // load and warm-up time; negative: never tried
+    uint64_t warmup_failures = 0;        // implicit warm-ups that failed (the version serves)
+  };
+  // A version that loaded: READY, though its implicit warm-up may have failed (why, or empty).
+  struct LoadedVersion {
+    std::shared_ptr<LoadedModel> model;
+    std::string warmup_failure;
   };
   struct ModelEntry {
     std::string platform;
@@ -251,9 +267,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   };
 
   void LoadModel(const ModelDirectory& dir);
-  StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(const ModelDirectory& dir,
-                                                     const inference::ModelConfig& base_config,
-                                                     int64_t version);
+  StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
+                                      const inference::ModelConfig& base_config, int64_t version);
   void SetModel(const std::string& name, ModelEntry entry);
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
@@ -325,9 +340,18 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
     auto loaded = LoadVersion(dir, config, v);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (loaded.ok()) {
-      spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v,
-                   ms);
-      entry.versions[v] = {ModelState::kReady, "", std::move(loaded).value(), ms / 1000.0};
+      const bool warmed = loaded->warmup_failure.empty();
+      if (warmed) {
+        spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v,
+                     ms);
+      } else {
+        spdlog::warn(
+            "model '{}' version {} READY (loaded in {:.1f} ms), but its default warm-up failed: "
+            "{}; its first request may be slower (a model_warmup in config.pbtxt replaces it)",
+            dir.name, v, ms, loaded->warmup_failure);
+      }
+      entry.versions[v] = {ModelState::kReady, "", std::move(loaded->model), ms / 1000.0,
+                           warmed ? 0u : 1u};
     } else {
       spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
                     loaded.status().message());
@@ -338,7 +362,7 @@ void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
   SetModel(dir.name, std::move(entry));
 }
 
-StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
+StatusOr<ModelRepositoryManagerImpl::LoadedVersion> ModelRepositoryManagerImpl::LoadVersion(
     const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version) {
   Backend& backend = *options_.backend;
   inference::ModelConfig config = base_config;
@@ -396,7 +420,12 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
   ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
                    LoadedModel::Create(std::move(model_options), std::move(created)));
   // Warm-up runs on every instance before the version is reported READY.
-  RETURN_IF_ERROR(RunWarmup(warmup, io, dir.name, model->scheduler()));
+  LoadedVersion loaded{model, ""};
+  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
+  if (!warmed.ok()) {
+    if (!warmup.implicit) return warmed;
+    loaded.warmup_failure = warmed.message();
+  }
   spdlog::info(
       "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}",
       dir.name, version, instances, instance_options.intra_op_threads, io.max_batch_size,
@@ -405,7 +434,7 @@ StatusOr<std::shared_ptr<LoadedModel>> ModelRepositoryManagerImpl::LoadVersion(
           ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
           : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
                 " us");
-  return model;
+  return loaded;
 }
 
 StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerImpl::FindModel(
@@ -520,6 +549,7 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
   struct Version {
     ModelVersionState state;
     double load_seconds;
+    uint64_t warmup_failures;
     std::shared_ptr<LoadedModel> model;
   };
   std::vector<Version> versions;
@@ -530,10 +560,11 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
         versions.push_back(
             {{name, 0, entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable, ""},
              -1,
+             0,
              nullptr});
       }
       for (const auto& [v, e] : entry.versions)
-        versions.push_back({{name, v, e.state, ""}, e.load_seconds, e.model});
+        versions.push_back({{name, v, e.state, ""}, e.load_seconds, e.warmup_failures, e.model});
     }
   }
   for (const Version& v : versions) {
@@ -547,7 +578,8 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     AppendModelVersionMetrics(sample, out);
   }
   AppendUnroutedFailures(unrouted_failures_, out);
-  for (const Version& v : versions) AppendModelState(v.state, v.load_seconds, out);
+  for (const Version& v : versions)
+    AppendModelState(v.state, v.load_seconds, v.warmup_failures, out);
 }
 
 std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() const {

@@ -132,6 +132,9 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "UNAVAILABLE), 0 for the others");
   out->Declare("harrier_model_load_duration_seconds", Type::kGauge,
                "Time the model version took to load and warm up");
+  out->Declare("harrier_model_warmup_failures_total", Type::kCounter,
+               "Implicit (default zero-filled) warm-ups of the model version that failed; the "
+               "version serves anyway");
   out->Declare("nv_inference_request_success", Type::kCounter,
                "Number of successful inference requests, all batch sizes (Triton's name)");
   out->Declare("nv_inference_request_failure", Type::kCounter,
@@ -193,7 +196,8 @@ void AppendUnroutedFailures(const FailureCounters& failures, TextExposition* out
   }
 }
 
-void AppendModelState(const ModelVersionState& state, double load_seconds, TextExposition* out) {
+void AppendModelState(const ModelVersionState& state, double load_seconds, uint64_t warmup_failures,
+                      TextExposition* out) {
   const std::string version = std::to_string(state.version);
   for (ModelState s : kAllStates) {
     out->Add("harrier_model_state",
@@ -203,6 +207,10 @@ void AppendModelState(const ModelVersionState& state, double load_seconds, TextE
   if (load_seconds >= 0) {
     out->Add("harrier_model_load_duration_seconds", {{"model", state.name}, {"version", version}},
              load_seconds);
+  }
+  if (state.state == ModelState::kReady) {
+    out->Add("harrier_model_warmup_failures_total", {{"model", state.name}, {"version", version}},
+             warmup_failures);
   }
 }
 

@@ -94,8 +94,10 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
 // that is not ready): labelled model="" version="", so that client input never becomes a label.
 void AppendUnroutedFailures(const FailureCounters& failures, TextExposition* out);
 // harrier_model_state{state=...} (1 for the current state, 0 for the others) for every
-// version the repository index lists, and its load duration when it finished loading (a
-// negative load_seconds: not known).
-void AppendModelState(const ModelVersionState& state, double load_seconds, TextExposition* out);
+// version the repository index lists, its load duration when it finished loading (a
+// negative load_seconds: not known), and, for a version that loaded, how many of its implicit
+// warm-ups failed.
+void AppendModelState(const ModelVersionState& state, double load_seconds, uint64_t warmup_failures,
+                      TextExposition* out);
 
 }  // namespace harrier

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "observability/text_exposition.h"
 #include "util/fake_backend.h"
 #include "util/recording_log.h"
 #include "util/scheduled_request_builder.h"
@@ -206,6 +207,60 @@ TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
   EXPECT_EQ(backend_.instances_created.load(), 2);
   EXPECT_EQ(backend_.last_options().intra_op_threads, 2);  // 2 instances x 2 threads = 4 cores
   EXPECT_EQ(backend_.runs.load(), 2);                      // one zero-filled warm-up each
+}
+
+// No model_warmup: the implicit zero-filled run is an optimisation, so a graph that cannot take
+// zeros still serves; the failure is logged and counted.
+TEST_F(ModelRepositoryManagerTest, FailedDefaultWarmupIsAWarningAndTheModelServes) {
+  Write("divides/1/model.onnx", "zero_fails FP32 -1 4");
+  testing::RecordingLog log;
+  auto m = Load();
+  EXPECT_TRUE(m->AllReady());
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kReady);
+  EXPECT_EQ(rows[0].reason, "");
+  const auto warnings = log.Find(spdlog::level::warn, "default warm-up failed");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].message.find("integer division by zero"), std::string::npos)
+      << warnings[0].message;
+  TextExposition metrics;
+  m->CollectMetrics(&metrics);
+  EXPECT_NE(metrics.Text().find(
+                "harrier_model_warmup_failures_total{model=\"divides\",version=\"1\"} 1\n"),
+            std::string::npos)
+      << metrics.Text();
+
+  auto s = m->Get("divides", std::nullopt);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(InferSync(**s, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  EXPECT_EQ(InferSync(**s, Fp32Request({0, 0, 0, 0}, {1, 4})).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A model_warmup the user configured is a promise about the model: its failure fails the load.
+TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavailable) {
+  Write("divides/1/model.onnx", "zero_fails FP32 -1 4");
+  Write("divides/config.pbtxt",
+        "model_warmup [{ name: \"zeros\" batch_size: 1 inputs { key: \"INPUT0\" value: "
+        "{ data_type: TYPE_FP32 dims: [4] zero_data: true } } }]");
+  Write("ok/1/model.onnx", "zero_fails FP32 -1 4");
+  Write("ok/config.pbtxt",
+        "model_warmup [{ name: \"random\" batch_size: 1 inputs { key: \"INPUT0\" value: "
+        "{ data_type: TYPE_FP32 dims: [4] random_data: true } } }]");
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "divides");
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("warm-up sample 'zeros'"), std::string::npos) << rows[0].reason;
+  EXPECT_EQ(rows[1].name, "ok");
+  EXPECT_EQ(rows[1].state, ModelState::kReady);
+  TextExposition metrics;
+  m->CollectMetrics(&metrics);
+  EXPECT_NE(
+      metrics.Text().find("harrier_model_warmup_failures_total{model=\"ok\",version=\"1\"} 0\n"),
+      std::string::npos);
 }
 
 TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {

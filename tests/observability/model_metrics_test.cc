@@ -122,8 +122,8 @@ TEST(ModelMetricsTest, UnroutedFailuresHaveEmptyModelAndVersion) {
 TEST(ModelMetricsTest, ModelStateIsOneHotWithLoadTime) {
   TextExposition e;
   DeclareModelMetricFamilies(&e);
-  AppendModelState({"m", 1, ModelState::kReady, ""}, 0.25, &e);
-  AppendModelState({"broken", 1, ModelState::kUnavailable, "bad file"}, -1, &e);
+  AppendModelState({"m", 1, ModelState::kReady, ""}, 0.25, 1, &e);
+  AppendModelState({"broken", 1, ModelState::kUnavailable, "bad file"}, -1, 0, &e);
   const std::string text = e.Text();
   EXPECT_THAT(text,
               HasSubstr("harrier_model_state{model=\"m\",version=\"1\",state=\"READY\"} 1\n"));
@@ -135,6 +135,10 @@ TEST(ModelMetricsTest, ModelStateIsOneHotWithLoadTime) {
   EXPECT_THAT(text,
               HasSubstr("harrier_model_load_duration_seconds{model=\"m\",version=\"1\"} 0.25\n"));
   EXPECT_THAT(text, Not(HasSubstr("harrier_model_load_duration_seconds{model=\"broken\"")));
+  // Warm-up failures are counted for a version that serves; one that failed has its reason.
+  EXPECT_THAT(text,
+              HasSubstr("harrier_model_warmup_failures_total{model=\"m\",version=\"1\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("harrier_model_warmup_failures_total{model=\"broken\"")));
 }
 
 }  // namespace

@@ -59,8 +59,8 @@ std::string FullExposition(std::string_view model_name) {
   DeclareModelMetricFamilies(&e);
   AppendModelVersionMetrics({&stats, &metrics, 2}, &e);
   AppendUnroutedFailures(unrouted, &e);
-  AppendModelState({std::string(model_name), 2, ModelState::kReady, ""}, 1.5, &e);
-  AppendModelState({"broken", 0, ModelState::kUnavailable, "no versions"}, -1, &e);
+  AppendModelState({std::string(model_name), 2, ModelState::kReady, ""}, 1.5, 0, &e);
+  AppendModelState({"broken", 0, ModelState::kUnavailable, "no versions"}, -1, 0, &e);
   if (auto process = ReadProcessSample()) AppendProcessMetrics(*process, &e);
   return e.Text();
 }

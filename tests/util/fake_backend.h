@@ -1,10 +1,13 @@
 // FakeBackend: a Backend for tests, with no engine. A model file's content decides what it is:
 //   "identity <DTYPE> <dims...>"  one input INPUT0 and one output OUTPUT0 of that type and dims
 //                                  (e.g. "identity FP32 -1 4"); Run copies INPUT0 to OUTPUT0
+//   "zero_fails <DTYPE> <dims...>" the same, but Run fails (kInvalidArgument) when INPUT0 is
+//                                  all zero bytes, as a graph that divides by its input does
 //   anything else                   kInvalidArgument, as a corrupt model would be
 // Counts instances and runs so tests can check warm-up and sizing.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -18,11 +21,18 @@ namespace harrier::testing {
 
 class FakeInstance : public ModelInstance {
  public:
-  explicit FakeInstance(std::atomic<int>* runs) : runs_(runs) {}
+  explicit FakeInstance(std::atomic<int>* runs, bool zero_fails = false)
+      : runs_(runs), zero_fails_(zero_fails) {}
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
              std::vector<Tensor>* outputs, const RunContext&) override {
     ++*runs_;
     outputs->clear();
+    if (zero_fails_) {
+      const auto* bytes = inputs[0].data;
+      if (std::all_of(bytes, bytes + inputs[0].size_bytes,
+                      [](std::byte b) { return b == std::byte{0}; }))
+        return InvalidArgument("integer division by zero");
+    }
     for (const std::string& name : output_names) {
       Tensor t = inputs[0];
       auto copy = AllocateTensorBuffer(t.size_bytes);
@@ -37,6 +47,7 @@ class FakeInstance : public ModelInstance {
 
  private:
   std::atomic<int>* runs_;
+  const bool zero_fails_;
 };
 
 class FakeBackend : public Backend {
@@ -51,7 +62,8 @@ class FakeBackend : public Backend {
     std::string word, dtype;
     in >> word >> dtype;
     auto type = DataTypeFromName(dtype);
-    if (word != "identity" || !type) return InvalidArgument(path + ": not a valid model file");
+    if ((word != "identity" && word != "zero_fails") || !type)
+      return InvalidArgument(path + ": not a valid model file");
     TensorSpec spec{"INPUT0", *type, {}};
     int64_t d;
     while (in >> d) spec.dims.push_back(d);
@@ -70,7 +82,10 @@ class FakeBackend : public Backend {
       last_options_ = options;
     }
     ++instances_created;
-    return std::unique_ptr<ModelInstance>(new FakeInstance(&runs));
+    std::ifstream in(path);
+    std::string word;
+    in >> word;
+    return std::unique_ptr<ModelInstance>(new FakeInstance(&runs, word == "zero_fails"));
   }
 
   InstanceOptions last_options() {
