@@ -13,11 +13,19 @@ Models written to OUT_DIR/<model>/1/model.onnx:
                  ONNX Runtime ("Integer division by zero"): the implicit warm-up cannot run it.
   cast_string    BYTES "INPUT0" [N] -> FP32 "OUTPUT0" (Cast): an empty string is not a number,
                  so the zero-filled warm-up fails too.
+  scalar_add     FP32 "INPUT0" [] (rank 0) -> "OUTPUT0" [] = INPUT0 + 1: no batch dim, so
+                 auto-complete gives max_batch_size 0, dims [1] with reshape [].
+  empty_static   FP32 "INPUT0" [2, 0] -> Identity -> "OUTPUT0" [2, 0]: an empty tensor.
+  free_cols      FP32 "INPUT0" [N, C] (both free) -> Identity -> "OUTPUT0": requests with C = 0.
+  reshape_grid   FP32 "INPUT0" [N, 4] -> Identity -> "OUTPUT0" [N, 4], with a config that
+                 presents both as dims [2, 2] (reshape [4]) and max_batch_size 4.
+  reshape_grid_nobatch  the same graph without N ([4]), config max_batch_size 0.
 """
 import os
 import sys
 
-from onnx import TensorProto, helper
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_test_models import save  # noqa: E402 - the same IR, opset and layout
@@ -40,6 +48,31 @@ def cast_string(out_dir):
     save(out_dir, "cast_string", g)
 
 
+def scalar_add(out_dir):
+    one = numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")
+    g = helper.make_graph(
+        [helper.make_node("Add", ["INPUT0", "one"], ["OUTPUT0"])], "scalar_add",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [])], [one])
+    save(out_dir, "scalar_add", g)
+
+
+def identity(out_dir, name, dims):
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], name,
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, dims)])
+    save(out_dir, name, g)
+
+
+def reshape_grid(out_dir, name, batching):
+    identity(out_dir, name, ["N", 4] if batching else [4])
+    tensor = 'name: "%s" data_type: TYPE_FP32 dims: [2, 2] reshape { shape: [4] }'
+    with open(os.path.join(out_dir, name, "config.pbtxt"), "w") as f:
+        f.write("max_batch_size: %d\ninput [{ %s }]\noutput [{ %s }]\n"
+                % (4 if batching else 0, tensor % "INPUT0", tensor % "OUTPUT0"))
+
+
 def main(argv):
     if len(argv) != 2 or argv[1].startswith("-"):
         sys.stderr.write(__doc__)
@@ -48,6 +81,11 @@ def main(argv):
     os.makedirs(out_dir, exist_ok=True)
     int_div(out_dir)
     cast_string(out_dir)
+    scalar_add(out_dir)
+    identity(out_dir, "empty_static", [2, 0])
+    identity(out_dir, "free_cols", ["N", "C"])
+    reshape_grid(out_dir, "reshape_grid", batching=True)
+    reshape_grid(out_dir, "reshape_grid_nobatch", batching=False)
     return 0
 
 

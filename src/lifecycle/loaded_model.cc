@@ -90,9 +90,8 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
   if (options_.admission != nullptr) {
     // Priority levels count from 1 (most urgent); 0 means the default level.
     const BatchingPolicy& policy = options_.policy;
-    const uint64_t default_level = policy.default_priority_level != 0
-                                       ? policy.default_priority_level
-                                       : policy.priority_levels;
+    const uint64_t default_level =
+        policy.default_priority_level != 0 ? policy.default_priority_level : policy.priority_levels;
     const bool urgent = request->priority != 0 && request->priority <= policy.priority_levels &&
                         request->priority < default_level;
     StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id, urgent);
@@ -132,6 +131,10 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
     r->ticket.OnComplete(timing.queue_ns, 0);
   }
   // The ticket is released when `r` goes away at the end of this function, after `done`.
+  if (result.ok()) {
+    if (Status presented = PresentOutputs(options_.io, options_.name, &*result); !presented.ok())
+      result = std::move(presented);
+  }
   if (!result.ok()) {
     stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());
     if (result.status().code() == StatusCode::kCancelled) {

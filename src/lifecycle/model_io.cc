@@ -47,6 +47,37 @@ StatusOr<std::vector<int64_t>> ResolveReshape(const std::vector<int64_t>& reshap
   return out;
 }
 
+// The sizes of `dims`' variable dims, taken from the model's tensor (`model_part`, batch dim
+// excluded) where `reshape` has its variable dims; a lone variable dim is inferred from the
+// element count when that does not give them.
+StatusOr<std::vector<int64_t>> ConfigShape(const IoSpec& spec, std::span<const int64_t> model_part,
+                                           const std::string& what) {
+  const std::vector<int64_t>& reshape = *spec.reshape;
+  const int64_t count = ElementCount(model_part).value_or(-1);
+  std::vector<int64_t> values;
+  if (model_part.size() == reshape.size()) {
+    for (size_t i = 0; i < reshape.size(); ++i)
+      if (reshape[i] == -1) values.push_back(model_part[i]);
+  }
+  std::vector<int64_t> shape = spec.dims;
+  size_t next = 0;
+  int variable = 0;
+  for (int64_t& d : shape) {
+    if (d != -1) continue;
+    ++variable;
+    if (next < values.size()) d = values[next++];
+  }
+  if (ElementCount(shape) == count) return shape;
+  if (variable == 1) {
+    shape = spec.dims;
+    auto resolved = ResolveReshape(shape, count, what);
+    if (resolved.ok()) return resolved;
+  }
+  return Internal(what + ": the model answered shape " + ShapeToString(model_part) +
+                  ", which the config's dims " + ShapeToString(spec.dims) + " (reshape " +
+                  ShapeToString(reshape) + ") cannot present");
+}
+
 }  // namespace
 
 const IoSpec* ModelIO::FindInput(std::string_view name) const {
@@ -92,7 +123,8 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     std::span<const int64_t> dims_part(t.shape);
     if (io.max_batch_size > 0) {
       if (t.shape.empty()) {
-        return InvalidArgument(what + " has shape [] but the model has a batch dimension; expected " +
+        return InvalidArgument(what +
+                               " has shape [] but the model has a batch dimension; expected " +
                                ShapeToString(io.ClientShape(*spec)));
       }
       int64_t b = t.shape[0];
@@ -107,9 +139,13 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
       batch = b;
       dims_part = dims_part.subspan(1);
     }
-    if (!DimsMatch(spec->dims, dims_part)) {
-      return InvalidArgument(what + " has shape " + ShapeToString(t.shape) + ", the model expects " +
-                             ShapeToString(io.ClientShape(*spec)));
+    // With a config reshape, the model's own shape is accepted too: a scalar input (dims [1],
+    // reshape []) takes a rank-0 request, as the KServe v2 protocol allows.
+    const bool model_shape =
+        !DimsMatch(spec->dims, dims_part) && spec->reshape && DimsMatch(*spec->reshape, dims_part);
+    if (!DimsMatch(spec->dims, dims_part) && !model_shape) {
+      return InvalidArgument(what + " has shape " + ShapeToString(t.shape) +
+                             ", the model expects " + ShapeToString(io.ClientShape(*spec)));
     }
     std::optional<int64_t> count = ElementCount(t.shape);
     if (!count) return InvalidArgument(what + " has an invalid shape " + ShapeToString(t.shape));
@@ -120,11 +156,13 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
       if (t.size_bytes != want) {
         return InvalidArgument(what + " carries " + std::to_string(t.size_bytes) +
                                " bytes; shape " + ShapeToString(t.shape) + " of " +
-                               std::string(DataTypeName(t.dtype)) + " needs " + std::to_string(want));
+                               std::string(DataTypeName(t.dtype)) + " needs " +
+                               std::to_string(want));
       }
     }
-    if (spec->reshape) {
-      const int64_t per_item = io.max_batch_size > 0 ? *count / std::max<int64_t>(batch, 1) : *count;
+    if (spec->reshape && !model_shape) {
+      const int64_t per_item =
+          io.max_batch_size > 0 ? *count / std::max<int64_t>(batch, 1) : *count;
       ASSIGN_OR_RETURN(std::vector<int64_t> target, ResolveReshape(*spec->reshape, per_item, what));
       std::vector<int64_t> shape;
       if (io.max_batch_size > 0) shape.push_back(batch);
@@ -156,6 +194,24 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
       return InvalidArgument("output '" + o.name + "': classification must be positive");
     }
     output_names->push_back(o.name);
+  }
+  return Status::Ok();
+}
+
+Status PresentOutputs(const ModelIO& io, std::string_view model_name,
+                      std::vector<Tensor>* outputs) {
+  for (Tensor& t : *outputs) {
+    const IoSpec* spec = io.FindOutput(t.name);
+    if (spec == nullptr || !spec->reshape) continue;
+    const size_t batch_dims = io.max_batch_size > 0 && !t.shape.empty() ? 1 : 0;
+    const std::span<const int64_t> model_part =
+        std::span<const int64_t>(t.shape).subspan(batch_dims);
+    ASSIGN_OR_RETURN(std::vector<int64_t> dims, ConfigShape(*spec, model_part,
+                                                            "output '" + t.name + "' of model '" +
+                                                                std::string(model_name) + "'"));
+    Shape shape(t.shape.begin(), t.shape.begin() + static_cast<std::ptrdiff_t>(batch_dims));
+    shape.insert(shape.end(), dims.begin(), dims.end());
+    t.shape = std::move(shape);
   }
   return Status::Ok();
 }

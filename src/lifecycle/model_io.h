@@ -19,7 +19,8 @@ struct IoSpec {
   DataType dtype = DataType::kInvalid;
   // Without the batch dim when max_batch_size > 0; -1 for a free dim.
   std::vector<int64_t> dims;
-  // Config `reshape`: the shape the model receives instead of `dims` (batch dim excluded).
+  // Config `reshape`: the shape the model receives (an input) or gives (an output) instead of
+  // `dims` (batch dim excluded).
   std::optional<std::vector<int64_t>> reshape;
   bool optional = false;  // an input the request may leave out
 };
@@ -38,10 +39,17 @@ struct ModelIO {
 // Checks `request` against `io` and prepares it for the backend: every required input present
 // once, no unknown input, datatype equal, shape compatible with dims (and the batch dim within
 // 1..max_batch_size), data size equal to what dtype x shape needs (BYTES: a well-formed
-// serialization), requested outputs known and not repeated. Applies `reshape` to input shapes.
+// serialization), requested outputs known and not repeated. Applies `reshape` to input shapes
+// (an input with a reshape may also come in the reshape's shape: a rank-0 request for a scalar).
 // Fills `output_names` with the outputs to compute, in response order.
 // Errors: kInvalidArgument with a message that names the model, the tensor and both values.
 Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
                           std::vector<std::string>* output_names);
+
+// Presents the model's outputs as the config declares them, as Triton does: an output with a
+// `reshape` gets its batch dim (when batching) followed by its config `dims`, variable dims
+// taking the model's sizes (a scalar output, dims [1] reshape [], is answered as [1] or
+// [batch, 1]). The data is untouched. kInternal when the model's shape cannot be presented so.
+Status PresentOutputs(const ModelIO& io, std::string_view model_name, std::vector<Tensor>* outputs);
 
 }  // namespace harrier

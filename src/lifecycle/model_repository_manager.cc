@@ -51,6 +51,9 @@ ModelIO MakeModelIO(const inference::ModelConfig& config) {
                 {out.dims().begin(), out.dims().end()},
                 std::nullopt,
                 false};
+    if (out.has_reshape())
+      spec.reshape =
+          std::vector<int64_t>(out.reshape().shape().begin(), out.reshape().shape().end());
     io.outputs.push_back(std::move(spec));
   }
   return io;

@@ -22,10 +22,10 @@ std::string DimsToString(const google::protobuf::RepeatedField<int64_t>& dims) {
 Status ValidateDims(const google::protobuf::RepeatedField<int64_t>& dims, std::string_view field,
                     const std::string& what) {
   for (int64_t d : dims) {
-    if (d != -1 && d < 1) {
+    if (d < -1) {
       return InvalidArgument(what + ": " + std::string(field) + " " + DimsToString(dims) + " has " +
                              std::to_string(d) +
-                             "; a dimension must be >= 1, or -1 for a variable size");
+                             "; a dimension must be >= 0, or -1 for a variable size");
     }
   }
   return Status::Ok();

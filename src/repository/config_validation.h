@@ -5,7 +5,8 @@
 // It checks, in Harrier's terms (docs/model-repository.md has the full list):
 //   - name is set; max_batch_size >= 0;
 //   - every input and output has a name, unique among the inputs (outputs), a data_type other
-//     than TYPE_INVALID, dims and reshape values that are -1 or >= 1, a reshape with the same
+//     than TYPE_INVALID, dims and reshape values that are -1 or >= 0 (ONNX allows empty
+//     tensors, so a 0 dimension is valid), a reshape with the same
 //     number of elements as dims, FORMAT_NHWC/NCHW only with 3 dims;
 //   - version_policy: specific.versions non-empty and >= 1;
 //   - instance_group: count >= 0 (0 means 1);

@@ -4,13 +4,15 @@
 usage: /usr/bin/python3 tests/integration/triton_compat_test.py --harrier BUILD/harrier \
            --source-dir SRC --work-dir DIR [-v]
 
-Serves the models of tools/make_triton_models.py (graphs a zero-filled warm-up cannot run, ...)
-with the real binary and checks, over KServe v2 REST, that each is READY and answers real
-requests. Python stdlib only. The last line is "N passed, N failed".
+Serves the models of tools/make_triton_models.py (graphs a zero-filled warm-up cannot run,
+scalar and empty tensors, reshaped inputs and outputs) with the real binary and checks, over
+KServe v2 REST (JSON and the binary extension), that each is READY and answers as Triton does.
+Python stdlib only. The last line is "N passed, N failed".
 """
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import unittest
@@ -47,6 +49,36 @@ def infer(model, inputs):
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+def infer_binary(model, inputs):
+    """A binary-extension request: `inputs` are (name, datatype, shape, raw bytes); every output
+    is asked for in binary. Returns (status, JSON header, {output name: raw bytes})."""
+    header = {"inputs": [{"name": n, "datatype": d, "shape": s,
+                          "parameters": {"binary_data_size": len(b)}} for n, d, s, b in inputs],
+              "parameters": {"binary_data_output": True}}
+    head = json.dumps(header).encode()
+    req = urllib.request.Request(url("/v2/models/%s/infer" % model),
+                                 data=head + b"".join(b for _, _, _, b in inputs),
+                                 headers={"Content-Type": "application/octet-stream",
+                                          "Inference-Header-Content-Length": str(len(head))})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read()
+            n = int(r.headers.get("Inference-Header-Content-Length", len(body)))
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}"), {}
+    answer = json.loads(body[:n])
+    data, at = {}, n
+    for o in answer["outputs"]:
+        size = o["parameters"]["binary_data_size"]
+        data[o["name"]] = body[at:at + size]
+        at += size
+    return 200, answer, data
+
+
+def fp32(*values):
+    return struct.pack("<%df" % len(values), *values)
 
 
 class WarmupTest(unittest.TestCase):
@@ -91,6 +123,81 @@ class WarmupTest(unittest.TestCase):
                           text)
 
 
+class ShapesTest(unittest.TestCase):
+    """Scalars, empty tensors and reshape, as Triton presents them: a tensor's config dims are
+    what clients send and receive, the model's own shape is what ONNX Runtime sees."""
+
+    def test_scalar_input_takes_rank_zero_and_the_conventions_shape(self):
+        status, config = get("/v2/models/scalar_add/config")
+        self.assertEqual(status, 200)
+        config = json.loads(config)
+        self.assertEqual(config["max_batch_size"], 0)
+        self.assertEqual(config["input"][0]["dims"], [1])
+        self.assertEqual(config["input"][0]["reshape"], {"shape": []})
+        for shape in ([], [1]):
+            status, body = infer("scalar_add", [
+                {"name": "INPUT0", "datatype": "FP32", "shape": shape, "data": [2.5]}])
+            self.assertEqual(status, 200, (shape, body))
+            self.assertEqual(body["outputs"][0]["shape"], [1])  # its config dims, as Triton
+            self.assertEqual(body["outputs"][0]["data"], [3.5])
+        status, _, data = infer_binary("scalar_add", [("INPUT0", "FP32", [], fp32(-1.0))])
+        self.assertEqual(status, 200)
+        self.assertEqual(data["OUTPUT0"], fp32(0.0))
+        status, body = infer("scalar_add", [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}])
+        self.assertEqual(status, 400, body)
+
+    def test_batched_scalar_outputs_come_back_as_batch_by_one(self):
+        status, body = infer("int_div", [
+            {"name": "A", "datatype": "INT32", "shape": [2, 1], "data": [9, 8]},
+            {"name": "B", "datatype": "INT32", "shape": [2, 1], "data": [3, 2]}])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [2, 1])
+        self.assertEqual(body["outputs"][0]["data"], [3, 4])
+
+    def test_zero_size_dimensions_load_and_empty_tensors_are_valid(self):
+        self.assertEqual(get("/v2/models/empty_static/ready")[0], 200)
+        status, meta = get("/v2/models/empty_static")
+        self.assertEqual(json.loads(meta)["inputs"][0]["shape"], [2, 0])
+        status, body = infer("empty_static", [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2, 0], "data": []}])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [2, 0])
+        self.assertEqual(body["outputs"][0]["data"], [])
+        status, answer, data = infer_binary("empty_static", [("INPUT0", "FP32", [2, 0], b"")])
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer["outputs"][0]["shape"], [2, 0])
+        self.assertEqual(data["OUTPUT0"], b"")
+        # A free dimension of 0 in a batched model; batch 0 itself is refused, as in Triton.
+        status, answer, data = infer_binary("free_cols", [("INPUT0", "FP32", [3, 0], b"")])
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer["outputs"][0]["shape"], [3, 0])
+        status, body = infer("free_cols", [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [0, 2], "data": []}])
+        self.assertEqual(status, 400, body)
+        self.assertIn("batch size 0", body["error"])
+        # An empty tensor still has to be the size it claims.
+        status, body, _ = infer_binary("empty_static", [("INPUT0", "FP32", [2, 0], fp32(1.0))])
+        self.assertEqual(status, 400, body)
+
+    def test_reshape_presents_config_dims_with_and_without_batching(self):
+        values = [float(v) for v in range(8)]
+        status, body = infer("reshape_grid", [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2, 2, 2], "data": values}])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [2, 2, 2])
+        self.assertEqual(body["outputs"][0]["data"], values)
+        status, body = infer("reshape_grid_nobatch", [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2, 2], "data": values[:4]}])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [2, 2])
+        self.assertEqual(body["outputs"][0]["data"], values[:4])
+        status, meta = get("/v2/models/reshape_grid")
+        meta = json.loads(meta)
+        self.assertEqual(meta["inputs"][0]["shape"], [-1, 2, 2])
+        self.assertEqual(meta["outputs"][0]["shape"], [-1, 2, 2])
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -105,7 +212,9 @@ def main():
         SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"))
         return SERVER
 
-    suite = unittest.TestLoader().loadTestsFromTestCase(WarmupTest)
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(WarmupTest),
+                                loader.loadTestsFromTestCase(ShapesTest)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

@@ -144,6 +144,75 @@ TEST(ModelIoTest, ReshapeAppliesToModelShape) {
   EXPECT_EQ(r.inputs[0].shape, (Shape{3, 2, 3}));
 }
 
+// A scalar (Triton's dims [1], reshape []) takes the convention's shape and the rank-0 one.
+TEST(ModelIoTest, ScalarInputTakesRankZeroAndTheConventionsShape) {
+  ModelIO io;
+  io.inputs = {{"s", DataType::kFp32, {1}, std::vector<int64_t>{}, false}};
+  io.outputs = {{"y", DataType::kFp32, {1}, std::vector<int64_t>{}, false}};
+  for (const Shape& shape : {Shape{}, Shape{1}}) {
+    Owned o;
+    InferenceRequest r;
+    r.inputs = {o.Make("s", DataType::kFp32, shape, 4)};
+    std::vector<std::string> outs;
+    ASSERT_TRUE(ValidateAndPrepare(io, "m", &r, &outs).ok()) << ShapeToString(shape);
+    EXPECT_EQ(r.inputs[0].shape, Shape{});  // what the model is given
+  }
+  Owned o;
+  InferenceRequest r;
+  r.inputs = {o.Make("s", DataType::kFp32, {2}, 8)};
+  std::vector<std::string> outs;
+  EXPECT_EQ(ValidateAndPrepare(io, "m", &r, &outs).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelIoTest, EmptyTensorsAreValid) {
+  ModelIO io;
+  io.inputs = {{"e", DataType::kFp32, {2, 0}, std::nullopt, false},
+               {"f", DataType::kInt32, {-1, 3}, std::nullopt, false}};
+  Owned o;
+  InferenceRequest r;
+  r.inputs = {o.Make("e", DataType::kFp32, {2, 0}, 0), o.Make("f", DataType::kInt32, {0, 3}, 0)};
+  std::vector<std::string> outs;
+  EXPECT_TRUE(ValidateAndPrepare(io, "m", &r, &outs).ok());
+  r.inputs[1].shape = {1, 3};  // 12 bytes claimed, none carried
+  EXPECT_EQ(ValidateAndPrepare(io, "m", &r, &outs).code(), StatusCode::kInvalidArgument);
+}
+
+Tensor OutputOfShape(std::string name, Shape shape) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = DataType::kFp32;
+  t.shape = std::move(shape);
+  return t;
+}
+
+// Outputs are answered in their config dims, as Triton presents them.
+TEST(ModelIoTest, PresentOutputsAppliesTheConfigDims) {
+  ModelIO io;
+  io.max_batch_size = 4;
+  io.outputs = {{"scalar", DataType::kFp32, {1}, std::vector<int64_t>{}, false},
+                {"grid", DataType::kFp32, {2, 2}, std::vector<int64_t>{4}, false},
+                {"rows", DataType::kFp32, {-1, 2}, std::vector<int64_t>{-1}, false},
+                {"plain", DataType::kFp32, {3}, std::nullopt, false}};
+  std::vector<Tensor> outputs = {OutputOfShape("scalar", {3}), OutputOfShape("grid", {3, 4}),
+                                 OutputOfShape("rows", {3, 6}), OutputOfShape("plain", {3, 3})};
+  ASSERT_TRUE(PresentOutputs(io, "m", &outputs).ok());
+  EXPECT_EQ(outputs[0].shape, (Shape{3, 1}));
+  EXPECT_EQ(outputs[1].shape, (Shape{3, 2, 2}));
+  EXPECT_EQ(outputs[2].shape, (Shape{3, 3, 2}));  // the variable dim inferred from the count
+  EXPECT_EQ(outputs[3].shape, (Shape{3, 3}));     // no reshape: the model's shape
+
+  io.max_batch_size = 0;  // without a batch dim
+  outputs = {OutputOfShape("scalar", {}), OutputOfShape("grid", {4})};
+  ASSERT_TRUE(PresentOutputs(io, "m", &outputs).ok());
+  EXPECT_EQ(outputs[0].shape, (Shape{1}));
+  EXPECT_EQ(outputs[1].shape, (Shape{2, 2}));
+
+  outputs = {OutputOfShape("grid", {5})};  // 5 elements are not a 2x2 grid
+  Status s = PresentOutputs(io, "m", &outputs);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("output 'grid' of model 'm'"), std::string::npos) << s.ToString();
+}
+
 TEST(ModelIoTest, OptionalInputMayBeAbsent) {
   ModelIO io = Batched();
   Owned o;

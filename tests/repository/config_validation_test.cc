@@ -99,8 +99,6 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"no_name", "name: ''", kInvalid, "name is not set"},
         ValidationCase{"negative_max_batch_size", "max_batch_size: -1", kInvalid,
                        "max_batch_size -1"},
-        ValidationCase{"zero_dim", "input [ { name: 'x' data_type: TYPE_FP32 dims: [3, 0] } ]",
-                       kInvalid, "input 'x': dims [3,0] has 0"},
         ValidationCase{"minus_two_dim", "output [ { name: 'y' data_type: TYPE_FP32 dims: [-2] } ]",
                        kInvalid, "output 'y': dims [-2] has -2"},
         ValidationCase{"invalid_type", "input [ { name: 'x' dims: [3] } ]", kInvalid,
@@ -170,6 +168,17 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"warmup_no_name", "model_warmup [ { batch_size: 1 } ]", kInvalid,
                        "has no name"}),
     [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.label; });
+
+// ONNX allows empty tensors: a 0 dimension is a valid (empty) size, in dims and in reshape.
+TEST(ValidateModelConfigTest, ZeroSizeDimensionsAreValid) {
+  Status s = ValidateModelConfig(
+      ValidWith("input [ { name: 'x' data_type: TYPE_FP32 dims: [3, 0] } ]"
+                "output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [0] } } ]"));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = ValidateModelConfig(
+      ValidWith("output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [2] } } ]"));
+  EXPECT_THAT(s.message(), HasSubstr("reshape [2] does not hold the same number of elements"));
+}
 
 TEST(ValidateModelConfigTest, WarmupBatchOfOneWithoutBatching) {
   inference::ModelConfig config =
