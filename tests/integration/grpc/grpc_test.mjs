@@ -770,7 +770,8 @@ async function main() {
   }
   if (selected.length === 0) {
     failed++;  // a -k that matches nothing: a run that checks nothing fails
-    console.log(`no test ran (${tests.length} defined, none selected by -k): a suite that checks nothing fails`);
+    console.log(`no test ran (${tests.length} defined, none selected by -k): a run that checks ` +
+      'nothing fails');
   }
   if (failed) console.log(`server log: ${server.logPath}`);
   console.log(`${passed} passed, ${failed} failed`);
