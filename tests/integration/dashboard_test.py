@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import unittest
 import urllib.request
 
@@ -54,24 +55,38 @@ def infer_simple(c):
 
 class Traffic:
     """Inference requests to `simple` from a thread until stopped, so that the page's
-    requests/s is not zero while Chromium looks at it."""
+    requests/s is not zero while Chromium looks at it. The first exception the thread meets
+    (a failed assertion on an answer among them) ends it and is kept; check() raises it in the
+    test's thread, where unittest sees it."""
 
     def __init__(self):
         self.stop = threading.Event()
         self.sent = 0
+        self.error = None  # (exception, its formatted traceback)
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def _loop(self):
-        c = run.client(SERVER.port)
-        while not self.stop.is_set():
-            infer_simple(c)
-            self.sent += 1
-            time.sleep(0.005)
+        try:
+            c = run.client(SERVER.port)
+            while not self.stop.is_set():
+                infer_simple(c)
+                self.sent += 1
+                time.sleep(0.005)
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread by check()
+            self.error = (e, traceback.format_exc())
 
     def close(self):
         self.stop.set()
         self.thread.join(30)
+
+    def check(self):
+        """After close(): raises AssertionError if the thread failed or did not stop."""
+        if self.thread.is_alive():
+            raise AssertionError("the traffic thread did not stop within 30 s")
+        if self.error is not None:
+            raise AssertionError("the traffic thread failed after %d requests: %r\n%s"
+                                 % (self.sent, self.error[0], self.error[1])) from self.error[0]
 
 
 def chromium(*args, timeout=90):
@@ -176,6 +191,7 @@ class DashboardTest(unittest.TestCase):
                          "http://127.0.0.1:%d/dashboard" % SERVER.port)
         finally:
             traffic.close()
+        traffic.check()
         self.assertGreater(traffic.sent, 0)
         # The dump holds the script's source too: look at the status line only.
         updated = re.search(r'<div id="updated">([^<]*)</div>', dom)

@@ -209,9 +209,20 @@ class OtlpReceiver:
             time.sleep(0.05)
 
 
+class SelfTestFailure(Exception):
+    pass
+
+
 def _self_test():
+    """Exercises the receiver and flatten() with a known body; raises (exit status 1) on the
+    first thing that is not as expected. Explicit checks, not `assert`, so that it still checks
+    under python3 -O. Run by CTest (integration_otlp_receiver_selftest)."""
     import urllib.error
     import urllib.request
+
+    def check(condition, what="self-test check failed"):
+        if not condition:
+            raise SelfTestFailure(what)
 
     def post(url, payload, content_type="application/json"):
         req = urllib.request.Request(url, data=payload, method="POST",
@@ -236,33 +247,35 @@ def _self_test():
              "links": [{"traceId": "44" * 16, "spanId": "55" * 8}]},
         ]}]}]}
     with OtlpReceiver() as r:
-        assert r.url == "http://127.0.0.1:%d/v1/traces" % r.port, r.url
-        assert post(r.url, json.dumps(body).encode()) == 200
+        check(r.url == "http://127.0.0.1:%d/v1/traces" % r.port, r.url)
+        check(r.spans() == [] and r.requests == 0, "a new receiver holds nothing")
+        check(post(r.url, json.dumps(body).encode()) == 200)
         spans = r.wait_for(lambda spans: len(spans) == 2, timeout=5)
         server, batch = spans
-        assert server["kind"] == 2 and server["parent_span_id"] == "", server
-        assert server["start"] == 1000 and server["end"] == 5000, server
-        assert server["attributes"] == {"http.response.status_code": 500, "ok": False,
-                                        "ratio": 0.5}, server
-        assert server["trace_state"] == "a=b" and server["status_code"] == 2, server
-        assert server["status_message"] == "boom" and server["resource"] == {
-            "service.name": "harrier"}, server
-        assert batch["parent_span_id"] == "22" * 8 and batch["links"] == [("44" * 16, "55" * 8)]
-        assert batch["status_code"] == 0 and batch["trace_state"] == "", batch
-        assert r.wait_for(lambda: True) == spans  # a predicate without arguments
-        assert post(r.url, b"{}", "text/plain") == 415
-        assert post(r.url.replace("/v1/traces", "/v1/metrics"), b"{}") == 404
+        check(server["kind"] == 2 and server["parent_span_id"] == "", server)
+        check(server["start"] == 1000 and server["end"] == 5000, server)
+        check(server["attributes"] == {"http.response.status_code": 500, "ok": False,
+                                       "ratio": 0.5}, server)
+        check(server["trace_state"] == "a=b" and server["status_code"] == 2, server)
+        check(server["status_message"] == "boom" and server["resource"] == {
+            "service.name": "harrier"}, server)
+        check(batch["parent_span_id"] == "22" * 8 and batch["links"] == [("44" * 16, "55" * 8)],
+              batch)
+        check(batch["status_code"] == 0 and batch["trace_state"] == "", batch)
+        check(r.wait_for(lambda: True) == spans, "a predicate without arguments")
+        check(post(r.url, b"{}", "text/plain") == 415)
+        check(post(r.url.replace("/v1/traces", "/v1/metrics"), b"{}") == 404)
         r.fail_with(503)
-        assert post(r.url, json.dumps(body).encode()) == 503
+        check(post(r.url, json.dumps(body).encode()) == 503)
         r.fail_with(None)
-        assert post(r.url, json.dumps(body).encode()) == 200
-        assert r.requests == 5, r.requests
-        assert len(r.spans()) == 4
+        check(post(r.url, json.dumps(body).encode()) == 200)
+        check(r.requests == 5, r.requests)
+        check(len(r.spans()) == 4)
         try:
             r.wait_for(lambda spans: len(spans) > 4, timeout=0.2)
-            raise RuntimeError("wait_for did not time out")
+            raise SelfTestFailure("wait_for did not time out")
         except AssertionError as e:
-            assert "4 spans" in str(e), e
+            check("4 spans" in str(e), e)
     print("otlp_receiver self-test: ok")
 
 

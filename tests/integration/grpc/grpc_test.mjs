@@ -768,6 +768,11 @@ async function main() {
     failed++;
     console.log(`shared server exited with ${code ?? signal} on SIGTERM (expected 0)`);
   }
+  if (selected.length === 0) {
+    failed++;  // a -k that matches nothing: a run that checks nothing fails
+    console.log(`no test ran (${tests.length} defined, none selected by -k): a run that checks ` +
+      'nothing fails');
+  }
   if (failed) console.log(`server log: ${server.logPath}`);
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);
