@@ -23,7 +23,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certif
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libssl-dev nghttp2-client openssl prometheus
-  chromium libcurl4-openssl-dev strace python3-hpack)
+  chromium libcurl4-openssl-dev strace python3-hpack zlib1g-dev)
 
 log() { echo "deps: $*" >&2; }
 sudo_() { if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi; }

@@ -228,6 +228,7 @@ int Serve(const ServeFlags& flags) {
   handler_options.inline_execution = flags.inline_execution == "all";
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
+  handler_options.max_body_bytes = flags.max_body_bytes;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
   // The status page (GET /dashboard, docs/dashboard.md) in front of the KServe routes.
   DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); }, &kserve_handler);

@@ -6,7 +6,8 @@ usage: /usr/bin/python3 tests/integration/triton_compat_test.py --harrier BUILD/
 
 Serves the models of tools/make_triton_models.py (graphs a zero-filled warm-up cannot run,
 scalar and empty tensors, reshaped inputs and outputs) with the real binary and checks, over
-KServe v2 REST (JSON and the binary extension), that each is READY and answers as Triton does.
+KServe v2 REST (JSON and the binary extension), that each is READY and answers as Triton does;
+and compressed request and response bodies (gzip, deflate; a bomb stops at the body limit).
 Python stdlib only. The last line is "N passed, N failed".
 """
 import json
@@ -16,6 +17,7 @@ import struct
 import subprocess
 import sys
 import unittest
+import zlib
 import urllib.error
 import urllib.request
 
@@ -24,6 +26,8 @@ import harness  # noqa: E402 - the real binary on ports it picks, and the suite 
 
 ARGS = None
 SERVER = None
+# The server's --max-body-bytes: what a compressed body may decode to.
+MAX_BODY_BYTES = 8 << 20
 
 
 def url(path, port=None):
@@ -51,20 +55,33 @@ def infer(model, inputs):
         return e.code, json.loads(e.read() or b"{}")
 
 
-def infer_binary(model, inputs):
+def infer_binary(model, inputs, encode=None, headers=None, response_headers=None):
     """A binary-extension request: `inputs` are (name, datatype, shape, raw bytes); every output
-    is asked for in binary. Returns (status, JSON header, {output name: raw bytes})."""
+    is asked for in binary. `encode(body)` compresses the body (its Content-Encoding is in
+    `headers`); a compressed answer is decoded by its Content-Encoding, and the answer's headers
+    are stored in `response_headers` when given. Returns (status, JSON header, {output name:
+    raw bytes})."""
     header = {"inputs": [{"name": n, "datatype": d, "shape": s,
                           "parameters": {"binary_data_size": len(b)}} for n, d, s, b in inputs],
               "parameters": {"binary_data_output": True}}
     head = json.dumps(header).encode()
+    body = head + b"".join(b for _, _, _, b in inputs)
+    # Triton's definition: the length of the JSON header before any compression.
+    all_headers = {"Content-Type": "application/octet-stream",
+                   "Inference-Header-Content-Length": str(len(head))}
+    all_headers.update(headers or {})
     req = urllib.request.Request(url("/v2/models/%s/infer" % model),
-                                 data=head + b"".join(b for _, _, _, b in inputs),
-                                 headers={"Content-Type": "application/octet-stream",
-                                          "Inference-Header-Content-Length": str(len(head))})
+                                 data=encode(body) if encode else body, headers=all_headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             body = r.read()
+            if response_headers is not None:
+                response_headers.update({k.lower(): v for k, v in r.headers.items()})
+            coding = r.headers.get("Content-Encoding", "")
+            if coding == "gzip":
+                body = zlib.decompress(body, 31)
+            elif coding == "deflate":
+                body = zlib.decompress(body)
             n = int(r.headers.get("Inference-Header-Content-Length", len(body)))
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}"), {}
@@ -198,6 +215,122 @@ class ShapesTest(unittest.TestCase):
         self.assertEqual(meta["outputs"][0]["shape"], [-1, 2, 2])
 
 
+def gzip_body(body):
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return c.compress(body) + c.flush()
+
+
+def post(path, body, headers):
+    """(status, headers, body bytes) of a POST with exactly these headers and body."""
+    req = urllib.request.Request(url(path), data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+class CompressionTest(unittest.TestCase):
+    """Content-Encoding on requests and Accept-Encoding on responses, as Triton's clients use
+    them (tritonclient's request_compression_algorithm / response_compression_algorithm)."""
+
+    VALUES = [float(v) for v in range(8)]
+
+    def json_body(self):
+        return json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2, 2, 2],
+                                       "data": self.VALUES}]}).encode()
+
+    def test_gzip_and_deflate_json_requests(self):
+        body = self.json_body()
+        for coding, encoded in (("gzip", gzip_body(body)), ("deflate", zlib.compress(body)),
+                                ("identity", body)):
+            status, _, answer = post("/v2/models/reshape_grid/infer", encoded,
+                                     {"Content-Type": "application/json",
+                                      "Content-Encoding": coding})
+            self.assertEqual(status, 200, (coding, answer))
+            self.assertEqual(json.loads(answer)["outputs"][0]["data"], self.VALUES, coding)
+
+    def test_compressed_binary_request_counts_the_uncompressed_header(self):
+        raw = fp32(*self.VALUES)
+        for coding, encode in (("gzip", gzip_body), ("deflate", zlib.compress)):
+            status, answer, data = infer_binary(
+                "reshape_grid", [("INPUT0", "FP32", [2, 2, 2], raw)], encode=encode,
+                headers={"Content-Encoding": coding})
+            self.assertEqual(status, 200, (coding, answer))
+            self.assertEqual(data["OUTPUT0"], raw, coding)
+
+    def test_responses_are_compressed_when_the_client_accepts_it(self):
+        raw = fp32(*self.VALUES)
+        for accept, coding in (("gzip", "gzip"), ("deflate", "deflate"),
+                               ("gzip;q=0.2, deflate;q=0.9", "deflate"), ("br", None)):
+            seen = {}
+            status, answer, data = infer_binary("reshape_grid", [("INPUT0", "FP32", [2, 2, 2], raw)],
+                                                headers={"Accept-Encoding": accept},
+                                                response_headers=seen)
+            self.assertEqual(status, 200, (accept, answer))
+            self.assertEqual(seen.get("content-encoding"), coding, accept)
+            self.assertEqual(data["OUTPUT0"], raw, accept)  # the header length is uncompressed
+        status, headers, answer = post("/v2/models/reshape_grid/infer", self.json_body(),
+                                       {"Content-Type": "application/json",
+                                        "Accept-Encoding": "gzip"})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["content-encoding"], "gzip")
+        self.assertEqual(headers["vary"], "Accept-Encoding")
+        self.assertEqual(json.loads(zlib.decompress(answer, 31))["outputs"][0]["data"],
+                         self.VALUES)
+
+    def test_bad_compressed_bodies_are_400(self):
+        body = self.json_body()
+        for coding, data, want in (("br", body, "unsupported Content-Encoding 'br'"),
+                                   ("gzip", gzip_body(body)[:-9], "not valid"),
+                                   ("gzip", body, "not valid"),
+                                   ("deflate", zlib.compress(body) + b"tail", "after its deflate"),
+                                   ("gzip, gzip", gzip_body(gzip_body(body)), "unsupported")):
+            status, _, answer = post("/v2/models/reshape_grid/infer", data,
+                                     {"Content-Type": "application/json",
+                                      "Content-Encoding": coding})
+            self.assertEqual(status, 400, (coding, answer))
+            self.assertIn(want, json.loads(answer)["error"], coding)
+        self.assertEqual(get("/v2/models/reshape_grid/ready")[0], 200)
+
+    def test_a_bomb_gets_413_at_the_decoded_limit_without_the_memory(self):
+        # 256 MiB of zeros in ~256 KB of gzip: 32x the server's body limit once decoded.
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = bytes(1 << 20)
+        bomb = b"".join(c.compress(chunk) for _ in range(256)) + c.flush()
+        self.assertLess(len(bomb), MAX_BODY_BYTES)
+
+        def send(n):
+            for _ in range(n):
+                status, _, answer = post("/v2/models/reshape_grid/infer", bomb,
+                                         {"Content-Type": "application/json",
+                                          "Content-Encoding": "gzip"})
+                self.assertEqual(status, 413, answer)
+                self.assertIn("decodes to more than %d bytes" % MAX_BODY_BYTES,
+                              json.loads(answer)["error"])
+            return rss_kib(SERVER.proc.pid)
+
+        # Each bomb costs at most about the limit (a buffer the allocator may keep per I/O
+        # thread), far from its 256 MiB; and more bombs cost nothing more.
+        before = rss_kib(SERVER.proc.pid)
+        after_few = send(4)
+        after_many = send(12)
+        self.assertLess((after_few - before) / 1024, 64, "RSS %d -> %d KiB" % (before, after_few))
+        self.assertLess((after_many - after_few) / 1024, MAX_BODY_BYTES / (1 << 20),
+                        "RSS %d -> %d -> %d KiB" % (before, after_few, after_many))
+        status, _, answer = post("/v2/models/reshape_grid/infer", gzip_body(self.json_body()),
+                                 {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        self.assertEqual(status, 200, answer)
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -209,12 +342,14 @@ def main():
         subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools",
                                                          "make_triton_models.py"), repo],
                        check=True, stdout=subprocess.DEVNULL)
-        SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"))
+        SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"),
+                                 ["--max-body-bytes", str(MAX_BODY_BYTES)])
         return SERVER
 
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(WarmupTest),
-                                loader.loadTestsFromTestCase(ShapesTest)])
+                                loader.loadTestsFromTestCase(ShapesTest),
+                                loader.loadTestsFromTestCase(CompressionTest)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

@@ -14,6 +14,7 @@
 #include "core/status_mapping.h"
 #include "core/utf8.h"
 #include "protocol/kserve/classification.h"
+#include "protocol/kserve/content_coding.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/request_tracing.h"
@@ -29,6 +30,37 @@ std::vector<std::string> DefaultKServeExtensions() {
 namespace {
 
 constexpr std::string_view kJson = "application/json";
+
+// The body as the codecs read it: decoded, within `max_bytes`, when the request names a
+// content coding (docs/api.md, "Compression"). A coding other than gzip and deflate is a 400,
+// as in Triton.
+Status DecodeBodyContent(const HttpRequest& request, uint64_t max_bytes,
+                         std::shared_ptr<const std::string>* body) {
+  const std::string_view name = request.Header("content-encoding");
+  if (name.empty()) return Status::Ok();
+  const std::optional<ContentCoding> coding = ParseContentEncoding(name);
+  if (!coding) {
+    constexpr size_t kShown = 32;  // the client's text, bounded
+    return InvalidArgument("unsupported Content-Encoding '" + std::string(name.substr(0, kShown)) +
+                           (name.size() > kShown ? "...'" : "'") +
+                           "; this server decodes gzip and deflate");
+  }
+  if (*coding == ContentCoding::kIdentity) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string decoded,
+                   DecodeContent(**body, *coding, max_bytes, kJsonPaddingBytes));
+  *body = std::make_shared<const std::string>(std::move(decoded));
+  return Status::Ok();
+}
+
+// Encodes an inference response in the coding the client accepts; unencoded if zlib fails.
+void EncodeResponseContent(ContentCoding coding, HttpResponse* response) {
+  if (coding == ContentCoding::kIdentity) return;
+  std::optional<std::string> encoded = EncodeContent(response->body, coding);
+  if (!encoded) return;
+  response->body = std::move(*encoded);
+  response->headers.emplace_back("Content-Encoding", ContentCodingName(coding));
+  response->headers.emplace_back("Vary", "Accept-Encoding");
+}
 
 HttpResponse JsonResponse(int status, std::string body) {
   HttpResponse r;
@@ -451,7 +483,11 @@ HttpResponse KServeHandler::Logging(const HttpRequest& request) const {
     return ErrorResponse(Unimplemented("log settings cannot be changed on this server"));
   }
   if (request.method == "POST") {
-    const std::string_view body = request.body ? std::string_view(*request.body) : "";
+    std::shared_ptr<const std::string> content =
+        request.body ? request.body : std::make_shared<const std::string>();
+    if (Status s = DecodeBodyContent(request, options_.max_body_bytes, &content); !s.ok())
+      return ErrorResponse(s);
+    const std::string_view body = *content;
     StatusOr<LogSettings> wanted = ApplyLogSettingsJson(body, options_.log_control->Get());
     if (!wanted.ok()) return ErrorResponse(wanted.status());
     if (Status s = options_.log_control->Set(*wanted); !s.ok()) return ErrorResponse(s);
@@ -690,6 +726,8 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
 
   std::shared_ptr<const std::string> body =
       request.body ? std::move(request.body) : std::make_shared<const std::string>();
+  if (Status s = DecodeBodyContent(request, options_.max_body_bytes, &body); !s.ok())
+    return refuse(s);
   StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
   if (!header_length.ok()) return refuse(header_length.status());
   auto decoded = DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
@@ -716,6 +754,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     int64_t model_version = 0;
     std::string input_shapes_json;
     uint64_t request_bytes = 0;
+    ContentCoding response_coding = ContentCoding::kIdentity;
     // Traced requests only.
     std::shared_ptr<TracedRequest> trace;
   } answering;
@@ -726,6 +765,8 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   answering.max_batch_size = (*model)->max_batch_size();
   answering.request_id = std::move(request_id);
   answering.received_at = received_at;
+  if (const std::string_view accept = request.Header("accept-encoding"); !accept.empty())
+    answering.response_coding = NegotiateContentCoding(accept);
   if (access_log != nullptr) {
     answering.method = request.method;
     answering.target = request.target;
@@ -747,6 +788,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     const InferenceTiming timing = result.ok() ? result->timing : InferenceTiming{};
     Status failure;
     HttpResponse http = InferResponse(std::move(result), a.selection, a.max_batch_size, &failure);
+    EncodeResponseContent(a.response_coding, &http);
     const auto encoded = std::chrono::steady_clock::now();
     const uint64_t output_ns = Ns(encode_start, encoded);
     const uint64_t total_ns = Ns(a.received_at, encoded);

@@ -71,6 +71,9 @@ class KServeHandler : public HttpHandler {
     // Extensions GET /v2 lists.
     std::vector<std::string> extensions = DefaultKServeExtensions();
     DecodeLimits decode_limits;
+    // The most bytes a request body with a Content-Encoding may decode to (the transport's
+    // body limit, --max-body-bytes, applies to what it reads off the wire). Over it: 413.
+    uint64_t max_body_bytes = 256ull << 20;
     // Not owned; must outlive the handler and every request in flight. Null: no access log.
     AccessLog* access_log = nullptr;
     // Not owned, as above. Null: /v2/logging answers 501.
