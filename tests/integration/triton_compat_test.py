@@ -7,7 +7,8 @@ usage: /usr/bin/python3 tests/integration/triton_compat_test.py --harrier BUILD/
 Serves the models of tools/make_triton_models.py (graphs a zero-filled warm-up cannot run,
 scalar and empty tensors, reshaped inputs and outputs) with the real binary and checks, over
 KServe v2 REST (JSON and the binary extension), that each is READY and answers as Triton does;
-and compressed request and response bodies (gzip, deflate; a bomb stops at the body limit).
+compressed request and response bodies (gzip, deflate; a bomb stops at the body limit), and
+Triton's raw binary requests (Inference-Header-Content-Length: 0).
 Python stdlib only. The last line is "N passed, N failed".
 """
 import json
@@ -331,6 +332,48 @@ class CompressionTest(unittest.TestCase):
         self.assertEqual(status, 200, answer)
 
 
+class RawBinaryTest(unittest.TestCase):
+    """Inference-Header-Content-Length: 0: the body is the raw bytes of the model's only input."""
+
+    def raw(self, model, data, headers=None):
+        all_headers = {"Content-Type": "application/octet-stream",
+                       "Inference-Header-Content-Length": "0"}
+        all_headers.update(headers or {})
+        status, _, answer = post("/v2/models/%s/infer" % model, data, all_headers)
+        return status, json.loads(answer)
+
+    def test_the_shape_comes_from_the_model(self):
+        values = [float(v) for v in range(8)]
+        status, body = self.raw("reshape_grid", fp32(*values))  # batching: 2 items of [2, 2]
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [2, 2, 2])
+        self.assertEqual(body["outputs"][0]["data"], values)
+        status, body = self.raw("reshape_grid_nobatch", fp32(*values[:4]))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["data"], values[:4])
+        status, body = self.raw("scalar_add", fp32(41.0))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["data"], [42.0])
+        # Compressed raw bodies work too.
+        status, body = self.raw("reshape_grid", gzip_body(fp32(*values)),
+                                {"Content-Encoding": "gzip"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["data"], values)
+
+    def test_what_cannot_be_deduced_is_400(self):
+        for model, data, want in (
+                ("int_div", bytes(8), "must be for a model with exactly 1 input, but model "
+                                      "'int_div' has 2"),
+                ("cast_string", bytes(8), "a BYTES input cannot be sent raw"),
+                ("free_cols", bytes(16), "variable dimension"),
+                ("reshape_grid", bytes(20), "are not 1 to 4 items of 16 bytes"),
+                ("reshape_grid", bytes(16 * 5), "are not 1 to 4 items"),
+                ("reshape_grid_nobatch", bytes(12), "the body has 12 bytes")):
+            status, body = self.raw(model, data)
+            self.assertEqual(status, 400, (model, body))
+            self.assertIn(want, body["error"], model)
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -349,7 +392,8 @@ def main():
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(WarmupTest),
                                 loader.loadTestsFromTestCase(ShapesTest),
-                                loader.loadTestsFromTestCase(CompressionTest)])
+                                loader.loadTestsFromTestCase(CompressionTest),
+                                loader.loadTestsFromTestCase(RawBinaryTest)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

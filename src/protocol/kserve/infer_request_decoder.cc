@@ -713,4 +713,61 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
   return request;
 }
 
+StatusOr<std::unique_ptr<InferenceRequest>> DecodeRawInferRequest(
+    std::shared_ptr<const std::string> body, std::string_view model_name,
+    std::span<const TensorSpec> inputs, int64_t max_batch_size) {
+  const std::string model = "model '" + std::string(model_name) + "'";
+  if (inputs.size() != 1) {
+    return InvalidArgument(
+        "a raw binary request (Inference-Header-Content-Length: 0) must be for "
+        "a model with exactly 1 input, but " +
+        model + " has " + std::to_string(inputs.size()));
+  }
+  const TensorSpec& input = inputs[0];
+  const std::string what = "raw binary request for input '" + input.name + "' of " + model;
+  if (input.dtype == DataType::kBytes) {
+    return InvalidArgument(what + ": a BYTES input cannot be sent raw; send a JSON header");
+  }
+  const bool batching = max_batch_size > 0;
+  int64_t item_elements = 1;
+  for (size_t i = batching ? 1 : 0; i < input.dims.size(); ++i) {
+    if (input.dims[i] < 0) {
+      return InvalidArgument(what + ": its shape " + ShapeToString(input.dims) +
+                             " has a variable dimension that the body size cannot determine; "
+                             "send a JSON header");
+    }
+    item_elements *= input.dims[i];
+  }
+  if (!body) body = std::make_shared<const std::string>();
+  const uint64_t item_bytes = static_cast<uint64_t>(item_elements) * DataTypeByteSize(input.dtype);
+  Shape shape(input.dims.begin(), input.dims.end());
+  if (batching) {
+    const uint64_t batch = item_bytes == 0 ? 0 : body->size() / item_bytes;
+    if (item_bytes == 0 || body->size() % item_bytes != 0 || batch < 1 ||
+        batch > static_cast<uint64_t>(max_batch_size)) {
+      return InvalidArgument(what + ": " + std::to_string(body->size()) + " bytes are not 1 to " +
+                             std::to_string(max_batch_size) + " items of " +
+                             std::to_string(item_bytes) + " bytes (shape " +
+                             ShapeToString(input.dims) + ", " +
+                             std::string(DataTypeName(input.dtype)) + ")");
+    }
+    shape[0] = static_cast<int64_t>(batch);
+  } else if (body->size() != item_bytes) {
+    return InvalidArgument(what + ": the body has " + std::to_string(body->size()) +
+                           " bytes; shape " + ShapeToString(input.dims) + " of " +
+                           std::string(DataTypeName(input.dtype)) + " needs " +
+                           std::to_string(item_bytes));
+  }
+  auto request = std::make_unique<InferenceRequest>();
+  Tensor t;
+  t.name = input.name;
+  t.dtype = input.dtype;
+  t.shape = std::move(shape);
+  t.data = reinterpret_cast<const std::byte*>(body->data());
+  t.size_bytes = body->size();
+  t.owner = std::move(body);
+  request->inputs.push_back(std::move(t));
+  return request;
+}
+
 }  // namespace harrier::kserve

@@ -22,8 +22,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 
+#include "harrier/backend.h"
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
 
@@ -56,5 +59,17 @@ inline constexpr size_t kJsonPaddingBytes = 64;
 StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
     std::shared_ptr<const std::string> body, size_t json_header_length,
     const DecodeLimits& limits = DecodeLimits());
+
+// Triton's raw binary request (`Inference-Header-Content-Length: 0`): the whole body is the
+// bytes of the model's only input, whose shape is deduced from its client shape (`input`, the
+// batch dim -1 when `max_batch_size` > 0) and the body size: every dim but the batch must be
+// fixed, and a batching model's batch is the size over one item's bytes. Outputs are answered
+// as for a request that names none (all of them, in JSON).
+// Errors (kInvalidArgument): a model with no or several inputs, a BYTES input, a variable dim
+// other than the batch, a size that is not a whole number of items (or a batch outside
+// 1..max_batch_size).
+StatusOr<std::unique_ptr<InferenceRequest>> DecodeRawInferRequest(
+    std::shared_ptr<const std::string> body, std::string_view model_name,
+    std::span<const TensorSpec> inputs, int64_t max_batch_size);
 
 }  // namespace harrier::kserve

@@ -730,7 +730,14 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     return refuse(s);
   StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
   if (!header_length.ok()) return refuse(header_length.status());
-  auto decoded = DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
+  // Triton's raw binary request (a header length of 0): the body is the only input's bytes.
+  const bool raw = *header_length == 0 && request.HasHeader("inference-header-content-length");
+  StatusOr<harrier::ModelMetadata> metadata =
+      raw ? models_->Metadata(route.model, route.version) : harrier::ModelMetadata{};
+  if (!metadata.ok()) return refuse(metadata.status());
+  auto decoded = raw ? DecodeRawInferRequest(std::move(body), (*model)->name(), metadata->inputs,
+                                             (*model)->max_batch_size())
+                     : DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
   if (!decoded.ok()) return refuse(decoded.status());
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
   infer_request->model_name = route.model;

@@ -462,5 +462,58 @@ TEST(DecodeInferRequestTest, LargeFp32Tensor) {
   EXPECT_EQ(v[n - 1], static_cast<float>((n - 1) % 1000) + 0.25f);
 }
 
+// Triton's raw binary request: the body is the only input; its shape comes from the model.
+TEST(DecodeRawInferRequestTest, DeducesTheShapeFromTheModelAndTheBodySize) {
+  auto body = std::make_shared<const std::string>(std::string(3 * 2 * 2 * 4, '\x01'));
+  const std::vector<TensorSpec> batched = {{"image", DataType::kFp32, {-1, 2, 2}}};
+  auto r = DecodeRawInferRequest(body, "m", batched, 4);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)->inputs.size(), 1u);
+  const Tensor& t = (*r)->inputs[0];
+  EXPECT_EQ(t.name, "image");
+  EXPECT_EQ(t.dtype, DataType::kFp32);
+  EXPECT_EQ(t.shape, (Shape{3, 2, 2}));
+  EXPECT_EQ(t.size_bytes, body->size());
+  EXPECT_EQ(static_cast<const void*>(t.data), static_cast<const void*>(body->data()));  // no copy
+  EXPECT_TRUE((*r)->outputs.empty());
+
+  const std::vector<TensorSpec> fixed = {{"x", DataType::kInt16, {2, 3}}};
+  auto f = DecodeRawInferRequest(std::make_shared<const std::string>(12, '\0'), "m", fixed, 0);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->inputs[0].shape, (Shape{2, 3}));
+}
+
+TEST(DecodeRawInferRequestTest, RefusesWhatCannotBeDeduced) {
+  auto body = [](size_t n) { return std::make_shared<const std::string>(n, '\0'); };
+  struct Case {
+    const char* what;
+    std::vector<TensorSpec> inputs;
+    int64_t max_batch_size;
+    size_t bytes;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"two inputs",
+       {{"a", DataType::kFp32, {4}}, {"b", DataType::kFp32, {4}}},
+       0,
+       16,
+       "exactly 1 input, but model 'm' has 2"},
+      {"no input", {}, 0, 0, "has 0"},
+      {"bytes", {{"s", DataType::kBytes, {1}}}, 0, 8, "a BYTES input cannot be sent raw"},
+      {"variable dim", {{"v", DataType::kFp32, {-1, -1}}}, 4, 16, "variable dimension"},
+      {"variable without batching", {{"v", DataType::kFp32, {-1}}}, 0, 16, "variable dimension"},
+      {"partial item", {{"x", DataType::kFp32, {-1, 4}}}, 8, 20, "are not 1 to 8 items of 16"},
+      {"batch too large", {{"x", DataType::kFp32, {-1, 4}}}, 2, 48, "are not 1 to 2 items"},
+      {"empty batch", {{"x", DataType::kFp32, {-1, 4}}}, 2, 0, "are not 1 to 2 items"},
+      {"wrong size", {{"x", DataType::kFp32, {2, 2}}}, 0, 12, "the body has 12 bytes"},
+  };
+  for (const Case& c : cases) {
+    auto r = DecodeRawInferRequest(body(c.bytes), "m", c.inputs, c.max_batch_size);
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.want)) << c.what;
+  }
+}
+
 }  // namespace
 }  // namespace harrier::kserve
