@@ -315,7 +315,15 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
                            " entries but the request has " + std::to_string(input_count) +
                            " inputs: it needs one per input, in input order");
   }
-  decoded.output_form = raw || input_count == 0 ? OutputForm::kRaw : OutputForm::kTyped;
+  // Raw, as Triton answers and its clients read, unless the request asks for typed contents.
+  if (auto it = request->parameters.find(kTypedOutputsParameter); it != request->parameters.end()) {
+    const bool* typed = std::get_if<bool>(&it->second);
+    if (typed == nullptr) {
+      return InvalidArgument(std::string("request parameter '") +
+                             std::string(kTypedOutputsParameter) + "' must be a bool");
+    }
+    decoded.output_form = *typed ? OutputForm::kTyped : OutputForm::kRaw;
+  }
 
   // Raw bytes move into one holder shared by the input tensors (no copy).
   std::shared_ptr<std::vector<std::string>> raw_holder;

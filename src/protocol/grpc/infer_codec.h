@@ -12,17 +12,17 @@
 // stay valid after the gRPC library frees the message. Typed inputs are converted into buffers
 // the tensors own. Shape claims are checked against DecodeLimits before anything is allocated.
 //
-// Outputs: raw_output_contents when the request sent raw inputs (what Triton's clients and
-// perf_analyzer send and read), typed `contents` when it sent typed contents (a generic KServe
-// client) — unless an output is FP16 or BF16, which has no typed form: then every output of that
-// response is raw (raw_output_contents must hold one entry per output, so forms cannot mix).
-// Triton itself always answers raw; docs/grpc.md explains the choice.
+// Outputs: raw_output_contents, whatever form the inputs took, as Triton answers and its clients
+// read. A request parameter `typed_outputs: true` asks for typed `contents` instead — unless an
+// output is FP16 or BF16, which has no typed form: then every output of that response is raw
+// (raw_output_contents must hold one entry per output, so forms cannot mix).
 //
 // Thread safety: pure functions over their arguments.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
@@ -32,6 +32,9 @@
 namespace harrier::grpc_frontend {
 
 enum class OutputForm { kRaw, kTyped };
+
+// The request parameter (bool) that asks for typed output contents.
+inline constexpr std::string_view kTypedOutputsParameter = "typed_outputs";
 
 struct DecodedInferRequest {
   std::unique_ptr<InferenceRequest> request;
@@ -51,7 +54,8 @@ struct DecodedInferRequest {
 //     the inputs or whose size does not match an input's shape and datatype, raw and typed data
 //     mixed, typed contents in the wrong field for the datatype or with the wrong element count
 //     or out of the datatype's range, FP16/BF16 sent typed, a parameter with no value, a
-//     uint64 parameter over INT64_MAX, bad `priority`/`timeout`/`classification` values.
+//     uint64 parameter over INT64_MAX, bad `priority`/`timeout`/`classification` values, a
+//     `typed_outputs` that is not a bool.
 //   kPayloadTooLarge: a shape claim or total over `limits`.
 StatusOr<DecodedInferRequest> DecodeModelInferRequest(inference::ModelInferRequest* message,
                                                       const kserve::DecodeLimits& limits);

@@ -203,8 +203,12 @@ function identityRequest(dtype, form) {
   const t = DTYPES[dtype];
   const input = { name: 'INPUT0', datatype: dtype, shape: [1, 3] };
   const request = { model_name: `identity_${dtype.toLowerCase()}`, inputs: [input] };
-  if (form === 'raw') request.raw_input_contents = [t.raw(t.values)];
-  else input.contents = { [t.field ?? 'fp32_contents']: t.values ?? [1, 2, 3] };
+  if (form === 'raw') {
+    request.raw_input_contents = [t.raw(t.values)];
+  } else {  // typed in, typed out
+    input.contents = { [t.field ?? 'fp32_contents']: t.values ?? [1, 2, 3] };
+    request.parameters = { typed_outputs: { bool_param: true } };
+  }
   return request;
 }
 
@@ -325,14 +329,16 @@ test('ModelInfer raw: outputs raw, id echoed, version', async () => {
     'no typed contents');
 });
 
-test('ModelInfer typed: outputs typed', async () => {
-  const r = await unary(c, 'ModelInfer', {
-    model_name: 'simple', model_version: '1',
+test('ModelInfer typed: outputs raw as Triton answers, typed when typed_outputs asks', async () => {
+  const typed = (parameters) => ({
+    model_name: 'simple', model_version: '1', parameters,
     inputs: [
       { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: A } },
       { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: B } },
     ],
   });
+  checkSimple(await unary(c, 'ModelInfer', typed({})));
+  const r = await unary(c, 'ModelInfer', typed({ typed_outputs: { bool_param: true } }));
   assertEqual(r.raw_output_contents.length, 0, 'no raw outputs');
   assertEqual(r.outputs[0].contents.int_contents, A.map((x, i) => x + B[i]), 'OUTPUT0');
   assertEqual(r.outputs[1].contents.int_contents, A.map((x, i) => x - B[i]), 'OUTPUT1');

@@ -128,7 +128,7 @@ TEST(GrpcInferCodecTest, EveryTypedDatatypeDecodesToTheRawLayoutAndEncodesBack) 
     tc.fill(typed.mutable_inputs(0)->mutable_contents());
     auto decoded = DecodeModelInferRequest(&typed, {});
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
-    EXPECT_EQ(decoded->output_form, OutputForm::kTyped);
+    EXPECT_EQ(decoded->output_form, OutputForm::kRaw);  // typed in, raw out: as Triton answers
     ASSERT_EQ(decoded->request->inputs.size(), 1u);
     const Tensor& t = decoded->request->inputs[0];
     EXPECT_EQ(DataTypeName(t.dtype), tc.dtype);
@@ -164,6 +164,37 @@ TEST(GrpcInferCodecTest, EveryTypedDatatypeDecodesToTheRawLayoutAndEncodesBack) 
     EXPECT_EQ(raw_out.outputs(0).datatype(), tc.dtype);
     EXPECT_FALSE(raw_out.outputs(0).has_contents());
   }
+}
+
+// Outputs are raw whatever form the inputs took (Triton's clients read raw_output_contents);
+// the request parameter typed_outputs asks for typed contents.
+TEST(GrpcInferCodecTest, OutputsAreRawUnlessTypedOutputsIsAsked) {
+  ModelInferRequest typed = OneInput("INT32", {2});
+  typed.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+  typed.mutable_inputs(0)->mutable_contents()->add_int_contents(2);
+  auto plain = DecodeModelInferRequest(&typed, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->output_form, OutputForm::kRaw);
+
+  (*typed.mutable_parameters())["typed_outputs"].set_bool_param(true);
+  auto asked = DecodeModelInferRequest(&typed, {});
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_EQ(asked->output_form, OutputForm::kTyped);
+
+  ModelInferRequest raw = OneInput("INT32", {1});
+  raw.add_raw_input_contents(std::string(4, '\0'));
+  (*raw.mutable_parameters())["typed_outputs"].set_bool_param(true);
+  auto raw_asked = DecodeModelInferRequest(&raw, {});
+  ASSERT_TRUE(raw_asked.ok()) << raw_asked.status().ToString();
+  EXPECT_EQ(raw_asked->output_form, OutputForm::kTyped);
+  (*raw.mutable_parameters())["typed_outputs"].set_bool_param(false);
+  EXPECT_EQ(DecodeModelInferRequest(&raw, {})->output_form, OutputForm::kRaw);
+
+  (*raw.mutable_parameters())["typed_outputs"].set_string_param("yes");
+  auto bad = DecodeModelInferRequest(&raw, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'typed_outputs' must be a bool"), std::string::npos);
 }
 
 TEST(GrpcInferCodecTest, Fp16AndBf16AreRawOnlyAndForceRawResponses) {
@@ -205,6 +236,7 @@ TEST(GrpcInferCodecTest, Fp16AndBf16InputsWithoutElementsDecodeEmpty) {
   for (const char* dtype : {"FP16", "BF16"}) {
     SCOPED_TRACE(dtype);
     ModelInferRequest request = OneInput(dtype, {0, 3});
+    (*request.mutable_parameters())["typed_outputs"].set_bool_param(true);
     auto decoded = DecodeModelInferRequest(&request, {});
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
     EXPECT_EQ(decoded->output_form, OutputForm::kTyped);
