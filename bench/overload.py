@@ -14,6 +14,8 @@ usage: bench/overload.py --url http://127.0.0.1:PORT/v2/models/M/infer --body FI
                          --pid PID [--factor 4] [--seconds 60] [--minutes 1] [--workers 64]
                          [--capacity RPS | --capacity-only] [--capacity-workers 4]
                          [--capacity-seconds 5]
+       bench/overload.py --url ... --body FILE [--ihcl N] --pid PID --closed-loop N [--seconds S]
+--closed-loop: only N closed-loop connections that ignore Retry-After (bench/overload_closed.sh).
 """
 import argparse
 import http.client
@@ -117,8 +119,14 @@ def main():
     ap.add_argument("--capacity-only", action="store_true")
     ap.add_argument("--capacity-workers", type=int, default=4)
     ap.add_argument("--capacity-seconds", type=float, default=5)
+    ap.add_argument("--closed-loop", type=int, default=0, metavar="N",
+                    help="only this: N closed-loop connections that resend at once after a 429 "
+                         "(ignoring Retry-After) for --seconds; goodput and latencies by status")
     args = ap.parse_args()
     body = open(args.body, "rb").read()
+    if args.closed_loop:
+        closed_loop_report(args, body)
+        return
 
     def probe():
         done = closed_loop(args, body, args.capacity_seconds, args.capacity_workers)
@@ -142,6 +150,24 @@ def main():
           f"{args.minutes} x {args.seconds:.0f} s with {args.workers} connections")
     for period in range(1, args.minutes + 1):
         overload_period(args, body, rate, period)
+
+
+def closed_loop_report(args, body):
+    """What a naive retry loop sees: N connections, each sending its next request as soon as
+    the last one is answered, whatever the answer."""
+    rss_before = rss_kib(args.pid)
+    start = time.perf_counter()
+    done = closed_loop(args, body, args.seconds, args.closed_loop)
+    elapsed = time.perf_counter() - start
+    ok = [dt for s, dt in done if s == 200]
+    refused = [dt for s, dt in done if s == 429]
+    other = sorted(set(s for s, _ in done if s not in (200, 429)))
+    print(f"closed loop ({args.closed_loop} connections, {elapsed:.1f} s): "
+          f"goodput {len(ok) / elapsed:.1f} req/s; admitted n={len(ok)} "
+          f"p50_us={percentile(ok, 50) * 1e6:.0f} p99_us={percentile(ok, 99) * 1e6:.0f}; "
+          f"refused n={len(refused)} p50_us={percentile(refused, 50) * 1e6:.0f} "
+          f"p99_us={percentile(refused, 99) * 1e6:.0f}; other n={len(done) - len(ok) - len(refused)} "
+          f"{other}; server RSS {rss_before} -> {rss_kib(args.pid)} KiB")
 
 
 def overload_period(args, body, rate, period):

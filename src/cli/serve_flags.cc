@@ -134,6 +134,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   serve
+      ->add_option("--http-refusal-hold-ms", flags->refusal_hold_ms,
+                   "A 429 for a connection refused less than 50 ms before is held this long, its "
+                   "body unread, so clients that ignore Retry-After cannot spin (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000}));
+  serve
       ->add_option("--http-idle-timeout-secs", flags->idle_timeout_secs,
                    "Idle keep-alive connections are closed after this time")
       ->capture_default_str()

@@ -43,6 +43,7 @@ struct ServeFlags {
   double header_timeout_secs = 10;
   double body_timeout_secs = 30;
   double idle_timeout_secs = 60;
+  int64_t refusal_hold_ms = HttpServer::Options{}.refusal_hold.count();
   // Admission control (docs/admission.md).
   int64_t max_inflight = AdmissionController::Options{}.max_inflight;
   std::string overload_protection = "on";

@@ -27,6 +27,15 @@ namespace {
 // Bytes asked of the kernel per read while parsing a header or a chunked body. The flat buffer
 // keeps its capacity, so this is allocated once per connection.
 constexpr std::size_t kReadChunk = 16 * 1024;
+// A refused body or lingering input is dropped by the kernel this much per receive.
+constexpr std::size_t kDiscardChunk = 1024 * 1024;
+
+// The buffer a MSG_TRUNC receive names: TCP never writes it (the kernel drops the bytes), so one
+// for the process, never touched and never paged in, serves every connection.
+void* DiscardSink() {
+  static std::byte sink[kDiscardChunk];
+  return sink;
+}
 // A Content-Length body is read straight into the request's string, at most this much per read;
 // the string grows as the bytes arrive, so a client that claims a large body and sends nothing
 // costs address space, not memory.
@@ -433,9 +442,10 @@ void BasicHttpConnection<Stream>::OnHeaderDone() {
 }
 
 // Asks the handler about the request from its header alone. A response answers it without the
-// body ever being stored: with a Content-Length the body is read past (into the read buffer's
-// spare space, which never grows for it) and the connection kept; a chunked body, or a client
-// waiting for `100 Continue`, is answered at once and the connection closed after a linger.
+// body ever being stored: with a Content-Length the body is read past (discarded by the kernel
+// on plain TCP, never copied) and the connection kept; a chunked body, or a client waiting for
+// `100 Continue`, is answered at once and the connection closed after a linger. A refusal on a
+// connection that was refused a moment ago is held first (options.refusal_hold).
 template <class Stream>
 bool BasicHttpConnection<Stream>::RunPrecheck() {
   std::optional<HttpResponse> early;
@@ -446,17 +456,38 @@ bool BasicHttpConnection<Stream>::RunPrecheck() {
     return false;
   }
   if (!early) return false;
+  const Clock::time_point now = Clock::now();
+  const auto hold = shared_->options.refusal_hold;
+  const bool repeat = last_refusal_ != Clock::time_point{} &&
+                      now - last_refusal_ < shared_->options.refusal_repeat_window;
+  early_response_ = std::move(early);
+  if (repeat && hold.count() > 0) {
+    // A client that sends again at once after a refusal: answer it later, and read none of its
+    // body meanwhile, so that it waits (on its socket's back-pressure when the body is large)
+    // instead of making the server and itself spin through refusals on the model's cores.
+    phase_ = Phase::kRefusalHold;
+    SetDeadline(now + hold);
+    return true;
+  }
+  AnswerEarly();
+  return true;
+}
+
+// Writes early_response_ (Precheck's answer) after the body, as RunPrecheck describes.
+template <class Stream>
+void BasicHttpConnection<Stream>::AnswerEarly() {
+  last_refusal_ = Clock::now();
   if (parser_->is_done()) {  // no body
     parser_.reset();
-    StartWrite(std::move(*early));
-    return true;
+    StartEarlyResponse();
+    return;
   }
   if (parser_->chunked() || parser_->expects_continue()) {
     close_after_response_ = true;
     linger_on_close_ = true;
     parser_.reset();
-    StartWrite(std::move(*early));
-    return true;
+    StartEarlyResponse();
+    return;
   }
   uint64_t remaining = parser_->content_length().value_or(0);
   parser_.reset();
@@ -464,26 +495,40 @@ bool BasicHttpConnection<Stream>::RunPrecheck() {
   buffer_.consume(take);
   remaining -= take;
   if (remaining == 0) {
-    StartWrite(std::move(*early));
-    return true;
+    StartEarlyResponse();
+    return;
   }
   body_expected_ = remaining;  // left to discard
-  early_response_ = std::move(early);
   phase_ = Phase::kDiscard;
   SetDeadline(Clock::now() + shared_->options.body_timeout);
   DiscardMore();
-  return true;
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::StartEarlyResponse() {
+  HttpResponse response = std::move(*early_response_);
+  early_response_.reset();
+  StartWrite(std::move(response));
 }
 
 template <class Stream>
 void BasicHttpConnection<Stream>::DiscardMore() {
   // The buffer is empty here (what came with the header was consumed); never read past the
   // body, so a pipelined next request stays on the socket.
-  const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kReadChunk));
-  socket_.async_read_some(buffer_.prepare(want),
-                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
-                            self->OnDiscardRead(ec, n);
-                          });
+  const auto on_read = [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+    self->OnDiscardRead(ec, n);
+  };
+  if constexpr (std::is_same_v<Stream, TcpStream>) {
+    // MSG_TRUNC: the kernel drops the bytes instead of copying them (tcp(7)); the buffer is
+    // never written.
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kDiscardChunk));
+    socket_.async_receive(asio::buffer(DiscardSink(), want), MSG_TRUNC, on_read);
+  } else {  // TLS: the bytes must be decrypted to find the body's end
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kReadChunk));
+    socket_.async_read_some(buffer_.prepare(want), on_read);
+  }
 }
 
 template <class Stream>
@@ -496,9 +541,7 @@ void BasicHttpConnection<Stream>::OnDiscardRead(const error_code& ec, std::size_
   }
   body_expected_ -= std::min<uint64_t>(n, body_expected_);  // not committed: thrown away
   if (body_expected_ == 0) {
-    HttpResponse response = std::move(*early_response_);
-    early_response_.reset();
-    StartWrite(std::move(response));
+    StartEarlyResponse();
     return;
   }
   SetDeadline(Clock::now() + shared_->options.body_timeout);
@@ -907,10 +950,7 @@ template <class Stream>
 void BasicHttpConnection<Stream>::DrainRaw() {
   error_code ignored;
   socket_.lowest_layer().shutdown(asio::socket_base::shutdown_send, ignored);
-  Tcp().async_read_some(buffer_.prepare(kReadChunk),
-                        [self = this->shared_from_this()](const error_code& ec, std::size_t) {
-                          self->OnLingerRead(ec);
-                        });
+  OnLingerRead({});
 }
 
 template <class Stream>
@@ -920,10 +960,11 @@ void BasicHttpConnection<Stream>::OnLingerRead(const error_code& ec) {
     Close();
     return;
   }
-  Tcp().async_read_some(buffer_.prepare(kReadChunk),
-                        [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
-                          self->OnLingerRead(ec2);
-                        });
+  // Thrown away by the kernel (MSG_TRUNC), never copied.
+  Tcp().async_receive(asio::buffer(DiscardSink(), kDiscardChunk), MSG_TRUNC,
+                      [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
+                        self->OnLingerRead(ec2);
+                      });
 }
 
 // ---- Deadlines ---------------------------------------------------------------------------
@@ -962,6 +1003,10 @@ void BasicHttpConnection<Stream>::OnTimer(uint64_t generation, const error_code&
     SendError(408, phase_ == Phase::kHeader
                        ? "the request header was not received within the header timeout"
                        : "the request body stalled for longer than the body timeout");
+    return;
+  }
+  if (phase_ == Phase::kRefusalHold) {  // the hold is over: answer the refusal
+    AnswerEarly();
     return;
   }
   if (phase_ == Phase::kIdle || phase_ == Phase::kDiscard) {

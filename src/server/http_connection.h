@@ -14,9 +14,14 @@
 //              is dropped. A half-close (shutdown(SHUT_WR)) reads exactly like a close, so it
 //              cancels too (docs/server.md, "Client disconnects").
 //   kWriting   writing the response with one gather write           (write_timeout, per write)
+//   kRefusalHold  HttpHandler::Precheck refused the request from its header, and this
+//              connection's previous refusal was less than refusal_repeat_window ago: nothing is
+//              read for refusal_hold, then as kDiscard (docs/admission.md, "Clients that do not
+//              back off")
 //   kDiscard   HttpHandler::Precheck answered from the header: the Content-Length body is read
-//              into the read buffer's spare space and thrown away (body_timeout, per read),
-//              then the early response is written and the connection kept
+//              past and thrown away (plain TCP: by the kernel, MSG_TRUNC; TLS: into the read
+//              buffer's spare space) (body_timeout, per read), then the early response is
+//              written and the connection kept
 //   kLinger    after an error response: send side shut, unread input drained (linger_timeout);
 //              TLS: close_notify sent first. Also a TLS connection closed on the server's
 //              initiative (timeout, Stop) waiting, at most linger_timeout, for close_notify to go
@@ -77,7 +82,17 @@ class BasicHttpConnection : public Connection,
   void Close() override;
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kHandling, kDiscard, kWriting, kLinger, kClosed };
+  enum class Phase {
+    kIdle,
+    kHeader,
+    kBody,
+    kHandling,
+    kRefusalHold,
+    kDiscard,
+    kWriting,
+    kLinger,
+    kClosed
+  };
   using Clock = std::chrono::steady_clock;
 
   // Delivers a handler's response; any thread.
@@ -98,6 +113,8 @@ class BasicHttpConnection : public Connection,
   void ParseChunked();
   void OnHeaderDone();
   bool RunPrecheck();
+  void AnswerEarly();
+  void StartEarlyResponse();
   void DiscardMore();
   void OnDiscardRead(const boost::system::error_code& ec, std::size_t n);
   void ReadBodyDirect();
@@ -171,6 +188,7 @@ class BasicHttpConnection : public Connection,
   // Write side.
   std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it
   std::optional<HttpResponse> early_response_;   // Precheck's answer, written after kDiscard
+  Clock::time_point last_refusal_{};             // when a Precheck answer was last started
   HttpResponse response_;                        // keeps the body alive during the write
   std::string head_;                             // status line + headers, reused
   std::array<boost::asio::const_buffer, 2> out_;

@@ -173,6 +173,58 @@ TEST_F(HttpServerTest, PrecheckRefusalSkipsTheBodyAndKeepsTheConnection) {
   EXPECT_EQ(handler_.prechecks.load(), 2);
 }
 
+// A client that resends at once after a refusal is held (options.refusal_hold) before its next
+// refusal, body unread; one that waits past refusal_repeat_window is answered at once.
+TEST_F(HttpServerTest, ARefusalRightAfterARefusalIsHeldThenAnswered) {
+  handler_.on_precheck = RefuseTarget;
+  options_.refusal_hold = std::chrono::milliseconds(1500);
+  options_.refusal_repeat_window = std::chrono::milliseconds(200);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  const std::string big = Post("/refuse", std::string(3 << 20, 'x'));  // past socket buffers
+  auto timed = [&](const std::string& request) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(c.Send(request));
+    auto r = c.ReadResponse();
+    EXPECT_TRUE(r);
+    if (r) {
+      EXPECT_EQ(r->status, 503);
+    }
+    return std::chrono::steady_clock::now() - start;
+  };
+  using std::chrono::milliseconds;
+  EXPECT_LT(timed(big), milliseconds(750));   // the first refusal: at once
+  EXPECT_GE(timed(big), milliseconds(1500));  // again at once: held, its body read after
+  EXPECT_GE(timed(Post("/refuse", "")), milliseconds(1500));
+  std::this_thread::sleep_for(milliseconds(300));  // past the repeat window
+  EXPECT_LT(timed(big), milliseconds(750));
+  // The connection is intact: the held bodies were read past, the next request is served.
+  ASSERT_TRUE(c.Send(Post("/ok", "after")));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "after");
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
+TEST_F(HttpServerTest, RefusalHoldZeroAnswersEveryRefusalAtOnce) {
+  handler_.on_precheck = RefuseTarget;
+  options_.refusal_hold = std::chrono::milliseconds(0);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(c.Send(Post("/refuse", std::string(100'000, 'x'))));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503);
+  }
+  // 20 refusals with no hold; with the default 15 ms hold, 19 of them would take >= 285 ms.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(285));
+}
+
 TEST_F(HttpServerTest, PrecheckRefusalWithPipelinedFollowerAndNoBody) {
   handler_.on_precheck = RefuseTarget;
   StartServer();
