@@ -4,8 +4,10 @@
 #   make build       configure and build build/harrier (Ninja, ccache, -Werror)
 #   make models      generate the example repository's models (examples/models)
 #   make run         deps + build + models, then serve examples/models on port 8000
-#   make test        deps + build + models, then every test (unit + integration) via CTest
-#   make test-sanitize  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test        deps + build + models, then every test (unit + integration) via CTest; the
+#                    unit tests include fuzz_replay_<target>, each fuzz target over its committed
+#                    corpus (tests/fuzz/corpus/, docs/fuzzing.md)
+#   make test-sanitize  unit tests, corpus replays included, under AddressSanitizer + UBSan
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
 #   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
 #                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)

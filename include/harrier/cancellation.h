@@ -33,13 +33,20 @@ class CancellationToken {
   // may free what the callback touches.
   void Unregister(uint64_t id);
 
+  // How many Unregister() calls are blocked now, waiting for a callback that Cancel() is running
+  // on another thread. For tests, which must know that Unregister() waits before they let the
+  // callback finish.
+  int waiting_unregisters() const;
+
  private:
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable done_cv_;
   std::vector<std::pair<uint64_t, std::function<void()>>> callbacks_;  // guarded by mu_
   uint64_t next_id_ = 1;                                                // guarded by mu_
   uint64_t running_id_ = 0;  // the callback Cancel() is running now; guarded by mu_
+  // Unregister() calls blocked in done_cv_.wait (waiting_unregisters()); guarded by mu_.
+  int waiting_unregisters_ = 0;
 };
 
 }  // namespace harrier

@@ -32,7 +32,17 @@ uint64_t CancellationToken::OnCancel(std::function<void()> fn) {
 void CancellationToken::Unregister(uint64_t id) {
   std::unique_lock lock(mu_);
   std::erase_if(callbacks_, [id](const auto& entry) { return entry.first == id; });
+  if (running_id_ != id) return;
+  // Counted only while the wait has released mu_, so that a reader (who takes mu_) sees a
+  // non-zero count only when an Unregister() is really blocked.
+  ++waiting_unregisters_;
   done_cv_.wait(lock, [&] { return running_id_ != id; });
+  --waiting_unregisters_;
+}
+
+int CancellationToken::waiting_unregisters() const {
+  std::lock_guard lock(mu_);
+  return waiting_unregisters_;
 }
 
 }  // namespace harrier

@@ -25,7 +25,7 @@ int QuotaCores(long long quota, long long period) {
   return static_cast<int>((quota + period - 1) / period);
 }
 
-std::string ReadFile(const char* path) {
+std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return {};
   std::stringstream ss;
@@ -55,14 +55,18 @@ int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
   return cores;
 }
 
+int UsableCoresUnder(const std::filesystem::path& cgroup_root, int affinity_cores) {
+  return UsableCoresFrom(ReadFile(cgroup_root / "cpu.max"),
+                         ReadFile(cgroup_root / "cpu" / "cpu.cfs_quota_us"),
+                         ReadFile(cgroup_root / "cpu" / "cpu.cfs_period_us"), affinity_cores);
+}
+
 int UsableCores() {
   int affinity = 0;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
   if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
-  return UsableCoresFrom(ReadFile("/sys/fs/cgroup/cpu.max"),
-                         ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
-                         ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us"), affinity);
+  return UsableCoresUnder("/sys/fs/cgroup", affinity);
 }
 
 std::vector<int> AllowedCpus() {

@@ -3,6 +3,7 @@
 // Containers often show every host core to nproc while the quota allows two.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,12 @@ namespace harrier {
 int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
                     std::string_view cfs_period, int affinity_cores);
 
-// Reads the files under /sys/fs/cgroup and the affinity mask of the calling thread.
+// UsableCoresFrom() over the files under `cgroup_root`: `cpu.max` (v2), `cpu/cpu.cfs_quota_us` and
+// `cpu/cpu.cfs_period_us` (v1); a file that is missing or unreadable reads as empty. The seam
+// UsableCores() reads /sys/fs/cgroup through, so that tests can point it at a folder of their own.
+int UsableCoresUnder(const std::filesystem::path& cgroup_root, int affinity_cores);
+
+// UsableCoresUnder("/sys/fs/cgroup", the affinity mask of the calling thread).
 int UsableCores();
 
 // The CPU numbers in the calling thread's affinity mask, ascending (for pinning threads).

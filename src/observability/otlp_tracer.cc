@@ -22,6 +22,7 @@
 
 #include "core/json_writer.h"
 #include "core/utf8.h"
+#include "observability/trace_sampler.h"
 
 namespace harrier {
 namespace {
@@ -65,19 +66,6 @@ std::array<uint8_t, 8> NewSpanId() {
   StoreBigEndian<8>(NextRandomId(), id.data());
   return id;
 }
-
-// TraceIdRatioBased: a trace id is sampled when its last 8 bytes, read as a big-endian
-// integer, are below ratio * 2^64 (OpenTelemetry's rule, so that every component sampling by
-// the same ratio agrees on the same traces).
-struct RatioSampler {
-  explicit RatioSampler(double ratio)
-      : all(ratio >= 1.0),
-        // ratio < 1 here, so ratio * 2^64 < 2^64 and fits (doubles below 1 are at most 1 - 2^-53).
-        threshold(ratio <= 0.0 || ratio >= 1.0 ? 0 : static_cast<uint64_t>(ratio * 0x1p64)) {}
-  bool Sampled(uint64_t low_bits) const { return all || low_bits < threshold; }
-  bool all;
-  uint64_t threshold;
-};
 
 // ---- Endpoint -----------------------------------------------------------------------------
 
@@ -429,21 +417,7 @@ class OtlpTracer::Impl {
   }
 
   std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) {
-    SpanContext server;
-    server.flags = SpanContext::kSampled;
-    if (parent) {
-      if (!parent->sampled()) return std::nullopt;
-      server.trace_id = parent->trace_id;
-      server.span_id = NewSpanId();
-      return server;
-    }
-    // A new trace: draw the half the sampler reads first, so an untraced request costs one id.
-    const uint64_t low = NextRandomId();
-    if (!sampler_.Sampled(low)) return std::nullopt;
-    StoreBigEndian<8>(NextRandomId(), server.trace_id.data());
-    StoreBigEndian<8>(low, server.trace_id.data() + 8);
-    server.span_id = NewSpanId();
-    return server;
+    return sampler_.Start(parent, NextRandomId);
   }
 
   void Submit(RequestTrace trace) {
@@ -650,7 +624,7 @@ class OtlpTracer::Impl {
 
   // Constant after construction.
   const Options options_;
-  const RatioSampler sampler_;
+  const TraceSampler sampler_;
 
   // Counters, read by AppendMetrics from any thread.
   std::atomic<uint64_t> spans_exported_{0};

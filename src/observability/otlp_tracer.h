@@ -1,11 +1,11 @@
 // OtlpTracer: the Tracer (include/harrier/trace.h) behind `--trace-endpoint`. It samples
-// (parent-based, else a ratio of trace ids), queues finished RequestTraces in a bounded queue and
-// exports them from its own thread as OTLP/HTTP JSON (ExportTraceServiceRequest) POSTed with
-// libcurl, in batches, every export interval or as soon as a batch is full. A request's record
-// becomes eight spans: the server span and its children receive, decode, queue, batch (with
-// links to the other traced requests of its batch), infer (child of batch), encode and send; a
-// stage the request never reached has no span. docs/tracing.md has the span and attribute
-// reference.
+// (parent-based, else a ratio of trace ids: observability/trace_sampler.h), queues finished
+// RequestTraces in a bounded queue and exports them from its own thread as OTLP/HTTP JSON
+// (ExportTraceServiceRequest) POSTed with libcurl, in batches, every export interval or as soon
+// as a batch is full. A request's record becomes eight spans: the server span and its children
+// receive, decode, queue, batch (with links to the other traced requests of its batch), infer
+// (child of batch), encode and send; a stage the request never reached has no span.
+// docs/tracing.md has the span and attribute reference.
 //
 // Cost on the request path: Start() is a few loads and a thread-local random number; Submit()
 // moves the record into the queue under a mutex (traced requests only). Spans are built and

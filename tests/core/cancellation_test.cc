@@ -37,6 +37,9 @@ TEST(CancellationTokenTest, UnregisteredCallbackNeverRuns) {
   EXPECT_FALSE(ran);
 }
 
+// Deterministic: the callback is held until Unregister() is seen blocked on it (or, when it
+// does not wait, until it has returned), so a broken Unregister() fails every run, not only
+// when its thread wins a race.
 TEST(CancellationTokenTest, UnregisterWaitsForARunningCallback) {
   CancellationToken t;
   std::promise<void> entered, release;
@@ -49,13 +52,21 @@ TEST(CancellationTokenTest, UnregisterWaitsForARunningCallback) {
   });
   std::thread canceller([&] { t.Cancel(); });
   entered.get_future().wait();
+  std::atomic<bool> returned{false};
+  bool finished_at_return = false;
   std::thread unregisterer([&] {
     t.Unregister(id);
-    EXPECT_TRUE(finished.load());  // returned only after the callback finished
+    finished_at_return = finished.load();
+    returned = true;
   });
+  while (t.waiting_unregisters() == 0 && !returned.load()) std::this_thread::yield();
+  EXPECT_FALSE(returned.load()) << "Unregister() returned while its callback was still running";
+  EXPECT_EQ(t.waiting_unregisters(), 1);
   release.set_value();
   unregisterer.join();
   canceller.join();
+  EXPECT_TRUE(finished_at_return) << "Unregister() returned before its callback finished";
+  EXPECT_EQ(t.waiting_unregisters(), 0);
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 #include "core/cpu_quota.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
 
 namespace harrier {
 namespace {
@@ -14,16 +20,16 @@ TEST(CpuQuotaTest, Table) {
     int want;
   };
   const Row rows[] = {
-      {"", "", "", 8, 8},                          // no cgroup limits
-      {"max 100000\n", "", "", 8, 8},              // v2 unlimited
-      {"200000 100000\n", "", "", 8, 2},           // v2 two cores
-      {"150000 100000", "", "", 8, 2},             // 1.5 cores round up
-      {"50000 100000", "", "", 8, 1},              // half a core -> 1
-      {"800000 100000", "", "", 2, 2},             // quota above affinity
-      {"", "-1\n", "100000\n", 4, 4},              // v1 unlimited
-      {"", "300000\n", "100000\n", 16, 3},         // v1 three cores
-      {"garbage", "", "", 4, 4},                   // unreadable: ignore
-      {"", "", "", 0, 1},                          // never below one
+      {"", "", "", 8, 8},                   // no cgroup limits
+      {"max 100000\n", "", "", 8, 8},       // v2 unlimited
+      {"200000 100000\n", "", "", 8, 2},    // v2 two cores
+      {"150000 100000", "", "", 8, 2},      // 1.5 cores round up
+      {"50000 100000", "", "", 8, 1},       // half a core -> 1
+      {"800000 100000", "", "", 2, 2},      // quota above affinity
+      {"", "-1\n", "100000\n", 4, 4},       // v1 unlimited
+      {"", "300000\n", "100000\n", 16, 3},  // v1 three cores
+      {"garbage", "", "", 4, 4},            // unreadable: ignore
+      {"", "", "", 0, 1},                   // never below one
   };
   for (const Row& r : rows) {
     EXPECT_EQ(UsableCoresFrom(r.cpu_max, r.cfs_quota, r.cfs_period, r.affinity), r.want)
@@ -31,7 +37,84 @@ TEST(CpuQuotaTest, Table) {
   }
 }
 
-TEST(CpuQuotaTest, ThisMachineHasAtLeastOne) { EXPECT_GE(UsableCores(), 1); }
+// A cgroup folder of the test's own: the files UsableCoresUnder() reads, as the kernel writes them.
+class CgroupDir {
+ public:
+  CgroupDir() : root_(std::filesystem::path(::testing::TempDir()) / UniqueName()) {
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ / "cpu");
+  }
+  ~CgroupDir() { std::filesystem::remove_all(root_); }
+
+  // `relative`: "cpu.max" (v2), "cpu/cpu.cfs_quota_us" or "cpu/cpu.cfs_period_us" (v1).
+  void Write(const std::string& relative, const std::string& content) {
+    std::ofstream(root_ / relative) << content;
+  }
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  static std::string UniqueName() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    return std::string("cgroup-") + info->name() + "-" + std::to_string(getpid());
+  }
+  std::filesystem::path root_;
+};
+
+TEST(CpuQuotaTest, ReadsCgroupV2CpuMax) {
+  struct Row {
+    const char* cpu_max;
+    int affinity;
+    int want;
+  };
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const Row rows[] = {
+      {"max 100000\n", hardware, hardware},  // unlimited: the affinity mask's count
+      {"200000 100000\n", 8, 2},
+      {"150000 100000\n", 8, 2},  // 1.5 cores round up
+      {"50000 100000\n", 8, 1},   // half a core: one
+      {"800000 100000\n", 3, 3},  // quota above the affinity mask
+      {"garbage\n", 5, 5},        // unreadable: the affinity mask's count
+      {"", 6, 6},                 // empty file
+  };
+  for (const Row& r : rows) {
+    CgroupDir dir;
+    dir.Write("cpu.max", r.cpu_max);
+    EXPECT_EQ(UsableCoresUnder(dir.root(), r.affinity), r.want) << "cpu.max='" << r.cpu_max << "'";
+  }
+}
+
+TEST(CpuQuotaTest, ReadsCgroupV1CfsQuota) {
+  CgroupDir dir;
+  dir.Write("cpu/cpu.cfs_quota_us", "300000\n");
+  dir.Write("cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 16), 3);
+  dir.Write("cpu/cpu.cfs_quota_us", "-1\n");  // unlimited
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 16), 16);
+  dir.Write("cpu/cpu.cfs_quota_us", "250000\n");
+  dir.Write("cpu/cpu.cfs_period_us", "");  // a quota without its period: ignored
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 16), 16);
+}
+
+TEST(CpuQuotaTest, CgroupV2WinsOverV1) {
+  CgroupDir dir;
+  dir.Write("cpu.max", "100000 100000\n");
+  dir.Write("cpu/cpu.cfs_quota_us", "400000\n");
+  dir.Write("cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 8), 1);
+}
+
+TEST(CpuQuotaTest, NoCgroupFilesMeansTheAffinityMask) {
+  CgroupDir dir;
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 7), 7);
+  EXPECT_EQ(UsableCoresUnder(dir.root() / "absent", 7), 7);
+}
+
+// The real thing: this machine's /sys/fs/cgroup and affinity mask, counted independently.
+TEST(CpuQuotaTest, UsableCoresReadsSysFsCgroupAndTheAffinityMask) {
+  const int affinity = static_cast<int>(AllowedCpus().size());
+  ASSERT_GT(affinity, 0);
+  EXPECT_EQ(UsableCores(), UsableCoresUnder("/sys/fs/cgroup", affinity));
+}
 
 }  // namespace
 }  // namespace harrier

@@ -9,9 +9,11 @@
 //   server JSON / binary    the whole server: HttpServer + KServeHandler + the model, loopback
 //
 // Each is asserted against a ceiling a little above today's count, so a change that adds
-// allocations to the hot path fails here. docs/performance.md lists where the remaining ones
-// come from. Set HARRIER_ALLOC_TRACE=1 to print a backtrace of every allocation made by one
-// request of each kind (addresses resolve with addr2line -Cfpe tests/hot_path_tests).
+// allocations to the hot path fails here. Every counted request must have answered 200 with the
+// model's scores: a request that fails early allocates less, and must not pass for a cheap one.
+// docs/performance.md lists where the remaining ones come from. Set HARRIER_ALLOC_TRACE=1 to
+// print a backtrace of every allocation made by one request of each kind (addresses resolve
+// with addr2line -Cfpe tests/hot_path_tests).
 //
 // Direct malloc() calls (ONNX Runtime's arena, simdjson's buffers) are not counted; both are
 // sized once and reused, which the flat counts over kRequests requests confirm.
@@ -24,6 +26,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +36,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -201,6 +206,50 @@ std::string ExampleRepository() {
 const std::string kJsonBody = R"({"inputs":[{"name":"features","shape":[1,8],"datatype":"FP32",)"
                               R"("data":[0.5,1,1.5,2,2.5,3,3.5,4]}]})";
 
+// What dense_fp32 answers for those features: features x W + b with tools/make_example_models.py's
+// W and b (as numpy computes it; ONNX Runtime may sum in another order, hence the tolerance).
+constexpr float kExpectedScores[5] = {0.08807313f, -0.9720634f, 0.3485672f, -5.352843f, -6.228235f};
+
+// Whether `body`, dense_fp32's answer to the features above, holds kExpectedScores: in JSON
+// ("data":[...]) or, for a binary answer, as the last 20 bytes. Allocates nothing: it runs inside
+// the counted loops.
+bool HasExpectedScores(std::string_view body, bool binary) {
+  float scores[5];
+  if (binary) {
+    if (body.size() < sizeof scores ||
+        body.find(R"("binary_data_size":20)") == std::string_view::npos)
+      return false;
+    std::memcpy(scores, body.data() + body.size() - sizeof scores, sizeof scores);
+  } else {
+    const size_t data = body.find(R"("data":[)");
+    if (data == std::string_view::npos) return false;
+    const char* p = body.data() + data + 8;
+    const char* const end = body.data() + body.size();
+    for (float& score : scores) {
+      const auto [next, ec] = std::from_chars(p, end, score);
+      if (ec != std::errc() || next == end || (*next != ',' && *next != ']')) return false;
+      p = next + 1;
+    }
+    if (p[-1] != ']') return false;  // more than five
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (!(std::fabs(scores[i] - kExpectedScores[i]) <= 1e-4f)) return false;
+  }
+  return true;
+}
+
+bool HasExpectedJsonScores(std::string_view body) {
+  return HasExpectedScores(body, false);
+}
+bool HasExpectedBinaryScores(std::string_view body) {
+  return HasExpectedScores(body, true);
+}
+
+// For a failed request's message: its status and the start of its body.
+std::string DescribeAnswer(int status, std::string_view body) {
+  return "status " + std::to_string(status) + ", body '" + std::string(body.substr(0, 300)) + "'";
+}
+
 std::string BinaryJsonHeader() {
   return R"({"inputs":[{"name":"features","shape":[1,8],"datatype":"FP32",)"
          R"("parameters":{"binary_data_size":32}}],"parameters":{"binary_data_output":true}})";
@@ -252,20 +301,30 @@ class RequestAllocationsTest : public ::testing::Test {
     ASSERT_TRUE(manager_->Get("dense_fp32", std::nullopt).ok());
   }
 
-  // One request straight into the handler; returns its HTTP status. `body` is shared, as the
-  // transport's would be.
-  static int HandleOne(const std::shared_ptr<const std::string>& body, bool binary) {
+  // One request straight into the handler; whether it answered 200 with kExpectedScores (the
+  // first answer that did not is kept in first_failure_). `body` is shared, as the transport's
+  // would be.
+  static bool HandleOne(const std::shared_ptr<const std::string>& body, bool binary) {
     HttpRequest request;
     request.method = "POST";
     request.target = "/v2/models/dense_fp32/infer";
     if (binary) request.headers.emplace_back("inference-header-content-length", kHeaderLength);
     request.body = body;
-    std::atomic<int> status{0};
-    handler_->Handle(std::move(request), [&status](HttpResponse r) {
-      status.store(r.status, std::memory_order_release);
+    // One pointer captured, so that the responder fits in std::function's own storage.
+    struct Answer {
+      bool binary;
+      bool expected = false;
+      std::atomic<bool> done{false};
+    } answer{binary};
+    handler_->Handle(std::move(request), [&answer](HttpResponse r) {
+      answer.expected = r.status == 200 && HasExpectedScores(r.body, answer.binary);
+      if (!answer.expected && first_failure_.empty()) {
+        first_failure_ = DescribeAnswer(r.status, r.body);
+      }
+      answer.done.store(true, std::memory_order_release);
     });
-    while (status.load(std::memory_order_acquire) == 0) std::this_thread::yield();
-    return status.load();
+    while (!answer.done.load(std::memory_order_acquire)) std::this_thread::yield();
+    return answer.expected;
   }
 
   // Mean allocations per HandleOne() over kRequests, minus what building the HttpRequest costs
@@ -273,7 +332,8 @@ class RequestAllocationsTest : public ::testing::Test {
   static double HandlerAllocations(bool binary, const char* trace_label) {
     auto body = std::make_shared<const std::string>(binary ? BinaryBody() : kJsonBody);
     if (binary) kHeaderLength = std::to_string(BinaryJsonHeader().size());
-    for (int i = 0; i < kWarmup; ++i) EXPECT_EQ(HandleOne(body, binary), 200);
+    first_failure_.clear();
+    for (int i = 0; i < kWarmup; ++i) EXPECT_TRUE(HandleOne(body, binary)) << first_failure_;
     // What the test's own request building costs: subtracted.
     uint64_t before = g_allocations.load();
     for (int i = 0; i < kRequests; ++i) {
@@ -284,10 +344,13 @@ class RequestAllocationsTest : public ::testing::Test {
       request.body = body;
     }
     const uint64_t building = g_allocations.load() - before;
+    int failed = 0;
     before = g_allocations.load();
-    for (int i = 0; i < kRequests; ++i) HandleOne(body, binary);
+    for (int i = 0; i < kRequests; ++i) failed += HandleOne(body, binary) ? 0 : 1;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker's last bookkeeping
     const uint64_t total = g_allocations.load() - before;
+    EXPECT_EQ(failed, 0) << "counted requests that did not answer 200 with the model's scores; "
+                         << "the first: " << first_failure_;
     if (TraceRequested()) {
       g_tracing.store(true);
       HandleOne(body, binary);
@@ -302,6 +365,7 @@ class RequestAllocationsTest : public ::testing::Test {
   static inline ModelRepositoryManager* manager_ = nullptr;
   static inline kserve::KServeHandler* handler_ = nullptr;
   static inline std::string kHeaderLength;
+  static inline std::string first_failure_;  // for HandleOne's caller, when it returned false
 };
 
 TEST_F(RequestAllocationsTest, HandlerJson) {
@@ -357,8 +421,10 @@ class LoopbackClient {
   ~LoopbackClient() { ::close(fd_); }
   bool ok() const { return ok_; }
 
-  // Sends `request` and reads one response; returns its status, or 0 on failure.
+  // Sends `request` and reads one response; returns its status, or 0 on failure. body() is the
+  // response's body until the next call.
   int RoundTrip(const std::string& request) {
+    body_ = {};
     if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(request.size()))
       return 0;
@@ -371,19 +437,25 @@ class LoopbackClient {
         const char* end = static_cast<const char*>(memmem(buf_, have, "\r\n\r\n", 4));
         if (end == nullptr) continue;
         head_end = static_cast<std::size_t>(end - buf_) + 4;
-        const char* cl = static_cast<const char*>(memmem(buf_, head_end, "Content-Length: ", 16));
+        // The field at the start of a line: "Inference-Header-Content-Length: " ends the same.
+        const char* cl =
+            static_cast<const char*>(memmem(buf_, head_end, "\r\nContent-Length: ", 18));
         if (cl == nullptr) return 0;
-        length = std::strtoul(cl + 16, nullptr, 10);
+        length = std::strtoul(cl + 18, nullptr, 10);
       }
       if (have >= head_end + length) break;
     }
+    if (have != head_end + length) return 0;  // more than one response: the framing is wrong
+    body_ = std::string_view(buf_ + head_end, length);
     return std::atoi(buf_ + 9);
   }
+  std::string_view body() const { return body_; }
 
  private:
   int fd_ = -1;
   bool ok_ = false;
   char buf_[65536];
+  std::string_view body_;
 };
 
 std::string HttpPost(const std::string& target, const std::string& body,
@@ -398,7 +470,10 @@ class NullHandler : public HttpHandler {
   void Handle(HttpRequest, HttpResponder respond) override { respond(HttpResponse{}); }
 };
 
-double ServerAllocations(HttpHandler* handler, const std::string& request, const char* label) {
+// Mean allocations per request over kRequests round trips of `request`, each of which must
+// answer 200 with a body that `expected_body` accepts.
+double ServerAllocations(HttpHandler* handler, const std::string& request,
+                         bool (*expected_body)(std::string_view), const char* label) {
   HttpServer::Options options;
   options.address = "127.0.0.1";
   options.port = 0;
@@ -408,11 +483,21 @@ double ServerAllocations(HttpHandler* handler, const std::string& request, const
   if (!server.ok() || !(*server)->Start().ok()) return 1e9;
   LoopbackClient client((*server)->port());
   EXPECT_TRUE(client.ok());
-  for (int i = 0; i < kWarmup; ++i) EXPECT_EQ(client.RoundTrip(request), 200);
+  std::string first_failure;
+  auto round_trip = [&] {
+    const int status = client.RoundTrip(request);
+    if (status == 200 && expected_body(client.body())) return true;
+    if (first_failure.empty()) first_failure = DescribeAnswer(status, client.body());
+    return false;
+  };
+  for (int i = 0; i < kWarmup; ++i) EXPECT_TRUE(round_trip()) << first_failure;
+  int failed = 0;
   const uint64_t before = g_allocations.load();
-  for (int i = 0; i < kRequests; ++i) client.RoundTrip(request);
+  for (int i = 0; i < kRequests; ++i) failed += round_trip() ? 0 : 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const uint64_t total = g_allocations.load() - before;
+  EXPECT_EQ(failed, 0) << "counted requests that did not answer 200 with the expected body; "
+                       << "the first: " << first_failure;
   if (TraceRequested()) {
     g_tracing.store(true);
     client.RoundTrip(request);
@@ -425,15 +510,17 @@ double ServerAllocations(HttpHandler* handler, const std::string& request, const
 TEST_F(RequestAllocationsTest, TransportOnly) {
   NullHandler handler;
   const double per_request = ServerAllocations(
-      &handler, HttpPost("/v2/models/dense_fp32/infer", kJsonBody, ""), "transport only");
+      &handler, HttpPost("/v2/models/dense_fp32/infer", kJsonBody, ""),
+      [](std::string_view body) { return body.empty(); }, "transport only");
   std::printf("transport only:  %.2f allocations per request\n", per_request);
   RecordProperty("allocations_per_request", std::to_string(per_request));
   EXPECT_LE(per_request, kTransportCeiling);
 }
 
 TEST_F(RequestAllocationsTest, ServerJson) {
-  const double per_request = ServerAllocations(
-      handler_, HttpPost("/v2/models/dense_fp32/infer", kJsonBody, ""), "server JSON");
+  const double per_request =
+      ServerAllocations(handler_, HttpPost("/v2/models/dense_fp32/infer", kJsonBody, ""),
+                        HasExpectedJsonScores, "server JSON");
   std::printf("server, JSON:    %.2f allocations per request\n", per_request);
   RecordProperty("allocations_per_request", std::to_string(per_request));
   EXPECT_LE(per_request, kServerJsonCeiling);
@@ -444,7 +531,7 @@ TEST_F(RequestAllocationsTest, ServerBinary) {
       "Inference-Header-Content-Length: " + std::to_string(BinaryJsonHeader().size()) + "\r\n";
   const double per_request = ServerAllocations(
       handler_, HttpPost("/v2/models/dense_fp32/infer", BinaryBody(), header_length),
-      "server binary");
+      HasExpectedBinaryScores, "server binary");
   std::printf("server, binary:  %.2f allocations per request\n", per_request);
   RecordProperty("allocations_per_request", std::to_string(per_request));
   EXPECT_LE(per_request, kServerBinaryCeiling);

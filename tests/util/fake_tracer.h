@@ -1,6 +1,8 @@
-// FakeTracer: a Tracer for front-end tests. Parent-based like OtlpTracer (a parsed traceparent
-// decides by its sampled flag), else `sample` decides; span ids count up from 1 so that tests can
-// tell them apart, and new trace ids are all 0xab. Keeps every submitted record.
+// FakeTracer: a Tracer for front-end tests. Whom it traces is decided by the server's own rule,
+// TraceSampler (parent-based, else a ratio: here 1 or 0, by `sample`), so that the front ends'
+// tests of "an unsampled parent is not traced" check the product, not a copy of its rule. Ids
+// come from a counter (1, 2, 3, ...) so that tests can tell them apart. Keeps every submitted
+// record.
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "harrier/trace.h"
+#include "observability/trace_sampler.h"
 
 namespace harrier::testing {
 
@@ -19,20 +22,8 @@ class FakeTracer : public Tracer {
   std::optional<SpanContext> Start(const std::optional<SpanContext>& parent) override {
     std::lock_guard lock(mu_);
     ++starts_;
-    SpanContext server;
-    if (parent) {
-      if (!parent->sampled()) return std::nullopt;
-      server.trace_id = parent->trace_id;
-    } else {
-      if (!sample) return std::nullopt;
-      server.trace_id.fill(0xab);
-    }
-    ++next_span_;
-    for (size_t i = 0; i < server.span_id.size(); ++i) {
-      server.span_id[7 - i] = static_cast<uint8_t>(next_span_ >> (8 * i));
-    }
-    server.flags = SpanContext::kSampled;
-    return server;
+    const TraceSampler sampler(sample ? 1.0 : 0.0);
+    return sampler.Start(parent, [this] { return ++next_id_; });
   }
 
   void Submit(RequestTrace trace) override {
@@ -65,7 +56,7 @@ class FakeTracer : public Tracer {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int starts_ = 0;
-  uint64_t next_span_ = 0;
+  uint64_t next_id_ = 0;
   std::vector<RequestTrace> records_;
 };
 
