@@ -32,9 +32,10 @@ declare -A max_len=(
   [grpc_wire]=4096
   [model_config]=4096
   [trace_context]=1024
+  [content_coding]=8192
 )
 all_targets=(infer_codec http1_request http2_frames grpc_infer_request grpc_wire model_config
-             trace_context)
+             trace_context content_coding)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
