@@ -142,11 +142,12 @@ class HarrierProcess:
 
     def __init__(self, name, extra_args=(), repo=None):
         self.port = free_port()
+        self.metrics_port = free_port()
         self.log_path = os.path.join(ARGS.work_dir, name + ".log")
         self.log = open(self.log_path, "wb")
         cmd = [ARGS.harrier, "serve", "--model-repository", repo or REPO,
                "--http-port", str(self.port), "--grpc-port", str(free_port()),
-               "--metrics-port", str(free_port()), "--log-verbose", "1"] + list(extra_args)
+               "--metrics-port", str(self.metrics_port), "--log-verbose", "1"] + list(extra_args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_live(self, timeout=120.0):
@@ -752,6 +753,63 @@ def timed_slow_infer(test, model="slow"):
     return r, elapsed
 
 
+# How long a slow run takes depends on the machine (ONNX Runtime's intra-op threads grow with
+# the cores), so the tests below do not sleep and hope a run is still going: they wait until the
+# server's own gauges (docs/metrics.md) show the state they need, and check it still holds when
+# it matters.
+
+def scrape_metrics(metrics_port):
+    """The server's /metrics as {(name, frozenset of (label, value)): value}."""
+    r = raw_request(metrics_port, http_request("GET", "/metrics"))
+    assert r is not None and r.status == 200, "GET /metrics: %r" % r
+    samples = {}
+    for line in r.body.decode("utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        name, _, labels = series.partition("{")
+        pairs = [p.split("=", 1) for p in labels.rstrip("}").split(",") if p]
+        samples[(name, frozenset((k, v.strip('"')) for k, v in pairs))] = float(value)
+    return samples
+
+
+def model_metric(samples, name, model, **labels):
+    key = (name, frozenset(dict(labels, model=model, version="1").items()))
+    assert key in samples, "no %s for model %s in /metrics" % (name, model)
+    return samples[key]
+
+
+def model_requests(metrics_port, model):
+    """(requests in flight, requests queued) for `model`: in flight counts every admitted
+    request not yet answered, queued or running, so with one instance in flight - queued is
+    the one running (harrier_inflight_requests, harrier_queue_depth)."""
+    samples = scrape_metrics(metrics_port)
+    return (int(model_metric(samples, "harrier_inflight_requests", model)),
+            int(model_metric(samples, "harrier_queue_depth", model)))
+
+
+def cancellations(metrics_port, model, stage):
+    return int(model_metric(scrape_metrics(metrics_port), "harrier_cancellations_total", model,
+                            stage=stage))
+
+
+def wait_for_requests(metrics_port, model, in_flight, queued, timeout=30.0):
+    """Waits until `model` has `in_flight` requests admitted and not answered, `queued` of them
+    waiting, seen on two scrapes in a row (a request is counted in flight a few microseconds
+    before it is queued)."""
+    deadline = time.monotonic() + timeout
+    seen, last = 0, None
+    while time.monotonic() < deadline:
+        last = model_requests(metrics_port, model)
+        seen = seen + 1 if last == (in_flight, queued) else 0
+        if seen == 2:
+            return
+        time.sleep(0.01)
+    raise AssertionError("%s: waited %.0f s for %d requests in flight, %d of them queued; "
+                         "last seen (in flight, queued) = %s" % (model, timeout, in_flight,
+                                                                 queued, last))
+
+
 class SchedulingTests(HarrierTestCase):
     def test_disconnecting_client_frees_the_instance(self):
         def slow_stats():
@@ -762,16 +820,20 @@ class SchedulingTests(HarrierTestCase):
         # One slow run, alone: a warm instance and the reference time T.
         _, t_run = timed_slow_infer(self)
         before = slow_stats()
-        # A client starts a slow run and goes away a tenth of the way in.
+        stopped_before = cancellations(SERVER.metrics_port, "slow", "running")
+        # A client starts a slow run and goes away while it runs.
         s = connect(SERVER.port)
         s.sendall(slow_request_bytes())
-        time.sleep(max(0.05, t_run / 10))
+        wait_for_requests(SERVER.metrics_port, "slow", 1, 0)
         s.close()
         start = time.monotonic()
         _, t_next = timed_slow_infer(self)
         after = slow_stats()
-        # The abandoned run did not complete: only the next one counts as an inference.
+        # The abandoned run did not complete: only the next one counts as an inference, and
+        # the server counts one execution stopped.
         self.assertEqual(after["inference_count"] - before["inference_count"], 1)
+        self.assertEqual(cancellations(SERVER.metrics_port, "slow", "running") - stopped_before,
+                         1, "the abandoned request was not stopped while running")
         # Without cancellation the next request waits ~0.9 T in the queue for the abandoned
         # run (and takes ~1.9 T in all); with it, the instance is free within milliseconds.
         # The server's own queue and compute times are compared, not wall-clock run times,
@@ -786,18 +848,22 @@ class SchedulingTests(HarrierTestCase):
             print(message)
         self.assertLess(queued, max(0.1, computed / 4), message)
 
-    def _queued_behind_a_slow_run(self, parameters=None, headers=None, model="slow"):
-        """Sends a slow request, then `parameters`/`headers` on a second slow request queued
-        behind it. Returns (second response, seconds it took, one run's seconds)."""
+    def _queued_behind_a_slow_run(self, second_request, model="slow"):
+        """Sends a slow request, then second_request(timeout_us) (the bytes of a second slow
+        request given a timeout well inside one run) queued behind it while it runs. Returns
+        (second response, seconds it took, one run's seconds)."""
         _, t_run = timed_slow_infer(self, model)
+        timeout_us = int(min(50000, t_run * 1e6 / 5))
         first = connect(SERVER.port, timeout=30)
         try:
             first.sendall(slow_request_bytes(model=model))
-            time.sleep(min(0.1, t_run / 5))
+            wait_for_requests(SERVER.metrics_port, model, 1, 0)
             start = time.monotonic()
-            second = raw_request(SERVER.port, slow_request_bytes(parameters, headers, model),
-                                 timeout=30)
+            second = raw_request(SERVER.port, second_request(timeout_us), timeout=30)
             elapsed = time.monotonic() - start
+            # The second was answered while the first still ran: it timed out in the queue.
+            self.assertEqual(model_requests(SERVER.metrics_port, model), (1, 0),
+                             "the first request was answered before the second's timeout")
             r = read_response(first)
             self.assertIsNotNone(r)
             self.assertEqual(r.status, 200, r.body[:300])
@@ -808,14 +874,15 @@ class SchedulingTests(HarrierTestCase):
 
     def test_timeout_parameter_on_a_queued_request_gets_504(self):
         # As in Triton, `timeout` applies where the model's queue policy allows an override.
-        r, elapsed, t_run = self._queued_behind_a_slow_run(parameters={"timeout": 50000},
-                                                           model="slow_timeout_override")
+        r, elapsed, t_run = self._queued_behind_a_slow_run(
+            lambda us: slow_request_bytes({"timeout": us}, model="slow_timeout_override"),
+            model="slow_timeout_override")
         self.assertEqual(r.status, 504, r.body[:300])
         self.assertLess(elapsed, 1.5 * t_run, "the timed-out request reached the model")
 
     def test_request_timeout_header_on_a_queued_request_gets_504(self):
         r, elapsed, t_run = self._queued_behind_a_slow_run(
-            headers={"X-Request-Timeout-Us": "50000"})
+            lambda us: slow_request_bytes(headers={"X-Request-Timeout-Us": str(us)}))
         self.assertEqual(r.status, 504, r.body[:300])
         self.assertLess(elapsed, 1.5 * t_run, "the timed-out request reached the model")
 
@@ -1090,15 +1157,17 @@ class ConcurrencyTests(HarrierTestCase):
         self.assertLess(executions, requests, "no two requests shared an execution")
 
     def test_high_priority_request_overtakes_a_queued_low_priority_one(self):
-        port, model = self.server.port, "slow_priority"
+        port, metrics, model = self.server.port, self.server.metrics_port, "slow_priority"
         first = RawClient(port)
         first.send(mean_request(model, 0))  # level 2 (the default): runs at once
-        time.sleep(0.2)
+        wait_for_requests(metrics, model, 1, 0)
         low = RawClient(port)
         low.send(mean_request(model, 1, {"priority": 2}))
-        time.sleep(0.2)
+        wait_for_requests(metrics, model, 2, 1)
         high = RawClient(port)
         high.send(mean_request(model, 2, {"priority": 1}))
+        # Both wait behind the first, which still runs: the next execution picks between them.
+        wait_for_requests(metrics, model, 3, 2)
         conns = [first, low, high]
 
         def receive(i):
@@ -1113,20 +1182,22 @@ class ConcurrencyTests(HarrierTestCase):
                         "priority-2 one queued before it" % (t_high - t_low))
 
     def test_full_queue_refuses_at_once_with_retry_after(self):
-        port, model = self.server.port, "slow_queue1"
+        port, metrics, model = self.server.port, self.server.metrics_port, "slow_queue1"
         running, queued = RawClient(port), RawClient(port)
         try:
             running.send(mean_request(model, 0))
-            time.sleep(0.2)
+            wait_for_requests(metrics, model, 1, 0)
             queued.send(mean_request(model, 1))   # the one queue slot
-            time.sleep(0.2)
+            wait_for_requests(metrics, model, 2, 1)
             start = time.monotonic()
             r = raw_request(port, mean_request(model, 2), timeout=30)
             elapsed = time.monotonic() - start
             self.assert_error(r, 429, "max_queue_size 1")
             self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1, r.headers)
-            # Queued, it would have waited for two runs (a second on this machine).
-            self.assertLess(elapsed, 0.4, "the refusal took %.3f s" % elapsed)
+            # At once: refused while the first still runs and the second still waits (queued,
+            # it would have waited for both).
+            self.assertEqual(model_requests(metrics, model), (2, 1),
+                             "the refusal took %.3f s, past the end of a run" % elapsed)
             self.assertTrue(mean_output_ok(running.receive(), 0))
             self.assertTrue(mean_output_ok(queued.receive(), 1))
         finally:
