@@ -240,9 +240,11 @@ async function metric(srv, name, labels) {
   const r = await fetch(`http://127.0.0.1:${srv.metricsPort()}/metrics`);
   assertEqual(r.status, 200, 'GET /metrics');
   const want = Object.entries({ version: '1', ...labels });
+  // Only this family's lines are parsed: the whole text holds every model's histograms.
   for (const line of (await r.text()).split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
     const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
+    if (!m) continue;
     const have = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)]
       .map((x) => [x[1], x[2]]));
     if (want.every(([k, v]) => have[k] === v) && Object.keys(have).length === want.length) {
