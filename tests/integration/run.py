@@ -798,16 +798,16 @@ def cancellations(metrics_port, model, stage):
 
 def wait_for_requests(metrics_port, model, in_flight, queued, timeout=30.0):
     """Waits until `model` has `in_flight` requests admitted and not answered, `queued` of them
-    waiting, seen on two scrapes in a row (a request is counted in flight a few microseconds
-    before it is queued)."""
+    waiting. (A request is counted in flight a few microseconds before it is queued, so
+    "running" may be seen that early: an idle instance takes it at once.) A scrape takes ~6 ms
+    here; the waits must stay well inside one run of a fast machine."""
     deadline = time.monotonic() + timeout
-    seen, last = 0, None
+    last = None
     while time.monotonic() < deadline:
         last = model_requests(metrics_port, model)
-        seen = seen + 1 if last == (in_flight, queued) else 0
-        if seen == 2:
+        if last == (in_flight, queued):
             return
-        time.sleep(0.01)
+        time.sleep(0.005)
     raise AssertionError("%s: waited %.0f s for %d requests in flight, %d of them queued; "
                          "last seen (in flight, queued) = %s" % (model, timeout, in_flight,
                                                                  queued, last))
@@ -1318,10 +1318,10 @@ class AdmissionProcessTests(HarrierTestCase):
 
     def test_sigterm_under_load_answers_every_accepted_request(self):
         # docs/scheduling.md, "Shutdown": what is queued still runs, no accepted request is
-        # lost. Four slow requests (one instance) are sent, each seen queued (the server's
-        # gauges) before the next; when the first is answered and the gauges show the second
-        # running and two waiting, the signal comes: all three must be answered 200 with their
-        # own outputs. Meanwhile clients keep sending requests to a fast model until the server
+        # lost. Four slow requests (one instance) are sent, the first seen running (the
+        # server's gauges) before the others; when it is answered and the gauges show one of
+        # the others running and two waiting, the signal comes: all three must be answered 200
+        # with their own outputs. Meanwhile clients keep sending requests to a fast model until the server
         # is gone, so requests are being received, queued and answered when the signal comes:
         # one whose bytes were all sent before the signal must be answered 200 as well; after
         # it, a request may be refused only in the documented ways (docs/server.md,
@@ -1334,7 +1334,8 @@ class AdmissionProcessTests(HarrierTestCase):
                 conn = RawClient(p.port, timeout=60)
                 conn.send(mean_request("slow_drain", k))
                 slow_conns.append(conn)
-                wait_for_requests(p.metrics_port, "slow_drain", k + 1, k)
+                if k == 0:  # the others queue behind it, in any order
+                    wait_for_requests(p.metrics_port, "slow_drain", 1, 0)
             signalled = threading.Event()
             t_signal = [None]
 
@@ -1387,7 +1388,7 @@ class AdmissionProcessTests(HarrierTestCase):
         for k, r in enumerate(slow):
             self.assertIsNotNone(r, "slow request %d: no answer:\n%s" % (k, p.log_tail()))
             self.assertTrue(mean_output_ok(r, k), "slow request %d, %s at the signal: %r" % (
-                k, "answered" if k == 0 else "running" if k == 1 else "queued", r))
+                k, "answered" if k == 0 else "running or queued", r))
             if k > 0:  # answered after the signal
                 self.assertEqual(r.headers.get("connection"), "close")
         self.assertEqual(len(results), 1, "the load threads did not finish")

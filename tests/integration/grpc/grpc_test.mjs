@@ -262,17 +262,15 @@ async function modelRequests(srv, model) {
 }
 
 // Waits until `model` has `inFlight` requests admitted and not answered, `queued` of them
-// waiting, seen on two scrapes in a row (a request is counted in flight a few microseconds
-// before it is queued).
+// waiting. (A request is counted in flight a few microseconds before it is queued, so "running"
+// may be seen that early: an idle instance takes it at once.)
 async function waitForRequests(srv, model, inFlight, queued, timeoutMs = 30000) {
   const deadline = Date.now() + timeoutMs;
-  let seen = 0;
   let last;
   while (Date.now() < deadline) {
     last = await modelRequests(srv, model);
-    seen = last[0] === inFlight && last[1] === queued ? seen + 1 : 0;
-    if (seen === 2) return;
-    await sleep(10);
+    if (last[0] === inFlight && last[1] === queued) return;
+    await sleep(5);
   }
   throw new Error(`${model}: waited ${timeoutMs} ms for ${inFlight} requests in flight, ` +
     `${queued} of them queued; last seen [in flight, queued] = ${JSON.stringify(last)}`);
