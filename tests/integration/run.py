@@ -151,6 +151,8 @@ class HarrierProcess:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_live(self, timeout=120.0):
+        """Until the REST port answers live and the metrics port, which starts after it (the
+        scheduling tests read its gauges), accepts connections."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -159,6 +161,7 @@ class HarrierProcess:
             try:
                 r = raw_request(self.port, http_request("GET", "/v2/health/live"), timeout=2)
                 if r is not None and r.status == 200:
+                    connect(self.metrics_port, timeout=2).close()
                     return
             except OSError:
                 pass

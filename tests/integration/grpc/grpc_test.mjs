@@ -73,8 +73,16 @@ class Harrier {
     return Number(/listening on HTTP \S+?:(\d+)/.exec(this.log)[1]);
   }
 
-  metricsPort() {
-    return Number(/listening on metrics \S+?:(\d+)/.exec(this.log)[1]);
+  // The metrics port starts after the gRPC port: its line may come later than grpcPort()'s.
+  async metricsPort(timeoutMs = 30000) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const m = /listening on metrics \S+?:(\d+)/.exec(this.log);
+      if (m) return Number(m[1]);
+      if (this.proc.exitCode !== null) break;
+      await sleep(10);
+    }
+    throw new Error(`no "listening on metrics" line; log:\n${this.log.slice(-3000)}`);
   }
 
   async grpcPort(timeoutMs = 120000) {
@@ -237,7 +245,7 @@ async function waitFor(predicate, timeoutMs, what) {
 // One sample of the server's /metrics: `name` with the labels `labels` (model and version
 // included), or throws.
 async function metric(srv, name, labels) {
-  const r = await fetch(`http://127.0.0.1:${srv.metricsPort()}/metrics`);
+  const r = await fetch(`http://127.0.0.1:${await srv.metricsPort()}/metrics`);
   assertEqual(r.status, 200, 'GET /metrics');
   const want = Object.entries({ version: '1', ...labels });
   // Only this family's lines are parsed: the whole text holds every model's histograms.
