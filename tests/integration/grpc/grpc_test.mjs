@@ -13,8 +13,8 @@
 // deadline that expires on the `slow` model (all seen by the server: its `fail` statistics move,
 // its `success` do not), bad inputs (each answered with its code, after which a good request
 // still succeeds), TLS and mutual TLS, tracing (traceparent metadata, traceresponse, spans at an
-// OTLP/HTTP receiver the test runs), and SIGTERM with a call in flight. The last line is
-// "N passed, N failed"; the exit status is non-zero when anything failed.
+// OTLP/HTTP receiver the test runs), and SIGTERM with a call running and one queued. The last
+// line is "N passed, N failed"; the exit status is non-zero when anything failed.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -71,6 +71,18 @@ class Harrier {
 
   httpPort() {
     return Number(/listening on HTTP \S+?:(\d+)/.exec(this.log)[1]);
+  }
+
+  // The metrics port starts after the gRPC port: its line may come later than grpcPort()'s.
+  async metricsPort(timeoutMs = 30000) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const m = /listening on metrics \S+?:(\d+)/.exec(this.log);
+      if (m) return Number(m[1]);
+      if (this.proc.exitCode !== null) break;
+      await sleep(10);
+    }
+    throw new Error(`no "listening on metrics" line; log:\n${this.log.slice(-3000)}`);
   }
 
   async grpcPort(timeoutMs = 120000) {
@@ -225,6 +237,55 @@ async function waitFor(predicate, timeoutMs, what) {
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+// How long a slow run takes depends on the machine (ONNX Runtime's intra-op threads grow with
+// the cores), so the tests on the `slow` model do not sleep and hope a run is still going: they
+// wait until the server's own gauges (docs/metrics.md) show the state they need.
+
+// One sample of the server's /metrics: `name` with the labels `labels` (model and version
+// included), or throws.
+async function metric(srv, name, labels) {
+  const r = await fetch(`http://127.0.0.1:${await srv.metricsPort()}/metrics`);
+  assertEqual(r.status, 200, 'GET /metrics');
+  const want = Object.entries({ version: '1', ...labels });
+  // Only this family's lines are parsed: the whole text holds every model's histograms.
+  for (const line of (await r.text()).split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const have = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)]
+      .map((x) => [x[1], x[2]]));
+    if (want.every(([k, v]) => have[k] === v) && Object.keys(have).length === want.length) {
+      return Number(m[3]);
+    }
+  }
+  throw new Error(`no ${name} ${JSON.stringify(labels)} in /metrics`);
+}
+
+// [requests in flight, requests queued] of `model`: in flight counts every admitted request not
+// yet answered, queued or running, so with one instance in flight - queued is the one running.
+async function modelRequests(srv, model) {
+  return [await metric(srv, 'harrier_inflight_requests', { model }),
+    await metric(srv, 'harrier_queue_depth', { model })];
+}
+
+// Waits until `model` has `inFlight` requests admitted and not answered, `queued` of them
+// waiting. (A request is counted in flight a few microseconds before it is queued, so "running"
+// may be seen that early: an idle instance takes it at once.)
+async function waitForRequests(srv, model, inFlight, queued, timeoutMs = 30000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await modelRequests(srv, model);
+    if (last[0] === inFlight && last[1] === queued) return;
+    await sleep(5);
+  }
+  throw new Error(`${model}: waited ${timeoutMs} ms for ${inFlight} requests in flight, ` +
+    `${queued} of them queued; last seen [in flight, queued] = ${JSON.stringify(last)}`);
+}
+
+const stopped = (srv, stage) =>
+  metric(srv, 'harrier_cancellations_total', { model: 'slow', stage });
 
 // ---- Tests --------------------------------------------------------------------------------
 
@@ -436,15 +497,17 @@ const slowRequest = () => ({
 
 test('a call cancelled mid-flight is cancelled in the server', async () => {
   const before = statsOf(await unary(c, 'ModelStatistics', { name: 'slow' }));
+  const running = await stopped(server, 'running');
   let call;
   const pending = unary(c, 'ModelInfer', slowRequest(), { onCall: (x) => { call = x; } });
-  await sleep(200);
+  await waitForRequests(server, 'slow', 1, 0);  // running
   call.cancel();
   await expectCode(pending, Code.CANCELLED, 'cancelled call');
   await waitFor(async () => statsOf(await unary(c, 'ModelStatistics', { name: 'slow' })).fail >
     before.fail, 10000, 'the server to count the cancelled request as failed');
   const after = statsOf(await unary(c, 'ModelStatistics', { name: 'slow' }));
   assertEqual(after.success, before.success, 'no success for the cancelled request');
+  assertEqual(await stopped(server, 'running') - running, 1, 'executions stopped');
   await goodRequestStillSucceeds(c);
 });
 
@@ -456,9 +519,11 @@ test('a stream cancelled mid-flight: its requests are cancelled in the server', 
     call.on('error', resolve);
     call.on('end', () => resolve(null));
   });
+  const running = await stopped(server, 'running');
+  const queued = await stopped(server, 'queued');
   call.write({ ...slowRequest(), id: 's1' });
   call.write({ ...slowRequest(), id: 's2' });
-  await sleep(200);
+  await waitForRequests(server, 'slow', 2, 1);  // s1 running, s2 queued behind it
   call.cancel();
   const err = await ended;
   assert(err && err.code === Code.CANCELLED, `stream ended with ${err && err.code}`);
@@ -466,13 +531,19 @@ test('a stream cancelled mid-flight: its requests are cancelled in the server', 
     before.fail + 2, 10000, 'both requests of the stream to be counted as failed');
   assertEqual(statsOf(await unary(c, 'ModelStatistics', { name: 'slow' })).success,
     before.success, 'no success for the cancelled stream');
+  assertEqual([await stopped(server, 'running') - running, await stopped(server, 'queued') - queued],
+    [1, 1], 'cancellations [running, queued]');
   await goodRequestStillSucceeds(c);
 });
 
 test('a deadline that expires: DEADLINE_EXCEEDED, and the server stops the work', async () => {
+  // A deadline well inside one run: a fifth of a measured one, at most 150 ms.
+  const start = Date.now();
+  await unary(c, 'ModelInfer', slowRequest());
+  const deadlineMs = Math.max(1, Math.min(150, Math.floor((Date.now() - start) / 5)));
   const before = statsOf(await unary(c, 'ModelStatistics', { name: 'slow' }));
-  await expectCode(unary(c, 'ModelInfer', slowRequest(), { deadlineMs: 150 }),
-    Code.DEADLINE_EXCEEDED, 'deadline');
+  await expectCode(unary(c, 'ModelInfer', slowRequest(), { deadlineMs }),
+    Code.DEADLINE_EXCEEDED, `deadline of ${deadlineMs} ms`);
   await waitFor(async () => statsOf(await unary(c, 'ModelStatistics', { name: 'slow' })).fail >
     before.fail, 10000, 'the server to count the expired request as failed');
   assertEqual(statsOf(await unary(c, 'ModelStatistics', { name: 'slow' })).success,
@@ -709,16 +780,26 @@ test('mutual TLS: a client certificate signed by --tls-client-ca is required', a
   }
 });
 
-test('SIGTERM: a call in flight completes, then the server exits 0', async () => {
+test('SIGTERM: calls in flight (running and queued) complete, then the server exits 0', async () => {
   const own = new Harrier('harrier-sigterm');
   const port = await own.grpcPort();
   const oc = client(port);
   try {
-    const pending = unary(oc, 'ModelInfer', slowRequest());
-    await sleep(400);
+    let signalled = false;
+    const answeredAfterSignal = [];
+    const pending = [0, 1].map((k) => unary(oc, 'ModelInfer', slowRequest()).then((r) => {
+      answeredAfterSignal[k] = signalled;
+      return r;
+    }));
+    await waitForRequests(own, 'slow', 2, 1);  // one running, one queued behind it
+    signalled = true;
     own.proc.kill('SIGTERM');
-    const r = await pending;
-    assertEqual(r.outputs[0].name, 'OUTPUT0', 'slow answered');
+    for (const [k, r] of (await Promise.all(pending)).entries()) {
+      assertEqual([r.outputs[0].name, r.outputs[0].shape], ['OUTPUT0', [1, 1024]],
+        `call ${k} answered`);
+      assert(r.raw_output_contents[0].equals(Buffer.alloc(4096)), `call ${k}: output not zeros`);
+    }
+    assertEqual(answeredAfterSignal, [true, true], 'calls answered after the signal');
     const { code } = await own.exited;
     assertEqual(code, 0, 'exit status');
   } finally {
