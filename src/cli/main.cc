@@ -39,6 +39,7 @@
 #include "protocol/kserve/kserve_handler.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
+#include "shared_memory/shared_memory_registry.h"
 
 namespace harrier {
 namespace {
@@ -219,6 +220,14 @@ int Serve(const ServeFlags& flags) {
                  flags.access_log_file.empty() ? "stderr" : flags.access_log_file);
   }
   SpdlogLogControl log_control(flags.log_format, /*log_file=*/"");
+  // Triton's system shared memory, one registry for REST and gRPC; built before both handlers,
+  // so that it is destroyed (every region unregistered, unmapped once no request uses it) after
+  // both servers have stopped.
+  std::unique_ptr<SharedMemoryRegistry> shared_memory;
+  if (flags.allow_client_shm) {
+    shared_memory = std::make_unique<SharedMemoryRegistry>();
+    spdlog::info("system shared memory on (--allow-client-shm)");
+  }
 
   kserve::KServeHandler::Options handler_options;
   handler_options.server_version = HARRIER_VERSION;
@@ -227,6 +236,8 @@ int Serve(const ServeFlags& flags) {
   handler_options.tracer = tracer.get();
   handler_options.inline_execution = flags.inline_execution == "all";
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
+  handler_options.shared_memory = shared_memory.get();
+  if (shared_memory) handler_options.extensions.push_back("system_shared_memory");
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   handler_options.max_body_bytes = flags.max_body_bytes;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
@@ -301,6 +312,11 @@ int Serve(const ServeFlags& flags) {
   grpc_options.handler.access_log = access_log.get();
   grpc_options.handler.tracer = tracer.get();
   grpc_options.handler.inline_execution = flags.inline_execution != "off";
+  grpc_options.handler.shared_memory = shared_memory.get();
+  if (shared_memory) {
+    grpc_options.handler.extensions = kserve::DefaultKServeExtensions();
+    grpc_options.handler.extensions.push_back("system_shared_memory");
+  }
   auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
   Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
   if (!grpc_started.ok()) {

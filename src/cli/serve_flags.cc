@@ -207,6 +207,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Client keys a rate limiter remembers (least recently seen are forgotten)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  serve
+      ->add_option("--allow-client-shm", flags->allow_client_shm,
+                   "Triton's system shared memory: clients may register POSIX shared-memory "
+                   "objects of this host (/dev/shm) and send and receive tensors through them "
+                   "(true/false; only for clients you trust with the server user's shared memory)")
+      ->capture_default_str();
   serve->add_option("--log-format", flags->log_format, "Log lines as text or as JSON objects")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

@@ -54,6 +54,10 @@ struct ServeFlags {
   std::string rate_limit_per_model = "off";
   std::string rate_limit_per_client = "off";
   size_t rate_limit_max_clients = AdmissionController::Options{}.max_clients;
+  // Triton's system shared memory (docs/api.md): clients may register /dev/shm objects of this
+  // host and have tensors read from and written to them. Off by default, as in Triton 26.04+: a
+  // network client could otherwise map any shared-memory object the server's user can open.
+  bool allow_client_shm = false;
   std::string log_format = "text";
   int log_verbose = 0;
   // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.

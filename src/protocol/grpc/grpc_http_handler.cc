@@ -397,6 +397,42 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
         [&](const RepositoryModelUnloadRequest& q, RepositoryModelUnloadResponse*) {
           return h.RepositoryModelUnload(q);
         });
+  } else if (method == "SystemSharedMemoryStatus") {
+    answer = Unary<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>(
+        *message, std::move(head), "SystemSharedMemoryStatusRequest",
+        [&](const SystemSharedMemoryStatusRequest& q, SystemSharedMemoryStatusResponse* r) {
+          return h.SystemSharedMemoryStatus(q, r);
+        });
+  } else if (method == "SystemSharedMemoryRegister") {
+    answer = Unary<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>(
+        *message, std::move(head), "SystemSharedMemoryRegisterRequest",
+        [&](const SystemSharedMemoryRegisterRequest& q, SystemSharedMemoryRegisterResponse*) {
+          return h.SystemSharedMemoryRegister(q);
+        });
+  } else if (method == "SystemSharedMemoryUnregister") {
+    answer = Unary<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>(
+        *message, std::move(head), "SystemSharedMemoryUnregisterRequest",
+        [&](const SystemSharedMemoryUnregisterRequest& q, SystemSharedMemoryUnregisterResponse*) {
+          return h.SystemSharedMemoryUnregister(q);
+        });
+  } else if (method == "CudaSharedMemoryStatus") {
+    answer = Unary<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>(
+        *message, std::move(head), "CudaSharedMemoryStatusRequest",
+        [&](const CudaSharedMemoryStatusRequest& q, CudaSharedMemoryStatusResponse*) {
+          return h.CudaSharedMemoryStatus(q);
+        });
+  } else if (method == "CudaSharedMemoryRegister") {
+    answer = Unary<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>(
+        *message, std::move(head), "CudaSharedMemoryRegisterRequest",
+        [&](const CudaSharedMemoryRegisterRequest& q, CudaSharedMemoryRegisterResponse*) {
+          return h.CudaSharedMemoryRegister(q);
+        });
+  } else if (method == "CudaSharedMemoryUnregister") {
+    answer = Unary<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>(
+        *message, std::move(head), "CudaSharedMemoryUnregisterRequest",
+        [&](const CudaSharedMemoryUnregisterRequest&, CudaSharedMemoryUnregisterResponse*) {
+          return Status::Ok();  // no CUDA region can exist here: nothing to unregister
+        });
   } else {
     answer = Failed(std::move(head),
                     Status(StatusCode::kUnimplemented, "unknown method " + std::string(method) +

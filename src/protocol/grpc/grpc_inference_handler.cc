@@ -12,6 +12,7 @@
 #include "protocol/grpc/infer_codec.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/kserve/scheduling_fields.h"
+#include "protocol/kserve/shared_memory_endpoints.h"
 
 namespace harrier::grpc_frontend {
 
@@ -161,6 +162,44 @@ Status GrpcInferenceHandler::RepositoryModelUnload(
   return ModelControlUnsupported();
 }
 
+Status GrpcInferenceHandler::SystemSharedMemoryStatus(
+    const inference::SystemSharedMemoryStatusRequest& request,
+    inference::SystemSharedMemoryStatusResponse* response) const {
+  if (options_.shared_memory == nullptr) return kserve::SystemSharedMemoryOff();
+  ASSIGN_OR_RETURN(std::vector<SharedMemoryRegionStatus> regions,
+                   options_.shared_memory->Regions(request.name()));
+  for (const SharedMemoryRegionStatus& r : regions) {
+    auto& entry = (*response->mutable_regions())[r.name];
+    entry.set_name(r.name);
+    entry.set_key(r.key);
+    entry.set_offset(r.offset);
+    entry.set_byte_size(r.byte_size);
+  }
+  return Status::Ok();
+}
+
+Status GrpcInferenceHandler::SystemSharedMemoryRegister(
+    const inference::SystemSharedMemoryRegisterRequest& request) const {
+  if (options_.shared_memory == nullptr) return kserve::SystemSharedMemoryOff();
+  return options_.shared_memory->Register(request.name(), request.key(), request.offset(),
+                                          request.byte_size());
+}
+
+Status GrpcInferenceHandler::SystemSharedMemoryUnregister(
+    const inference::SystemSharedMemoryUnregisterRequest& request) const {
+  return kserve::SystemSharedMemoryUnregister(options_.shared_memory, request.name());
+}
+
+Status GrpcInferenceHandler::CudaSharedMemoryStatus(
+    const inference::CudaSharedMemoryStatusRequest& request) const {
+  return kserve::CudaSharedMemoryStatusJson(request.name()).status();
+}
+
+Status GrpcInferenceHandler::CudaSharedMemoryRegister(
+    const inference::CudaSharedMemoryRegisterRequest& request) const {
+  return kserve::CudaSharedMemoryRegister(request.name());
+}
+
 namespace {
 
 // What the access log line of one call collects on its way; only made when the log is on.
@@ -268,12 +307,21 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     trace->record().model_version = (*model)->version();
   }
 
-  StatusOr<DecodedInferRequest> decoded = DecodeModelInferRequest(request, options_.decode_limits);
+  const SharedMemoryContext shared_memory{options_.shared_memory, (*model)->name()};
+  StatusOr<DecodedInferRequest> decoded =
+      DecodeModelInferRequest(request, options_.decode_limits, shared_memory);
   if (!decoded.ok()) {
     (*model)->RecordFailure(decoded.status().code(), call.received_at);
     return done(decoded.status());
   }
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded->request);
+  // Pinned until the response is encoded into them, whatever unregisters them meanwhile.
+  StatusOr<std::vector<SharedMemoryOutput>> shared_memory_outputs =
+      ResolveSharedMemoryOutputs(shared_memory, infer_request->outputs);
+  if (!shared_memory_outputs.ok()) {
+    (*model)->RecordFailure(shared_memory_outputs.status().code(), call.received_at);
+    return done(shared_memory_outputs.status());
+  }
   if (log) log->input_shapes_json = kserve::InputShapesJson(infer_request->inputs);
   infer_request->received_at = call.received_at;
   infer_request->allow_inline = options_.inline_execution;
@@ -293,27 +341,30 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     trace->record().decoded = std::chrono::steady_clock::now();
   }
 
-  (*model)->Infer(std::move(infer_request),
-                  [selection = std::move(selection), max_batch_size, form, response, log, trace,
-                   done = std::move(done)](StatusOr<InferenceResponse> result) {
-                    const auto encode_start = std::chrono::steady_clock::now();
-                    if (trace) trace->record().batch_end = encode_start;
-                    if (!result.ok()) return done(result.status());
-                    const InferenceTiming timing = result->timing;
-                    Status encoded = EncodeModelInferResponse(std::move(result).value(), selection,
-                                                              max_batch_size, form, response);
-                    if (trace) {
-                      trace->SetInferenceTiming(timing);
-                      trace->record().encoded = std::chrono::steady_clock::now();
-                    }
-                    if (log) {
-                      const auto end = std::chrono::steady_clock::now();
-                      log->timing = timing;
-                      log->output_ns = Ns(encode_start, end);
-                      log->total_ns = Ns(log->received_at, end);
-                    }
-                    done(std::move(encoded));
-                  });
+  (*model)->Infer(
+      std::move(infer_request),
+      [selection = std::move(selection),
+       shared_memory_outputs = std::move(shared_memory_outputs).value(), max_batch_size, form,
+       response, log, trace, done = std::move(done)](StatusOr<InferenceResponse> result) {
+        const auto encode_start = std::chrono::steady_clock::now();
+        if (trace) trace->record().batch_end = encode_start;
+        if (!result.ok()) return done(result.status());
+        const InferenceTiming timing = result->timing;
+        Status encoded =
+            EncodeModelInferResponse(std::move(result).value(), selection, max_batch_size, form,
+                                     response, shared_memory_outputs);
+        if (trace) {
+          trace->SetInferenceTiming(timing);
+          trace->record().encoded = std::chrono::steady_clock::now();
+        }
+        if (log) {
+          const auto end = std::chrono::steady_clock::now();
+          log->timing = timing;
+          log->output_ns = Ns(encode_start, end);
+          log->total_ns = Ns(log->received_at, end);
+        }
+        done(std::move(encoded));
+      });
 }
 
 }  // namespace harrier::grpc_frontend

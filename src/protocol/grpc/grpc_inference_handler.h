@@ -15,6 +15,10 @@
 //   RepositoryIndex       every model version and its state (`ready`: ready ones only)
 //   RepositoryModelLoad/Unload   kUnimplemented, with the REST API's message (the server loads
 //                         every model at start)
+//   SystemSharedMemoryStatus/Register/Unregister   as the REST systemsharedmemory endpoints
+//                         (kserve/shared_memory_endpoints.h), over Options::shared_memory
+//   CudaSharedMemoryStatus/Register   no GPU: status of all is empty, of one region and
+//                         register kInvalidArgument (Unregister is answered by the transport)
 //   ModelInfer            decode (infer_codec.h), run on the model, encode
 //
 // Errors are Status values; the caller turns them into gRPC codes with GrpcStatusCodeFor
@@ -39,6 +43,7 @@
 #include "protocol/grpc/grpc_service.pb.h"
 #include "protocol/kserve/infer_request_decoder.h"
 #include "protocol/kserve/request_tracing.h"
+#include "shared_memory/shared_memory_registry.h"
 
 namespace harrier::grpc_frontend {
 
@@ -78,6 +83,9 @@ class GrpcInferenceHandler {
     // Whether ModelInfer / ModelStreamInfer requests may run on the gRPC thread that read them
     // (InferenceRequest::allow_inline; `--inline-execution grpc|all`, the default).
     bool inline_execution = true;
+    // Not owned, as above; the REST API's registry. Null: shared memory is off (the
+    // SystemSharedMemory RPCs and tensors naming a region are INVALID_ARGUMENT).
+    SharedMemoryRegistry* shared_memory = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.
@@ -98,6 +106,14 @@ class GrpcInferenceHandler {
                          inference::RepositoryIndexResponse* response) const;
   Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request) const;
   Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request) const;
+  Status SystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                  inference::SystemSharedMemoryStatusResponse* response) const;
+  Status SystemSharedMemoryRegister(
+      const inference::SystemSharedMemoryRegisterRequest& request) const;
+  Status SystemSharedMemoryUnregister(
+      const inference::SystemSharedMemoryUnregisterRequest& request) const;
+  Status CudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& request) const;
+  Status CudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request) const;
 
   // Decodes `request` (its raw_input_contents are moved out), runs it on the model and fills
   // `response`. `done` is called exactly once: on the calling thread for errors found before the

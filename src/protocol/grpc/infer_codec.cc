@@ -3,7 +3,9 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -298,7 +300,8 @@ StatusOr<std::optional<int64_t>> ParseModelVersion(std::string_view s) {
 }
 
 StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message,
-                                                      const kserve::DecodeLimits& limits) {
+                                                      const kserve::DecodeLimits& limits,
+                                                      const SharedMemoryContext& shared_memory) {
   DecodedInferRequest decoded;
   auto request = std::make_unique<InferenceRequest>();
   if (message->model_name().empty()) return InvalidArgument("model_name is empty");
@@ -310,10 +313,24 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
   const int input_count = message->inputs_size();
   const int raw_count = message->raw_input_contents_size();
   const bool raw = raw_count > 0;
-  if (raw && raw_count != input_count) {
+  // Inputs in shared memory have no raw_input_contents entry: the entries belong, in order, to
+  // the other inputs (as Triton's clients send them).
+  std::vector<std::optional<SharedMemoryRef>> in_shared_memory(static_cast<size_t>(input_count));
+  int shared_memory_count = 0;
+  for (int i = 0; i < input_count; ++i) {
+    const ModelInferRequest::InferInputTensor& in = message->inputs(i);
+    if (in.parameters().empty()) continue;
+    const std::string what = InputContext(in.name());
+    ASSIGN_OR_RETURN(Parameters parameters, DecodeParameters(in.parameters(), what));
+    ASSIGN_OR_RETURN(in_shared_memory[static_cast<size_t>(i)], SharedMemoryRefOf(parameters, what));
+    if (in_shared_memory[static_cast<size_t>(i)]) ++shared_memory_count;
+  }
+  if (raw && raw_count != input_count - shared_memory_count) {
     return InvalidArgument("raw_input_contents has " + std::to_string(raw_count) +
-                           " entries but the request has " + std::to_string(input_count) +
-                           " inputs: it needs one per input, in input order");
+                           " entries but the request has " +
+                           std::to_string(input_count - shared_memory_count) + " inputs" +
+                           (shared_memory_count > 0 ? " not in shared memory" : "") +
+                           ": it needs one per input, in input order");
   }
   // Raw, as Triton answers and its clients read, unless the request asks for typed contents.
   if (auto it = request->parameters.find(kTypedOutputsParameter); it != request->parameters.end()) {
@@ -336,6 +353,7 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
   }
 
   uint64_t total_bytes = 0;
+  size_t next_raw = 0;
   std::set<std::string_view> names;
   request->inputs.reserve(static_cast<size_t>(input_count));
   for (int i = 0; i < input_count; ++i) {
@@ -370,12 +388,21 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
                              " elements");
     }
     const TypedCounts typed = CountTyped(in.contents());
+    if (const std::optional<SharedMemoryRef>& ref = in_shared_memory[static_cast<size_t>(i)]) {
+      if (typed.Total() > 0) {
+        return InvalidArgument(InputContext(t.name) +
+                               ": has shared memory parameters and also typed contents");
+      }
+      RETURN_IF_ERROR(AttachSharedMemoryInput(shared_memory, *ref, &t));
+      request->inputs.push_back(std::move(t));  // not charged: the region holds the bytes
+      continue;
+    }
     if (raw) {
       if (typed.Total() > 0) {
         return InvalidArgument(InputContext(t.name) +
                                ": typed contents and raw_input_contents cannot be mixed");
       }
-      const std::string& bytes = (*raw_holder)[static_cast<size_t>(i)];
+      const std::string& bytes = (*raw_holder)[next_raw++];
       t.data = reinterpret_cast<const std::byte*>(bytes.data());
       t.size_bytes = bytes.size();
       t.owner = raw_holder;
@@ -431,7 +458,8 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
 }
 
 Status EncodeModelInferResponse(InferenceResponse response, const InferenceRequest& selection,
-                                int64_t max_batch_size, OutputForm form, ModelInferResponse* out) {
+                                int64_t max_batch_size, OutputForm form, ModelInferResponse* out,
+                                std::span<const SharedMemoryOutput> shared_memory) {
   for (const RequestedOutput& requested : selection.outputs) {
     if (requested.classification <= 0) continue;
     for (Tensor& t : response.outputs) {
@@ -441,7 +469,12 @@ Status EncodeModelInferResponse(InferenceResponse response, const InferenceReque
   }
   for (const Tensor& t : response.outputs) {
     RETURN_IF_ERROR(CheckOutput(t));
-    if (TypedFieldFor(t.dtype) == nullptr) form = OutputForm::kRaw;  // FP16/BF16: raw only
+    // Every shared-memory output fits before any region is written.
+    if (const SharedMemoryOutput* region = FindSharedMemoryOutput(shared_memory, t.name)) {
+      RETURN_IF_ERROR(CheckSharedMemoryOutput(t, *region));
+    } else if (TypedFieldFor(t.dtype) == nullptr) {
+      form = OutputForm::kRaw;  // FP16/BF16: raw only
+    }
   }
   out->set_model_name(response.model_name.empty() ? selection.model_name : response.model_name);
   out->set_model_version(std::to_string(response.model_version));
@@ -454,7 +487,12 @@ Status EncodeModelInferResponse(InferenceResponse response, const InferenceReque
     o->set_name(t.name);
     o->set_datatype(std::string(DataTypeName(t.dtype)));
     o->mutable_shape()->Add(t.shape.begin(), t.shape.end());
-    if (form == OutputForm::kRaw) {
+    if (const SharedMemoryOutput* region = FindSharedMemoryOutput(shared_memory, t.name)) {
+      // In the region, not the message. Raw: an empty entry keeps raw_output_contents one per
+      // output, which is how Triton answers and how its clients index them.
+      WriteSharedMemoryOutput(t, *region);
+      if (form == OutputForm::kRaw) out->add_raw_output_contents();
+    } else if (form == OutputForm::kRaw) {
       out->add_raw_output_contents()->assign(reinterpret_cast<const char*>(t.data), t.size_bytes);
     } else {
       RETURN_IF_ERROR(EncodeTyped(t, o->mutable_contents()));

@@ -285,7 +285,8 @@ struct PendingBinary {
 
 class Decoder {
  public:
-  Decoder(const DecodeLimits& limits, size_t json_size) : limits_(limits), json_size_(json_size) {}
+  Decoder(const DecodeLimits& limits, const SharedMemoryContext& shared_memory, size_t json_size)
+      : limits_(limits), shared_memory_(shared_memory), json_size_(json_size) {}
 
   Status DecodeRoot(element root, InferenceRequest* request);
   Status AttachBinary(const std::string& body, size_t json_size, InferenceRequest* request);
@@ -299,6 +300,7 @@ class Decoder {
   Status ChargeBytes(uint64_t bytes, const std::string& label);
 
   const DecodeLimits& limits_;
+  const SharedMemoryContext& shared_memory_;
   const size_t json_size_;
   uint64_t total_bytes_ = 0;
   std::vector<PendingBinary> binary_;
@@ -485,12 +487,7 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
 
   Parameters params;
   if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &params));
-  for (std::string_view unsupported :
-       {"shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"}) {
-    if (params.count(unsupported)) {
-      return InvalidArgument(label + ": shared memory inputs are not supported");
-    }
-  }
+  ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> shared_memory, SharedMemoryRefOf(params, label));
   std::optional<int64_t> binary_size;
   if (auto it = params.find("binary_data_size"); it != params.end()) {
     const int64_t* size = std::get_if<int64_t>(&it->second);
@@ -504,7 +501,13 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
   if (binary_size && has_data) {
     return InvalidArgument(label + ": has both 'data' and parameter 'binary_data_size'");
   }
-  if (binary_size) {
+  if (shared_memory) {
+    if (binary_size || has_data) {
+      return InvalidArgument(label + ": has shared memory parameters and also " +
+                             (has_data ? "'data'" : "parameter 'binary_data_size'"));
+    }
+    RETURN_IF_ERROR(AttachSharedMemoryInput(shared_memory_, *shared_memory, &tensor));
+  } else if (binary_size) {
     binary_.push_back({request->inputs.size(), static_cast<uint64_t>(*binary_size), *elements});
   } else if (has_data) {
     RETURN_IF_ERROR(DecodeData(f[kData], label, *elements, &tensor));
@@ -615,9 +618,6 @@ Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request)
     if (other.name == out.name) return InvalidArgument(label + " appears twice in 'outputs'");
   }
   if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &out.parameters));
-  if (out.parameters.count("shared_memory_region")) {
-    return InvalidArgument(label + ": shared memory outputs are not supported");
-  }
   if (auto it = out.parameters.find("binary_data"); it != out.parameters.end()) {
     const bool* b = std::get_if<bool>(&it->second);
     if (!b) return InvalidArgument(label + ": parameter 'binary_data' must be a bool");
@@ -676,8 +676,8 @@ Status Decoder::AttachBinary(const std::string& body, size_t json_size, Inferenc
 }  // namespace
 
 StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
-    std::shared_ptr<const std::string> body, size_t json_header_length,
-    const DecodeLimits& limits) {
+    std::shared_ptr<const std::string> body, size_t json_header_length, const DecodeLimits& limits,
+    const SharedMemoryContext& shared_memory) {
   if (!body) body = std::make_shared<const std::string>();
   if (json_header_length > body->size()) {
     return InvalidArgument("Inference-Header-Content-Length is " +
@@ -701,7 +701,7 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
     if (auto err = state.parser.parse(json, json_header_length, false).get(root)) {
       status = JsonError("invalid JSON in the request", err);
     } else {
-      Decoder decoder(limits, json_header_length);
+      Decoder decoder(limits, shared_memory, json_header_length);
       status = decoder.DecodeRoot(root, request.get());
       if (status.ok()) status = decoder.AttachBinary(*body, json_header_length, request.get());
     }

@@ -8,7 +8,11 @@
 //
 // Memory: inputs sent as binary data are views into `body` (Tensor::owner null; the request's
 // `body` member keeps the bytes alive). Inputs sent as JSON `data` are converted into a buffer the
-// tensor owns. The shape's claim is checked against DecodeLimits before anything is allocated.
+// tensor owns. Inputs in system shared memory (parameters `shared_memory_region`,
+// `shared_memory_byte_size`, `shared_memory_offset`) are views into the region, which
+// Tensor::owner keeps mapped (shared_memory/shared_memory_tensors.h). Requested outputs keep
+// their shared-memory parameters; the caller resolves them (ResolveSharedMemoryOutputs). The
+// shape's claim is checked against DecodeLimits before anything is allocated.
 //
 // Padding: simdjson reads up to kJsonPaddingBytes past the end of the JSON text. When the body
 // string has that much slack after the header (binary bytes or spare capacity), the header is
@@ -29,6 +33,7 @@
 #include "harrier/backend.h"
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
+#include "shared_memory/shared_memory_tensors.h"
 
 namespace harrier::kserve {
 
@@ -54,11 +59,14 @@ inline constexpr size_t kJsonPaddingBytes = 64;
 // Errors, each naming the field or tensor at fault:
 //   kInvalidArgument: malformed JSON, missing or mistyped fields, unknown fields, values out of
 //     range for the datatype, element counts that do not match the shape, binary sizes that
-//     do not match the shape or the body, duplicate input or output names.
+//     do not match the shape or the body, duplicate input or output names; a shared-memory
+//     input that `shared_memory` refuses (off, unknown region, a size that does not match the
+//     shape, a span outside the region) or that also has `data` or `binary_data_size`.
 //   kPayloadTooLarge: a shape claim or a total over `limits`.
 StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
     std::shared_ptr<const std::string> body, size_t json_header_length,
-    const DecodeLimits& limits = DecodeLimits());
+    const DecodeLimits& limits = DecodeLimits(),
+    const SharedMemoryContext& shared_memory = SharedMemoryContext());
 
 // Triton's raw binary request (`Inference-Header-Content-Length: 0`): the whole body is the
 // bytes of the model's only input, whose shape is deduced from its client shape (`input`, the

@@ -167,11 +167,13 @@ StatusOr<int64_t> CheckOutput(const Tensor& t) {
 }  // namespace
 
 StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
-                                              const InferenceRequest& request) {
+                                              const InferenceRequest& request,
+                                              std::span<const SharedMemoryOutput> shared_memory) {
   const std::string& id = response.id.empty() ? request.id : response.id;
   struct Plan {
     int64_t elements;
     bool binary;
+    const SharedMemoryOutput* shared_memory;  // null: the data travels in the body
   };
   std::vector<Plan> plan;
   plan.reserve(response.outputs.size());
@@ -182,10 +184,14 @@ StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
   size_t binary_size = 0;
   for (const Tensor& t : response.outputs) {
     ASSIGN_OR_RETURN(const int64_t n, CheckOutput(t));
-    const bool binary = WantsBinary(t, request);
-    plan.push_back({n, binary});
+    const SharedMemoryOutput* region = FindSharedMemoryOutput(shared_memory, t.name);
+    if (region != nullptr) RETURN_IF_ERROR(CheckSharedMemoryOutput(t, *region));
+    const bool binary = region == nullptr && WantsBinary(t, request);
+    plan.push_back({n, binary, region});
     json_max += 128 + JsonStringMaxSize(t.name.size()) + 21 * t.shape.size();
-    if (binary) {
+    if (region != nullptr) {
+      // metadata only
+    } else if (binary) {
       binary_size += t.size_bytes;
     } else if (t.dtype == DataType::kBytes) {
       json_max += 6 * t.size_bytes + 3 * static_cast<size_t>(n);  // 4-byte prefix -> 2 quotes
@@ -224,7 +230,10 @@ StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
       AppendJsonNumber(&out, t.shape[d]);
     }
     out.push_back(']');
-    if (plan[i].binary) {
+    if (plan[i].shared_memory != nullptr) {
+      // Every output fits its window (checked above): no region is written by a failed encode.
+      WriteSharedMemoryOutput(t, *plan[i].shared_memory);
+    } else if (plan[i].binary) {
       out.append(",\"parameters\":{\"binary_data_size\":");
       AppendJsonNumber(&out, t.size_bytes);
       out.push_back('}');

@@ -6,6 +6,10 @@
 // parameter, or else the request's `binary_data_output`); outputs of a request that listed none
 // follow `binary_data_output`. Binary outputs carry parameter `binary_data_size` and no `data`.
 //
+// Outputs in system shared memory (`shared_memory`, resolved from the requested outputs'
+// parameters) are copied into their regions; their entry carries name, datatype and shape, no
+// `data`, no `parameters` and no binary part, as Triton answers them.
+//
 // JSON values: integers and BOOL as JSON integers and true/false; FP16/BF16 widened to float;
 // floating point in the shortest form that reads back to the same value (std::to_chars);
 // NaN and infinities as the bare tokens NaN, Infinity, -Infinity (as Triton; see
@@ -17,10 +21,12 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
+#include "shared_memory/shared_memory_tensors.h"
 
 namespace harrier::kserve {
 
@@ -36,8 +42,11 @@ struct EncodedResponse {
 
 // `request` supplies the output selection (outputs, binary_data_output) and the id echoed when
 // the response has none. Errors: kInvalidArgument for a BYTES output that is not valid UTF-8
-// sent as JSON; kInternal when an output's bytes do not match its shape and datatype.
-StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
-                                              const InferenceRequest& request);
+// sent as JSON, or an output larger than its shared-memory window (checked for every output
+// before any region is written); kInternal when an output's bytes do not match its shape and
+// datatype.
+StatusOr<EncodedResponse> EncodeInferResponse(
+    const InferenceResponse& response, const InferenceRequest& request,
+    std::span<const SharedMemoryOutput> shared_memory = {});
 
 }  // namespace harrier::kserve

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "protocol/kserve/request_tracing.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
+#include "protocol/kserve/shared_memory_endpoints.h"
 
 namespace harrier::kserve {
 
@@ -244,6 +246,7 @@ namespace {
 // Runs in the model's callback: classification, then encoding. `*failure` is the error when
 // the response is one.
 HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRequest& selection,
+                           std::span<const SharedMemoryOutput> shared_memory,
                            int64_t max_batch_size, Status* failure) {
   if (!result.ok()) {
     *failure = result.status();
@@ -263,7 +266,7 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
       t = std::move(classified).value();
     }
   }
-  StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, selection);
+  StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, selection, shared_memory);
   if (!encoded.ok()) {
     *failure = encoded.status();
     return ErrorResponse(encoded.status());
@@ -339,11 +342,17 @@ struct KServeHandler::Route {
     kRepositoryIndex,
     kRepositoryControl,
     kLogging,
+    kSharedMemoryStatus,
+    kSharedMemoryRegister,
+    kSharedMemoryUnregister,
   };
   Kind kind = Kind::kLive;
   std::string_view method = "GET";  // the only method the route accepts
   std::string model;
   std::optional<int64_t> version;
+  // Shared-memory routes: which extension, and the region in the path ("" = all).
+  bool cuda = false;
+  std::string region;
 };
 
 // Splits the path (query dropped) and finds its route. kNotFound for unknown paths,
@@ -393,6 +402,25 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
       ASSIGN_OR_RETURN(route.model, PercentDecode(seg[3]));
       return simple(Kind::kRepositoryControl, "POST");
     }
+    return not_found();
+  }
+  if (seg[1] == "systemsharedmemory" || seg[1] == "cudasharedmemory") {
+    // [/region/{r}]/status|unregister, /region/{r}/register
+    route.cuda = seg[1] == "cudasharedmemory";
+    std::string_view action;
+    if (seg.size() == 3) {
+      action = seg[2];
+    } else if (seg.size() == 5 && seg[2] == "region") {
+      ASSIGN_OR_RETURN(route.region, PercentDecode(seg[3]));
+      if (route.region.empty()) return not_found();
+      action = seg[4];
+    } else {
+      return not_found();
+    }
+    if (action == "status") return simple(Kind::kSharedMemoryStatus, "GET");
+    if (action == "unregister") return simple(Kind::kSharedMemoryUnregister, "POST");
+    if (action == "register" && !route.region.empty())
+      return simple(Kind::kSharedMemoryRegister, "POST");
     return not_found();
   }
   if (seg[1] != "models" || seg.size() < 3) return not_found();
@@ -468,6 +496,9 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
     case Kind::kAllStats: return answer(ModelStats(route));
     case Kind::kRepositoryIndex: return answer(RepositoryIndex(request));
     case Kind::kLogging: return answer(Logging(request));
+    case Kind::kSharedMemoryStatus:
+    case Kind::kSharedMemoryRegister:
+    case Kind::kSharedMemoryUnregister: return answer(SharedMemory(route, request));
     case Kind::kRepositoryControl:
       return answer(ErrorResponse(
           Unimplemented("model load and unload are not supported: the server loads every "
@@ -493,6 +524,31 @@ HttpResponse KServeHandler::Logging(const HttpRequest& request) const {
     if (Status s = options_.log_control->Set(*wanted); !s.ok()) return ErrorResponse(s);
   }
   return JsonResponse(200, LogSettingsJson(options_.log_control->Get()));
+}
+
+HttpResponse KServeHandler::SharedMemory(const Route& route, const HttpRequest& request) const {
+  using Kind = Route::Kind;
+  Status done;
+  switch (route.kind) {
+    case Kind::kSharedMemoryStatus: {
+      StatusOr<std::string> json =
+          route.cuda ? CudaSharedMemoryStatusJson(route.region)
+                     : SystemSharedMemoryStatusJson(options_.shared_memory, route.region);
+      if (!json.ok()) return ErrorResponse(json.status());
+      return JsonResponse(200, std::move(json).value());
+    }
+    case Kind::kSharedMemoryRegister:
+      done = route.cuda ? CudaSharedMemoryRegister(route.region)
+                        : SystemSharedMemoryRegister(options_.shared_memory, route.region,
+                                                     request.body ? *request.body : "");
+      break;
+    case Kind::kSharedMemoryUnregister:
+      // No CUDA region can exist here: unregistering them has nothing to do.
+      if (!route.cuda) done = SystemSharedMemoryUnregister(options_.shared_memory, route.region);
+      break;
+    default: done = Internal("unhandled shared memory route");
+  }
+  return done.ok() ? EmptyOk() : ErrorResponse(done);
 }
 
 std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
@@ -735,11 +791,17 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   StatusOr<harrier::ModelMetadata> metadata =
       raw ? models_->Metadata(route.model, route.version) : harrier::ModelMetadata{};
   if (!metadata.ok()) return refuse(metadata.status());
+  const SharedMemoryContext shared_memory{options_.shared_memory, route.model};
   auto decoded = raw ? DecodeRawInferRequest(std::move(body), (*model)->name(), metadata->inputs,
                                              (*model)->max_batch_size())
-                     : DecodeInferRequest(std::move(body), *header_length, options_.decode_limits);
+                     : DecodeInferRequest(std::move(body), *header_length, options_.decode_limits,
+                                          shared_memory);
   if (!decoded.ok()) return refuse(decoded.status());
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
+  // Pinned until the response is encoded into them, whatever unregisters them meanwhile.
+  StatusOr<std::vector<SharedMemoryOutput>> shared_memory_outputs =
+      ResolveSharedMemoryOutputs(shared_memory, infer_request->outputs);
+  if (!shared_memory_outputs.ok()) return refuse(shared_memory_outputs.status());
   infer_request->model_name = route.model;
   infer_request->model_version = route.version;
   infer_request->received_at = received_at;
@@ -751,6 +813,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   // free. The log's part is built only when the access log is on.
   struct Answering {
     InferenceRequest selection;
+    std::vector<SharedMemoryOutput> shared_memory_outputs;
     int64_t max_batch_size = 0;
     std::string request_id;
     std::chrono::steady_clock::time_point received_at;
@@ -769,6 +832,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   answering.selection.id = infer_request->id;
   answering.selection.outputs = infer_request->outputs;
   answering.selection.binary_data_output = infer_request->binary_data_output;
+  answering.shared_memory_outputs = std::move(shared_memory_outputs).value();
   answering.max_batch_size = (*model)->max_batch_size();
   answering.request_id = std::move(request_id);
   answering.received_at = received_at;
@@ -794,7 +858,9 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     const auto encode_start = std::chrono::steady_clock::now();
     const InferenceTiming timing = result.ok() ? result->timing : InferenceTiming{};
     Status failure;
-    HttpResponse http = InferResponse(std::move(result), a.selection, a.max_batch_size, &failure);
+    HttpResponse http = InferResponse(std::move(result), a.selection, a.shared_memory_outputs,
+                                      a.max_batch_size, &failure);
+    a.shared_memory_outputs.clear();  // the regions are written: unpin them now
     EncodeResponseContent(a.response_coding, &http);
     const auto encoded = std::chrono::steady_clock::now();
     const uint64_t output_ns = Ns(encode_start, encoded);

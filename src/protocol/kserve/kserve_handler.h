@@ -15,6 +15,10 @@
 //   POST /v2/repository/models/{m}/load|unload            501: model control is not supported
 //   GET|POST /v2/logging                                  log settings (Triton's logging
 //                                                         extension; 501 without a LogControl)
+//   GET  /v2/systemsharedmemory[/region/{r}]/status       Triton's system shared memory
+//   POST /v2/systemsharedmemory/region/{r}/register       (shared_memory_endpoints.h; 400
+//   POST /v2/systemsharedmemory[/region/{r}]/unregister   without a registry)
+//   GET|POST /v2/cudasharedmemory/...                     no GPU: register is a 400
 // Unknown paths answer 404, a known path with another method 405 with an Allow header. Every
 // error body is {"error": "..."} with the status HttpStatusFor() gives its code; a 429 also
 // carries Retry-After: 1.
@@ -50,12 +54,15 @@
 #include "harrier/model_manager.h"
 #include "harrier/trace.h"
 #include "protocol/kserve/infer_request_decoder.h"
+#include "shared_memory/shared_memory_registry.h"
 
 namespace harrier::kserve {
 
 // "binary_tensor_data", "classification", "model_configuration", "statistics": exactly what
-// KServeHandler implements. "model_repository" is left out: the index works, but load and
-// unload do not (501), and a client that sees the extension would expect them to.
+// KServeHandler implements whatever its options. The composition root adds "logging" and, with
+// a shared-memory registry, "system_shared_memory". "model_repository" is left out: the index
+// works, but load and unload do not (501), and a client that sees the extension would expect them
+// to.
 std::vector<std::string> DefaultKServeExtensions();
 
 // [{"name":..,"datatype":..,"shape":[..]},..] of decoded inputs: AccessRecord's
@@ -80,6 +87,10 @@ class KServeHandler : public HttpHandler {
     LogControl* log_control = nullptr;
     // Not owned, as above. Null: no tracing (an inference pays one pointer test).
     Tracer* tracer = nullptr;
+    // Not owned, as above. Null: shared memory is off (--allow-client-shm=false): the
+    // systemsharedmemory endpoints and tensors naming a region answer 400. Inputs and outputs
+    // with shared-memory parameters are read from and written to its regions.
+    SharedMemoryRegistry* shared_memory = nullptr;
     // Whether an inference may run on the I/O thread that received it (InferenceRequest::
     // allow_inline; `--inline-execution all`). Off by default: see docs/scheduling.md.
     bool inline_execution = false;
@@ -108,6 +119,7 @@ class KServeHandler : public HttpHandler {
   HttpResponse ModelStats(const Route& route) const;
   HttpResponse RepositoryIndex(const HttpRequest& request) const;
   HttpResponse Logging(const HttpRequest& request) const;
+  HttpResponse SharedMemory(const Route& route, const HttpRequest& request) const;
   void Infer(const Route& route, HttpRequest request, std::string request_id,
              HttpResponder respond) const;
   // Adds X-Request-Id, writes the access log line (when on) and responds: every answer that is

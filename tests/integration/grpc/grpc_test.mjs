@@ -630,6 +630,131 @@ for (const [name, code, make] of BAD_INPUTS) {
   });
 }
 
+// ---- System shared memory (Triton's extension; the server runs with --allow-client-shm) -----
+
+// A POSIX shared-memory object of `size` zero bytes (/dev/shm/<name>, shm_open's "/<name>").
+function shmObject(tag, size) {
+  const name = `harrier_grpc_${process.pid}_${tag}`;
+  fs.writeFileSync(`/dev/shm/${name}`, Buffer.alloc(size));
+  return { key: `/${name}`, file: `/dev/shm/${name}` };
+}
+const shmParams = (region, size, offset = 0) => ({
+  shared_memory_region: { string_param: region },
+  shared_memory_byte_size: { int64_param: size },
+  ...(offset ? { shared_memory_offset: { int64_param: offset } } : {}),
+});
+
+test('system shared memory: register, status, unregister; CUDA refused', async () => {
+  const obj = shmObject('status', 256);
+  try {
+    await unary(c, 'SystemSharedMemoryUnregister', {});
+    await unary(c, 'SystemSharedMemoryRegister',
+      { name: 'g1', key: obj.key, offset: 8, byte_size: 128 });
+    const all = await unary(c, 'SystemSharedMemoryStatus', {});
+    assertEqual(all.regions.g1, { name: 'g1', key: obj.key, offset: 8, byte_size: 128 }, 'status');
+    assertEqual(await rest('/v2/systemsharedmemory/status'),
+      [{ name: 'g1', key: obj.key, offset: 8, byte_size: 128 }], 'REST sees it');
+    const dup = await expectCode(unary(c, 'SystemSharedMemoryRegister',
+      { name: 'g1', key: obj.key, byte_size: 8 }), Code.INVALID_ARGUMENT, 'twice');
+    assert(dup.details.includes("shared memory region 'g1' already in manager"), dup.details);
+    const out = await expectCode(unary(c, 'SystemSharedMemoryRegister',
+      { name: 'g2', key: obj.key, offset: 200, byte_size: 57 }), Code.INVALID_ARGUMENT, 'outside');
+    assert(out.details.includes("failed to register shared memory region 'g2': invalid args"),
+      out.details);
+    await expectCode(unary(c, 'SystemSharedMemoryRegister',
+      { name: 'g2', key: '/harrier_no_such_key', byte_size: 8 }), Code.INVALID_ARGUMENT, 'no key');
+    await expectCode(unary(c, 'SystemSharedMemoryStatus', { name: 'g2' }),
+      Code.INVALID_ARGUMENT, 'status of an unknown region');
+    assertEqual(Object.keys((await unary(c, 'SystemSharedMemoryStatus', {})).regions), ['g1'],
+      'nothing changed');
+    await unary(c, 'SystemSharedMemoryUnregister', { name: 'g1' });
+    await unary(c, 'SystemSharedMemoryUnregister', { name: 'g1' });  // twice: nothing to do
+    assertEqual((await unary(c, 'SystemSharedMemoryStatus', {})).regions, {}, 'all gone');
+
+    const cuda = await expectCode(unary(c, 'CudaSharedMemoryRegister',
+      { name: 'gpu', raw_handle: Buffer.alloc(64), device_id: 0, byte_size: 8 }),
+    Code.INVALID_ARGUMENT, 'CUDA register');
+    assert(cuda.details.includes('CUDA shared memory is not supported on this server (no GPU)'),
+      cuda.details);
+    assertEqual((await unary(c, 'CudaSharedMemoryStatus', {})).regions, {}, 'CUDA status');
+    await unary(c, 'CudaSharedMemoryUnregister', {});
+    const md = await unary(c, 'ServerMetadata', {});
+    assert(md.extensions.includes('system_shared_memory'), `extensions ${md.extensions}`);
+  } finally {
+    fs.rmSync(obj.file, { force: true });
+  }
+});
+
+test('system shared memory: ModelInfer reads inputs from and writes outputs to regions', async () => {
+  const input = shmObject('in', 128);
+  const output = shmObject('out', 128);
+  try {
+    const bytes = Buffer.concat([int32Bytes(A), int32Bytes(B)]);
+    const fd = fs.openSync(input.file, 'r+');
+    fs.writeSync(fd, bytes, 0, bytes.length, 0);
+    fs.closeSync(fd);
+    await unary(c, 'SystemSharedMemoryRegister', { name: 'in', key: input.key, byte_size: 128 });
+    await unary(c, 'SystemSharedMemoryRegister', { name: 'out', key: output.key, byte_size: 128 });
+    // Both inputs in one region, both outputs in the other: Triton's simple_grpc_shm_client.
+    const request = {
+      model_name: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: shmParams('in', 64) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: shmParams('in', 64, 64) },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', parameters: shmParams('out', 64) },
+        { name: 'OUTPUT1', parameters: shmParams('out', 64, 64) },
+      ],
+    };
+    const r = await unary(c, 'ModelInfer', request);
+    assertEqual(r.outputs.map((o) => [o.name, o.datatype, o.shape]),
+      [['OUTPUT0', 'INT32', [1, 16]], ['OUTPUT1', 'INT32', [1, 16]]], 'output metadata');
+    assertEqual(r.raw_output_contents.map((b) => b.length), [0, 0], 'no data in the message');
+    const written = readInt32s(fs.readFileSync(output.file));
+    assertEqual(written.slice(0, 16), A.map((x, i) => x + B[i]), 'OUTPUT0 in the region');
+    assertEqual(written.slice(16), A.map((x, i) => x - B[i]), 'OUTPUT1 in the region');
+
+    // Mixed: INPUT1 raw (the only raw_input_contents entry), OUTPUT1 in the message.
+    const mixed = {
+      model_name: 'simple',
+      inputs: [request.inputs[0], { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+      raw_input_contents: [int32Bytes(Array(16).fill(10))],
+      outputs: [request.outputs[0], { name: 'OUTPUT1' }],
+    };
+    fs.writeFileSync(output.file, Buffer.alloc(128));
+    const m = await unary(c, 'ModelInfer', mixed);
+    assertEqual(m.raw_output_contents[0].length, 0, 'OUTPUT0 not in the message');
+    assertEqual(readInt32s(m.raw_output_contents[1]), A.map((x) => x - 10), 'OUTPUT1 raw');
+    assertEqual(readInt32s(fs.readFileSync(output.file)).slice(0, 16), A.map((x) => x + 10),
+      'OUTPUT0 in the region');
+
+    // Bad input: a clear INVALID_ARGUMENT each, and the server keeps serving.
+    const bad = [
+      ['a byte size that does not match', (q) => { q.inputs[0].parameters = shmParams('in', 32); },
+        "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 32"],
+      ['an unknown region', (q) => { q.inputs[1].parameters = shmParams('nope', 64); },
+        "Unable to find shared memory region: 'nope'"],
+      ['a span outside the region', (q) => { q.inputs[1].parameters = shmParams('in', 64, 100); },
+        "Invalid offset + byte size for shared memory region: 'in'"],
+      ['an output region too small', (q) => { q.outputs[1].parameters = shmParams('out', 16, 64); },
+        "shared memory size specified with the request for output 'OUTPUT1' (16 bytes) should " +
+        'be at least 64 bytes to hold the results'],
+    ];
+    for (const [what, change, message] of bad) {
+      const q = structuredClone(request);
+      change(q);
+      const err = await expectCode(unary(c, 'ModelInfer', q), Code.INVALID_ARGUMENT, what);
+      assert(err.details.includes(message), `${what}: ${err.details}`);
+    }
+    await goodRequestStillSucceeds(c);
+  } finally {
+    await unary(c, 'SystemSharedMemoryUnregister', {});
+    fs.rmSync(input.file, { force: true });
+    fs.rmSync(output.file, { force: true });
+  }
+});
+
 test('TLS: a TLS client is served, a plaintext one is not', async () => {
   const dir = path.join(WORK, 'tls');
   fs.mkdirSync(dir, { recursive: true });
@@ -828,7 +953,7 @@ async function main() {
     buildRepository();
     // Overload protection off: the stream test keeps 64 requests of one stream in flight, which
     // it would rightly shed as overload on a busy machine; admission is tested elsewhere.
-    server = new Harrier('harrier', ['--overload-protection', 'off']);
+    server = new Harrier('harrier', ['--overload-protection', 'off', '--allow-client-shm', 'true']);
     c = client(await server.grpcPort());
   } catch (err) {
     console.log(`setup failed: ${err.message}`);

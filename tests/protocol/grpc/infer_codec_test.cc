@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "util/bytes_tensor.h"
+#include "util/shm_object.h"
 
 namespace harrier::grpc_frontend {
 namespace {
@@ -479,6 +480,119 @@ TEST(GrpcInferCodecTest, ModelVersionParsing) {
   EXPECT_EQ(*ParseModelVersion("12"), std::optional<int64_t>(12));
   for (const char* bad : {"0", "-1", "+1", "1.0", " 1", "abc", "99999999999999999999"})
     EXPECT_FALSE(ParseModelVersion(bad).ok()) << bad;
+}
+
+// Triton's system shared memory: raw_input_contents belong, in order, to the inputs not in
+// shared memory; an output in shared memory is written there and keeps an empty raw entry.
+TEST(GrpcInferCodecTest, SharedMemoryInputsAndOutputs) {
+  harrier::testing::ShmObject object(4096);
+  const std::vector<int32_t> a = {1, 2, 3, 4};
+  std::memcpy(object.data() + 8, a.data(), 16);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r", object.key(), 0, 4096).ok());
+  const SharedMemoryContext shm{&registry, "m"};
+
+  auto request = [] {
+    ModelInferRequest r;
+    r.set_model_name("m");
+    for (const char* name : {"A", "B"}) {
+      auto* in = r.add_inputs();
+      in->set_name(name);
+      in->set_datatype("INT32");
+      in->add_shape(4);
+    }
+    auto& p = *r.mutable_inputs(0)->mutable_parameters();
+    p["shared_memory_region"].set_string_param("r");
+    p["shared_memory_offset"].set_int64_param(8);
+    p["shared_memory_byte_size"].set_int64_param(16);
+    r.add_raw_input_contents(RawOf<int32_t>({5, 6, 7, 8}));  // B's
+    auto* out = r.add_outputs();
+    out->set_name("A");
+    (*out->mutable_parameters())["shared_memory_region"].set_string_param("r");
+    (*out->mutable_parameters())["shared_memory_offset"].set_int64_param(1024);
+    (*out->mutable_parameters())["shared_memory_byte_size"].set_uint64_param(16);
+    r.add_outputs()->set_name("B");
+    return r;
+  };
+  ModelInferRequest r = request();
+  auto decoded = DecodeModelInferRequest(&r, {}, shm);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  const Tensor& in_a = decoded->request->inputs[0];
+  EXPECT_EQ(in_a.data, registry.Window("r", 8, 16)->data);  // a view into the server's mapping
+  EXPECT_EQ(TensorBytes(in_a), RawOf(a));
+  EXPECT_EQ(TensorBytes(decoded->request->inputs[1]), RawOf<int32_t>({5, 6, 7, 8}));
+
+  auto outputs = ResolveSharedMemoryOutputs(shm, decoded->request->outputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  InferenceResponse response;
+  response.outputs = {decoded->request->inputs[0], decoded->request->inputs[1]};
+  ModelInferResponse out;
+  ASSERT_TRUE(
+      EncodeModelInferResponse(response, *decoded->request, 0, OutputForm::kRaw, &out, *outputs)
+          .ok());
+  ASSERT_EQ(out.outputs_size(), 2);
+  EXPECT_EQ(out.outputs(0).name(), "A");
+  EXPECT_EQ(out.outputs(0).datatype(), "INT32");
+  EXPECT_EQ(out.outputs(0).shape(0), 4);
+  ASSERT_EQ(out.raw_output_contents_size(), 2);  // one per output, as Triton's clients index
+  EXPECT_EQ(out.raw_output_contents(0), "");
+  EXPECT_EQ(out.raw_output_contents(1), RawOf<int32_t>({5, 6, 7, 8}));
+  EXPECT_EQ(std::memcmp(object.data() + 1024, a.data(), 16), 0);
+
+  // Refusals.
+  auto refused = [&](const std::function<void(ModelInferRequest*)>& change,
+                     const std::string& fragment) {
+    ModelInferRequest bad = request();
+    change(&bad);
+    auto d = DecodeModelInferRequest(&bad, {}, shm);
+    ASSERT_FALSE(d.ok()) << fragment;
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(d.status().message().find(fragment), std::string::npos) << d.status().ToString();
+  };
+  refused(
+      [](ModelInferRequest* q) {
+        q->add_raw_input_contents(RawOf<int32_t>({1, 1, 1, 1}));
+      },
+      "raw_input_contents has 2 entries but the request has 1 inputs not in shared memory");
+  refused(
+      [](ModelInferRequest* q) {
+        (*q->mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(
+            12);
+      },
+      "input byte size mismatch for input 'A' for model 'm'. Expected 16, got 12");
+  refused(
+      [](ModelInferRequest* q) {
+        (*q->mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param(
+            "nope");
+      },
+      "Unable to find shared memory region: 'nope'");
+  refused(
+      [](ModelInferRequest* q) {
+        (*q->mutable_inputs(0)->mutable_parameters())["shared_memory_offset"].set_int64_param(4090);
+      },
+      "Invalid offset + byte size for shared memory region: 'r'");
+  refused(
+      [](ModelInferRequest* q) { q->mutable_inputs(0)->mutable_contents()->add_int_contents(1); },
+      "has shared memory parameters and also typed contents");
+  ModelInferRequest off = request();
+  auto d = DecodeModelInferRequest(&off, {});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("--allow-client-shm=true"), std::string::npos);
+
+  // An output too large for its window.
+  Tensor big = decoded->request->inputs[1];
+  big.name = "A";
+  big.shape = {8};
+  const std::vector<int32_t> eight(8, 9);
+  big.data = reinterpret_cast<const std::byte*>(eight.data());
+  big.size_bytes = 32;
+  InferenceResponse too_big;
+  too_big.outputs = {big};
+  ModelInferResponse out2;
+  Status s =
+      EncodeModelInferResponse(too_big, *decoded->request, 0, OutputForm::kRaw, &out2, *outputs);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("(16 bytes) should be at least 32 bytes"), std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "util/bytes_tensor.h"
+#include "util/shm_object.h"
 
 namespace harrier::kserve {
 namespace {
@@ -319,7 +320,66 @@ TEST(DecodeInferRequestTest, RejectsBadParameters) {
                 "'classification' must be an integer >= 0");
   ExpectInvalid(
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"shared_memory_region":"r"}}]})",
-      "shared memory inputs are not supported");
+      "must specify both 'shared_memory_region' and 'shared_memory_byte_size'");
+  // Without a registry (--allow-client-shm off) a region is refused, saying how to turn it on.
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":)"
+                R"({"shared_memory_region":"r","shared_memory_byte_size":4}}]})",
+                "start it with --allow-client-shm=true");
+}
+
+TEST(DecodeInferRequestTest, SharedMemoryInputsPointIntoTheRegion) {
+  testing::ShmObject object(4096);
+  const float values[2] = {1.5f, -2.0f};
+  std::memcpy(object.data() + 64, values, sizeof(values));
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("in", object.key(), 0, 4096).ok());
+  const SharedMemoryContext shm{&registry, "m"};
+  const std::string json =
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":)"
+      R"({"shared_memory_region":"in","shared_memory_offset":64,"shared_memory_byte_size":8}},)"
+      R"({"name":"y","shape":[1],"datatype":"INT32","data":[3]}]})";
+  auto r = DecodeInferRequest(std::make_shared<const std::string>(json), json.size(),
+                              DecodeLimits(), shm);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& x = (*r)->inputs[0];
+  // The server's own mapping of the region (the test's is another address for the same pages).
+  EXPECT_EQ(x.data, registry.Window("in", 64, 8)->data) << "not a view into the mapping";
+  EXPECT_EQ(x.size_bytes, 8u);
+  EXPECT_THAT(Values<float>(x), ::testing::ElementsAre(1.5f, -2.0f));
+  EXPECT_NE(x.owner, nullptr);  // pins the mapping
+  registry.UnregisterAll();
+  EXPECT_THAT(Values<float>(x), ::testing::ElementsAre(1.5f, -2.0f));  // still mapped
+
+  ASSERT_TRUE(registry.Register("in", object.key(), 0, 4096).ok());
+  auto decode = [&](const std::string& params, const std::string& extra = "") {
+    const std::string j = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32",)" + extra +
+                          R"("parameters":{)" + params + "}}]}";
+    return DecodeInferRequest(std::make_shared<const std::string>(j), j.size(), DecodeLimits(),
+                              shm);
+  };
+  auto expect = [](const auto& result, const std::string& fragment) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(result.status().message(), HasSubstr(fragment));
+  };
+  expect(decode(R"("shared_memory_region":"in","shared_memory_byte_size":12)"),
+         "input byte size mismatch for input 'x' for model 'm'. Expected 8, got 12");
+  expect(decode(R"("shared_memory_region":"nope","shared_memory_byte_size":8)"),
+         "Unable to find shared memory region: 'nope'");
+  expect(decode(R"("shared_memory_region":"in","shared_memory_offset":4090,)"
+                R"("shared_memory_byte_size":8)"),
+         "Invalid offset + byte size for shared memory region: 'in'");
+  expect(decode(R"("shared_memory_region":"in","shared_memory_offset":-1,)"
+                R"("shared_memory_byte_size":8)"),
+         "'shared_memory_offset' must be an integer >= 0");
+  expect(decode(R"("shared_memory_byte_size":8)"), "must specify both");
+  expect(decode(R"("shared_memory_region":7,"shared_memory_byte_size":8)"),
+         "'shared_memory_region' must be a non-empty string");
+  expect(decode(R"("shared_memory_region":"in","shared_memory_byte_size":8)", R"("data":[1,2],)"),
+         "has shared memory parameters and also 'data'");
+  expect(decode(R"("shared_memory_region":"in","shared_memory_byte_size":8,)"
+                R"("binary_data_size":8)"),
+         "has shared memory parameters and also parameter 'binary_data_size'");
 }
 
 TEST(DecodeInferRequestTest, OutputSelection) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "protocol/kserve/infer_request_decoder.h"
+#include "util/shm_object.h"
 
 namespace harrier::kserve {
 namespace {
@@ -156,6 +157,50 @@ TEST(EncodeInferResponseTest, PerOutputBinaryChoice) {
   EXPECT_THAT(r->body.substr(0, r->json_header_length),
               HasSubstr(R"({"name":"b","datatype":"INT32","shape":[1],"data":[8]})"));
   EXPECT_EQ(r->body.size() - r->json_header_length, 4u);
+}
+
+TEST(EncodeInferResponseTest, SharedMemoryOutputsAreWrittenToTheirRegionAndCarryNoData) {
+  testing::ShmObject object(64);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("out", object.key(), 0, 64).ok());
+  InferenceRequest request;
+  RequestedOutput a, b;
+  a.name = "a";
+  a.binary_data = true;  // shared memory wins, as in Triton
+  a.parameters = {{"shared_memory_region", std::string("out")},
+                  {"shared_memory_offset", int64_t{16}},
+                  {"shared_memory_byte_size", int64_t{8}}};
+  b.name = "b";
+  request.outputs = {a, b};
+  auto resolved = ResolveSharedMemoryOutputs({&registry, "m"}, request.outputs);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  ASSERT_EQ(resolved->size(), 1u);
+
+  auto r = EncodeInferResponse(Response({MakeTensor<int32_t>("a", DataType::kInt32, {2}, {7, -1}),
+                                         MakeTensor<int32_t>("b", DataType::kInt32, {1}, {8})}),
+                               request, *resolved);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, R"({"model_name":"m","model_version":"3","outputs":[)"
+                     R"({"name":"a","datatype":"INT32","shape":[2]},)"
+                     R"({"name":"b","datatype":"INT32","shape":[1],"data":[8]}]})");
+  EXPECT_FALSE(r->binary);
+  int32_t written[2];
+  std::memcpy(written, object.data() + 16, 8);
+  EXPECT_EQ(written[0], 7);
+  EXPECT_EQ(written[1], -1);
+
+  // Too large for its window: Triton's message, and no region is written.
+  std::memset(object.data(), 0, 64);
+  auto too_big =
+      EncodeInferResponse(Response({MakeTensor<int32_t>("b", DataType::kInt32, {1}, {8}),
+                                    MakeTensor<int32_t>("a", DataType::kInt32, {3}, {1, 2, 3})}),
+                          request, *resolved);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.status().message(),
+              HasSubstr("shared memory size specified with the request for output 'a' (8 bytes) "
+                        "should be at least 12 bytes to hold the results"));
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(object.data()[i], std::byte{0});
 }
 
 TEST(EncodeInferResponseTest, BytesOutputs) {

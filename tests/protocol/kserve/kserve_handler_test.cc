@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "util/fake_model_manager.h"
+#include "util/shm_object.h"
 
 namespace harrier::kserve {
 namespace {
@@ -379,6 +380,154 @@ TEST_F(KServeHandlerTest, InferClassification) {
   // simple v2 batches (max_batch_size 4): the first dimension is the batch.
   EXPECT_THAT(r.body, HasSubstr(R"({"name":"OUTPUT0","datatype":"BYTES","shape":[1,2],)"
                                 R"("data":["0.600000:1","0.300000:2"]})"));
+}
+
+}  // namespace
+}  // namespace harrier::kserve
+
+namespace harrier::kserve {
+namespace {
+
+using ::harrier::testing::FakeModelManager;
+using ::harrier::testing::FakeServableModel;
+using ::testing::HasSubstr;
+
+// Triton's system shared memory over REST: the endpoints and an inference through regions.
+class KServeSharedMemoryTest : public ::testing::Test {
+ protected:
+  KServeSharedMemoryTest() {
+    model_ = models_.AddReady("simple", 1);  // the fake answers its inputs as outputs
+    KServeHandler::Options options;
+    options.shared_memory = &registry_;
+    handler_ = std::make_unique<KServeHandler>(&models_, options);
+  }
+
+  HttpResponse Call(std::string method, std::string target, std::string body = "") {
+    HttpRequest request;
+    request.method = std::move(method);
+    request.target = std::move(target);
+    request.body = std::make_shared<const std::string>(std::move(body));
+    std::optional<HttpResponse> response;
+    handler_->Handle(std::move(request), [&](HttpResponse r) { response = std::move(r); });
+    return response.value_or(HttpResponse{});
+  }
+
+  static std::string Register(const std::string& key, int offset, int size) {
+    return R"({"key":")" + key + R"(","offset":)" + std::to_string(offset) + R"(,"byte_size":)" +
+           std::to_string(size) + "}";
+  }
+
+  FakeModelManager models_;
+  std::shared_ptr<FakeServableModel> model_;
+  SharedMemoryRegistry registry_;
+  std::unique_ptr<KServeHandler> handler_;
+};
+
+TEST_F(KServeSharedMemoryTest, RegisterStatusUnregister) {
+  testing::ShmObject object(256);
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/status").body, "[]");
+  HttpResponse r =
+      Call("POST", "/v2/systemsharedmemory/region/in/register", Register(object.key(), 16, 128));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(r.body.empty());
+  const std::string entry =
+      R"({"name":"in","key":")" + object.key() + R"(","offset":16,"byte_size":128})";
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/status").body, "[" + entry + "]");
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/region/in/status").body, "[" + entry + "]");
+
+  // Refusals: 400, Triton's words, nothing changes.
+  r = Call("POST", "/v2/systemsharedmemory/region/in/register", Register(object.key(), 0, 8));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("shared memory region 'in' already in manager"));
+  r = Call("POST", "/v2/systemsharedmemory/region/x/register", Register(object.key(), 200, 57));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("failed to register shared memory region 'x': invalid args"));
+  r = Call("POST", "/v2/systemsharedmemory/region/x/register", R"({"key":"/k","byte_size":-1})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("'byte_size' must be an integer >= 0"));
+  r = Call("POST", "/v2/systemsharedmemory/region/x/register", R"({"key":"/k","size":1})");
+  EXPECT_THAT(r.body, HasSubstr("unknown field 'size'"));
+  r = Call("GET", "/v2/systemsharedmemory/region/x/status");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("Unable to find system shared memory region: 'x'"));
+  EXPECT_EQ(registry_.size(), 1u);
+
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/register").status, 404);
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/region/in/register").status, 405);
+  EXPECT_EQ(Call("POST", "/v2/systemsharedmemory/region/in/unregister").status, 200);
+  EXPECT_EQ(Call("POST", "/v2/systemsharedmemory/region/in/unregister").status, 200);  // no-op
+  EXPECT_EQ(registry_.size(), 0u);
+  Call("POST", "/v2/systemsharedmemory/region/a/register", Register(object.key(), 0, 8));
+  Call("POST", "/v2/systemsharedmemory/region/b/register", Register(object.key(), 8, 8));
+  EXPECT_EQ(registry_.size(), 2u);
+  EXPECT_EQ(Call("POST", "/v2/systemsharedmemory/unregister").status, 200);
+  EXPECT_EQ(registry_.size(), 0u);
+}
+
+TEST_F(KServeSharedMemoryTest, CudaSharedMemoryIsNotSupported) {
+  HttpResponse r = Call("POST", "/v2/cudasharedmemory/region/g/register",
+                        R"({"raw_handle":{"b64":""},"device_id":0,"byte_size":8})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("CUDA shared memory is not supported on this server (no GPU)"));
+  EXPECT_EQ(Call("GET", "/v2/cudasharedmemory/status").body, "[]");
+  r = Call("GET", "/v2/cudasharedmemory/region/g/status");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("Unable to find cuda shared memory region: 'g'"));
+  // What Triton's system shared-memory examples call first.
+  EXPECT_EQ(Call("POST", "/v2/cudasharedmemory/unregister").status, 200);
+  EXPECT_EQ(Call("POST", "/v2/cudasharedmemory/region/g/unregister").status, 200);
+}
+
+TEST_F(KServeSharedMemoryTest, OffWithoutARegistry) {
+  handler_ = std::make_unique<KServeHandler>(&models_, KServeHandler::Options{});
+  for (auto [method, target] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v2/systemsharedmemory/status"},
+           {"POST", "/v2/systemsharedmemory/region/r/register"},
+           {"POST", "/v2/systemsharedmemory/unregister"}}) {
+    HttpResponse r = Call(method, target, R"({"key":"/k","byte_size":1})");
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_THAT(r.body, HasSubstr("--allow-client-shm=true")) << target;
+  }
+  EXPECT_THAT(Call("GET", "/v2").body, ::testing::Not(HasSubstr("shared_memory")));
+}
+
+TEST_F(KServeSharedMemoryTest, InferReadsAndWritesRegions) {
+  testing::ShmObject in(64), out(64);
+  const int32_t values[4] = {1, 2, 3, 4};
+  std::memcpy(in.data() + 16, values, 16);
+  ASSERT_EQ(
+      Call("POST", "/v2/systemsharedmemory/region/in/register", Register(in.key(), 0, 64)).status,
+      200);
+  ASSERT_EQ(
+      Call("POST", "/v2/systemsharedmemory/region/out/register", Register(out.key(), 0, 64)).status,
+      200);
+  const std::string request =
+      R"({"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"INT32","parameters":)"
+      R"({"shared_memory_region":"in","shared_memory_offset":16,"shared_memory_byte_size":16}}],)"
+      R"("outputs":[{"name":"INPUT0","parameters":{"shared_memory_region":"out",)"
+      R"("shared_memory_offset":32,"shared_memory_byte_size":32}}]})";
+  HttpResponse r = Call("POST", "/v2/models/simple/infer", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"model_name":"simple","model_version":"1","outputs":[)"
+                    R"({"name":"INPUT0","datatype":"INT32","shape":[1,4]}]})");
+  EXPECT_EQ(std::memcmp(out.data() + 32, values, 16), 0);
+
+  // Unknown output region: 400 before the model runs.
+  const int runs = model_->infer_calls;
+  std::string bad = request;
+  bad.replace(bad.find(R"("out")"), 5, R"("gone")");
+  r = Call("POST", "/v2/models/simple/infer", bad);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("Unable to find shared memory region: 'gone'"));
+  EXPECT_EQ(model_->infer_calls, runs);
+
+  // An output region too small: 400 with Triton's message.
+  std::string small = request;
+  small.replace(small.find(R"("shared_memory_byte_size":32)"), 28,
+                R"("shared_memory_byte_size":8)");
+  r = Call("POST", "/v2/models/simple/infer", small);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("should be at least 16 bytes to hold the results"));
 }
 
 }  // namespace

@@ -1,0 +1,186 @@
+#include "shared_memory/shared_memory_registry.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace harrier {
+
+// One mapped region. Immutable once built; unmapped by its destructor, which runs when the
+// registry and every request pinning it have let go.
+struct SharedMemoryRegistry::Region {
+  SharedMemoryRegionStatus status;
+  void* mapping = nullptr;    // page-aligned start of the mmap
+  size_t mapping_bytes = 0;   // byte_size + the offset's distance into its page
+  std::byte* data = nullptr;  // the region's first byte (mapping + that distance)
+
+  Region() = default;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region() {
+    if (mapping != nullptr) munmap(mapping, mapping_bytes);
+  }
+};
+
+namespace {
+
+std::string Quoted(std::string_view s) {
+  return "'" + std::string(s) + "'";
+}
+
+// Closes a descriptor when it goes out of scope.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+}  // namespace
+
+SharedMemoryRegistry::SharedMemoryRegistry() = default;
+
+SharedMemoryRegistry::~SharedMemoryRegistry() {
+  UnregisterAll();
+}
+
+Status SharedMemoryRegistry::Register(std::string_view name, std::string_view key, uint64_t offset,
+                                      uint64_t byte_size) {
+  const std::string failed = "failed to register shared memory region " + Quoted(name);
+  if (name.empty()) return InvalidArgument("failed to register shared memory region: empty name");
+  if (key.empty()) return InvalidArgument(failed + ": invalid args: the key is empty");
+  // A POSIX shared-memory name is one path component under /dev/shm: a key such as
+  // "/../etc/x" must never reach a file outside it (glibc refuses it too; say so clearly).
+  const size_t first = key.find_first_not_of('/');
+  const std::string_view bare = first == std::string_view::npos ? "" : key.substr(first);
+  if (bare.empty() || bare == "." || bare == ".." || bare.find('/') != std::string_view::npos ||
+      key.find('\0') != std::string_view::npos) {
+    return InvalidArgument(failed + ": invalid args: key " + Quoted(key) +
+                           " is not a shared-memory object name (\"/name\", no other '/')");
+  }
+  if (byte_size == 0) return InvalidArgument(failed + ": invalid args: byte_size is 0");
+  if (byte_size > std::numeric_limits<uint64_t>::max() - offset) {
+    return InvalidArgument(failed + ": invalid args: offset + byte_size overflows");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (regions_.count(name)) {
+      return InvalidArgument("shared memory region " + Quoted(name) + " already in manager");
+    }
+  }
+
+  const std::string key_string(key);
+  FdCloser fd{shm_open(key_string.c_str(), O_RDWR, 0)};
+  if (fd.fd < 0) {
+    const int err = errno;
+    return InvalidArgument("Unable to open shared memory region: " + Quoted(key) + " (" +
+                           std::strerror(err) + ")");
+  }
+  struct stat st {};
+  if (fstat(fd.fd, &st) != 0 || st.st_size < 0) {
+    const int err = errno;
+    return InvalidArgument("Invalid shared memory region: " + Quoted(key) +
+                           " (fstat: " + std::strerror(err) + ")");
+  }
+  const uint64_t object_bytes = static_cast<uint64_t>(st.st_size);
+  if (offset + byte_size > object_bytes) {
+    return InvalidArgument(failed + ": invalid args: offset " + std::to_string(offset) +
+                           " + byte_size " + std::to_string(byte_size) + " is past the end of " +
+                           Quoted(key) + " (" + std::to_string(object_bytes) + " bytes)");
+  }
+
+  const long page = sysconf(_SC_PAGESIZE);
+  const uint64_t page_bytes = page > 0 ? static_cast<uint64_t>(page) : 4096;
+  const uint64_t into_page = offset % page_bytes;
+  auto region = std::make_shared<Region>();
+  region->mapping_bytes = static_cast<size_t>(byte_size + into_page);
+  void* mapped = mmap(nullptr, region->mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd,
+                      static_cast<off_t>(offset - into_page));
+  if (mapped == MAP_FAILED) {
+    const int err = errno;
+    return InvalidArgument(failed + ": mmap: " + std::strerror(err));
+  }
+  region->mapping = mapped;
+  region->data = static_cast<std::byte*>(mapped) + into_page;
+  region->status = {std::string(name), key_string, offset, byte_size};
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // Checked again: another thread may have registered the name meanwhile. `region` then
+  // unmaps itself on return.
+  if (!regions_.emplace(std::string(name), std::move(region)).second) {
+    return InvalidArgument("shared memory region " + Quoted(name) + " already in manager");
+  }
+  return Status::Ok();
+}
+
+void SharedMemoryRegistry::Unregister(std::string_view name) {
+  std::shared_ptr<const Region> dropped;  // unmapped (if last) after the lock is released
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = regions_.find(name); it != regions_.end()) {
+    dropped = std::move(it->second);
+    regions_.erase(it);
+  }
+}
+
+void SharedMemoryRegistry::UnregisterAll() {
+  std::map<std::string, std::shared_ptr<const Region>, std::less<>> dropped;
+  std::lock_guard<std::mutex> lock(mu_);
+  dropped.swap(regions_);
+}
+
+StatusOr<std::vector<SharedMemoryRegionStatus>> SharedMemoryRegistry::Regions(
+    std::string_view name) const {
+  std::vector<SharedMemoryRegionStatus> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty()) {
+    out.reserve(regions_.size());
+    for (const auto& [n, region] : regions_) out.push_back(region->status);
+    return out;
+  }
+  auto it = regions_.find(name);
+  if (it == regions_.end()) {
+    return InvalidArgument("Unable to find system shared memory region: " + Quoted(name));
+  }
+  out.push_back(it->second->status);
+  return out;
+}
+
+StatusOr<SharedMemoryWindow> SharedMemoryRegistry::Window(std::string_view name, uint64_t offset,
+                                                          uint64_t byte_size) const {
+  std::shared_ptr<const Region> region;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = regions_.find(name);
+    if (it == regions_.end()) {
+      return InvalidArgument("Unable to find shared memory region: " + Quoted(name));
+    }
+    region = it->second;
+  }
+  const uint64_t size = region->status.byte_size;
+  if (offset > size || byte_size > size - offset) {
+    return InvalidArgument("Invalid offset + byte size for shared memory region: " + Quoted(name) +
+                           " (offset " + std::to_string(offset) + " + byte size " +
+                           std::to_string(byte_size) + " > the region's " + std::to_string(size) +
+                           " bytes)");
+  }
+  SharedMemoryWindow window;
+  window.region = std::string(name);
+  window.offset = offset;
+  window.byte_size = byte_size;
+  window.data = region->data + offset;
+  window.pin = std::move(region);
+  return window;
+}
+
+size_t SharedMemoryRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return regions_.size();
+}
+
+}  // namespace harrier

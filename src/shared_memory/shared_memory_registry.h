@@ -1,0 +1,96 @@
+// SharedMemoryRegistry: the system shared-memory regions that clients have registered
+// (Triton's `systemsharedmemory` extension, docs/api.md "System shared memory"), one registry
+// per server, shared by the REST and gRPC front ends.
+//
+// A region is a named window [offset, offset + byte_size) of a POSIX shared-memory object
+// (shm_open(key)). Register opens the object read-write (outputs are written into it), checks
+// that the window lies inside it (fstat), maps exactly that window (the mapping starts at the
+// page that holds `offset`) and closes the descriptor. Each region is mapped once, when it is
+// registered, and never again.
+//
+// Lifetime: a region's mapping is reference-counted. Window() hands out a pin (a shared_ptr
+// holder) that a request keeps in the tensors it reads from or writes to the region.
+// Unregister drops the registry's reference only: the name is free at once, and the memory is
+// unmapped when the last request using it lets go. The destructor unregisters everything, so
+// at shutdown every region is unmapped once its in-flight requests are done.
+//
+// Errors are kInvalidArgument (HTTP 400 / gRPC INVALID_ARGUMENT), with Triton's wording first
+// where Triton's clients and tests match on it, then Harrier's detail:
+//   Register: a name already registered ("shared memory region 'x' already in manager"), an
+//     empty name or key, a key that does not exist or cannot be opened read-write ("Unable to
+//     open shared memory region: '/key'"), byte_size 0, a window past the object's end
+//     ("failed to register shared memory region 'x': invalid args"), an mmap failure.
+//   Regions of a named region / Window: an unknown name ("Unable to find system shared memory
+//     region: 'x'"); Window: a span outside the region ("Invalid offset + byte size for shared
+//     memory region: 'x'").
+// Unregistering a name that is not registered succeeds and changes nothing, as in Triton
+// (Triton's own client examples unregister everything before they start).
+//
+// Thread safety: every method may be called from any number of threads at once (one mutex
+// guards the name table; no system call but munmap runs under it, and munmap only when a
+// region has no other user).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/status.h"
+
+namespace harrier {
+
+// What status reports of one region: what the client registered.
+struct SharedMemoryRegionStatus {
+  std::string name;
+  std::string key;
+  uint64_t offset = 0;     // into the shared-memory object
+  uint64_t byte_size = 0;  // of the region
+};
+
+// A span of a registered region that one request reads or writes. `data` stays mapped while
+// `pin` (or a copy) is alive, even after the region is unregistered.
+struct SharedMemoryWindow {
+  std::string region;
+  uint64_t offset = 0;  // into the region, as the request gave it
+  uint64_t byte_size = 0;
+  std::byte* data = nullptr;
+  std::shared_ptr<const void> pin;
+};
+
+class SharedMemoryRegistry {
+ public:
+  SharedMemoryRegistry();
+  ~SharedMemoryRegistry();
+  SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
+  SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
+
+  // Maps [offset, offset + byte_size) of the object `key` as region `name`. On an error nothing
+  // is registered and nothing stays mapped or open.
+  Status Register(std::string_view name, std::string_view key, uint64_t offset, uint64_t byte_size);
+
+  // Forgets `name` (see the file comment for when it is unmapped). Unknown names: Ok.
+  void Unregister(std::string_view name);
+  void UnregisterAll();
+
+  // Every region, ordered by name (empty `name`), or the one named.
+  StatusOr<std::vector<SharedMemoryRegionStatus>> Regions(std::string_view name) const;
+
+  // [offset, offset + byte_size) of region `name`, pinned.
+  StatusOr<SharedMemoryWindow> Window(std::string_view name, uint64_t offset,
+                                      uint64_t byte_size) const;
+
+  size_t size() const;
+
+ private:
+  struct Region;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Region>, std::less<>> regions_;  // guarded by mu_
+};
+
+}  // namespace harrier
