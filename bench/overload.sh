@@ -9,7 +9,8 @@
 # the server's RSS before and after each period.
 #   bench/overload.sh BUILD_DIR [SECONDS] [MINUTES] [FACTOR]
 # Needs the kit's models and bodies (run ../shared/bench/compare.sh once) in BENCH_HOME.
-# REPOS (space-separated: kit nobatch) narrows the run.
+# REPOS (space-separated: kit nobatch) narrows the run; HARRIER_FLAGS are added to the
+# protected server's command line (e.g. "--http-refusal-hold-ms 0").
 set -euo pipefail
 build=$(realpath "${1:-build}")
 seconds=${2:-60}
@@ -63,7 +64,8 @@ for r in ${REPOS:-kit nobatch}; do
   /usr/bin/python3 "$here/overload.py" --url "$url" "${common[@]}" --pid "$pid" \
     --capacity "$capacity" --factor "$factor" --seconds "${UNPROTECTED_SECONDS:-20}" --minutes 1 --workers 64
   stop
-  start "$r"
+  # shellcheck disable=SC2086 # HARRIER_FLAGS: words
+  start "$r" ${HARRIER_FLAGS:-}
   url=http://127.0.0.1:$port/v2/models/resnet50/infer
   /usr/bin/python3 "$here/overload.py" --url "$url" "${common[@]}" --pid "$pid" \
     --capacity "$capacity" --factor "$factor" --seconds "$seconds" --minutes "$minutes" --workers 64

@@ -134,9 +134,11 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   serve
-      ->add_option("--http-refusal-hold-ms", flags->refusal_hold_ms,
-                   "A 429 for a connection refused less than 50 ms before is held this long, its "
-                   "body unread, so clients that ignore Retry-After cannot spin (0: off)")
+      ->add_option(
+          "--http-refusal-hold-ms", flags->refusal_hold_ms,
+          "A 429 for a connection refused twice in the last 100 ms (each within 50 ms of the "
+          "last) is held this long, its body unread, so clients that ignore Retry-After "
+          "cannot spin (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{10'000}));
   serve

@@ -46,9 +46,10 @@ Status BatchFormer::Enqueue(std::unique_ptr<ScheduledRequest>& request, Clock::t
   r.level = static_cast<size_t>(priority - 1);
   Level& level = levels_[r.level];
   if (level.policy.max_queue_size > 0 && level.size() >= level.policy.max_queue_size) {
-    return ResourceExhausted("the queue of priority level " + std::to_string(priority) +
-                             " is full (max_queue_size " +
-                             std::to_string(level.policy.max_queue_size) + ")");
+    // Triton's answer and wording (503 / UNAVAILABLE), which its clients match on.
+    return Unavailable("Exceeds maximum queue size: the queue of priority level " +
+                       std::to_string(priority) + " is full (max_queue_size " +
+                       std::to_string(level.policy.max_queue_size) + ")");
   }
   r.batch_size = 1;
   if (policy_.max_batch_size > 0 && !req.inputs.empty() && !req.inputs[0].shape.empty())

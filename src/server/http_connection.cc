@@ -27,6 +27,8 @@ namespace {
 // Bytes asked of the kernel per read while parsing a header or a chunked body. The flat buffer
 // keeps its capacity, so this is allocated once per connection.
 constexpr std::size_t kReadChunk = 16 * 1024;
+// RunPrecheck holds a refusal that is this many refusals into a streak (see there).
+constexpr uint32_t kHeldFromStreak = 2;
 // A refused body or lingering input is dropped by the kernel this much per receive.
 constexpr std::size_t kDiscardChunk = 1024 * 1024;
 
@@ -458,10 +460,14 @@ bool BasicHttpConnection<Stream>::RunPrecheck() {
   if (!early) return false;
   const Clock::time_point now = Clock::now();
   const auto hold = shared_->options.refusal_hold;
-  const bool repeat = last_refusal_ != Clock::time_point{} &&
-                      now - last_refusal_ < shared_->options.refusal_repeat_window;
+  // Refusals that follow each other within the window form a streak; the third of a streak and
+  // every one after it is held. Two in a row happen to an open-loop client's connection now
+  // and then; a client that resends at once makes a streak at once and keeps it.
+  const bool quick = last_refusal_ != Clock::time_point{} &&
+                     now - last_refusal_ < shared_->options.refusal_repeat_window;
+  refusal_streak_ = quick ? refusal_streak_ + 1 : 0;
   early_response_ = std::move(early);
-  if (repeat && hold.count() > 0) {
+  if (refusal_streak_ >= kHeldFromStreak && hold.count() > 0) {
     // A client that sends again at once after a refusal: answer it later, and read none of its
     // body meanwhile, so that it waits (on its socket's back-pressure when the body is large)
     // instead of making the server and itself spin through refusals on the model's cores.

@@ -15,9 +15,9 @@
 //              cancels too (docs/server.md, "Client disconnects").
 //   kWriting   writing the response with one gather write           (write_timeout, per write)
 //   kRefusalHold  HttpHandler::Precheck refused the request from its header, and this
-//              connection's previous refusal was less than refusal_repeat_window ago: nothing is
-//              read for refusal_hold, then as kDiscard (docs/admission.md, "Clients that do not
-//              back off")
+//              connection's previous two refusals each came less than refusal_repeat_window
+//              after the one before: nothing is read for refusal_hold, then as kDiscard
+//              (docs/admission.md, "Clients that do not back off")
 //   kDiscard   HttpHandler::Precheck answered from the header: the Content-Length body is read
 //              past and thrown away (plain TCP: by the kernel, MSG_TRUNC; TLS: into the read
 //              buffer's spare space) (body_timeout, per read), then the early response is
@@ -189,6 +189,7 @@ class BasicHttpConnection : public Connection,
   std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it
   std::optional<HttpResponse> early_response_;   // Precheck's answer, written after kDiscard
   Clock::time_point last_refusal_{};             // when a Precheck answer was last started
+  uint32_t refusal_streak_ = 0;                  // refusals each within the window of the last
   HttpResponse response_;                        // keeps the body alive during the write
   std::string head_;                             // status line + headers, reused
   std::array<boost::asio::const_buffer, 2> out_;

@@ -96,11 +96,11 @@ class HttpServer {
     // Longest gap between two writes of a response (a client that stops reading). Default 30 s.
     std::chrono::milliseconds write_timeout{30'000};
     // A request refused from its header (HttpHandler::Precheck: admission control's 429) on a
-    // connection whose previous refusal was less than refusal_repeat_window ago is held this
-    // long before it is answered, its body not read meanwhile. A client that resends at once
-    // after a 429, ignoring Retry-After (wrk, naive retry loops), then costs one refusal per
-    // hold instead of spinning through refusals on the model's cores; a client that waits, or
-    // is refused only now and then, is answered at once. 0: off. HTTP/1.1 only (an HTTP/2
+    // connection refused twice already, each refusal less than refusal_repeat_window after the
+    // one before, is held this long before it is answered, its body not read meanwhile. A client
+    // that resends at once after a 429, ignoring Retry-After (wrk, naive retry loops), then costs
+    // one refusal per hold instead of spinning through refusals on the model's cores; a client that
+    // waits, or is refused only now and then, is answered at once. 0: off. HTTP/1.1 only (an HTTP/2
     // refusal resets its stream without reading the body). Default 15 ms.
     std::chrono::milliseconds refusal_hold{15};
     std::chrono::milliseconds refusal_repeat_window{50};

@@ -179,7 +179,9 @@ TEST_F(BatchFormerTest, MaxQueueSizeRefusesPerLevel) {
   auto third = BatchItem(3);
   third->seq = 100;
   Status s = f.Enqueue(third, clock_.Now());
-  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  // Triton's answer, which its clients match on: 503 / UNAVAILABLE, "Exceeds maximum queue size".
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message().rfind("Exceeds maximum queue size", 0), 0u) << s.ToString();
   ASSERT_NE(third, nullptr);  // left with the caller, to be answered
   auto urgent = BatchItem(4);
   urgent->request->priority = 1;
@@ -187,7 +189,7 @@ TEST_F(BatchFormerTest, MaxQueueSizeRefusesPerLevel) {
   auto urgent2 = BatchItem(5);
   urgent2->request->priority = 1;
   urgent2->seq = 101;
-  EXPECT_EQ(f.Enqueue(urgent2, clock_.Now()).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(f.Enqueue(urgent2, clock_.Now()).code(), StatusCode::kUnavailable);
   EXPECT_EQ(f.size(), 3u);
 }
 
