@@ -435,7 +435,7 @@ TEST_F(ModelSchedulerTest, FullQueueIsRefusedOnTheSubmittingThread) {
   s->Submit(BatchItem(2));  // queued
   s->Submit(BatchItem(3));  // refused
   ASSERT_EQ(completions_.count(), 1u);
-  EXPECT_EQ(completions_.WaitFor(1)[0].code, StatusCode::kResourceExhausted);
+  EXPECT_EQ(completions_.WaitFor(1)[0].code, StatusCode::kUnavailable);
   EXPECT_EQ(completions_.WaitFor(1)[0].input_value, 3);
   probe_.ReleaseAll();
   completions_.WaitFor(3);
