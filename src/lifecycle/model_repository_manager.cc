@@ -443,7 +443,9 @@ StatusOr<ModelRepositoryManagerImpl::LoadedVersion> ModelRepositoryManagerImpl::
 StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerImpl::FindModel(
     std::string_view name) const {
   auto it = models_.find(name);
-  if (it == models_.end()) return NotFound("unknown model '" + std::string(name) + "'");
+  // Triton's words, which its clients and QA tests match on (the start of the message).
+  if (it == models_.end())
+    return NotFound("Request for unknown model: '" + std::string(name) + "' is not found");
   return &it->second;
 }
 
@@ -451,17 +453,18 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
     std::string_view name, std::optional<int64_t> version) {
   std::shared_lock lock(mu_);
   ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
-  // Built only for an error: this runs on every request.
-  auto model = [name] { return "model '" + std::string(name) + "'"; };
+  // Built only for an error: this runs on every request. Triton's words first (its clients match
+  // on them), Harrier's detail after.
+  auto unknown = [name] { return "Request for unknown model: '" + std::string(name) + "'"; };
   if (shut_down_) return Unavailable("the server is shutting down");
   if (version) {
     auto it = entry->versions.find(*version);
     if (it == entry->versions.end())
-      return NotFound(model() + " has no version " + std::to_string(*version));
+      return NotFound(unknown() + " version " + std::to_string(*version) + " is not found");
     const VersionEntry& v = it->second;
     if (v.state != ModelState::kReady) {
-      return Unavailable(model() + " version " + std::to_string(*version) + " is " +
-                         std::string(ModelStateName(v.state)) +
+      return Unavailable(unknown() + " version " + std::to_string(*version) +
+                         " is not at ready state: it is " + std::string(ModelStateName(v.state)) +
                          (v.reason.empty() ? "" : ": " + v.reason));
     }
     return std::shared_ptr<ServableModel>(v.model);
@@ -472,7 +475,7 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
   std::string reason = entry->reason;
   if (reason.empty() && !entry->versions.empty()) reason = entry->versions.rbegin()->second.reason;
   if (reason.empty()) reason = "it is still loading";
-  return Unavailable(model() + " is not ready: " + reason);
+  return Unavailable(unknown() + " has no available versions: " + reason);
 }
 
 StatusOr<ModelMetadata> ModelRepositoryManagerImpl::Metadata(std::string_view name,
@@ -524,10 +527,12 @@ StatusOr<std::vector<ModelVersionStats>> ModelRepositoryManagerImpl::Stats(
   if (name) {
     ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(*name));
     if (version && !entry->versions.contains(*version))
-      return NotFound("model '" + std::string(*name) + "' has no version " +
-                      std::to_string(*version));
+      return NotFound("Request for unknown model: '" + std::string(*name) + "' version " +
+                      std::to_string(*version) + " is not found");
     add(*entry);
-    if (out.empty()) return Unavailable("model '" + std::string(*name) + "' has no ready version");
+    if (out.empty())
+      return Unavailable("Request for unknown model: '" + std::string(*name) +
+                         "' has no available versions");
   } else {
     for (const auto& [n, entry] : models_) add(entry);
   }

@@ -183,7 +183,7 @@ class LoggingTests(unittest.TestCase):
         a = SERVER.access_lines("unknown-model-1")
         self.assertEqual(len(a), 1)
         self.assertEqual(a[0]["status"], 404)
-        self.assertIn("unknown model 'nope'", a[0]["error"])
+        self.assertIn("Request for unknown model: 'nope' is not found", a[0]["error"])
 
         body = json.dumps({"inputs": [
             {"name": "WRONG", "shape": [1, 16], "datatype": "INT32", "data": [0] * 16}]}).encode()

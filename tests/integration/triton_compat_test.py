@@ -239,6 +239,24 @@ def rss_kib(pid):
     return -1
 
 
+class ErrorWordingTest(unittest.TestCase):
+    """Triton's QA tests and clients match the start of these messages."""
+
+    def test_unknown_model_and_version_in_tritons_words(self):
+        status, body = get("/v2/models/nope")
+        self.assertEqual(status, 404)
+        self.assertTrue(json.loads(body)["error"].startswith(
+            "Request for unknown model: 'nope' is not found"), body)
+        status, body = get("/v2/models/scalar_add/versions/99")
+        self.assertEqual(status, 404)
+        self.assertTrue(json.loads(body)["error"].startswith(
+            "Request for unknown model: 'scalar_add' version 99 is not found"), body)
+        status, body = infer("nope", [])
+        self.assertEqual(status, 404, body)
+        self.assertTrue(body["error"].startswith("Request for unknown model: 'nope' is not found"),
+                        body)
+
+
 class CompressionTest(unittest.TestCase):
     """Content-Encoding on requests and Accept-Encoding on responses, as Triton's clients use
     them (tritonclient's request_compression_algorithm / response_compression_algorithm)."""
@@ -392,6 +410,7 @@ def main():
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(WarmupTest),
                                 loader.loadTestsFromTestCase(ShapesTest),
+                                loader.loadTestsFromTestCase(ErrorWordingTest),
                                 loader.loadTestsFromTestCase(CompressionTest),
                                 loader.loadTestsFromTestCase(RawBinaryTest)])
     return harness.run_suite(suite, start, ARGS.verbose)

@@ -87,6 +87,19 @@ TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
 
   EXPECT_EQ(m->Get("bad", std::nullopt).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(m->Get("missing", std::nullopt).status().code(), StatusCode::kNotFound);
+  // Triton's words, which its clients and QA tests match the start of.
+  auto starts = [](const Status& s, std::string_view prefix) {
+    return s.message().rfind(prefix, 0) == 0;
+  };
+  EXPECT_TRUE(starts(m->Get("missing", std::nullopt).status(),
+                     "Request for unknown model: 'missing' is not found"));
+  EXPECT_TRUE(starts(m->Get("good", 7).status(),
+                     "Request for unknown model: 'good' version 7 is not found"));
+  EXPECT_TRUE(starts(m->Get("bad", std::nullopt).status(),
+                     "Request for unknown model: 'bad' has no available versions"))
+      << m->Get("bad", std::nullopt).status().ToString();
+  EXPECT_TRUE(starts(m->Stats("bad", std::nullopt).status(),
+                     "Request for unknown model: 'bad' has no available versions"));
   EXPECT_EQ(m->Get("good", 2).status().code(), StatusCode::kNotFound);
   auto good = m->Get("good", std::nullopt);
   ASSERT_TRUE(good.ok());
