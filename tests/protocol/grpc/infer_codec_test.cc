@@ -182,16 +182,23 @@ TEST(GrpcInferCodecTest, OutputsAreRawUnlessTypedOutputsIsAsked) {
   ASSERT_TRUE(asked.ok()) << asked.status().ToString();
   EXPECT_EQ(asked->output_form, OutputForm::kTyped);
 
-  ModelInferRequest raw = OneInput("INT32", {1});
-  raw.add_raw_input_contents(std::string(4, '\0'));
-  (*raw.mutable_parameters())["typed_outputs"].set_bool_param(true);
+  // Raw inputs (decoding moves them out of the message, so each decode gets a fresh one).
+  auto raw_with = [](auto set) {
+    ModelInferRequest raw = OneInput("INT32", {1});
+    raw.add_raw_input_contents(std::string(4, '\0'));
+    set(&(*raw.mutable_parameters())["typed_outputs"]);
+    return raw;
+  };
+  ModelInferRequest raw = raw_with([](auto* p) { p->set_bool_param(true); });
   auto raw_asked = DecodeModelInferRequest(&raw, {});
   ASSERT_TRUE(raw_asked.ok()) << raw_asked.status().ToString();
   EXPECT_EQ(raw_asked->output_form, OutputForm::kTyped);
-  (*raw.mutable_parameters())["typed_outputs"].set_bool_param(false);
-  EXPECT_EQ(DecodeModelInferRequest(&raw, {})->output_form, OutputForm::kRaw);
+  raw = raw_with([](auto* p) { p->set_bool_param(false); });
+  auto raw_plain = DecodeModelInferRequest(&raw, {});
+  ASSERT_TRUE(raw_plain.ok()) << raw_plain.status().ToString();
+  EXPECT_EQ(raw_plain->output_form, OutputForm::kRaw);
 
-  (*raw.mutable_parameters())["typed_outputs"].set_string_param("yes");
+  raw = raw_with([](auto* p) { p->set_string_param("yes"); });
   auto bad = DecodeModelInferRequest(&raw, {});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
