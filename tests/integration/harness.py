@@ -5,6 +5,7 @@ a suite against the server with the summary line CTest reads."""
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,6 +64,16 @@ class Harrier:
         if not self.log.closed:
             self.log.close()
         return self.proc.returncode
+
+
+def generate_repository(source_dir, repo, scripts=("make_test_models.py",)):
+    """Makes `repo` afresh (emptied if it exists) and fills it with the models of each of the
+    source tree's tools/ `scripts`, run with /usr/bin/python3 (Debian's onnx and numpy)."""
+    shutil.rmtree(repo, ignore_errors=True)
+    os.makedirs(repo)
+    for script in scripts:
+        subprocess.run(["/usr/bin/python3", os.path.join(source_dir, "tools", script), repo],
+                       check=True, stdout=subprocess.DEVNULL)
 
 
 def parse_args(doc, add_arguments=None):

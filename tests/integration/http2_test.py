@@ -851,12 +851,8 @@ def main():
 
     try:
         repo = os.path.join(ARGS.work_dir, "repo-h2")
-        if os.path.exists(repo):
-            shutil.rmtree(repo)
-        os.makedirs(repo)
-        for script in ("make_test_models.py", "make_example_models.py"):
-            subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools", script), repo],
-                           check=True, stdout=subprocess.DEVNULL)
+        harness.generate_repository(ARGS.source_dir, repo,
+                                    ("make_test_models.py", "make_example_models.py"))
         make_certificates(TLS_DIR)
         SERVER = HarrierProcess("harrier-h2", [
             "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])

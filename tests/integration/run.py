@@ -1504,13 +1504,9 @@ class ProcessTests(HarrierTestCase):
 # ---- Runner --------------------------------------------------------------------------------
 
 def build_repository(repo):
-    if os.path.exists(repo):
-        shutil.rmtree(repo)
-    os.makedirs(repo)
-    tools = os.path.join(ARGS.source_dir, "tools")
-    for script in ("make_test_models.py", "make_example_models.py"):
-        subprocess.run(["/usr/bin/python3", os.path.join(tools, script), repo], check=True,
-                       stdout=subprocess.DEVNULL)
+    import harness  # noqa: E402 - beside this file; imported here, where it is used
+    harness.generate_repository(ARGS.source_dir, repo,
+                                ("make_test_models.py", "make_example_models.py"))
     # The slow model again, with a queue policy that lets a request's `timeout` apply.
     override = os.path.join(repo, "slow_timeout_override")
     shutil.copytree(os.path.join(repo, "slow"), override)

@@ -17,9 +17,7 @@ line is "N passed, N failed".
 import json
 import mmap
 import os
-import shutil
 import struct
-import subprocess
 import sys
 import unittest
 import urllib.error
@@ -282,10 +280,7 @@ def main():
     def start():
         global SERVER
         repo = os.path.join(ARGS.work_dir, "repo")
-        shutil.rmtree(repo, ignore_errors=True)
-        subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools",
-                                                         "make_test_models.py"), repo],
-                       check=True, stdout=subprocess.DEVNULL)
+        harness.generate_repository(ARGS.source_dir, repo)
         SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"),
                                  ["--allow-client-shm", "true"])
         return SERVER

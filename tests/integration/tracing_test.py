@@ -51,12 +51,7 @@ IDENTITY_BODY = json.dumps({"inputs": [
 
 
 def build_repository(repo):
-    if os.path.exists(repo):
-        shutil.rmtree(repo)
-    os.makedirs(repo)
-    subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools",
-                                                     "make_test_models.py"), repo],
-                   check=True, stdout=subprocess.DEVNULL)
+    harness.generate_repository(ARGS.source_dir, repo)
     for name in os.listdir(repo):
         if name not in ("simple", "identity_fp32"):
             shutil.rmtree(os.path.join(repo, name))

@@ -13,9 +13,7 @@ Python stdlib only. The last line is "N passed, N failed".
 """
 import json
 import os
-import shutil
 import struct
-import subprocess
 import sys
 import unittest
 import zlib
@@ -399,10 +397,7 @@ def main():
     def start():
         global SERVER
         repo = os.path.join(ARGS.work_dir, "repo")
-        shutil.rmtree(repo, ignore_errors=True)
-        subprocess.run(["/usr/bin/python3", os.path.join(ARGS.source_dir, "tools",
-                                                         "make_triton_models.py"), repo],
-                       check=True, stdout=subprocess.DEVNULL)
+        harness.generate_repository(ARGS.source_dir, repo, ["make_triton_models.py"])
         SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"),
                                  ["--max-body-bytes", str(MAX_BODY_BYTES)])
         return SERVER
