@@ -20,17 +20,6 @@ const std::shared_ptr<const std::string>& EmptyBody() {
   return empty;
 }
 
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 HttpResponse JsonErrorResponse(int status, std::string_view message,
                                std::string_view content_type_name) {
   HttpResponse r;

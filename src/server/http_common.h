@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/http_text.h"  // IEquals, TrimOws: every user of this header reads fields
 #include "harrier/access_log.h"
 #include "harrier/http_message.h"
 
@@ -30,9 +31,6 @@ inline constexpr std::chrono::milliseconds kTlsCloseNotifyWait{500};
 
 // One shared empty body (with kBodyPadding capacity) for requests that have none.
 const std::shared_ptr<const std::string>& EmptyBody();
-
-// ASCII case-insensitive equality, for header names and tokens.
-bool IEquals(std::string_view a, std::string_view b);
 
 // A response with `status`, a JSON content type (`content_type_name` as the caller's
 // protocol spells it) and the body {"error": message}.

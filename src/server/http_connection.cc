@@ -83,10 +83,8 @@ std::string_view DateHeader() {
 bool ListHasToken(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (IEquals(item, token)) return true;
+    const std::string_view item = list.substr(0, comma);
+    if (IEquals(TrimOws(item), token)) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

@@ -3,6 +3,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include "core/http_text.h"
+
 namespace harrier::server_internal {
 
 namespace http = boost::beast::http;
@@ -29,16 +31,6 @@ void RequestParser::on_response_impl(int, string_view, int, error_code& ec) {
 
 namespace {
 
-bool IsOws(char c) {
-  return c == ' ' || c == '\t';
-}
-
-string_view TrimOws(string_view s) {
-  while (!s.empty() && IsOws(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsOws(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // True when the field whose name starts at `name` was folded onto a second line. Beast hands
 // over a field only once its line is in the buffer it parses, and only after it has seen the
 // byte that follows the line's CRLF (to look for a fold itself): so the line is still there,
@@ -62,10 +54,12 @@ void RequestParser::NoteTransferCodings(string_view value) {
   transfer_encoding_ = true;
   while (true) {
     const std::size_t comma = value.find(',');
-    string_view item = value.substr(0, comma);
-    item = TrimOws(item.substr(0, item.find(';')));  // a coding's parameters do not matter here
+    const string_view element = value.substr(0, comma);
+    // A coding's parameters do not matter here.
+    const std::string_view item =
+        TrimOws(std::string_view(element.data(), element.size()).substr(0, element.find(';')));
     if (!item.empty()) {  // empty list elements are allowed and ignored (RFC 9110 §5.6.1)
-      last_coding_chunked_ = boost::beast::iequals(item, "chunked");
+      last_coding_chunked_ = IEquals(item, "chunked");
       if (last_coding_chunked_) {
         ++chunked_codings_;
       } else if (first_other_coding_.empty()) {

@@ -3,8 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
+
+#include "core/http_text.h"
 
 namespace harrier::kserve {
 namespace {
@@ -16,25 +17,12 @@ constexpr int kRawWindow = -15;
 // Output grows by at most this much per inflate() call.
 constexpr size_t kInflateStep = 64 * 1024;
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // The q value of one Accept-Encoding element's parameters ("; q=0.5"); 1 when absent, 0 when
 // it does not parse (a malformed preference is not an acceptance).
 double Quality(std::string_view params) {
   while (!params.empty()) {
     const size_t semi = params.find(';');
-    std::string_view p = Trim(params.substr(0, semi));
+    std::string_view p = TrimOws(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     if (p.size() < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=') continue;
     p.remove_prefix(2);
@@ -100,11 +88,10 @@ StatusOr<size_t> InflateOne(std::string_view in, int window_bits, uint64_t max_b
 }  // namespace
 
 std::optional<ContentCoding> ParseContentEncoding(std::string_view value) {
-  value = Trim(value);
-  if (value.empty() || EqualsIgnoreCase(value, "identity")) return ContentCoding::kIdentity;
-  if (EqualsIgnoreCase(value, "gzip") || EqualsIgnoreCase(value, "x-gzip"))
-    return ContentCoding::kGzip;
-  if (EqualsIgnoreCase(value, "deflate")) return ContentCoding::kDeflate;
+  value = TrimOws(value);
+  if (value.empty() || IEquals(value, "identity")) return ContentCoding::kIdentity;
+  if (IEquals(value, "gzip") || IEquals(value, "x-gzip")) return ContentCoding::kGzip;
+  if (IEquals(value, "deflate")) return ContentCoding::kDeflate;
   return std::nullopt;
 }
 
@@ -118,11 +105,11 @@ ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
     accept_encoding =
         comma == std::string_view::npos ? std::string_view() : accept_encoding.substr(comma + 1);
     const size_t semi = element.find(';');
-    const std::string_view name = Trim(element.substr(0, semi));
+    const std::string_view name = TrimOws(element.substr(0, semi));
     const double q = semi == std::string_view::npos ? 1.0 : Quality(element.substr(semi + 1));
-    if (EqualsIgnoreCase(name, "gzip") || EqualsIgnoreCase(name, "x-gzip")) {
+    if (IEquals(name, "gzip") || IEquals(name, "x-gzip")) {
       gzip = q;
-    } else if (EqualsIgnoreCase(name, "deflate")) {
+    } else if (IEquals(name, "deflate")) {
       deflate = q;
     } else if (name == "*") {
       any = q;

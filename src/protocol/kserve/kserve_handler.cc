@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/http_text.h"
 #include "core/json_writer.h"
 #include "core/request_id.h"
 #include "core/status_mapping.h"
@@ -185,9 +186,7 @@ void AppendComputeDurations(std::string* out, const DurationStat& input, const D
 StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) {
   constexpr std::string_view kHeader = "inference-header-content-length";
   if (!request.HasHeader(kHeader)) return body_size;
-  std::string_view v = request.Header(kHeader);
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  const std::string_view v = TrimOws(request.Header(kHeader));
   size_t n = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {

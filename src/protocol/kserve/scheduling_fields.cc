@@ -5,6 +5,8 @@
 #include <string_view>
 #include <variant>
 
+#include "core/http_text.h"
+
 namespace harrier::kserve {
 
 namespace {
@@ -24,12 +26,6 @@ Status UnsignedParameter(const Parameters& parameters, std::string_view name, ui
   }
   *out = static_cast<uint64_t>(*value);
   return Status::Ok();
-}
-
-std::string_view TrimSpaces(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return v;
 }
 
 // Digits only (no sign, no exponent), at most kMaxRequestTimeoutUs.
@@ -57,7 +53,7 @@ Status ApplySchedulingFields(const HttpRequest& http, InferenceRequest* request)
   for (const auto& [name, value] : http.headers) {
     if (name == kTimeoutHeader) {
       uint64_t us = 0;
-      if (!ParseTimeoutUs(TrimSpaces(value), &us)) {
+      if (!ParseTimeoutUs(TrimOws(value), &us)) {
         return InvalidArgument("header X-Request-Timeout-Us must be a decimal integer from 0 to " +
                                std::to_string(kMaxRequestTimeoutUs) + " (microseconds)");
       }
