@@ -133,16 +133,12 @@ std::string_view ContentCodingName(ContentCoding coding) {
 
 StatusOr<std::string> DecodeContent(std::string_view encoded, ContentCoding coding,
                                     uint64_t max_bytes, size_t padding) {
-  std::string out;
-  if (coding == ContentCoding::kIdentity) {
-    if (encoded.size() > max_bytes) return PayloadTooLarge("the request body is over the limit");
-    out.reserve(encoded.size() + padding);
-    out.assign(encoded);
-    return out;
-  }
-  out.reserve(static_cast<size_t>(std::min<uint64_t>(max_bytes, encoded.size() * 4)) + padding);
+  if (coding == ContentCoding::kIdentity)
+    return Internal("DecodeContent: identity is not a coding");
   if (encoded.size() > std::numeric_limits<uInt>::max())
     return PayloadTooLarge("the compressed request body is over 4 GiB");
+  std::string out;
+  out.reserve(static_cast<size_t>(std::min<uint64_t>(max_bytes, encoded.size() * 4)) + padding);
   if (coding == ContentCoding::kDeflate) {
     // HTTP's deflate is the zlib format; a raw deflate stream has no 2-byte zlib header (its
     // first byte's low nibble is 8 and the pair is a multiple of 31 in a zlib header).

@@ -29,7 +29,8 @@ ContentCoding NegotiateContentCoding(std::string_view accept_encoding);
 // "gzip" / "deflate" for the Content-Encoding header ("" for identity).
 std::string_view ContentCodingName(ContentCoding coding);
 
-// Decodes `encoded`: gzip (RFC 1952, concatenated members too) or deflate (the zlib format of
+// Decodes `encoded` (callers pass identity bodies through untouched; identity here is
+// kInternal): gzip (RFC 1952, concatenated members too) or deflate (the zlib format of
 // RFC 1950, which is what HTTP's "deflate" means; a raw RFC 1951 stream, which some clients
 // send, is accepted as well). The result has `padding` bytes of spare capacity after its end.
 // Errors: kPayloadTooLarge as soon as the output would pass `max_bytes` (the rest is not

@@ -785,16 +785,20 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     return refuse(s);
   StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
   if (!header_length.ok()) return refuse(header_length.status());
-  // Triton's raw binary request (a header length of 0): the body is the only input's bytes.
+  // Triton's raw binary request (a header length of 0): the body is the only input's bytes, its
+  // shape from the model's metadata (looked up for raw requests only).
   const bool raw = *header_length == 0 && request.HasHeader("inference-header-content-length");
-  StatusOr<harrier::ModelMetadata> metadata =
-      raw ? models_->Metadata(route.model, route.version) : harrier::ModelMetadata{};
-  if (!metadata.ok()) return refuse(metadata.status());
   const SharedMemoryContext shared_memory{options_.shared_memory, route.model};
-  auto decoded = raw ? DecodeRawInferRequest(std::move(body), (*model)->name(), metadata->inputs,
-                                             (*model)->max_batch_size())
-                     : DecodeInferRequest(std::move(body), *header_length, options_.decode_limits,
-                                          shared_memory);
+  auto decoded = [&]() -> StatusOr<std::unique_ptr<InferenceRequest>> {
+    if (!raw) {
+      return DecodeInferRequest(std::move(body), *header_length, options_.decode_limits,
+                                shared_memory);
+    }
+    ASSIGN_OR_RETURN(harrier::ModelMetadata metadata,
+                     models_->Metadata(route.model, route.version));
+    return DecodeRawInferRequest(std::move(body), (*model)->name(), metadata.inputs,
+                                 (*model)->max_batch_size());
+  }();
   if (!decoded.ok()) return refuse(decoded.status());
   std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
   // Pinned until the response is encoded into them, whatever unregisters them meanwhile.
