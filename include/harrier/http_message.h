@@ -51,6 +51,12 @@ struct HttpRequest {
   std::chrono::steady_clock::time_point body_received_at{};
   // Set by the transport: which protocol carried the request (also in Precheck's `head`).
   HttpVersion version = HttpVersion::kUnknown;
+  // Set by the transport: no other connection on this request's I/O thread sent a request in
+  // the last HttpServer::Options::sole_requester_window, and (HTTP/2) no other stream of this
+  // connection is open. Work run on the calling thread then holds up no other client; a front
+  // end uses it to choose inline execution (docs/scheduling.md). False when the transport
+  // does not say.
+  bool sole_requester = false;
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {

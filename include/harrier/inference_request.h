@@ -77,10 +77,25 @@ struct InferenceRequest {
   // tell a batch's traced requests about each other; invalid otherwise.
   SpanContext trace;
   // Whether the submitting thread may run the model itself when the scheduler allows inline
-  // execution (docs/scheduling.md, "Inline execution"): set by front ends per
-  // `--inline-execution` (gRPC by default; REST only with `all`).
+  // execution (docs/scheduling.md, "Inline execution"): set by front ends from their
+  // InlinePolicy (`--inline-execution`).
   bool allow_inline = false;
 };
+
+// Which of a front end's requests may run inline (InferenceRequest::allow_inline;
+// `--inline-execution`, docs/scheduling.md).
+enum class InlinePolicy {
+  kNever,
+  // Those the transport reports as their I/O thread's sole requester (HttpRequest::
+  // sole_requester): running them there holds up no other client. The default.
+  kSoleRequester,
+  kAlways,
+};
+
+inline bool AllowsInline(InlinePolicy policy, bool sole_requester) {
+  return policy == InlinePolicy::kAlways ||
+         (policy == InlinePolicy::kSoleRequester && sole_requester);
+}
 
 // Where a successful request's time went, in nanoseconds, as the model measured it (the same
 // figures its statistics record). The transport adds encoding and total time itself.

@@ -234,7 +234,7 @@ int Serve(const ServeFlags& flags) {
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
   handler_options.tracer = tracer.get();
-  handler_options.inline_execution = flags.inline_execution == "all";
+  handler_options.inline_execution = InlinePoliciesOf(flags).rest;
   handler_options.extensions.push_back("logging");  // GET/POST /v2/logging (REST only)
   handler_options.shared_memory = shared_memory.get();
   if (shared_memory) handler_options.extensions.push_back("system_shared_memory");
@@ -311,7 +311,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();
   grpc_options.handler.tracer = tracer.get();
-  grpc_options.handler.inline_execution = flags.inline_execution != "off";
+  grpc_options.handler.inline_execution = InlinePoliciesOf(flags).grpc;
   grpc_options.handler.shared_memory = shared_memory.get();
   if (shared_memory) {
     grpc_options.handler.extensions = kserve::DefaultKServeExtensions();

@@ -176,10 +176,11 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str();
   serve
       ->add_option("--inline-execution", flags->inline_execution,
-                   "Front ends whose threads may run a short request inline: grpc (gRPC only), "
-                   "all (also the HTTP I/O threads), off")
+                   "Which requests to a short model may run on the I/O thread that read them: "
+                   "auto (those from the thread's only active connection, REST and gRPC), grpc "
+                   "(every gRPC request, no REST one), all, off")
       ->capture_default_str()
-      ->check(CLI::IsMember({"grpc", "all", "off"}));
+      ->check(CLI::IsMember({"auto", "grpc", "all", "off"}));
   serve
       ->add_option("--overload-protection", flags->overload_protection,
                    "Per-model admission on the predicted queue delay: answers 429 instead of "
@@ -251,6 +252,14 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--trace-export-interval-ms", flags->trace_export_interval_ms,
                    "How often queued spans are exported (sooner when a batch is full)")
       ->capture_default_str();
+}
+
+InlinePolicies InlinePoliciesOf(const ServeFlags& flags) {
+  const std::string& mode = flags.inline_execution;
+  if (mode == "grpc") return {InlinePolicy::kNever, InlinePolicy::kAlways};
+  if (mode == "all") return {InlinePolicy::kAlways, InlinePolicy::kAlways};
+  if (mode == "off") return {InlinePolicy::kNever, InlinePolicy::kNever};
+  return {};  // auto
 }
 
 }  // namespace harrier

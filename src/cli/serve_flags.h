@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "harrier/inference_request.h"
 #include "protocol/kserve/infer_request_decoder.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
@@ -49,7 +50,9 @@ struct ServeFlags {
   std::string overload_protection = "on";
   std::string cpu_affinity = "off";
   uint64_t inline_execution_max_us = 100;
-  std::string inline_execution = "grpc";  // which front ends may run a request inline
+  // Which front ends' requests may run inline: auto (each front end's sole requesters),
+  // grpc (every gRPC request, no REST one), all, off. See InlinePolicies().
+  std::string inline_execution = "auto";
   int64_t overload_target_queue_delay_us = 0;
   std::string rate_limit_per_model = "off";
   std::string rate_limit_per_client = "off";
@@ -73,6 +76,13 @@ struct ServeFlags {
 
 // Registers every `serve` flag on `serve`, writing into `*flags` (which must outlive parsing).
 void AddServeFlags(CLI::App* serve, ServeFlags* flags);
+
+// `--inline-execution` as each front end's policy.
+struct InlinePolicies {
+  InlinePolicy rest = InlinePolicy::kSoleRequester;
+  InlinePolicy grpc = InlinePolicy::kSoleRequester;
+};
+InlinePolicies InlinePoliciesOf(const ServeFlags& flags);
 
 // Flag combinations CLI11's per-flag checks cannot see; empty when fine.
 std::string CheckFlagCombinations(const ServeFlags& flags);

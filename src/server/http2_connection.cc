@@ -728,6 +728,16 @@ void Http2Connection<Stream>::RefuseWithError(int32_t id, StreamState* s, int st
                                 shared_->options.access_log, shared_->handler));
 }
 
+// Sole requester (HttpRequest::sole_requester): this stream is the connection's only open one (a
+// client that waits for each answer has closed the previous stream by then) and no other
+// connection on this thread asked lately.
+template <class Stream>
+void Http2Connection<Stream>::NoteRequest(StreamState* s) {
+  s->request.sole_requester =
+      io_->NoteRequest(this, last_read_, shared_->options.sole_requester_window) &&
+      streams_.size() == 1;
+}
+
 template <class Stream>
 void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
   s->dispatched = true;
@@ -742,6 +752,7 @@ void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
       s->body.reserve(s->body.size() + kBodyPadding);
     s->request.body = std::make_shared<const std::string>(std::move(s->body));
   }
+  NoteRequest(s);
   HttpResponder responder(Responder{this->weak_from_this(), io_->shared_from_this(), id});
   try {
     shared_->handler->Handle(std::move(s->request), std::move(responder));
@@ -892,6 +903,7 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
 template <class Stream>
 bool Http2Connection<Stream>::OpenStream(int32_t id, StreamState* s) {
   if (!shared_->handler->ServesAsStream(s->request)) return false;  // the common case: no writer
+  NoteRequest(s);  // a streamed call is one requester for as long as it lasts
   HttpResponse head;
   std::shared_ptr<HttpStreamHandler> handler;
   auto writer = std::make_shared<StreamWriter>(this->weak_from_this(), io_->shared_from_this(), id);

@@ -120,6 +120,7 @@ class Http2Connection : public Connection,
   // access log, if any; `request_bytes`: the stream's body bytes received so far.
   void RefuseWithError(int32_t stream_id, StreamState* s, int status, std::string_view message,
                        uint64_t request_bytes);
+  void NoteRequest(StreamState* s);
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse response);

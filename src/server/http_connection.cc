@@ -686,6 +686,8 @@ void BasicHttpConnection<Stream>::Dispatch() {
   }
   parser_.reset();
 
+  request_.sole_requester = io_->NoteRequest(this, request_.body_received_at,
+                                             shared_->options.sole_requester_window);
   HttpResponder responder(Responder{this->weak_from_this(), io_->shared_from_this(), sequence_});
   in_handler_ = true;
   try {

@@ -103,6 +103,11 @@ class HttpServer {
     // waits, or is refused only now and then, is answered at once. 0: off. HTTP/1.1 only (an HTTP/2
     // refusal resets its stream without reading the body). Default 15 ms.
     std::chrono::milliseconds refusal_hold{15};
+    // HttpRequest::sole_requester: a request is its I/O thread's sole requester when no other
+    // connection on that thread sent one within this window. 1 ms: at the request rates where
+    // running requests on the I/O threads would keep them from ever sleeping, every thread
+    // sees requests from several connections far more often than that.
+    std::chrono::microseconds sole_requester_window{1'000};
     std::chrono::milliseconds refusal_repeat_window{50};
     // After an error response, how long unread request bytes are drained before closing, so
     // the client sees the response instead of a connection reset. Default 2 s.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <condition_variable>
@@ -74,6 +75,26 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   // The open connections of this thread; touched only on this thread (or after it is joined).
   // Destroyed before `ioc` (declared after it), so sockets never outlive their context.
   std::list<std::shared_ptr<Connection>> connections;
+
+  // Records that `requester` (a connection) sent a request at `now`, and says whether it is
+  // this thread's sole requester (HttpRequest::sole_requester): no other connection on this
+  // thread sent one in the `window` before it. On this thread only.
+  bool NoteRequest(const void* requester, std::chrono::steady_clock::time_point now,
+                   std::chrono::steady_clock::duration window) {
+    if (requester != last_requester_) {
+      other_request_at_ = last_request_at_;
+      last_requester_ = requester;
+    }
+    last_request_at_ = now;
+    return now - other_request_at_ > window;
+  }
+
+ private:
+  // NoteRequest's record: who sent this thread's latest request and when, and when the latest
+  // request from anyone else came. Zero (long ago) until a second connection asks.
+  const void* last_requester_ = nullptr;
+  std::chrono::steady_clock::time_point last_request_at_{};
+  std::chrono::steady_clock::time_point other_request_at_{};
 };
 
 }  // namespace harrier::server_internal

@@ -552,7 +552,7 @@ TEST_F(ModelSchedulerTest, NeverInlineWhenTheFrontEndDoesNotAllowIt) {
   probe_.ReleaseAll();
   MeasureOnce(*s, 1);
   auto item = BatchItem(2);
-  item->request->allow_inline = false;  // REST by default (--inline-execution grpc)
+  item->request->allow_inline = false;  // as a front end whose policy says no
   s->Submit(std::move(item));
   auto results = completions_.WaitFor(2);
   EXPECT_EQ(results.back().output, std::vector<float>(4, 2.0f));

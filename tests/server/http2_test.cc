@@ -322,6 +322,55 @@ TEST_F(Http2Test, PriorKnowledgeServesConcurrentStreams) {
   EXPECT_EQ(handler_.calls.load(), 6);
 }
 
+// HttpRequest::sole_requester over HTTP/2: a stream is its thread's sole requester when it is
+// its connection's only open stream and no other connection on the thread asked lately.
+TEST_F(Http2Test, SoleRequesterNeedsTheOnlyOpenStreamOfTheOnlyAskingConnection) {
+  options_.io_threads = 1;
+  options_.sole_requester_window = std::chrono::microseconds(200'000);
+  std::mutex mu;
+  std::vector<HttpResponder> held;  // "/hold" answers wait here until released
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    HttpResponse r;
+    r.body = request.sole_requester ? "sole" : "shared";
+    if (request.target == "/hold") {
+      std::lock_guard lock(mu);
+      held.push_back(std::move(respond));
+      return;
+    }
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client a(server_->port());
+  ASSERT_TRUE(a.connected());
+  auto ask = [](H2Client& c, const std::string& path = "/x") {
+    const int32_t id = c.Submit("GET", path);
+    if (!c.Run([&] { return c.response(id).closed; })) return std::string("no response");
+    return c.response(id).body;
+  };
+  EXPECT_EQ(ask(a), "sole");
+  EXPECT_EQ(ask(a), "sole");
+  // A second stream while the first is open: not sole.
+  const int32_t open = a.Submit("GET", "/hold");
+  ASSERT_TRUE(a.Run([&] {
+    std::lock_guard lock(mu);
+    return held.size() == 1;
+  }));
+  EXPECT_EQ(ask(a), "shared");
+  {
+    std::lock_guard lock(mu);
+    HttpResponse r;
+    r.body = "released";
+    held[0](std::move(r));
+  }
+  ASSERT_TRUE(a.Run([&] { return a.response(open).closed; }));
+  EXPECT_EQ(ask(a), "sole");
+  // Another connection on the same thread: neither is sole within the window.
+  H2Client b(server_->port());
+  ASSERT_TRUE(b.connected());
+  EXPECT_EQ(ask(b), "shared");
+  EXPECT_EQ(ask(a), "shared");
+}
+
 TEST_F(Http2Test, PrecheckRefusalNeverHandsTheBodyOverAndTheConnectionGoesOn) {
   handler_.on_precheck = [](const HttpRequest& head) -> std::optional<HttpResponse> {
     if (head.target != "/refuse") return std::nullopt;

@@ -138,6 +138,35 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   EXPECT_EQ(handler_.calls.load(), 3);
 }
 
+// HttpRequest::sole_requester: a connection is its I/O thread's sole requester until another
+// connection on that thread asks; then neither is, until one has been alone for the window.
+TEST_F(HttpServerTest, SoleRequesterIsTheOnlyConnectionAskingOnItsThread) {
+  options_.io_threads = 1;  // both clients on one thread
+  options_.sole_requester_window = std::chrono::microseconds(200'000);
+  handler_.on_request = [](HttpRequest request, HttpResponder respond) {
+    HttpResponse r;
+    r.body = request.sole_requester ? "sole" : "shared";
+    respond(std::move(r));
+  };
+  StartServer();
+  RawHttpClient a(server_->port());
+  RawHttpClient b(server_->port());
+  ASSERT_TRUE(a.connected() && b.connected());
+  auto ask = [](RawHttpClient& c) {
+    if (!c.Send(Post("/x", ""))) return std::string("send failed");
+    auto r = c.ReadResponse();
+    return r ? r->body : std::string("no response");
+  };
+  EXPECT_EQ(ask(a), "sole");
+  EXPECT_EQ(ask(a), "sole");
+  EXPECT_EQ(ask(b), "shared");  // a asked within the window
+  EXPECT_EQ(ask(a), "shared");
+  EXPECT_EQ(ask(b), "shared");
+  std::this_thread::sleep_for(milliseconds(250));  // past the window since a's last request
+  EXPECT_EQ(ask(b), "sole");
+  EXPECT_EQ(ask(b), "sole");
+}
+
 // A handler that refuses "/refuse" from the header alone.
 std::optional<HttpResponse> RefuseTarget(const HttpRequest& head) {
   if (head.target != "/refuse") return std::nullopt;

@@ -324,7 +324,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   }
   if (log) log->input_shapes_json = kserve::InputShapesJson(infer_request->inputs);
   infer_request->received_at = call.received_at;
-  infer_request->allow_inline = options_.inline_execution;
+  infer_request->allow_inline = AllowsInline(options_.inline_execution, call.sole_requester);
   if (call.deadline < infer_request->deadline) infer_request->deadline = call.deadline;
   infer_request->cancellation = std::move(call.cancellation);
   infer_request->client_id = std::move(call.client_id);

@@ -58,6 +58,9 @@ struct InferCallContext {
   std::string client_id;
   // The id sent back as `x-request-id` initial metadata, for the access log.
   std::string request_id;
+  // HttpRequest::sole_requester of the call's HTTP/2 stream (for a ModelStreamInfer stream, as
+  // it was when the stream opened).
+  bool sole_requester = false;
   // The RPC, for the access log.
   std::string_view method = "ModelInfer";
   // Set by the transport when the call is traced (kserve::TracedRequest::Start with the call's
@@ -80,9 +83,9 @@ class GrpcInferenceHandler {
     // Not owned, as above. Null: no tracing. The transport (GrpcServer) asks it whether to trace
     // ModelInfer and each ModelStreamInfer request; the other RPCs are not traced.
     Tracer* tracer = nullptr;
-    // Whether ModelInfer / ModelStreamInfer requests may run on the gRPC thread that read them
-    // (InferenceRequest::allow_inline; `--inline-execution grpc|all`, the default).
-    bool inline_execution = true;
+    // Which ModelInfer / ModelStreamInfer requests may run on the gRPC thread that read them
+    // (InferenceRequest::allow_inline; `--inline-execution`; docs/scheduling.md).
+    InlinePolicy inline_execution = InlinePolicy::kSoleRequester;
     // Not owned, as above; the REST API's registry. Null: shared memory is off (the
     // SystemSharedMemory RPCs and tensors naming a region are INVALID_ARGUMENT).
     SharedMemoryRegistry* shared_memory = nullptr;

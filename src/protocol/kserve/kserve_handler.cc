@@ -809,7 +809,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   infer_request->model_version = route.version;
   infer_request->received_at = received_at;
   infer_request->cancellation = std::move(request.cancellation);
-  infer_request->allow_inline = options_.inline_execution;
+  infer_request->allow_inline = AllowsInline(options_.inline_execution, request.sole_requester);
   if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok()) return refuse(s);
 
   // What the response and its log line need of the request, which the model now owns and may

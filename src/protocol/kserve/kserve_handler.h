@@ -91,9 +91,9 @@ class KServeHandler : public HttpHandler {
     // systemsharedmemory endpoints and tensors naming a region answer 400. Inputs and outputs
     // with shared-memory parameters are read from and written to its regions.
     SharedMemoryRegistry* shared_memory = nullptr;
-    // Whether an inference may run on the I/O thread that received it (InferenceRequest::
-    // allow_inline; `--inline-execution all`). Off by default: see docs/scheduling.md.
-    bool inline_execution = false;
+    // Which inferences may run on the I/O thread that received it (InferenceRequest::
+    // allow_inline; `--inline-execution`; docs/scheduling.md).
+    InlinePolicy inline_execution = InlinePolicy::kSoleRequester;
   };
 
   // `models` is not owned and must outlive the handler and every request in flight.

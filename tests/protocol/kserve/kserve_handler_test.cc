@@ -228,6 +228,35 @@ TEST_F(KServeHandlerTest, InferJson) {
   EXPECT_NE(simple_->last_request->received_at, std::chrono::steady_clock::time_point{});
 }
 
+// InferenceRequest::allow_inline follows the handler's InlinePolicy and, for the default
+// kSoleRequester, the transport's HttpRequest::sole_requester.
+TEST_F(KServeHandlerTest, AllowInlineFollowsThePolicyAndTheTransport) {
+  struct Case {
+    InlinePolicy policy;
+    bool sole_requester;
+    bool allow_inline;
+  };
+  for (const Case& c : {Case{InlinePolicy::kSoleRequester, true, true},
+                        Case{InlinePolicy::kSoleRequester, false, false},
+                        Case{InlinePolicy::kAlways, false, true},
+                        Case{InlinePolicy::kNever, true, false}}) {
+    KServeHandler::Options options;
+    options.inline_execution = c.policy;
+    KServeHandler handler(&models_, options);
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/v2/models/simple/versions/1/infer";
+    request.body = std::make_shared<const std::string>(kJsonInfer);
+    request.sole_requester = c.sole_requester;
+    int status = 0;
+    handler.Handle(std::move(request), [&](HttpResponse r) { status = r.status; });
+    EXPECT_EQ(status, 200);
+    ASSERT_TRUE(simple_->last_request);
+    EXPECT_EQ(simple_->last_request->allow_inline, c.allow_inline)
+        << "policy " << static_cast<int>(c.policy) << ", sole " << c.sole_requester;
+  }
+}
+
 TEST_F(KServeHandlerTest, InferWithoutVersionUsesTheLatest) {
   HttpResponse r = Call("POST", "/v2/models/simple/infer", kJsonInfer);
   EXPECT_EQ(r.status, 200) << r.body;
