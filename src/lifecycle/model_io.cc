@@ -101,39 +101,51 @@ std::vector<int64_t> ModelIO::ClientShape(const IoSpec& spec) const {
 
 Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
                           std::vector<std::string>* output_names) {
-  const std::string model = "model '" + std::string(model_name) + "'";
-  std::vector<bool> seen(io.inputs.size(), false);
+  // The labels of the error messages are formatted only for an error: a valid request
+  // allocates none of them.
+  const auto model = [model_name] { return "model '" + std::string(model_name) + "'"; };
+  // Which inputs came: a bit each (a vector only for models with more than 64 inputs).
+  uint64_t seen_bits = 0;
+  std::vector<bool> seen_more(io.inputs.size() > 64 ? io.inputs.size() : 0, false);
+  auto seen = [&](size_t i) { return i < 64 ? ((seen_bits >> i) & 1) != 0 : bool(seen_more[i]); };
+  auto mark_seen = [&](size_t i) {
+    if (i < 64) {
+      seen_bits |= uint64_t{1} << i;
+    } else {
+      seen_more[i] = true;
+    }
+  };
   int64_t batch = -1;  // the batch size shared by every input, when max_batch_size > 0
 
   for (Tensor& t : request->inputs) {
     const IoSpec* spec = io.FindInput(t.name);
     if (spec == nullptr) {
-      return InvalidArgument("unexpected input '" + t.name + "' for " + model + "; it expects " +
-                             Names(io.inputs));
+      return InvalidArgument("unexpected input '" + t.name + "' for " + model() +
+                             "; it expects " + Names(io.inputs));
     }
     size_t index = spec - io.inputs.data();
-    if (seen[index]) return InvalidArgument("input '" + t.name + "' appears more than once");
-    seen[index] = true;
-    const std::string what = "input '" + t.name + "' of " + model;
+    if (seen(index)) return InvalidArgument("input '" + t.name + "' appears more than once");
+    mark_seen(index);
+    const auto what = [&] { return "input '" + t.name + "' of " + model(); };
 
     if (t.dtype != spec->dtype) {
-      return InvalidArgument(what + " has datatype " + std::string(DataTypeName(t.dtype)) +
+      return InvalidArgument(what() + " has datatype " + std::string(DataTypeName(t.dtype)) +
                              ", the model expects " + std::string(DataTypeName(spec->dtype)));
     }
     std::span<const int64_t> dims_part(t.shape);
     if (io.max_batch_size > 0) {
       if (t.shape.empty()) {
-        return InvalidArgument(what +
+        return InvalidArgument(what() +
                                " has shape [] but the model has a batch dimension; expected " +
                                ShapeToString(io.ClientShape(*spec)));
       }
       int64_t b = t.shape[0];
       if (b < 1 || b > io.max_batch_size) {
-        return InvalidArgument(what + " has batch size " + std::to_string(b) +
+        return InvalidArgument(what() + " has batch size " + std::to_string(b) +
                                ", the model accepts 1 to " + std::to_string(io.max_batch_size));
       }
       if (batch >= 0 && b != batch) {
-        return InvalidArgument(what + " has batch size " + std::to_string(b) +
+        return InvalidArgument(what() + " has batch size " + std::to_string(b) +
                                " but another input has " + std::to_string(batch));
       }
       batch = b;
@@ -144,17 +156,17 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     const bool model_shape =
         !DimsMatch(spec->dims, dims_part) && spec->reshape && DimsMatch(*spec->reshape, dims_part);
     if (!DimsMatch(spec->dims, dims_part) && !model_shape) {
-      return InvalidArgument(what + " has shape " + ShapeToString(t.shape) +
+      return InvalidArgument(what() + " has shape " + ShapeToString(t.shape) +
                              ", the model expects " + ShapeToString(io.ClientShape(*spec)));
     }
     std::optional<int64_t> count = ElementCount(t.shape);
-    if (!count) return InvalidArgument(what + " has an invalid shape " + ShapeToString(t.shape));
+    if (!count) return InvalidArgument(what() + " has an invalid shape " + ShapeToString(t.shape));
     if (t.dtype == DataType::kBytes) {
-      RETURN_IF_ERROR(ValidateBytesTensor(t.bytes(), *count).WithContext(what));
+      RETURN_IF_ERROR(ValidateBytesTensor(t.bytes(), *count).WithContext(what()));
     } else {
       const uint64_t want = static_cast<uint64_t>(*count) * DataTypeByteSize(t.dtype);
       if (t.size_bytes != want) {
-        return InvalidArgument(what + " carries " + std::to_string(t.size_bytes) +
+        return InvalidArgument(what() + " carries " + std::to_string(t.size_bytes) +
                                " bytes; shape " + ShapeToString(t.shape) + " of " +
                                std::string(DataTypeName(t.dtype)) + " needs " +
                                std::to_string(want));
@@ -163,7 +175,7 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     if (spec->reshape && !model_shape) {
       const int64_t per_item =
           io.max_batch_size > 0 ? *count / std::max<int64_t>(batch, 1) : *count;
-      ASSIGN_OR_RETURN(std::vector<int64_t> target, ResolveReshape(*spec->reshape, per_item, what));
+      ASSIGN_OR_RETURN(std::vector<int64_t> target, ResolveReshape(*spec->reshape, per_item, what()));
       std::vector<int64_t> shape;
       if (io.max_batch_size > 0) shape.push_back(batch);
       shape.insert(shape.end(), target.begin(), target.end());
@@ -171,8 +183,8 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     }
   }
   for (size_t i = 0; i < io.inputs.size(); ++i) {
-    if (!seen[i] && !io.inputs[i].optional) {
-      return InvalidArgument("missing input '" + io.inputs[i].name + "' for " + model +
+    if (!seen(i) && !io.inputs[i].optional) {
+      return InvalidArgument("missing input '" + io.inputs[i].name + "' for " + model() +
                              "; it expects " + Names(io.inputs));
     }
   }
@@ -184,7 +196,7 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
   }
   for (const RequestedOutput& o : request->outputs) {
     if (io.FindOutput(o.name) == nullptr) {
-      return InvalidArgument("unknown output '" + o.name + "' requested from " + model +
+      return InvalidArgument("unknown output '" + o.name + "' requested from " + model() +
                              "; it has " + Names(io.outputs));
     }
     if (std::find(output_names->begin(), output_names->end(), o.name) != output_names->end()) {
