@@ -58,7 +58,9 @@ Status ForEachField(element value, std::string_view path,
 }
 
 Status GetInt(element value, const std::string& field, int64_t* out) {
-  if (value.get_int64().get(*out)) return Bad(field, "must be an integer");
+  const simdjson::error_code err = value.get_int64().get(*out);
+  if (err == simdjson::NUMBER_OUT_OF_RANGE) return Bad(field, "is too large");
+  if (err) return Bad(field, "must be an integer");
   return Status::Ok();
 }
 

@@ -145,6 +145,8 @@ TEST(ParseTrafficPolicyTest, RejectsBadDocumentsNamingTheField) {
       {R"({"weights": {"1": -1}})", "weights.1: -1 is out of range (0 to 1000000)"},
       {R"({"weights": {"1": 1000001}})", "weights.1: 1000001 is out of range"},
       {R"({"weights": {"1": 1.5}})", "weights.1: must be an integer"},
+      {R"({"weights": {"1": 1e3}})", "weights.1: must be an integer"},
+      {R"({"weights": {"1": 18446744073709551615}})", "weights.1: is too large"},
       {R"({"weights": {"1": "1"}})", "weights.1: must be an integer"},
       {R"({"weights": {"v1": 1}})", "weights.v1: a version key is a positive integer"},
       {R"({"weights": {"0": 1}})", "weights.0: a version key"},
