@@ -9,9 +9,11 @@
 namespace harrier {
 namespace {
 
+// "; retry after N s": the ending admission control's refusals have, which
+// RetryAfterSeconds() (core/status_mapping.h) reads back for a Retry-After header.
 std::string RetryText(Clock::duration wait) {
   const auto s = std::chrono::ceil<std::chrono::seconds>(wait).count();
-  return "retry in " + std::to_string(std::max<int64_t>(1, s)) + " s";
+  return "; retry after " + std::to_string(std::max<int64_t>(1, s)) + " s";
 }
 
 }  // namespace
@@ -65,7 +67,7 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
       const Clock::duration wait = BreakerWait(v, now);
       if (retry_after != nullptr) *retry_after = wait;
       return Unavailable("version " + std::to_string(v) +
-                         " is failing and its circuit breaker is open; " + RetryText(wait));
+                         " is failing and its circuit breaker is open" + RetryText(wait));
     }
     decision.version = v;
     decision.forced = true;
@@ -100,7 +102,7 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
       if (retry_after != nullptr) *retry_after = wait;
       return Unavailable(
           "every version of the model that takes traffic is failing and its circuit breaker is "
-          "open; " +
+          "open" +
           RetryText(wait));
     }
   }

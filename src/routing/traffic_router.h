@@ -10,8 +10,9 @@
 //      versions; kUnavailable when every version with traffic refuses.
 //   3. The shadow version is added when the sampler (shadow_sampler.h, fed the per-request
 //      random) says so, it is not the version already chosen, and its breaker allows it.
-// kUnavailable comes with the time after which a retry may succeed (`*retry_after`, also in
-// the message): the soonest a refusing breaker lets a request through.
+// kUnavailable comes with the time after which a retry may succeed (`*retry_after`): the
+// soonest a refusing breaker lets a request through, also at the end of the message as
+// "; retry after N s" (whole seconds, rounded up), the wording admission control uses.
 //
 // The rollout (rollout.h), the windows and the guard are driven by the caller, which hands the
 // rollout's weights to SetWeights(); the breakers survive a weight change. Nothing here reads a
