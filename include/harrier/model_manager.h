@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,13 @@ class ServableModel {
   }
 };
 
+// What a load request may say besides the model's name (Triton's load parameters).
+struct ModelLoadOptions {
+  // `parameters.config`: the model's config as JSON, used instead of its config.pbtxt for
+  // this load.
+  std::optional<std::string> config_json;
+};
+
 class ModelManager {
  public:
   virtual ~ModelManager() = default;
@@ -124,6 +132,26 @@ class ModelManager {
   // it: unknown model or version, not ready), for the metrics; labelled by `code` only, never
   // by the name the client sent. Default: not counted.
   virtual void RecordUnroutedFailure(StatusCode code) { (void)code; }
+
+  // Model control (Triton's load and unload, docs/model-lifecycle.md). Loads, or reloads, every
+  // version of `name` its version policy selects; `done` is called once, when the versions
+  // serve (OK) or the load failed (the versions that served before go on serving), from a
+  // background thread or the calling one. Errors: kUnavailable when model control is off
+  // (the model control mode is not explicit), kNotFound (no such model directory),
+  // kInvalidArgument (a bad config override), and the load's own failure.
+  virtual void LoadModel(std::string_view name, ModelLoadOptions options,
+                         std::function<void(Status)> done) {
+    (void)name;
+    (void)options;
+    done(Unimplemented("model load and unload are not supported by this server"));
+  }
+  // Takes every version of `name` out of rotation; `done` is called once that holds (new
+  // requests are refused), while the requests in flight still finish; the versions are then
+  // freed in the background. Errors as for LoadModel().
+  virtual void UnloadModel(std::string_view name, std::function<void(Status)> done) {
+    (void)name;
+    done(Unimplemented("model load and unload are not supported by this server"));
+  }
 };
 
 }  // namespace harrier

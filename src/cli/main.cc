@@ -183,6 +183,11 @@ int Serve(const ServeFlags& flags) {
   manager_options.admission = admission->get();
   manager_options.pin_instance_workers = flags.cpu_affinity == "on";
   manager_options.inline_execution_max_us = flags.inline_execution_max_us;
+  manager_options.control_mode = flags.model_control_mode == "poll"       ? ModelControlMode::kPoll
+                                 : flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit
+                                                                          : ModelControlMode::kNone;
+  manager_options.poll_interval = std::chrono::seconds(flags.repository_poll_secs);
+  manager_options.startup_models = flags.load_models;
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,

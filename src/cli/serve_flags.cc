@@ -10,6 +10,8 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--tls-client-ca needs --tls-cert and --tls-key";
   if (flags.plain_http == "off" && flags.tls_cert.empty())
     return "--plain-http off leaves no REST port: it needs --tls-cert and --tls-key";
+  if (!flags.load_models.empty() && flags.model_control_mode != "explicit")
+    return "--load-model needs --model-control-mode explicit (the other modes load every model)";
   return {};
 }
 
@@ -35,6 +37,20 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Triton-layout model repository: <dir>/<model>/[config.pbtxt] and "
                    "<dir>/<model>/<version>/model.onnx")
       ->required();
+  serve
+      ->add_option("--model-control-mode", flags->model_control_mode,
+                   "none: load every model at start; poll: also apply the repository's changes "
+                   "every --repository-poll-secs; explicit: load --load-model at start and the "
+                   "rest through the load/unload API")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  serve
+      ->add_option("--repository-poll-secs", flags->repository_poll_secs,
+                   "Seconds between repository polls in poll mode")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  serve->add_option("--load-model", flags->load_models,
+                    "In explicit mode, a model to load at start (repeatable; * for all)");
   serve->add_option("--http-address", flags->http_address, "Address the HTTP server binds")
       ->capture_default_str();
   serve->add_option("--http-port", flags->http_port, "HTTP port (0: pick a free one)")

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harrier/inference_request.h"
 #include "protocol/kserve/infer_request_decoder.h"
@@ -16,6 +17,10 @@ namespace harrier {
 
 struct ServeFlags {
   std::string model_repository;
+  // Model control (docs/model-lifecycle.md): Triton's flags and defaults.
+  std::string model_control_mode = "none";  // none | poll | explicit
+  int repository_poll_secs = 15;
+  std::vector<std::string> load_models;  // explicit mode: loaded at start; "*" = all
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int grpc_port = 8001;

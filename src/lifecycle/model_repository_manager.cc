@@ -2,23 +2,27 @@
 
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <atomic>
-#include <charconv>
 #include <chrono>
-#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <random>
 #include <shared_mutex>
+#include <thread>
 
 #include "core/cpu_quota.h"
 #include "lifecycle/loaded_model.h"
+#include "lifecycle/model_loader.h"
 #include "observability/model_metrics.h"
-#include "repository/config_autocomplete.h"
-#include "repository/config_data_type.h"
 #include "repository/config_json.h"
 #include "repository/model_config_parser.h"
+#include "repository/model_fingerprint.h"
 #include "repository/repository_relative_paths.h"
 #include "repository/repository_scan.h"
 #include "repository/version_policy.h"
@@ -29,210 +33,84 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The adaptive batching target (docs/scheduling.md).
-constexpr std::string_view kTargetP99Parameter = "harrier.batching.target_p99_us";
+// Runs tasks one at a time on a thread of its own, at a lower CPU priority than inference
+// (nice +10), and a periodic task (the repository poll) between them. Loads and unloads never
+// run on an I/O, gRPC or model worker thread.
+class LifecycleThread {
+ public:
+  ~LifecycleThread() { Stop(); }
 
-ModelIO MakeModelIO(const inference::ModelConfig& config) {
-  ModelIO io;
-  io.max_batch_size = config.max_batch_size();
-  for (const auto& in : config.input()) {
-    IoSpec spec{in.name(),
-                FromConfigType(in.data_type()),
-                {in.dims().begin(), in.dims().end()},
-                std::nullopt,
-                in.optional()};
-    if (in.has_reshape())
-      spec.reshape = std::vector<int64_t>(in.reshape().shape().begin(), in.reshape().shape().end());
-    io.inputs.push_back(std::move(spec));
+  // `periodic` runs every `interval` when set (the first run one interval after Start()).
+  void Start(std::function<void()> periodic, std::chrono::milliseconds interval) {
+    periodic_ = std::move(periodic);
+    interval_ = interval;
+    thread_ = std::thread([this] { Run(); });
   }
-  for (const auto& out : config.output()) {
-    IoSpec spec{out.name(),
-                FromConfigType(out.data_type()),
-                {out.dims().begin(), out.dims().end()},
-                std::nullopt,
-                false};
-    if (out.has_reshape())
-      spec.reshape =
-          std::vector<int64_t>(out.reshape().shape().begin(), out.reshape().shape().end());
-    io.outputs.push_back(std::move(spec));
+  // False once stopping: the task will not run.
+  bool Post(std::function<void()> task) {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    tasks_.push_back(std::move(task));
+    cv_.notify_one();
+    return true;
   }
-  return io;
-}
-
-// Triton's ONNX graph levels (-1 basic, 0 default = all, 1 basic + extended) to ORT's.
-int GraphLevel(const inference::ModelConfig& config) {
-  if (!config.has_optimization() || !config.optimization().has_graph()) return -1;
-  switch (config.optimization().graph().level()) {
-    case -1: return 1;
-    case 1: return 2;
-    default: return -1;
-  }
-}
-
-QueuePolicy MakeQueuePolicy(const inference::ModelQueuePolicy& p) {
-  QueuePolicy q;
-  q.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
-                         ? QueuePolicy::TimeoutAction::kDelay
-                         : QueuePolicy::TimeoutAction::kReject;
-  q.default_timeout_us = p.default_timeout_microseconds();
-  q.allow_timeout_override = p.allow_timeout_override();
-  q.max_queue_size = p.max_queue_size();
-  return q;
-}
-
-// The scheduler's policy from the completed config: `dynamic_batching` (absent: one request
-// per execution, one FIFO level) and the adaptive target parameter.
-StatusOr<BatchingPolicy> MakeBatchingPolicy(const inference::ModelConfig& config) {
-  BatchingPolicy policy;
-  policy.max_batch_size = config.max_batch_size();
-  if (config.has_dynamic_batching()) {
-    const inference::ModelDynamicBatching& db = config.dynamic_batching();
-    policy.dynamic_batching = true;
-    policy.preferred_batch_sizes.assign(db.preferred_batch_size().begin(),
-                                        db.preferred_batch_size().end());
-    policy.max_queue_delay_us = db.max_queue_delay_microseconds();
-    policy.preserve_ordering = db.preserve_ordering();
-    policy.priority_levels = db.priority_levels();
-    policy.default_priority_level = db.default_priority_level();
-    policy.default_queue_policy = MakeQueuePolicy(db.default_queue_policy());
-    for (const auto& [level, p] : db.priority_queue_policy())
-      policy.priority_queue_policy[level] = MakeQueuePolicy(p);
-  }
-  auto it = config.parameters().find(std::string(kTargetP99Parameter));
-  if (it != config.parameters().end()) {
-    const std::string& value = it->second.string_value();
-    uint64_t us = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
-    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
-      return InvalidArgument("parameter '" + std::string(kTargetP99Parameter) + "' is '" + value +
-                             "'; expected a whole number of microseconds");
+  // Runs the tasks already posted, then joins. Idempotent.
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ && !thread_.joinable()) return;
+      stopping_ = true;
+      cv_.notify_one();
     }
-    policy.target_p99_us = us;
+    if (thread_.joinable()) thread_.join();
   }
-  return policy;
-}
 
-int InstanceCount(const inference::ModelConfig& config) {
-  int n = 0;
-  for (const auto& g : config.instance_group()) n += std::max(1, g.count());
-  return std::max(1, n);
-}
-
-// A warm-up sample: named inputs with their own buffers.
-struct WarmupSample {
-  std::string name;
-  int runs = 1;
-  std::vector<Tensor> inputs;
-};
-
-// What a version's warm-up runs. The implicit one (no `model_warmup` in the config) is only an
-// optimisation, so its failure is a warning; a configured one that fails fails the load, as in
-// Triton.
-struct Warmup {
-  bool implicit = false;
-  std::vector<WarmupSample> samples;
-};
-
-// Zero-filled bytes are a valid tensor of every type, BYTES included (each element an empty
-// string: a zero 4-byte length).
-Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
-  int64_t count = ElementCount(shape).value_or(0);
-  size_t bytes =
-      static_cast<size_t>(count) * (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
-  auto buffer = AllocateTensorBuffer(bytes);
-  std::memset(buffer.get(), 0, bytes);
-  Tensor t;
-  t.name = name;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data = buffer.get();
-  t.size_bytes = bytes;
-  t.owner = std::move(buffer);
-  return t;
-}
-
-// Shape with free dims set to 1, and the batch dim (when batching) set to `batch`.
-Shape ConcreteShape(const ModelIO& io, const std::vector<int64_t>& dims, int64_t batch) {
-  Shape shape;
-  if (io.max_batch_size > 0) shape.push_back(batch);
-  for (int64_t d : dims) shape.push_back(d < 0 ? 1 : d);
-  return shape;
-}
-
-StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
-                             const std::string& model_dir) {
-  Warmup warmup;
-  std::vector<WarmupSample>& samples = warmup.samples;
-  if (config.model_warmup_size() == 0) {
-    // Default: one zero-filled run, so the first real request does not pay for lazy set-up.
-    warmup.implicit = true;
-    WarmupSample s{"default zero-filled run", 1, {}};
-    for (const IoSpec& in : io.inputs)
-      if (!in.optional)
-        s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
-    samples.push_back(std::move(s));
-    return warmup;
-  }
-  std::mt19937 rng(12345);
-  for (const auto& w : config.model_warmup()) {
-    WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
-    const int64_t batch = std::max<uint32_t>(1, w.batch_size());
-    for (const auto& [name, in] : w.inputs()) {
-      Shape shape;
-      if (io.max_batch_size > 0) shape.push_back(batch);
-      shape.insert(shape.end(), in.dims().begin(), in.dims().end());
-      DataType dtype = FromConfigType(in.data_type());
-      Tensor t = ZeroTensor(name, dtype, shape);
-      if (in.has_random_data() && dtype != DataType::kBytes) {
-        auto* p = const_cast<std::byte*>(t.data);
-        for (size_t i = 0; i < t.size_bytes; ++i) p[i] = std::byte(rng() & 0x3f);  // small values
-      } else if (in.has_input_data_file()) {
-        std::string path = model_dir + "/warmup/" + in.input_data_file();
-        auto content = LocalFileSystem().ReadFile(path);
-        if (!content.ok()) return content.status().WithContext("warm-up '" + w.name() + "'");
-        auto buffer = AllocateTensorBuffer(content->size());
-        std::memcpy(buffer.get(), content->data(), content->size());
-        t.data = buffer.get();
-        t.size_bytes = content->size();
-        t.owner = std::move(buffer);
+ private:
+  void Run() {
+    pthread_setname_np(pthread_self(), "model-lifecycle");
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // best effort
+    auto next_poll = std::chrono::steady_clock::now() + interval_;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (!tasks_.empty()) {
+        std::function<void()> task = std::move(tasks_.front());
+        tasks_.pop_front();
+        lock.unlock();
+        task();
+        lock.lock();
+        continue;
       }
-      s.inputs.push_back(std::move(t));
+      if (stopping_) return;
+      if (periodic_ && std::chrono::steady_clock::now() >= next_poll) {
+        lock.unlock();
+        periodic_();
+        lock.lock();
+        next_poll = std::chrono::steady_clock::now() + interval_;
+        continue;
+      }
+      if (periodic_) {
+        cv_.wait_until(lock, next_poll);
+      } else {
+        cv_.wait(lock);
+      }
     }
-    samples.push_back(std::move(s));
   }
-  return warmup;
-}
 
-Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
-                 std::string_view model_name, ModelScheduler& scheduler) {
-  std::vector<std::string> all_outputs;
-  for (const auto& o : io.outputs) all_outputs.push_back(o.name);
-  for (const WarmupSample& s : samples) {
-    // Warm-up inputs pass the same checks as a client's, so a bad model_warmup is reported.
-    InferenceRequest check;
-    check.inputs = s.inputs;
-    std::vector<std::string> outputs;
-    RETURN_IF_ERROR(ValidateAndPrepare(io, model_name, &check, &outputs)
-                        .WithContext("warm-up sample '" + s.name + "'"));
-    for (int i = 0; i < s.runs; ++i) {
-      RETURN_IF_ERROR(scheduler
-                          .RunOnEachInstance([&](ModelInstance& instance) {
-                            std::vector<Tensor> out;
-                            return instance.Run(check.inputs, outputs, &out, RunContext{});
-                          })
-                          .WithContext("warm-up sample '" + s.name + "'"));
-    }
-  }
-  return Status::Ok();
-}
+  std::function<void()> periodic_;  // constant after Start()
+  std::chrono::milliseconds interval_{0};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+};
 
 class ModelRepositoryManagerImpl : public ModelRepositoryManager {
  public:
   explicit ModelRepositoryManagerImpl(const Options& options)
-      : options_(options), client_paths_(options.repository_path) {
-    if (options_.usable_cores <= 0) options_.usable_cores = UsableCores();
-    if (options_.pin_instance_workers) allowed_cpus_ = AllowedCpus();
-  }
+      : options_(WithCores(options)),
+        client_paths_(options.repository_path),
+        loader_(LoaderOptions(options_)) {}
   ~ModelRepositoryManagerImpl() override { Shutdown(); }
 
   void LoadAll() override;
@@ -247,6 +125,10 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   void RecordUnroutedFailure(StatusCode code) override {
     unrouted_failures_.Add(FailureReasonFor(code));
   }
+  void LoadModel(std::string_view name, ModelLoadOptions options,
+                 std::function<void(Status)> done) override;
+  void UnloadModel(std::string_view name, std::function<void(Status)> done) override;
+  void PollNow() override;
   void CollectMetrics(TextExposition* out) const override;
   std::vector<DashboardVersion> DashboardVersions() const override;
 
@@ -254,54 +136,108 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   struct VersionEntry {
     ModelState state = ModelState::kLoading;
     std::string reason;
-    std::shared_ptr<LoadedModel> model;  // set when READY
+    std::shared_ptr<LoadedModel> model;  // set when READY (and while UNLOADING)
     double load_seconds = -1;            // load and warm-up time; negative: never tried
     uint64_t warmup_failures = 0;        // implicit warm-ups that failed (the version serves)
-  };
-  // A version that loaded: READY, though its implicit warm-up may have failed (why, or empty).
-  struct LoadedVersion {
-    std::shared_ptr<LoadedModel> model;
-    std::string warmup_failure;
+    uint64_t fingerprint = 0;            // ModelFingerprint() of what it was loaded from
   };
   struct ModelEntry {
     std::string platform;
     std::string reason;                        // a failure before any version could load
     std::map<int64_t, VersionEntry> versions;  // ascending
+    // Unloaded on purpose (UnloadModel(), or not named at start in explicit mode): it does not
+    // count against the server's readiness, and a poll leaves it alone.
+    bool unloaded = false;
   };
 
-  void LoadModel(const ModelDirectory& dir);
-  StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
-                                      const inference::ModelConfig& base_config, int64_t version);
+  static Options WithCores(Options options) {
+    if (options.usable_cores <= 0) options.usable_cores = UsableCores();
+    return options;
+  }
+  static ModelLoader::Options LoaderOptions(const Options& options) {
+    ModelLoader::Options o;
+    o.backend = options.backend;
+    o.usable_cores = options.usable_cores;
+    o.admission = options.admission;
+    o.pin_instance_workers = options.pin_instance_workers;
+    o.inline_execution_max_us = options.inline_execution_max_us;
+    return o;
+  }
+
+  // Brings model `dir` to what its directory (or `config_override`) says, availability first:
+  // the versions to (re)load are loaded and warmed while the serving ones keep serving, then
+  // swapped in, then the replaced ones are retired. Only versions whose fingerprint changed are
+  // reloaded, unless `force`. A version that fails to load leaves a serving version of the same
+  // number serving. Returns the first failure (the model's state says the rest). On the
+  // lifecycle thread (or LoadAll()'s).
+  Status Reconcile(const ModelDirectory& dir, bool force,
+                   const std::optional<inference::ModelConfig>& config_override);
+  // Out of rotation already: waits (up to unload_timeout) for the requests holding handles,
+  // then shuts each down, which finishes what is queued, and frees it.
+  void Retire(std::vector<std::shared_ptr<LoadedModel>> models);
+  // Takes every version of `name` out of rotation (UNLOADING), retires them, marks them
+  // UNAVAILABLE "unloaded". `forget`: remove the model from the index too (gone from the
+  // repository). `done` (may be empty) is called once the versions are out of rotation.
+  void Unload(const std::string& name, bool forget, const std::function<void(Status)>& done);
+  // One scan of the repository in poll mode: new models load, changed versions reload, removed
+  // models and versions unload.
+  void Poll();
   void SetModel(const std::string& name, ModelEntry entry);
+  Status ModelControlAllowed() const;
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
 
-  Options options_;  // constant after construction
+  const Options options_;
   // Every reason stored below goes through it: reasons reach clients (index, Get()'s errors,
   // the status page) with paths relative to the repository; the log lines keep full paths.
-  RepositoryRelativePaths client_paths_;  // constant after construction
-  std::vector<int> allowed_cpus_;         // constant after construction; empty unless pinning
-  std::atomic<size_t> next_cpu_{0};       // round-robin position for pinned instance workers
+  const RepositoryRelativePaths client_paths_;
+  ModelLoader loader_;  // thread-safe
 
   mutable std::shared_mutex mu_;
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
   bool shut_down_ = false;                                 // guarded by mu_
 
   FailureCounters unrouted_failures_;  // relaxed atomics
+  LifecycleThread lifecycle_;          // started by LoadAll(); stopped by Shutdown()
 };
 
 void ModelRepositoryManagerImpl::LoadAll() {
   auto dirs = ScanRepository(options_.repository_path);
   if (!dirs.ok()) {
     spdlog::error("model repository {}: {}", options_.repository_path, dirs.status().message());
-    return;
+  } else {
+    if (dirs->empty())
+      spdlog::warn("model repository {} holds no models", options_.repository_path);
+    const bool explicit_mode = options_.control_mode == ModelControlMode::kExplicit;
+    auto named = [&](const std::string& name) {
+      for (const std::string& n : options_.startup_models)
+        if (n == "*" || n == name) return true;
+      return false;
+    };
+    for (const ModelDirectory& dir : *dirs) {
+      ModelEntry entry;
+      if (explicit_mode && !named(dir.name)) {
+        entry.platform = std::string(options_.backend->platform());
+        entry.reason = "unloaded";
+        entry.unloaded = true;
+        SetModel(dir.name, std::move(entry));
+        continue;
+      }
+      SetModel(dir.name, std::move(entry));
+      (void)Reconcile(dir, true, std::nullopt);
+    }
+    if (explicit_mode) {
+      for (const std::string& n : options_.startup_models) {
+        std::shared_lock lock(mu_);
+        if (n != "*" && !models_.contains(n))
+          spdlog::error("--load-model {}: no such model in the repository", n);
+      }
+    }
   }
-  if (dirs->empty()) spdlog::warn("model repository {} holds no models", options_.repository_path);
-  for (const ModelDirectory& dir : *dirs) {
-    ModelEntry loading;
-    SetModel(dir.name, loading);
-    LoadModel(dir);
-  }
+  lifecycle_.Start(options_.control_mode == ModelControlMode::kPoll
+                       ? std::function<void()>([this] { Poll(); })
+                       : std::function<void()>(),
+                   options_.poll_interval);
 }
 
 void ModelRepositoryManagerImpl::SetModel(const std::string& name, ModelEntry entry) {
@@ -309,135 +245,300 @@ void ModelRepositoryManagerImpl::SetModel(const std::string& name, ModelEntry en
   models_[name] = std::move(entry);
 }
 
-void ModelRepositoryManagerImpl::LoadModel(const ModelDirectory& dir) {
-  ModelEntry entry;
-  entry.platform = std::string(options_.backend->platform());
+Status ModelRepositoryManagerImpl::Reconcile(
+    const ModelDirectory& dir, bool force,
+    const std::optional<inference::ModelConfig>& config_override) {
+  // What serves now (pinned), so that it can keep serving through the load.
+  // And what failed to load before, from which files: a poll does not retry those until they
+  // change.
+  std::map<int64_t, VersionEntry> serving;
+  std::map<int64_t, VersionEntry> failed_before;
+  {
+    std::shared_lock lock(mu_);
+    auto it = models_.find(dir.name);
+    if (it != models_.end()) {
+      for (const auto& [v, e] : it->second.versions) {
+        if (e.state == ModelState::kReady) serving[v] = e;
+        if (e.state == ModelState::kUnavailable && e.fingerprint != 0)
+          failed_before[v] = e;
+      }
+    }
+  }
+  // A failure before any version: with versions serving, they go on serving.
   auto fail = [&](const Status& s) {
-    entry.reason = client_paths_.Rewrite(s.message());
-    spdlog::error("model '{}' is UNAVAILABLE: {}", dir.name, s.message());
-    SetModel(dir.name, std::move(entry));
+    spdlog::error("model '{}'{}: {}", dir.name,
+                  serving.empty() ? " is UNAVAILABLE" : " was not reloaded (its serving "
+                                                        "versions go on serving)",
+                  s.message());
+    if (serving.empty()) {
+      ModelEntry entry;
+      entry.platform = std::string(options_.backend->platform());
+      entry.reason = client_paths_.Rewrite(s.message());
+      SetModel(dir.name, std::move(entry));
+    }
+    return s;
   };
   if (!dir.error.ok()) return fail(dir.error);
-
   inference::ModelConfig config;
-  if (!dir.config_path.empty()) {
+  if (config_override) {
+    config = *config_override;
+  } else if (!dir.config_path.empty()) {
     auto parsed = ReadModelConfigFile(dir.config_path);
     if (!parsed.ok()) return fail(parsed.status());
     config = std::move(parsed).value();
   }
-  VersionSelection selection = SelectVersions(config.version_policy(), dir.versions);
-  const std::vector<int64_t>& versions = selection.selected;
-  const std::vector<int64_t>& missing = selection.missing;
-  for (int64_t v : missing) {
-    const std::string reason = "version " + std::to_string(v) +
-                               " is named by the version policy but has no directory in " +
-                               dir.path;
-    spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v, reason);
-    entry.versions[v] = {ModelState::kUnavailable, client_paths_.Rewrite(reason), nullptr};
-  }
-  if (versions.empty() && missing.empty()) {
+  const VersionSelection selection = SelectVersions(config.version_policy(), dir.versions);
+  if (selection.selected.empty() && selection.missing.empty())
     return fail(NotFound("no version directories (numeric names such as '1') in " + dir.path));
+
+  // Which versions to load: new ones, changed ones, all of them when forced.
+  std::map<int64_t, uint64_t> fingerprints;
+  std::vector<int64_t> to_load;
+  for (int64_t v : selection.selected) {
+    auto fp = ModelFingerprint(LocalFileSystem(), dir, v);
+    fingerprints[v] = fp.ok() ? *fp : 0;
+    auto it = serving.find(v);
+    const bool unchanged = it != serving.end() && it->second.fingerprint == fingerprints[v];
+    auto failed = failed_before.find(v);
+    const bool failed_unchanged =
+        failed != failed_before.end() && failed->second.fingerprint == fingerprints[v];
+    if (force || config_override || (!unchanged && !failed_unchanged)) to_load.push_back(v);
   }
-  for (int64_t v : versions) {
+  auto selected = [&](int64_t v) {
+    return std::find(selection.selected.begin(), selection.selected.end(), v) !=
+           selection.selected.end();
+  };
+  bool retiring = false;
+  for (const auto& [v, e] : serving)
+    if (!selected(v)) retiring = true;
+  if (to_load.empty() && !retiring) return Status::Ok();  // nothing changed
+
+  // New version numbers show as LOADING meanwhile; a reloading one stays READY.
+  {
+    std::unique_lock lock(mu_);
+    ModelEntry& entry = models_[dir.name];
+    entry.platform = std::string(options_.backend->platform());
+    entry.reason.clear();
+    entry.unloaded = false;
+    for (int64_t v : to_load)
+      if (!serving.contains(v)) entry.versions[v] = VersionEntry{};
+  }
+
+  std::map<int64_t, VersionEntry> loaded;
+  Status first_failure = Status::Ok();
+  for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
-    auto loaded = LoadVersion(dir, config, v);
+    auto result = loader_.LoadVersion(dir, config, v);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    if (loaded.ok()) {
-      const bool warmed = loaded->warmup_failure.empty();
+    if (result.ok()) {
+      const bool warmed = result->warmup_failure.empty();
       if (warmed) {
-        spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v,
-                     ms);
+        spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name,
+                     v, ms);
       } else {
         spdlog::warn(
             "model '{}' version {} READY (loaded in {:.1f} ms), but its default warm-up failed: "
             "{}; its first request may be slower (a model_warmup in config.pbtxt replaces it)",
-            dir.name, v, ms, loaded->warmup_failure);
+            dir.name, v, ms, result->warmup_failure);
       }
-      entry.versions[v] = {ModelState::kReady, "", std::move(loaded->model), ms / 1000.0,
-                           warmed ? 0u : 1u};
-    } else {
-      spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
-                    loaded.status().message());
-      entry.versions[v] = {ModelState::kUnavailable,
-                           client_paths_.Rewrite(loaded.status().message()), nullptr, ms / 1000.0};
+      loaded[v] = {ModelState::kReady, "", std::move(result->model), ms / 1000.0,
+                   warmed ? 0u : 1u, fingerprints[v]};
+      continue;
     }
+    if (first_failure.ok()) first_failure = result.status();
+    if (serving.contains(v)) {
+      spdlog::error("model '{}' version {} failed to reload: {}; the loaded one goes on serving",
+                    dir.name, v, result.status().message());
+      continue;
+    }
+    spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
+                  result.status().message());
+    loaded[v] = {ModelState::kUnavailable, client_paths_.Rewrite(result.status().message()),
+                 nullptr, ms / 1000.0, 0, fingerprints[v]};
   }
-  SetModel(dir.name, std::move(entry));
+
+
+  // The swap: one exclusive section; what it replaces is retired after it.
+  std::vector<std::shared_ptr<LoadedModel>> replaced;
+  {
+    std::unique_lock lock(mu_);
+    ModelEntry& entry = models_[dir.name];
+    std::map<int64_t, VersionEntry> versions;
+    for (int64_t v : selection.missing) {
+      const std::string reason = "version " + std::to_string(v) +
+                                 " is named by the version policy but has no directory in " +
+                                 dir.path;
+      spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v, reason);
+      versions[v] = {ModelState::kUnavailable, client_paths_.Rewrite(reason), nullptr};
+    }
+    for (int64_t v : selection.selected) {
+      auto fresh = loaded.find(v);
+      auto old = serving.find(v);
+      if (fresh != loaded.end()) {
+        versions[v] = std::move(fresh->second);
+        if (old != serving.end()) replaced.push_back(old->second.model);
+      } else if (old != serving.end()) {
+        versions[v] = old->second;
+      } else if (auto failed = failed_before.find(v); failed != failed_before.end()) {
+        versions[v] = failed->second;  // failed before, from the same files: not retried
+      }
+    }
+    // The versions the policy no longer selects retire only when every selected version
+    // serves: a new version that fails (now or at an earlier poll) leaves the old ones serving.
+    bool keep_deselected = false;
+    for (int64_t v : selection.selected)
+      if (!versions.contains(v) || versions[v].state != ModelState::kReady) keep_deselected = true;
+    for (const auto& [v, e] : serving) {
+      if (versions.contains(v)) continue;  // selected: kept or replaced above
+      if (keep_deselected) {
+        if (!to_load.empty())
+          spdlog::warn("model '{}' version {} goes on serving: the version(s) to replace it failed",
+                       dir.name, v);
+        versions[v] = e;
+      } else {
+        replaced.push_back(e.model);
+      }
+    }
+    entry.versions = std::move(versions);
+    entry.unloaded = false;
+  }
+  for (const auto& m : replaced)
+    spdlog::info("model '{}' version {}: retiring the replaced instance", dir.name, m->version());
+  serving.clear();  // its references would hold up the retirement's wait for handles
+  Retire(std::move(replaced));
+  return first_failure;
 }
 
-StatusOr<ModelRepositoryManagerImpl::LoadedVersion> ModelRepositoryManagerImpl::LoadVersion(
-    const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version) {
-  Backend& backend = *options_.backend;
-  inference::ModelConfig config = base_config;
-  const std::string filename = config.default_model_filename().empty()
-                                   ? std::string(backend.default_model_filename())
-                                   : config.default_model_filename();
-  const std::string model_path = dir.path + "/" + std::to_string(version) + "/" + filename;
-
-  ASSIGN_OR_RETURN(ModelSignature signature, backend.Inspect(model_path));
-  AutoCompleteOptions complete_options;
-  complete_options.default_model_filename = std::string(backend.default_model_filename());
-  RETURN_IF_ERROR(AutoCompleteConfig(signature, dir.name, backend.name(), backend.platform(),
-                                     &config, complete_options)
-                      .WithContext(dir.config_path.empty() ? model_path : dir.config_path));
-  ModelIO io = MakeModelIO(config);
-
-  const int instances = InstanceCount(config);
-  InstanceOptions instance_options;
-  // Instances x intra-op threads <= usable cores; a config parameter may say otherwise.
-  instance_options.intra_op_threads = std::max(1, options_.usable_cores / instances);
-  instance_options.graph_optimization_level = GraphLevel(config);
-  for (const auto& [key, value] : config.parameters())
-    instance_options.parameters[key] = value.string_value();
-
-  std::vector<std::unique_ptr<ModelInstance>> created;
-  for (int i = 0; i < instances; ++i) {
-    ASSIGN_OR_RETURN(auto instance, backend.CreateInstance(model_path, instance_options));
-    created.push_back(std::move(instance));
+void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models) {
+  for (auto& model : models) {
+    // Ours is the last reference the manager holds; every other is a request's handle.
+    const auto deadline = Clock::now() + options_.unload_timeout;
+    while (model.use_count() > 1 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (model.use_count() > 1) {
+      spdlog::warn(
+          "model '{}' version {}: {} handle(s) still held after {} ms; shutting it down anyway "
+          "(their requests are refused)",
+          model->name(), model->version(), model.use_count() - 1, options_.unload_timeout.count());
+    }
+    model->Shutdown();  // finishes what is queued or running, joins the workers
+    model.reset();      // the last reference (unless a late request still holds one)
   }
-  ASSIGN_OR_RETURN(BatchingPolicy policy, MakeBatchingPolicy(config));
-  ASSIGN_OR_RETURN(auto warmup, BuildWarmup(config, io, dir.path));
+}
 
-  LoadedModel::Options model_options;
-  model_options.name = dir.name;
-  model_options.version = version;
-  model_options.io = io;
-  model_options.config_json = ModelConfigToJson(config);
-  model_options.policy = policy;
-  model_options.inline_execution_max_us = options_.inline_execution_max_us;
-  if (!allowed_cpus_.empty()) {
-    for (int i = 0; i < instances; ++i)
-      model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);
+Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    // Triton's words.
+    return Unavailable(
+        "explicit model load / unload is not allowed if polling is enabled (this server runs "
+        "with --model-control-mode " +
+        std::string(options_.control_mode == ModelControlMode::kPoll ? "poll" : "none") +
+        "; use explicit)");
   }
-  if (options_.admission != nullptr) {
-    AdmissionController::ModelSpec spec;
-    spec.name = dir.name;
-    spec.instance_count = instances;
-    spec.requests_per_run =
-        policy.dynamic_batching ? static_cast<int>(std::max<int64_t>(1, policy.max_batch_size)) : 1;
-    spec.batching_delay = std::chrono::microseconds(
-        policy.dynamic_batching ? static_cast<int64_t>(policy.max_queue_delay_us) : 0);
-    spec.parameters = instance_options.parameters;
-    ASSIGN_OR_RETURN(model_options.admission, options_.admission->ForModel(spec));
+  return Status::Ok();
+}
+
+void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptions options,
+                                           std::function<void(Status)> done) {
+  if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
+  std::optional<inference::ModelConfig> override;
+  if (options.config_json) {
+    auto parsed = ParseModelConfigJson(*options.config_json);
+    if (!parsed.ok()) return done(parsed.status().WithContext("parameters.config"));
+    override = std::move(parsed).value();
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
-                   LoadedModel::Create(std::move(model_options), std::move(created)));
-  // Warm-up runs on every instance before the version is reported READY.
-  LoadedVersion loaded{model, ""};
-  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
-  if (!warmed.ok()) {
-    if (!warmup.implicit) return warmed;
-    loaded.warmup_failure = warmed.message();
+  const bool posted = lifecycle_.Post([this, name = std::string(name),
+                                       override = std::move(override), done] {
+    auto dirs = ScanRepository(options_.repository_path);
+    if (!dirs.ok()) return done(dirs.status());
+    for (const ModelDirectory& dir : *dirs) {
+      if (dir.name != name) continue;
+      Status s = Reconcile(dir, true, override);
+      return done(s.ok() ? s
+                         : Status(s.code(), "failed to load '" + name + "': " +
+                                                client_paths_.Rewrite(s.message())));
+    }
+    done(NotFound("failed to load '" + name + "', no version is available"));
+  });
+  if (!posted) done(Unavailable("the server is shutting down"));
+}
+
+void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
+                                             std::function<void(Status)> done) {
+  if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
+  const bool posted = lifecycle_.Post(
+      [this, name = std::string(name), done] { Unload(name, false, done); });
+  if (!posted) done(Unavailable("the server is shutting down"));
+}
+
+void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
+                                        const std::function<void(Status)>& done) {
+  std::vector<std::shared_ptr<LoadedModel>> retiring;
+  {
+    std::unique_lock lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      lock.unlock();
+      if (done) done(NotFound("failed to unload '" + name + "': no such model in the repository"));
+      return;
+    }
+    ModelEntry& entry = it->second;
+    entry.unloaded = true;
+    for (auto& [v, e] : entry.versions) {
+      e.state = e.model ? ModelState::kUnloading : ModelState::kUnavailable;
+      e.reason = e.model ? "unloading" : "unloaded";
+      if (e.model) retiring.push_back(std::move(e.model));
+    }
+    if (entry.versions.empty()) entry.reason = "unloaded";
   }
-  spdlog::info(
-      "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}",
-      dir.name, version, instances, instance_options.intra_op_threads, io.max_batch_size,
-      !policy.dynamic_batching ? std::string("one request per execution")
-      : policy.target_p99_us > 0
-          ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
-          : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
-                " us");
-  return loaded;
+  spdlog::info("model '{}': unloading {} version(s)", name, retiring.size());
+  if (done) done(Status::Ok());  // out of rotation: no new request reaches it
+  Retire(std::move(retiring));
+  std::unique_lock lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || !it->second.unloaded) return;  // loaded again meanwhile
+  if (forget) {
+    models_.erase(it);
+    spdlog::info("model '{}' removed from the repository: unloaded", name);
+    return;
+  }
+  for (auto& [v, e] : it->second.versions) {
+    e.state = ModelState::kUnavailable;
+    e.reason = "unloaded";
+  }
+  spdlog::info("model '{}' unloaded", name);
+}
+
+void ModelRepositoryManagerImpl::PollNow() {
+  lifecycle_.Post([this] { Poll(); });
+}
+
+void ModelRepositoryManagerImpl::Poll() {
+  auto dirs = ScanRepository(options_.repository_path);
+  if (!dirs.ok()) {
+    spdlog::error("model repository poll: {}", dirs.status().message());
+    return;
+  }
+  std::vector<std::string> known;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [name, entry] : models_) known.push_back(name);
+  }
+  for (const ModelDirectory& dir : *dirs) {
+    {
+      std::shared_lock lock(mu_);
+      if (shut_down_) return;
+      auto it = models_.find(dir.name);
+      if (it != models_.end() && it->second.unloaded) continue;
+      if (it == models_.end()) spdlog::info("model '{}' appeared in the repository", dir.name);
+    }
+    (void)Reconcile(dir, false, std::nullopt);
+  }
+  for (const std::string& name : known) {
+    const bool present = std::any_of(dirs->begin(), dirs->end(),
+                                     [&](const ModelDirectory& d) { return d.name == name; });
+    if (!present) Unload(name, true, nullptr);
+  }
 }
 
 StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerImpl::FindModel(
@@ -543,6 +644,7 @@ bool ModelRepositoryManagerImpl::AllReady() const {
   std::shared_lock lock(mu_);
   if (shut_down_) return false;
   for (const auto& [name, entry] : models_) {
+    if (entry.unloaded) continue;  // unloaded on purpose: not expected to serve
     if (entry.versions.empty()) return false;
     for (const auto& [v, e] : entry.versions)
       if (e.state != ModelState::kReady) return false;
@@ -631,6 +733,7 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
 }
 
 void ModelRepositoryManagerImpl::Shutdown() {
+  lifecycle_.Stop();  // a load in progress finishes first; none starts after
   std::vector<std::shared_ptr<LoadedModel>> loaded;
   {
     std::unique_lock lock(mu_);

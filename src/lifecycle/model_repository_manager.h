@@ -9,6 +9,7 @@
 // Thread safety: every method may be called from any thread once LoadAll() has returned.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,6 +25,13 @@
 #include "scheduler/admission_controller.h"
 
 namespace harrier {
+
+// Triton's --model-control-mode.
+enum class ModelControlMode {
+  kNone,      // every model loads at start; the repository is not watched; no load/unload API
+  kPoll,      // as kNone, then the repository is polled and changes applied; no load/unload API
+  kExplicit,  // only Options::startup_models load at start; the load/unload API changes the rest
+};
 
 class ModelRepositoryManager : public ModelManager {
  public:
@@ -43,14 +51,29 @@ class ModelRepositoryManager : public ModelManager {
     // model's recent one-request executions took at most this long (docs/scheduling.md).
     // 0 = never.
     uint64_t inline_execution_max_us = 0;
+    // Model control (docs/model-lifecycle.md).
+    ModelControlMode control_mode = ModelControlMode::kNone;
+    // kExplicit: the models LoadAll() loads (--load-model; "*" = every one). The others are
+    // listed as UNAVAILABLE "unloaded".
+    std::vector<std::string> startup_models;
+    // kPoll: how often the repository is scanned (--repository-poll-secs).
+    std::chrono::milliseconds poll_interval{15'000};
+    // How long retiring a version waits for the requests holding its handle before shutting
+    // it down anyway (those that then reach it are refused kUnavailable).
+    std::chrono::milliseconds unload_timeout{30'000};
   };
 
   // kInvalidArgument / kNotFound when the repository path is missing or not a directory:
   // the only failures that stop the server.
   static StatusOr<std::unique_ptr<ModelRepositoryManager>> Create(const Options& options);
 
-  // Loads every model in the repository; returns when each is READY or UNAVAILABLE.
+  // Loads every model in the repository (in explicit mode, those of startup_models); returns
+  // when each is READY or UNAVAILABLE. Then starts the lifecycle thread that runs loads,
+  // unloads and (in poll mode) the repository polls.
   virtual void LoadAll() = 0;
+
+  // Poll mode: scans the repository now, on the lifecycle thread (returns at once).
+  virtual void PollNow() = 0;
 
   // Stops accepting new requests (kUnavailable), finishes the ones queued or running, and
   // joins the worker threads. Idempotent.

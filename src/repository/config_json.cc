@@ -1,5 +1,7 @@
 #include "repository/config_json.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
@@ -218,6 +220,15 @@ std::string ModelConfigToJson(const inference::ModelConfig& config) {
   out.reserve(512);
   AppendMessage(config, &out);
   return out;
+}
+
+StatusOr<inference::ModelConfig> ParseModelConfigJson(const std::string& json) {
+  inference::ModelConfig config;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &config);
+  if (!status.ok())
+    return InvalidArgument("the model config is not valid JSON for a ModelConfig: " +
+                           std::string(status.message()));
+  return config;
 }
 
 }  // namespace harrier

@@ -13,11 +13,18 @@
 
 #include <string>
 
+#include "harrier/status.h"
 #include "repository/model_config.pb.h"
 
 namespace harrier {
 
 // Compact JSON (no spaces or newlines).
 std::string ModelConfigToJson(const inference::ModelConfig& config);
+
+// The other way, for a load request's `parameters.config` (Triton's config override): the
+// protobuf JSON mapping, proto or JSON field names, 64-bit integers as numbers or strings.
+// Errors: kInvalidArgument naming what protobuf's parser found wrong (an unknown field, a
+// wrong type, JSON that does not parse).
+StatusOr<inference::ModelConfig> ParseModelConfigJson(const std::string& json);
 
 }  // namespace harrier

@@ -1,5 +1,6 @@
 #include "repository/file_system.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -55,6 +56,17 @@ class LocalFileSystemImpl final : public FileSystem {
       if (status_ec && status.type() != fs::file_type::not_found) {
         entry.type = FileType::kOther;
         entry.error = IoError("cannot inspect", it->path().string(), status_ec);
+      }
+      if (entry.type == FileType::kRegular) {
+        std::error_code size_ec, time_ec;
+        const std::uintmax_t size = fs::file_size(it->path(), size_ec);
+        const fs::file_time_type modified = fs::last_write_time(it->path(), time_ec);
+        if (!size_ec) entry.size_bytes = size;
+        if (!time_ec) {
+          entry.modified_ns =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch())
+                  .count();
+        }
       }
       entries.push_back(std::move(entry));
     }

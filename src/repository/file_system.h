@@ -6,6 +6,7 @@
 // called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct DirectoryEntry {
   // link loop (ELOOP), or a link target that cannot be inspected (permission denied). A
   // dangling symbolic link is not an error: its type is kNotFound.
   Status error;
+  // A regular file's size and last modification (nanoseconds since the epoch, of the link's
+  // target); zero for anything else. For noticing that a model's files changed.
+  uint64_t size_bytes = 0;
+  int64_t modified_ns = 0;
 };
 
 class FileSystem {

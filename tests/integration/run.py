@@ -306,10 +306,12 @@ class EndpointTests(HarrierTestCase):
         self.assertNotIn(REPO, rows["corrupt"]["reason"])
         self.assertNotIn(ARGS.work_dir, rows["corrupt"]["reason"])
 
-    def test_repository_load_unload_not_supported(self):
+    def test_repository_load_unload_need_explicit_mode(self):
+        # This server runs with the default --model-control-mode none: Triton's refusal.
         for action in ("load", "unload"):
             r = raw_request(SERVER.port, http_request("POST", "/v2/repository/models/simple/" + action))
-            self.assert_error(r, 501)
+            self.assert_error(r, 503)
+            self.assertIn("explicit model load / unload is not allowed", r.json()["error"])
         self.assert_still_serves()
 
     def test_unknown_path_is_404_and_wrong_method_405(self):

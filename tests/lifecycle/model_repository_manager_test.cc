@@ -36,8 +36,16 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     std::ofstream(p) << content;
   }
 
+  ModelRepositoryManager::Options Options(std::string path, int cores) {
+    ModelRepositoryManager::Options o;
+    o.repository_path = std::move(path);
+    o.backend = &backend_;
+    o.usable_cores = cores;
+    return o;
+  }
+
   std::unique_ptr<ModelRepositoryManager> Load(int cores = 2) {
-    auto m = ModelRepositoryManager::Create({root_.string(), &backend_, cores});
+    auto m = ModelRepositoryManager::Create(Options(root_.string(), cores));
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     (*m)->LoadAll();
     return std::move(m).value();
@@ -61,11 +69,11 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
   EXPECT_EQ(
-      ModelRepositoryManager::Create({(root_ / "nope").string(), &backend_, 1}).status().code(),
+      ModelRepositoryManager::Create(Options((root_ / "nope").string(), 1)).status().code(),
       StatusCode::kNotFound);
   Write("file", "x");
   EXPECT_EQ(
-      ModelRepositoryManager::Create({(root_ / "file").string(), &backend_, 1}).status().code(),
+      ModelRepositoryManager::Create(Options((root_ / "file").string(), 1)).status().code(),
       StatusCode::kInvalidArgument);
 }
 
@@ -406,6 +414,181 @@ TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
   EXPECT_TRUE(p.get_future().get().ok());
   (*m)->Shutdown();
   fs::remove_all(root);
+}
+
+// ---- Model control (docs/model-lifecycle.md) ------------------------------------------------
+
+// Calls LoadModel / UnloadModel and waits for their answer.
+Status Control(ModelRepositoryManager& m, bool load, const std::string& name,
+               ModelLoadOptions options = {}) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  auto done = [&p](Status s) { p.set_value(std::move(s)); };
+  if (load) {
+    m.LoadModel(name, std::move(options), done);
+  } else {
+    m.UnloadModel(name, done);
+  }
+  return f.get();
+}
+
+// Waits (up to 5 s) until `pred` holds; the lifecycle thread applies polls and drains.
+bool Eventually(const std::function<bool()>& pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+TEST_F(ModelRepositoryManagerTest, LoadAndUnloadNeedExplicitMode) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  const Status load = Control(*m, true, "a");
+  EXPECT_EQ(load.code(), StatusCode::kUnavailable);
+  EXPECT_NE(load.message().find("explicit model load / unload is not allowed"), std::string::npos)
+      << load.ToString();
+  EXPECT_EQ(Control(*m, false, "a").code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(m->Get("a", std::nullopt).ok());  // changed nothing
+}
+
+TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequest) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("b/1/model.onnx", "identity FP32 -1 4");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kExplicit;
+  o.startup_models = {"a"};
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  EXPECT_TRUE(m.Get("a", std::nullopt).ok());
+  EXPECT_EQ(m.Get("b", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(m.AllReady());  // an unloaded model is not expected to serve
+  auto rows = m.Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_EQ(rows[1].reason, "unloaded");
+
+  ASSERT_TRUE(Control(m, true, "b").ok());
+  EXPECT_TRUE(m.Get("b", std::nullopt).ok());
+  EXPECT_EQ(Control(m, true, "nope").code(), StatusCode::kNotFound);
+
+  // Unload: out of rotation at once; a request holding a handle still finishes.
+  auto held = m.Get("a", std::nullopt);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(Control(m, false, "a").ok());
+  const Status gone = m.Get("a", std::nullopt).status();
+  EXPECT_EQ(gone.code(), StatusCode::kUnavailable);
+  EXPECT_NE(gone.message().find("has no available versions"), std::string::npos);
+  auto answer = InferSync(**held, Fp32Request({1, 2, 3, 4}, {1, 4}));
+  EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+  held->reset();
+  EXPECT_TRUE(Eventually([&] {
+    auto r = m.Index();
+    return r[0].state == ModelState::kUnavailable && r[0].reason == "unloaded";
+  }));
+  EXPECT_TRUE(m.AllReady());
+  ASSERT_TRUE(Control(m, true, "a").ok());  // and back
+  EXPECT_TRUE(m.Get("a", std::nullopt).ok());
+}
+
+TEST_F(ModelRepositoryManagerTest, AFailedReloadLeavesTheServingVersionServing) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kExplicit;
+  o.startup_models = {"*"};
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  auto before = m.Get("a", 1);
+  ASSERT_TRUE(before.ok());
+  Write("a/1/model.onnx", "garbage, half copied");
+  const Status s = Control(m, true, "a");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("failed to load 'a'"), std::string::npos) << s.ToString();
+  auto after = m.Get("a", 1);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->get(), before->get());  // the same instance serves
+  EXPECT_TRUE(InferSync(**after, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+}
+
+TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kExplicit;
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  ModelLoadOptions bad;
+  bad.config_json = R"({"max_batch_size": "many"})";
+  EXPECT_EQ(Control(m, true, "a", bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Get("a", std::nullopt).status().code(), StatusCode::kUnavailable);
+  ModelLoadOptions good;
+  good.config_json = R"({"max_batch_size": 4})";
+  ASSERT_TRUE(Control(m, true, "a", good).ok());
+  auto a = m.Get("a", std::nullopt);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->max_batch_size(), 4);
+}
+
+TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndModels) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kPoll;
+  o.poll_interval = std::chrono::hours(1);  // polled by hand with PollNow()
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  auto one = m.Get("a", 1);
+  ASSERT_TRUE(one.ok());
+  const ServableModel* const first = one->get();
+  one->reset();
+
+  // Nothing changed: the same instance keeps serving.
+  m.PollNow();
+  Write("b/1/model.onnx", "identity FP32 -1 4");  // a new model
+  m.PollNow();
+  ASSERT_TRUE(Eventually([&] { return m.Get("b", 1).ok(); }));
+  EXPECT_EQ(m.Get("a", 1)->get(), first);
+
+  // A new version: the latest is 2 now (default policy), version 1 retires.
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  m.PollNow();
+  ASSERT_TRUE(Eventually([&] {
+    auto a = m.Get("a", std::nullopt);
+    return a.ok() && (*a)->version() == 2;
+  }));
+  EXPECT_TRUE(Eventually([&] { return m.Get("a", 1).status().code() == StatusCode::kNotFound; }));
+
+  // A changed config reloads it; a removed model leaves the index.
+  auto v2 = m.Get("a", 2);
+  ASSERT_TRUE(v2.ok());
+  const ServableModel* const before = v2->get();
+  v2->reset();
+  Write("a/config.pbtxt", "max_batch_size: 8\n");
+  std::filesystem::remove_all(root_ / "b");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    auto a = m.Get("a", 2);
+    return a.ok() && a->get() != before && (*a)->max_batch_size() == 8;
+  }));
+  EXPECT_TRUE(
+      Eventually([&] { return m.Get("b", std::nullopt).status().code() == StatusCode::kNotFound; }));
+  // A corrupt new version changes nothing that serves.
+  Write("a/3/model.onnx", "garbage");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    for (const auto& row : m.Index())
+      if (row.name == "a" && row.version == 3) return row.state == ModelState::kUnavailable;
+    return false;
+  }));
+  auto serving = m.Get("a", std::nullopt);
+  ASSERT_TRUE(serving.ok());
+  EXPECT_EQ((*serving)->version(), 2);
 }
 
 }  // namespace

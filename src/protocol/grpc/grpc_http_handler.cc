@@ -389,18 +389,27 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
         [&](const RepositoryIndexRequest& q, RepositoryIndexResponse* r) {
           return h.RepositoryIndex(q, r);
         });
-  } else if (method == "RepositoryModelLoad") {
-    answer = Unary<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
-        *message, std::move(head), "RepositoryModelLoadRequest",
-        [&](const RepositoryModelLoadRequest& q, RepositoryModelLoadResponse*) {
-          return h.RepositoryModelLoad(q);
-        });
-  } else if (method == "RepositoryModelUnload") {
-    answer = Unary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
-        *message, std::move(head), "RepositoryModelUnloadRequest",
-        [&](const RepositoryModelUnloadRequest& q, RepositoryModelUnloadResponse*) {
-          return h.RepositoryModelUnload(q);
-        });
+  } else if (method == "RepositoryModelLoad" || method == "RepositoryModelUnload") {
+    // Answered when the model manager is done (a load takes as long as the model's set-up),
+    // from its lifecycle thread: the I/O thread is not held meanwhile.
+    auto answered = [head, respond](Status status) mutable {
+      if (!status.ok()) return respond(Failed(std::move(head), status));
+      head.body = Framed(RepositoryModelLoadResponse());  // both answers are empty messages
+      head.trailers.emplace_back("grpc-status", "0");
+      respond(std::move(head));
+    };
+    if (method == "RepositoryModelLoad") {
+      RepositoryModelLoadRequest q;
+      if (!q.ParseFromArray(message->data(), static_cast<int>(message->size())))
+        return respond(Failed(std::move(head), CannotParse("RepositoryModelLoadRequest")));
+      h.RepositoryModelLoad(q, std::move(answered));
+    } else {
+      RepositoryModelUnloadRequest q;
+      if (!q.ParseFromArray(message->data(), static_cast<int>(message->size())))
+        return respond(Failed(std::move(head), CannotParse("RepositoryModelUnloadRequest")));
+      h.RepositoryModelUnload(q, std::move(answered));
+    }
+    return;
   } else if (method == "SystemSharedMemoryStatus") {
     answer = Unary<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>(
         *message, std::move(head), "SystemSharedMemoryStatusRequest",

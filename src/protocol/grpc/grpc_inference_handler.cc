@@ -145,21 +145,34 @@ Status GrpcInferenceHandler::RepositoryIndex(const inference::RepositoryIndexReq
 }
 
 namespace {
-Status ModelControlUnsupported() {
-  return Unimplemented(
-      "model load and unload are not supported: the server loads every model in its "
-      "repository at start");
-}
 }  // namespace
 
-Status GrpcInferenceHandler::RepositoryModelLoad(
-    const inference::RepositoryModelLoadRequest&) const {
-  return ModelControlUnsupported();
+void GrpcInferenceHandler::RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                               std::function<void(Status)> done) const {
+  ModelLoadOptions options;
+  for (const auto& [name, parameter] : request.parameters()) {
+    if (name == "config" && parameter.has_string_param()) {
+      options.config_json = parameter.string_param();
+    } else if (name.rfind("file:", 0) == 0) {
+      return done(InvalidArgument("file overrides ('" + name +
+                                  "') are not supported; put the files in the model repository"));
+    } else {
+      return done(InvalidArgument("unknown load parameter '" + name +
+                                  "' (expected config, a string_param)"));
+    }
+  }
+  models_->LoadModel(request.model_name(), std::move(options), std::move(done));
 }
 
-Status GrpcInferenceHandler::RepositoryModelUnload(
-    const inference::RepositoryModelUnloadRequest&) const {
-  return ModelControlUnsupported();
+void GrpcInferenceHandler::RepositoryModelUnload(
+    const inference::RepositoryModelUnloadRequest& request, std::function<void(Status)> done) const {
+  for (const auto& [name, parameter] : request.parameters()) {
+    // No model depends on another here (no ensembles yet): unload_dependents changes nothing.
+    if (name != "unload_dependents" || !parameter.has_bool_param())
+      return done(InvalidArgument("unknown unload parameter '" + name +
+                                  "' (expected unload_dependents, a bool_param)"));
+  }
+  models_->UnloadModel(request.model_name(), std::move(done));
 }
 
 Status GrpcInferenceHandler::SystemSharedMemoryStatus(

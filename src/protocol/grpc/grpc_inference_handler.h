@@ -13,8 +13,8 @@
 //                         inference.ModelConfig)
 //   ModelStatistics       as GET /v2/models[/{m}[/versions/{v}]]/stats; empty name: every model
 //   RepositoryIndex       every model version and its state (`ready`: ready ones only)
-//   RepositoryModelLoad/Unload   kUnimplemented, with the REST API's message (the server loads
-//                         every model at start)
+//   RepositoryModelLoad/Unload   as POST /v2/repository/models/{m}/load|unload (parameters
+//                         `config` as a string_param; file overrides are INVALID_ARGUMENT)
 //   SystemSharedMemoryStatus/Register/Unregister   as the REST systemsharedmemory endpoints
 //                         (kserve/shared_memory_endpoints.h), over Options::shared_memory
 //   CudaSharedMemoryStatus/Register   no GPU: status of all is empty, of one region and
@@ -107,8 +107,12 @@ class GrpcInferenceHandler {
                          inference::ModelStatisticsResponse* response) const;
   Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
                          inference::RepositoryIndexResponse* response) const;
-  Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request) const;
-  Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request) const;
+  // As POST /v2/repository/models/{m}/load|unload; `done` is called once, when the model
+  // manager is done (from its lifecycle thread, or at once for a refusal).
+  void RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                           std::function<void(Status)> done) const;
+  void RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                             std::function<void(Status)> done) const;
   Status SystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
                                   inference::SystemSharedMemoryStatusResponse* response) const;
   Status SystemSharedMemoryRegister(

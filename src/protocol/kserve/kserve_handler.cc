@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "core/http_text.h"
@@ -499,9 +500,8 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
     case Kind::kSharedMemoryRegister:
     case Kind::kSharedMemoryUnregister: return answer(SharedMemory(route, request));
     case Kind::kRepositoryControl:
-      return answer(ErrorResponse(
-          Unimplemented("model load and unload are not supported: the server loads every "
-                        "model in its repository at start")));
+      return RepositoryControl(route, std::move(request), std::move(request_id),
+                               std::move(respond));
     case Kind::kInfer:
       return Infer(route, std::move(request), std::move(request_id), std::move(respond));
   }
@@ -701,6 +701,74 @@ StatusOr<bool> ReadyOnlyFilter(const std::shared_ptr<const std::string>& body) {
 }
 
 }  // namespace
+
+namespace {
+
+// The optional body of POST /v2/repository/models/{m}/load and /unload (Triton's):
+// {"parameters": {"config": "<the model config as JSON>", "unload_dependents": bool}}.
+// File overrides ("file:<path>" parameters) are refused: Harrier loads only from its repository.
+StatusOr<ModelLoadOptions> ModelControlParameters(const std::shared_ptr<const std::string>& body,
+                                                  bool load) {
+  ModelLoadOptions options;
+  if (!body || body->find_first_not_of(" \t\r\n") == std::string::npos) return options;
+  const std::string what = load ? "the load request" : "the unload request";
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(*body)).get(root))
+    return InvalidArgument("invalid JSON in " + what + ": " + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) return InvalidArgument(what + " must be a JSON object");
+  for (auto [key, value] : obj) {
+    if (key != "parameters")
+      return InvalidArgument(what + ": unknown field '" + std::string(key) +
+                             "' (expected parameters)");
+    simdjson::dom::object parameters;
+    if (value.get_object().get(parameters))
+      return InvalidArgument(what + ": 'parameters' must be an object");
+    for (auto [name, parameter] : parameters) {
+      if (load && name == "config") {
+        std::string_view config;
+        if (parameter.get_string().get(config))
+          return InvalidArgument(what + ": parameters.config must be a string holding the "
+                                        "model config as JSON");
+        options.config_json = std::string(config);
+      } else if (!load && name == "unload_dependents") {
+        bool ignored = false;  // no model depends on another here (no ensembles yet)
+        if (parameter.get_bool().get(ignored))
+          return InvalidArgument(what + ": parameters.unload_dependents must be a bool");
+      } else if (name.substr(0, 5) == "file:") {
+        return InvalidArgument(what + ": file overrides ('" + std::string(name) +
+                               "') are not supported; put the files in the model repository");
+      } else {
+        return InvalidArgument(what + ": unknown parameter '" + std::string(name) + "'");
+      }
+    }
+  }
+  return options;
+}
+
+}  // namespace
+
+void KServeHandler::RepositoryControl(const Route& route, HttpRequest request,
+                                      std::string request_id, HttpResponder respond) const {
+  const bool load = request.target.size() >= 5 &&
+                    std::string_view(request.target).substr(request.target.size() - 5) == "/load";
+  auto parameters = ModelControlParameters(request.body, load);
+  if (!parameters.ok()) return Answer(request, request_id, ErrorResponse(parameters.status()), respond);
+  // Answered when the load is done (seconds, for a large model), from the lifecycle thread: the
+  // I/O thread is not held meanwhile.
+  auto pending = std::make_shared<std::tuple<HttpRequest, std::string, HttpResponder>>(
+      std::move(request), std::move(request_id), std::move(respond));
+  auto done = [this, pending](Status status) {
+    auto& [req, id, responder] = *pending;
+    Answer(req, id, status.ok() ? EmptyOk() : ErrorResponse(status), responder);
+  };
+  if (load) {
+    models_->LoadModel(route.model, std::move(parameters).value(), std::move(done));
+  } else {
+    models_->UnloadModel(route.model, std::move(done));
+  }
+}
 
 HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
   StatusOr<bool> ready_only = ReadyOnlyFilter(request.body);

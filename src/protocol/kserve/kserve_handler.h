@@ -118,6 +118,9 @@ class KServeHandler : public HttpHandler {
   HttpResponse ModelConfig(const Route& route) const;
   HttpResponse ModelStats(const Route& route) const;
   HttpResponse RepositoryIndex(const HttpRequest& request) const;
+  // POST /v2/repository/models/{m}/load|unload: answered when the model manager is done.
+  void RepositoryControl(const Route& route, HttpRequest request, std::string request_id,
+                         HttpResponder respond) const;
   HttpResponse Logging(const HttpRequest& request) const;
   HttpResponse SharedMemory(const Route& route, const HttpRequest& request) const;
   void Infer(const Route& route, HttpRequest request, std::string request_id,

@@ -7,7 +7,7 @@
 //
 // Builds a model repository in DIR/repo (tools/make_test_models.py + make_example_models.py),
 // starts harrier with --grpc-port 0 and reads the bound port from its log, then calls every RPC:
-// health, metadata, config, statistics, repository index, load/unload (UNIMPLEMENTED), inference
+// health, metadata, config, statistics, repository index, load/unload (UNAVAILABLE in mode none), inference
 // with every data type raw and typed, output subsets, classification, a stream of 1,000 requests
 // (each response checked against its own input), a call and a stream cancelled mid-flight and a
 // deadline that expires on the `slow` model (all seen by the server: its `fail` statistics move,
@@ -373,12 +373,12 @@ test('RepositoryIndex', async () => {
   assert(ready.models.every((m) => m.state === 'READY'), 'ready only');
 });
 
-test('RepositoryModelLoad and Unload: UNIMPLEMENTED', async () => {
+test('RepositoryModelLoad and Unload: UNAVAILABLE without --model-control-mode explicit', async () => {
   const e1 = await expectCode(unary(c, 'RepositoryModelLoad', { model_name: 'simple' }),
-    Code.UNIMPLEMENTED, 'load');
-  assert(/not supported/.test(e1.details), e1.details);
+    Code.UNAVAILABLE, 'load');
+  assert(/explicit model load \/ unload is not allowed/.test(e1.details), e1.details);
   await expectCode(unary(c, 'RepositoryModelUnload', { model_name: 'simple' }),
-    Code.UNIMPLEMENTED, 'unload');
+    Code.UNAVAILABLE, 'unload');
   await goodRequestStillSucceeds(c);
 });
 

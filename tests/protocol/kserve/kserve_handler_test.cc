@@ -190,9 +190,29 @@ TEST_F(KServeHandlerTest, RepositoryIndex) {
   ExpectError(Call("POST", "/v2/repository/index", R"({"ready":1})"), 400, "must be a bool");
 }
 
-TEST_F(KServeHandlerTest, LoadAndUnloadAreNotImplemented) {
+// A manager without model control (the interface's default) answers 501; bad parameters are
+// refused before the manager is asked.
+TEST_F(KServeHandlerTest, LoadAndUnloadWithoutModelControlAndBadParameters) {
   ExpectError(Call("POST", "/v2/repository/models/simple/load"), 501, "not supported");
   ExpectError(Call("POST", "/v2/repository/models/simple/unload"), 501, "not supported");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"x":1}})"), 400,
+              "unknown parameter 'x'");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load",
+                   R"({"parameters":{"file:1/model.onnx":"AAAA"}})"),
+              400, "file overrides");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"config":7}})"),
+              400, "parameters.config must be a string");
+  ExpectError(Call("POST", "/v2/repository/models/simple/unload",
+                   R"({"parameters":{"unload_dependents":"yes"}})"),
+              400, "unload_dependents must be a bool");
+  // The accepted forms reach the manager (which says it has no model control).
+  ExpectError(Call("POST", "/v2/repository/models/simple/load",
+                   R"({"parameters":{"config":"{\"max_batch_size\":4}"}})"),
+              501, "not supported");
+  ExpectError(Call("POST", "/v2/repository/models/simple/unload",
+                   R"({"parameters":{"unload_dependents":true}})"),
+              501, "not supported");
 }
 
 TEST_F(KServeHandlerTest, UnknownPathsAndMethods) {

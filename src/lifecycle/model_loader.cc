@@ -1,0 +1,299 @@
+#include "lifecycle/model_loader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "core/cpu_quota.h"
+#include "repository/config_autocomplete.h"
+#include "repository/config_data_type.h"
+#include "repository/config_json.h"
+#include "repository/file_system.h"
+
+namespace harrier {
+
+namespace {
+
+// The adaptive batching target (docs/scheduling.md).
+constexpr std::string_view kTargetP99Parameter = "harrier.batching.target_p99_us";
+
+ModelIO MakeModelIO(const inference::ModelConfig& config) {
+  ModelIO io;
+  io.max_batch_size = config.max_batch_size();
+  for (const auto& in : config.input()) {
+    IoSpec spec{in.name(),
+                FromConfigType(in.data_type()),
+                {in.dims().begin(), in.dims().end()},
+                std::nullopt,
+                in.optional()};
+    if (in.has_reshape())
+      spec.reshape = std::vector<int64_t>(in.reshape().shape().begin(), in.reshape().shape().end());
+    io.inputs.push_back(std::move(spec));
+  }
+  for (const auto& out : config.output()) {
+    IoSpec spec{out.name(),
+                FromConfigType(out.data_type()),
+                {out.dims().begin(), out.dims().end()},
+                std::nullopt,
+                false};
+    if (out.has_reshape())
+      spec.reshape =
+          std::vector<int64_t>(out.reshape().shape().begin(), out.reshape().shape().end());
+    io.outputs.push_back(std::move(spec));
+  }
+  return io;
+}
+
+// Triton's ONNX graph levels (-1 basic, 0 default = all, 1 basic + extended) to ORT's.
+int GraphLevel(const inference::ModelConfig& config) {
+  if (!config.has_optimization() || !config.optimization().has_graph()) return -1;
+  switch (config.optimization().graph().level()) {
+    case -1: return 1;
+    case 1: return 2;
+    default: return -1;
+  }
+}
+
+QueuePolicy MakeQueuePolicy(const inference::ModelQueuePolicy& p) {
+  QueuePolicy q;
+  q.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
+                         ? QueuePolicy::TimeoutAction::kDelay
+                         : QueuePolicy::TimeoutAction::kReject;
+  q.default_timeout_us = p.default_timeout_microseconds();
+  q.allow_timeout_override = p.allow_timeout_override();
+  q.max_queue_size = p.max_queue_size();
+  return q;
+}
+
+// The scheduler's policy from the completed config: `dynamic_batching` (absent: one request
+// per execution, one FIFO level) and the adaptive target parameter.
+StatusOr<BatchingPolicy> MakeBatchingPolicy(const inference::ModelConfig& config) {
+  BatchingPolicy policy;
+  policy.max_batch_size = config.max_batch_size();
+  if (config.has_dynamic_batching()) {
+    const inference::ModelDynamicBatching& db = config.dynamic_batching();
+    policy.dynamic_batching = true;
+    policy.preferred_batch_sizes.assign(db.preferred_batch_size().begin(),
+                                        db.preferred_batch_size().end());
+    policy.max_queue_delay_us = db.max_queue_delay_microseconds();
+    policy.preserve_ordering = db.preserve_ordering();
+    policy.priority_levels = db.priority_levels();
+    policy.default_priority_level = db.default_priority_level();
+    policy.default_queue_policy = MakeQueuePolicy(db.default_queue_policy());
+    for (const auto& [level, p] : db.priority_queue_policy())
+      policy.priority_queue_policy[level] = MakeQueuePolicy(p);
+  }
+  auto it = config.parameters().find(std::string(kTargetP99Parameter));
+  if (it != config.parameters().end()) {
+    const std::string& value = it->second.string_value();
+    uint64_t us = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
+    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+      return InvalidArgument("parameter '" + std::string(kTargetP99Parameter) + "' is '" + value +
+                             "'; expected a whole number of microseconds");
+    }
+    policy.target_p99_us = us;
+  }
+  return policy;
+}
+
+int InstanceCount(const inference::ModelConfig& config) {
+  int n = 0;
+  for (const auto& g : config.instance_group()) n += std::max(1, g.count());
+  return std::max(1, n);
+}
+
+// A warm-up sample: named inputs with their own buffers.
+struct WarmupSample {
+  std::string name;
+  int runs = 1;
+  std::vector<Tensor> inputs;
+};
+
+// What a version's warm-up runs. The implicit one (no `model_warmup` in the config) is only an
+// optimisation, so its failure is a warning; a configured one that fails fails the load, as in
+// Triton.
+struct Warmup {
+  bool implicit = false;
+  std::vector<WarmupSample> samples;
+};
+
+// Zero-filled bytes are a valid tensor of every type, BYTES included (each element an empty
+// string: a zero 4-byte length).
+Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
+  int64_t count = ElementCount(shape).value_or(0);
+  size_t bytes =
+      static_cast<size_t>(count) * (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
+  auto buffer = AllocateTensorBuffer(bytes);
+  std::memset(buffer.get(), 0, bytes);
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = buffer.get();
+  t.size_bytes = bytes;
+  t.owner = std::move(buffer);
+  return t;
+}
+
+// Shape with free dims set to 1, and the batch dim (when batching) set to `batch`.
+Shape ConcreteShape(const ModelIO& io, const std::vector<int64_t>& dims, int64_t batch) {
+  Shape shape;
+  if (io.max_batch_size > 0) shape.push_back(batch);
+  for (int64_t d : dims) shape.push_back(d < 0 ? 1 : d);
+  return shape;
+}
+
+StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
+                             const std::string& model_dir) {
+  Warmup warmup;
+  std::vector<WarmupSample>& samples = warmup.samples;
+  if (config.model_warmup_size() == 0) {
+    // Default: one zero-filled run, so the first real request does not pay for lazy set-up.
+    warmup.implicit = true;
+    WarmupSample s{"default zero-filled run", 1, {}};
+    for (const IoSpec& in : io.inputs)
+      if (!in.optional)
+        s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
+    samples.push_back(std::move(s));
+    return warmup;
+  }
+  std::mt19937 rng(12345);
+  for (const auto& w : config.model_warmup()) {
+    WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
+    const int64_t batch = std::max<uint32_t>(1, w.batch_size());
+    for (const auto& [name, in] : w.inputs()) {
+      Shape shape;
+      if (io.max_batch_size > 0) shape.push_back(batch);
+      shape.insert(shape.end(), in.dims().begin(), in.dims().end());
+      DataType dtype = FromConfigType(in.data_type());
+      Tensor t = ZeroTensor(name, dtype, shape);
+      if (in.has_random_data() && dtype != DataType::kBytes) {
+        auto* p = const_cast<std::byte*>(t.data);
+        for (size_t i = 0; i < t.size_bytes; ++i) p[i] = std::byte(rng() & 0x3f);  // small values
+      } else if (in.has_input_data_file()) {
+        std::string path = model_dir + "/warmup/" + in.input_data_file();
+        auto content = LocalFileSystem().ReadFile(path);
+        if (!content.ok()) return content.status().WithContext("warm-up '" + w.name() + "'");
+        auto buffer = AllocateTensorBuffer(content->size());
+        std::memcpy(buffer.get(), content->data(), content->size());
+        t.data = buffer.get();
+        t.size_bytes = content->size();
+        t.owner = std::move(buffer);
+      }
+      s.inputs.push_back(std::move(t));
+    }
+    samples.push_back(std::move(s));
+  }
+  return warmup;
+}
+
+Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
+                 std::string_view model_name, ModelScheduler& scheduler) {
+  std::vector<std::string> all_outputs;
+  for (const auto& o : io.outputs) all_outputs.push_back(o.name);
+  for (const WarmupSample& s : samples) {
+    // Warm-up inputs pass the same checks as a client's, so a bad model_warmup is reported.
+    InferenceRequest check;
+    check.inputs = s.inputs;
+    std::vector<std::string> outputs;
+    RETURN_IF_ERROR(ValidateAndPrepare(io, model_name, &check, &outputs)
+                        .WithContext("warm-up sample '" + s.name + "'"));
+    for (int i = 0; i < s.runs; ++i) {
+      RETURN_IF_ERROR(scheduler
+                          .RunOnEachInstance([&](ModelInstance& instance) {
+                            std::vector<Tensor> out;
+                            return instance.Run(check.inputs, outputs, &out, RunContext{});
+                          })
+                          .WithContext("warm-up sample '" + s.name + "'"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+ModelLoader::ModelLoader(const Options& options)
+    : options_(options),
+      allowed_cpus_(options.pin_instance_workers ? AllowedCpus() : std::vector<int>{}) {}
+
+StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
+    const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version) {
+  Backend& backend = *options_.backend;
+  inference::ModelConfig config = base_config;
+  const std::string filename = config.default_model_filename().empty()
+                                   ? std::string(backend.default_model_filename())
+                                   : config.default_model_filename();
+  const std::string model_path = dir.path + "/" + std::to_string(version) + "/" + filename;
+
+  ASSIGN_OR_RETURN(ModelSignature signature, backend.Inspect(model_path));
+  AutoCompleteOptions complete_options;
+  complete_options.default_model_filename = std::string(backend.default_model_filename());
+  RETURN_IF_ERROR(AutoCompleteConfig(signature, dir.name, backend.name(), backend.platform(),
+                                     &config, complete_options)
+                      .WithContext(dir.config_path.empty() ? model_path : dir.config_path));
+  ModelIO io = MakeModelIO(config);
+
+  const int instances = InstanceCount(config);
+  InstanceOptions instance_options;
+  // Instances x intra-op threads <= usable cores; a config parameter may say otherwise.
+  instance_options.intra_op_threads = std::max(1, options_.usable_cores / instances);
+  instance_options.graph_optimization_level = GraphLevel(config);
+  for (const auto& [key, value] : config.parameters())
+    instance_options.parameters[key] = value.string_value();
+
+  std::vector<std::unique_ptr<ModelInstance>> created;
+  for (int i = 0; i < instances; ++i) {
+    ASSIGN_OR_RETURN(auto instance, backend.CreateInstance(model_path, instance_options));
+    created.push_back(std::move(instance));
+  }
+  ASSIGN_OR_RETURN(BatchingPolicy policy, MakeBatchingPolicy(config));
+  ASSIGN_OR_RETURN(auto warmup, BuildWarmup(config, io, dir.path));
+
+  LoadedModel::Options model_options;
+  model_options.name = dir.name;
+  model_options.version = version;
+  model_options.io = io;
+  model_options.config_json = ModelConfigToJson(config);
+  model_options.policy = policy;
+  model_options.inline_execution_max_us = options_.inline_execution_max_us;
+  if (!allowed_cpus_.empty()) {
+    for (int i = 0; i < instances; ++i)
+      model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);
+  }
+  if (options_.admission != nullptr) {
+    AdmissionController::ModelSpec spec;
+    spec.name = dir.name;
+    spec.instance_count = instances;
+    spec.requests_per_run =
+        policy.dynamic_batching ? static_cast<int>(std::max<int64_t>(1, policy.max_batch_size)) : 1;
+    spec.batching_delay = std::chrono::microseconds(
+        policy.dynamic_batching ? static_cast<int64_t>(policy.max_queue_delay_us) : 0);
+    spec.parameters = instance_options.parameters;
+    ASSIGN_OR_RETURN(model_options.admission, options_.admission->ForModel(spec));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
+                   LoadedModel::Create(std::move(model_options), std::move(created)));
+  // Warm-up runs on every instance before the version is reported READY.
+  LoadedVersion loaded{model, ""};
+  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
+  if (!warmed.ok()) {
+    if (!warmup.implicit) return warmed;
+    loaded.warmup_failure = warmed.message();
+  }
+  spdlog::info(
+      "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}",
+      dir.name, version, instances, instance_options.intra_op_threads, io.max_batch_size,
+      !policy.dynamic_batching ? std::string("one request per execution")
+      : policy.target_p99_us > 0
+          ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
+          : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
+                " us");
+  return loaded;
+}
+
+}  // namespace harrier

@@ -1,0 +1,59 @@
+// ModelLoader: one model version from its repository directory to a warmed-up LoadedModel —
+// the completed config (auto-complete from the model file), the instances built through the
+// Backend, the scheduler's batching policy, admission, and the warm-up runs on every instance.
+// The model repository manager decides what to load and when; this is how.
+//
+// Thread safety: LoadVersion() may be called from several threads at once (the CPU
+// round-robin for pinned workers is atomic); a load takes as long as the model's set-up and
+// warm-up, so it belongs on a background thread, never on an I/O or model worker thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harrier/backend.h"
+#include "harrier/status.h"
+#include "lifecycle/loaded_model.h"
+#include "repository/model_config.pb.h"
+#include "repository/repository_scan.h"
+#include "scheduler/admission_controller.h"
+
+namespace harrier {
+
+class ModelLoader {
+ public:
+  struct Options {
+    Backend* backend = nullptr;  // required; not owned
+    // Instances x intra-op threads are sized not to exceed it unless a config says otherwise.
+    int usable_cores = 1;
+    AdmissionController* admission = nullptr;  // not owned; null: no admission control
+    // Pin each instance's worker to one CPU of the process's affinity mask, round robin across
+    // every instance loaded.
+    bool pin_instance_workers = false;
+    uint64_t inline_execution_max_us = 0;  // docs/scheduling.md; 0 = never
+  };
+
+  // A version that loaded: READY, though its implicit warm-up may have failed (why, or empty).
+  struct LoadedVersion {
+    std::shared_ptr<LoadedModel> model;
+    std::string warmup_failure;
+  };
+
+  explicit ModelLoader(const Options& options);
+
+  // Loads version `version` of the model in `dir` with `config` (config.pbtxt as parsed, or an
+  // override; auto-completed here). Errors name the file and the problem: the model file does
+  // not load, the config does not fit it, a configured warm-up fails.
+  StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
+                                      const inference::ModelConfig& config, int64_t version);
+
+ private:
+  const Options options_;
+  const std::vector<int> allowed_cpus_;  // empty unless pinning
+  std::atomic<size_t> next_cpu_{0};      // round-robin position for pinned instance workers
+};
+
+}  // namespace harrier

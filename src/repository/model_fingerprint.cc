@@ -1,0 +1,68 @@
+#include "repository/model_fingerprint.h"
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+namespace harrier {
+namespace {
+
+// FNV-1a, 64 bits: stable across runs and releases (fingerprints are only compared within one
+// process, but a fixed function keeps the tests' expectations meaningful).
+class Digest {
+ public:
+  void Add(std::string_view bytes) {
+    for (char c : bytes) {
+      hash_ ^= static_cast<uint8_t>(c);
+      hash_ *= 1099511628211ull;
+    }
+    Add(uint64_t{bytes.size()});  // so that "ab"+"c" differs from "a"+"bc"
+  }
+  void Add(uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      hash_ ^= (value >> (8 * i)) & 0xff;
+      hash_ *= 1099511628211ull;
+    }
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;
+};
+
+// Adds every entry under `path` (relative names from `prefix`), sorted, recursing into
+// directories. Depth-limited: a repository has no reason to nest 16 deep, and a link cycle
+// must not recurse forever.
+Status AddTree(const FileSystem& fs, const std::string& path, const std::string& prefix,
+               int depth, Digest* digest) {
+  ASSIGN_OR_RETURN(std::vector<DirectoryEntry> entries, fs.ListDirectory(path));
+  std::sort(entries.begin(), entries.end(),
+            [](const DirectoryEntry& a, const DirectoryEntry& b) { return a.name < b.name; });
+  for (const DirectoryEntry& e : entries) {
+    const std::string name = prefix + e.name;
+    digest->Add(name);
+    digest->Add(static_cast<uint64_t>(e.type));
+    digest->Add(e.size_bytes);
+    digest->Add(static_cast<uint64_t>(e.modified_ns));
+    if (e.type == FileType::kDirectory && depth < 16)
+      RETURN_IF_ERROR(AddTree(fs, path + "/" + e.name, name + "/", depth + 1, digest));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& dir,
+                                    int64_t version) {
+  Digest digest;
+  if (!dir.config_path.empty()) {
+    ASSIGN_OR_RETURN(std::string config, fs.ReadFile(dir.config_path));
+    digest.Add(config);
+  } else {
+    digest.Add(std::string_view("no config"));
+  }
+  RETURN_IF_ERROR(AddTree(fs, dir.path + "/" + std::to_string(version), "", 0, &digest));
+  return digest.value();
+}
+
+}  // namespace harrier

@@ -1,0 +1,24 @@
+// ModelFingerprint: a digest of what one model version is loaded from — its config.pbtxt's
+// content and every file under its version directory (relative path, size, modification
+// time) — so that a repository poll can tell which versions changed and reload only those.
+//
+// A file rewritten in place with the same size within the file system's timestamp resolution
+// goes unnoticed; every other change (a new model file, a config edit, a file added, removed or
+// replaced) changes the fingerprint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "harrier/status.h"
+#include "repository/file_system.h"
+#include "repository/repository_scan.h"
+
+namespace harrier {
+
+// The fingerprint of version `version` of `dir`. Errors: those of `fs` for the version
+// directory (or config.pbtxt, when the model has one) that cannot be read.
+StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& dir,
+                                    int64_t version);
+
+}  // namespace harrier

@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""Live models: load, unload and reload while traffic flows, in explicit and in poll mode.
+
+usage: /usr/bin/python3 tests/integration/lifecycle_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-v]
+
+Serves tools/make_example_models.py's dense_fp32 (as model "dense") and simple with the real
+binary. Explicit mode (--model-control-mode explicit --load-model dense): the other model is
+listed "unloaded"; the REST load and unload API; 20 reloads of dense under continuous load from
+two clients with zero failed requests; a failed reload (a corrupt model file) changes nothing
+for clients. Poll mode (--repository-poll-secs 1): 20 swaps made by rewriting the model file
+under continuous load, zero failed requests; a corrupt new version is listed UNAVAILABLE while
+the serving one goes on answering; a model removed from the repository leaves the index.
+Python stdlib only. The last line is "N passed, N failed".
+"""
+import http.client
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks, and the suite runner
+
+ARGS = None
+FEATURES = [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4]
+BODY = json.dumps({"inputs": [{"name": "features", "shape": [1, 8], "datatype": "FP32",
+                               "data": FEATURES}]}).encode()
+
+
+def make_repository(name):
+    """A repository of its own: dense (dense_fp32, version 1) and simple."""
+    source = os.path.join(ARGS.work_dir, "generated")
+    if not os.path.exists(os.path.join(source, "dense_fp32", "1", "model.onnx")):
+        harness.generate_repository(ARGS.source_dir, source, ("make_example_models.py",))
+    repo = os.path.join(ARGS.work_dir, name)
+    shutil.rmtree(repo, ignore_errors=True)
+    os.makedirs(repo)
+    shutil.copytree(os.path.join(source, "dense_fp32"), os.path.join(repo, "dense"))
+    shutil.copytree(os.path.join(source, "simple"), os.path.join(repo, "simple"))
+    return repo
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(self, method, path, body=None):
+        """(status, parsed JSON or None)."""
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        self.conn.request(method, path, body=body, headers=headers)
+        r = self.conn.getresponse()
+        data = r.read()
+        try:
+            return r.status, json.loads(data) if data else None
+        except ValueError:
+            return r.status, None
+
+    def close(self):
+        self.conn.close()
+
+
+class Traffic:
+    """Clients sending dense inference requests back to back until stop(); every answer that is
+    not a 200 with five scores is kept in `failures`."""
+
+    def __init__(self, port, clients=2):
+        self.port = port
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.ok = 0
+        self.failures = []
+        self.versions = set()
+        self.threads = [threading.Thread(target=self.run) for _ in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def run(self):
+        c = Client(self.port)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    status, body = c.call("POST", "/v2/models/dense/infer", BODY)
+                except (OSError, http.client.HTTPException) as e:
+                    with self.lock:
+                        self.failures.append("connection: %r" % e)
+                    c.close()
+                    c = Client(self.port)
+                    continue
+                good = status == 200 and body and len(body["outputs"][0]["data"]) == 5
+                with self.lock:
+                    if good:
+                        self.ok += 1
+                        self.versions.add(body["model_version"])
+                    else:
+                        self.failures.append("%s %s" % (status, body))
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(60)
+        return self.ok, self.failures
+
+
+def index_rows(port):
+    status, rows = Client(port).call("POST", "/v2/repository/index", b"{}")
+    assert status == 200, status
+    return {(r["name"], r.get("version", "")): r for r in rows}
+
+
+def wait_for(predicate, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+class ExplicitModeTest(unittest.TestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = make_repository("explicit-repo")
+        cls.server = harness.Harrier(ARGS.harrier, cls.repo,
+                                     os.path.join(ARGS.work_dir, "explicit.log"),
+                                     ["--model-control-mode", "explicit", "--load-model", "dense"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rc = cls.server.terminate()
+
+    def test_1_only_the_named_model_loads_and_the_rest_is_listed_unloaded(self):
+        rows = index_rows(self.server.port)
+        self.assertEqual(rows[("dense", "1")]["state"], "READY")
+        self.assertEqual(rows[("simple", "")]["state"], "UNAVAILABLE")
+        self.assertEqual(rows[("simple", "")]["reason"], "unloaded")
+        c = Client(self.server.port)
+        self.assertEqual(c.call("GET", "/v2/health/ready")[0], 200)  # unloaded is not unready
+        self.assertNotEqual(c.call("GET", "/v2/models/simple/ready")[0], 200)
+        status, body = c.call("POST", "/v2/repository/models/simple/load")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(c.call("GET", "/v2/models/simple/ready")[0], 200)
+        status, body = c.call("POST", "/v2/repository/models/simple/unload")
+        self.assertEqual(status, 200, body)
+        status, body = c.call("POST", "/v2/models/simple/infer", b"{}")
+        self.assertEqual(status, 503, body)
+        self.assertIn("has no available versions", body["error"])
+        self.assertTrue(wait_for(lambda: index_rows(self.server.port)[("simple", "1")]["reason"]
+                                 == "unloaded"))
+        status, body = c.call("POST", "/v2/repository/models/nope/load")
+        self.assertEqual(status, 404, body)
+        status, body = c.call("POST", "/v2/repository/models/dense/load", b'{"parameters":1}')
+        self.assertEqual(status, 400, body)
+
+    def test_2_twenty_reloads_under_load_fail_no_request(self):
+        traffic = Traffic(self.server.port)
+        c = Client(self.server.port)
+        try:
+            for i in range(20):
+                status, body = c.call("POST", "/v2/repository/models/dense/load")
+                self.assertEqual(status, 200, "reload %d: %s" % (i, body))
+        finally:
+            ok, failures = traffic.stop()
+        self.assertEqual(failures, [], "%d answered" % ok)
+        self.assertGreater(ok, 100)
+        self.assertEqual(self.server.log_text().count("retiring the replaced instance"), 20)
+
+    def test_3_a_failed_reload_changes_nothing_for_clients(self):
+        model = os.path.join(self.repo, "dense", "1", "model.onnx")
+        good = open(model, "rb").read()
+        traffic = Traffic(self.server.port)
+        try:
+            with open(model, "wb") as f:
+                f.write(b"not an onnx model")
+            status, body = Client(self.server.port).call("POST",
+                                                         "/v2/repository/models/dense/load")
+            self.assertNotEqual(status, 200, body)
+            self.assertIn("failed to load 'dense'", body["error"])
+            time.sleep(0.3)
+        finally:
+            ok, failures = traffic.stop()
+            with open(model, "wb") as f:
+                f.write(good)
+        self.assertEqual(failures, [], "%d answered" % ok)
+        self.assertEqual(index_rows(self.server.port)[("dense", "1")]["state"], "READY")
+
+
+class PollModeTest(unittest.TestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = make_repository("poll-repo")
+        cls.server = harness.Harrier(ARGS.harrier, cls.repo, os.path.join(ARGS.work_dir, "poll.log"),
+                                     ["--model-control-mode", "poll",
+                                      "--repository-poll-secs", "1"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rc = cls.server.terminate()
+
+    def reloads(self):
+        return self.server.log_text().count("retiring the replaced instance")
+
+    def test_1_twenty_swaps_by_rewriting_the_model_fail_no_request(self):
+        model = os.path.join(self.repo, "dense", "1", "model.onnx")
+        traffic = Traffic(self.server.port)
+        try:
+            for i in range(20):
+                before = self.reloads()
+                stamp = time.time() + i + 1  # a new modification time each round
+                os.utime(model, (stamp, stamp))
+                self.assertTrue(wait_for(lambda: self.reloads() > before, 10),
+                                "swap %d was not applied" % i)
+        finally:
+            ok, failures = traffic.stop()
+        self.assertEqual(failures, [], "%d answered" % ok)
+        self.assertGreater(ok, 100)
+
+    def test_2_a_corrupt_new_version_changes_nothing_for_clients(self):
+        os.makedirs(os.path.join(self.repo, "dense", "2"))
+        traffic = Traffic(self.server.port)
+        try:
+            with open(os.path.join(self.repo, "dense", "2", "model.onnx"), "wb") as f:
+                f.write(b"half a model")
+            self.assertTrue(wait_for(lambda: index_rows(self.server.port).get(("dense", "2"), {})
+                                     .get("state") == "UNAVAILABLE"))
+            time.sleep(1.5)  # another poll: it is not retried while its files stay the same
+        finally:
+            ok, failures = traffic.stop()
+        self.assertEqual(failures, [], "%d answered" % ok)
+        self.assertEqual(traffic.versions, {"1"})
+        self.assertEqual(index_rows(self.server.port)[("dense", "1")]["state"], "READY")
+        self.assertEqual(self.server.log_text().count("version 2 is UNAVAILABLE"), 1)
+        shutil.rmtree(os.path.join(self.repo, "dense", "2"))
+
+    def test_3_a_removed_model_leaves_the_index(self):
+        shutil.rmtree(os.path.join(self.repo, "simple"))
+        self.assertTrue(wait_for(lambda: all(k[0] != "simple"
+                                             for k in index_rows(self.server.port))))
+        status, body = Client(self.server.port).call("POST", "/v2/models/simple/infer", b"{}")
+        self.assertEqual(status, 404, body)
+
+
+def main():
+    global ARGS
+    ARGS = harness.parse_args(__doc__)
+    suite = unittest.TestSuite()
+    loader = unittest.TestLoader()
+    suite.addTests(loader.loadTestsFromTestCase(ExplicitModeTest))
+    suite.addTests(loader.loadTestsFromTestCase(PollModeTest))
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
+    rcs = [getattr(ExplicitModeTest, "rc", None), getattr(PollModeTest, "rc", None)]
+    bad_rc = next((rc for rc in rcs if rc not in (0, None)), None)
+    passed, failed = harness.summarize(result, bad_rc if bad_rc is not None else 0)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

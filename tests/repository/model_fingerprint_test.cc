@@ -1,0 +1,82 @@
+#include "repository/model_fingerprint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "repository/repository_scan.h"
+
+namespace harrier {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelFingerprintTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("harrier_fingerprint_test_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    Write("m/config.pbtxt", "max_batch_size: 0\n");
+    Write("m/1/model.onnx", "one");
+    Write("m/2/model.onnx", "two");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const std::string& relative, const std::string& content) {
+    fs::create_directories((root_ / relative).parent_path());
+    std::ofstream(root_ / relative, std::ios::trunc) << content;
+  }
+  uint64_t Of(int64_t version) {
+    auto dirs = ScanRepository(root_.string());
+    EXPECT_TRUE(dirs.ok());
+    if (!dirs.ok() || dirs->empty()) return 0;
+    auto fp = ModelFingerprint(LocalFileSystem(), dirs->front(), version);
+    EXPECT_TRUE(fp.ok()) << fp.status().ToString();
+    return fp.ok() ? *fp : 0;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(ModelFingerprintTest, SameFilesSameFingerprint) {
+  EXPECT_EQ(Of(1), Of(1));
+  EXPECT_NE(Of(1), Of(2));
+}
+
+TEST_F(ModelFingerprintTest, AConfigEditChangesEveryVersion) {
+  const uint64_t one = Of(1), two = Of(2);
+  Write("m/config.pbtxt", "max_batch_size: 8\n");
+  EXPECT_NE(Of(1), one);
+  EXPECT_NE(Of(2), two);
+}
+
+TEST_F(ModelFingerprintTest, AFileChangeChangesOnlyItsVersion) {
+  const uint64_t one = Of(1), two = Of(2);
+  Write("m/2/model.onnx", "two, retrained");  // another size
+  EXPECT_EQ(Of(1), one);
+  EXPECT_NE(Of(2), two);
+  const uint64_t retrained = Of(2);
+  Write("m/2/extra/weights.bin", "w");  // a file added in a subdirectory
+  EXPECT_NE(Of(2), retrained);
+}
+
+TEST_F(ModelFingerprintTest, ANewerFileOfTheSameSizeChangesIt) {
+  const uint64_t one = Of(1);
+  const fs::path model = root_ / "m/1/model.onnx";
+  fs::last_write_time(model, fs::last_write_time(model) + std::chrono::seconds(5));
+  EXPECT_NE(Of(1), one);
+}
+
+TEST_F(ModelFingerprintTest, AMissingVersionDirectoryIsAnError) {
+  auto dirs = ScanRepository(root_.string());
+  ASSERT_TRUE(dirs.ok());
+  EXPECT_FALSE(ModelFingerprint(LocalFileSystem(), dirs->front(), 7).ok());
+}
+
+}  // namespace
+}  // namespace harrier
