@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "harrier/backend.h"
@@ -132,6 +133,39 @@ class ModelManager {
   // it: unknown model or version, not ready), for the metrics; labelled by `code` only, never
   // by the name the client sent. Default: not counted.
   virtual void RecordUnroutedFailure(StatusCode code) { (void)code; }
+
+  // A request's header fields, names lower-cased (as HttpRequest::headers holds them).
+  using RequestHeaders = std::vector<std::pair<std::string, std::string>>;
+
+  // The version that answers a request for `name` (docs/routing.md). A `version` from the URL
+  // is always honoured (Get()). Otherwise, with the model's traffic policy, the policy's choice
+  // — the `x-harrier-model-version` header overrides the split, the policy's sticky header
+  // keeps one client on one version — and, when the policy shadows, a handle that also sends
+  // a copy to the shadow version; without a policy, the header's version or the highest ready
+  // one. Errors: Get()'s; kInvalidArgument for a header that is not a version number;
+  // kUnavailable ("...; retry after N s") when every version's circuit breaker is open.
+  virtual StatusOr<std::shared_ptr<ServableModel>> Route(std::string_view name,
+                                                         std::optional<int64_t> version,
+                                                         const RequestHeaders& headers) {
+    (void)headers;
+    return Get(name, version);
+  }
+  // GET /v2/models/{m}/traffic: the policy and its live state as JSON. kNotFound: no model.
+  virtual StatusOr<std::string> TrafficJson(std::string_view name) {
+    (void)name;
+    return Unimplemented("traffic policies are not supported by this server");
+  }
+  // PUT: parses, checks against the READY versions and installs a policy (kInvalidArgument,
+  // nothing changes, for a bad one). DELETE: back to no policy.
+  virtual Status SetTrafficPolicy(std::string_view name, std::string_view json) {
+    (void)name;
+    (void)json;
+    return Unimplemented("traffic policies are not supported by this server");
+  }
+  virtual Status ClearTrafficPolicy(std::string_view name) {
+    (void)name;
+    return Unimplemented("traffic policies are not supported by this server");
+  }
 
   // Model control (Triton's load and unload, docs/model-lifecycle.md). Loads, or reloads, every
   // version of `name` its version policy selects; `done` is called once, when the versions

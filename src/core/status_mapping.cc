@@ -36,11 +36,12 @@ GrpcCode GrpcStatusCodeFor(StatusCode code) {
 }
 
 int RetryAfterSeconds(const Status& status) {
-  if (status.code() != StatusCode::kResourceExhausted) return 0;
+  const bool exhausted = status.code() == StatusCode::kResourceExhausted;
+  if (!exhausted && status.code() != StatusCode::kUnavailable) return 0;
   constexpr std::string_view kMarker = "; retry after ";
   const std::string_view m = status.message();
   const size_t at = m.rfind(kMarker);
-  if (at == std::string_view::npos || !m.ends_with(" s")) return 1;
+  if (at == std::string_view::npos || !m.ends_with(" s")) return exhausted ? 1 : 0;
   const std::string_view digits = m.substr(at + kMarker.size(), m.size() - 2 - at - kMarker.size());
   if (digits.empty() || digits.size() > 6) return 1;
   int seconds = 0;

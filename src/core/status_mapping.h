@@ -30,9 +30,10 @@ enum class GrpcCode : int {
 // INTERNAL; OK for OK.
 GrpcCode GrpcStatusCodeFor(StatusCode code);
 
-// The Retry-After value (seconds) for a rejection: N from a message ending in
-// "; retry after N s" (how admission control words its refusals), 1 for any other
-// kResourceExhausted, 0 (send no header) for other codes.
+// The Retry-After value (seconds) for a rejection: N from a kResourceExhausted or kUnavailable
+// message ending in "; retry after N s" (how admission control and the traffic router's
+// breakers word their refusals), 1 for any other kResourceExhausted, 0 (send no header)
+// otherwise.
 int RetryAfterSeconds(const Status& status);
 
 }  // namespace harrier

@@ -135,6 +135,14 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
     if (Status presented = PresentOutputs(options_.io, options_.name, &*result); !presented.ok())
       result = std::move(presented);
   }
+  if (options_.traffic != nullptr && options_.traffic->active()) {
+    // The breaker counts what says the version is sick: engine failures and timeouts, not a
+    // client's bad request or a cancellation.
+    const StatusCode code = result.ok() ? StatusCode::kOk : result.status().code();
+    options_.traffic->Record(options_.version, ran - req.received_at,
+                             code != StatusCode::kOk && code != StatusCode::kCancelled,
+                             code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
+  }
   if (!result.ok()) {
     stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());
     if (result.status().code() == StatusCode::kCancelled) {

@@ -18,6 +18,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_io.h"
 #include "lifecycle/model_stats.h"
+#include "routing/traffic_controller.h"
 #include "scheduler/admission_controller.h"
 #include "scheduler/batching_policy.h"
 #include "scheduler/model_scheduler.h"
@@ -40,6 +41,9 @@ class LoadedModel : public ServableModel {
     std::vector<int> worker_cpus;
     // ModelScheduler::Options::inline_execution_max_us (--inline-execution-max-us); 0 = off.
     uint64_t inline_execution_max_us = 0;
+    // The model's traffic controller (routing/traffic_controller.h), told of every finished
+    // request while it has a policy; null: nobody.
+    std::shared_ptr<TrafficController> traffic;
   };
 
   // Builds the scheduler over `instances` (kInvalidArgument when there are none).
@@ -60,6 +64,7 @@ class LoadedModel : public ServableModel {
   void RecordFailure(StatusCode code, Clock::time_point received_at) override;
 
   const ModelIO& io() const { return options_.io; }
+  const BatchingPolicy& batching_policy() const { return options_.policy; }
   ModelScheduler& scheduler() { return *scheduler_; }
   void SnapshotStats(ModelVersionStats* out) const;
   // The version's Prometheus histograms and counters (recorded by its ModelStats).

@@ -222,7 +222,8 @@ ModelLoader::ModelLoader(const Options& options)
       allowed_cpus_(options.pin_instance_workers ? AllowedCpus() : std::vector<int>{}) {}
 
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
-    const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version) {
+    const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version,
+    std::shared_ptr<TrafficController> traffic) {
   Backend& backend = *options_.backend;
   inference::ModelConfig config = base_config;
   const std::string filename = config.default_model_filename().empty()
@@ -261,6 +262,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   model_options.config_json = ModelConfigToJson(config);
   model_options.policy = policy;
   model_options.inline_execution_max_us = options_.inline_execution_max_us;
+  model_options.traffic = std::move(traffic);
   if (!allowed_cpus_.empty()) {
     for (int i = 0; i < instances; ++i)
       model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);

@@ -47,8 +47,11 @@ class ModelLoader {
   // Loads version `version` of the model in `dir` with `config` (config.pbtxt as parsed, or an
   // override; auto-completed here). Errors name the file and the problem: the model file does
   // not load, the config does not fit it, a configured warm-up fails.
+  // `traffic`: the model's traffic controller, which the version reports its requests to
+  // (may be null).
   StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
-                                      const inference::ModelConfig& config, int64_t version);
+                                      const inference::ModelConfig& config, int64_t version,
+                                      std::shared_ptr<TrafficController> traffic = nullptr);
 
  private:
   const Options options_;

@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -17,8 +19,10 @@
 #include <thread>
 
 #include "core/cpu_quota.h"
+#include "core/json_writer.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
+#include "lifecycle/shadowed_model.h"
 #include "observability/model_metrics.h"
 #include "repository/config_json.h"
 #include "repository/model_config_parser.h"
@@ -26,6 +30,8 @@
 #include "repository/repository_relative_paths.h"
 #include "repository/repository_scan.h"
 #include "repository/version_policy.h"
+#include "routing/traffic_controller.h"
+#include "routing/traffic_policy.h"
 
 namespace harrier {
 
@@ -129,6 +135,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                  std::function<void(Status)> done) override;
   void UnloadModel(std::string_view name, std::function<void(Status)> done) override;
   void PollNow() override;
+  StatusOr<std::shared_ptr<ServableModel>> Route(std::string_view name,
+                                                 std::optional<int64_t> version,
+                                                 const RequestHeaders& headers) override;
+  StatusOr<std::string> TrafficJson(std::string_view name) override;
+  Status SetTrafficPolicy(std::string_view name, std::string_view json) override;
+  Status ClearTrafficPolicy(std::string_view name) override;
   void CollectMetrics(TextExposition* out) const override;
   std::vector<DashboardVersion> DashboardVersions() const override;
 
@@ -148,6 +160,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // Unloaded on purpose (UnloadModel(), or not named at start in explicit mode): it does not
     // count against the server's readiness, and a poll leaves it alone.
     bool unloaded = false;
+    // The model's traffic controller: made with the entry's first load, kept for the model's
+    // life (its versions hold it too).
+    std::shared_ptr<TrafficController> traffic;
+    // The content of <model>/traffic.json last applied ("" when none): a poll applies a changed
+    // file; the API's policy stands until the file changes.
+    std::string traffic_file;
   };
 
   static Options WithCores(Options options) {
@@ -184,6 +202,13 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   void Poll();
   void SetModel(const std::string& name, ModelEntry entry);
   Status ModelControlAllowed() const;
+  // The model's controller, made if it has none yet. On the lifecycle thread (or LoadAll()'s).
+  std::shared_ptr<TrafficController> TrafficOf(const std::string& name);
+  // The READY version numbers of `name`, ascending.
+  std::vector<int64_t> ReadyVersions(std::string_view name) const;
+  // After the versions of `name` changed: the policy follows them (dropped, and logged, when a
+  // version it names no longer serves), and a changed traffic.json is applied.
+  void ApplyTraffic(const ModelDirectory& dir);
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
 
@@ -311,8 +336,12 @@ Status ModelRepositoryManagerImpl::Reconcile(
   bool retiring = false;
   for (const auto& [v, e] : serving)
     if (!selected(v)) retiring = true;
-  if (to_load.empty() && !retiring) return Status::Ok();  // nothing changed
+  if (to_load.empty() && !retiring) {  // nothing changed but, maybe, traffic.json
+    ApplyTraffic(dir);
+    return Status::Ok();
+  }
 
+  const std::shared_ptr<TrafficController> traffic = TrafficOf(dir.name);
   // New version numbers show as LOADING meanwhile; a reloading one stays READY.
   {
     std::unique_lock lock(mu_);
@@ -328,7 +357,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   Status first_failure = Status::Ok();
   for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
-    auto result = loader_.LoadVersion(dir, config, v);
+    auto result = loader_.LoadVersion(dir, config, v, traffic);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (result.ok()) {
       const bool warmed = result->warmup_failure.empty();
@@ -405,8 +434,129 @@ Status ModelRepositoryManagerImpl::Reconcile(
   for (const auto& m : replaced)
     spdlog::info("model '{}' version {}: retiring the replaced instance", dir.name, m->version());
   serving.clear();  // its references would hold up the retirement's wait for handles
+  ApplyTraffic(dir);
   Retire(std::move(replaced));
   return first_failure;
+}
+
+std::shared_ptr<TrafficController> ModelRepositoryManagerImpl::TrafficOf(const std::string& name) {
+  std::unique_lock lock(mu_);
+  ModelEntry& entry = models_[name];
+  if (!entry.traffic) entry.traffic = std::make_shared<TrafficController>(name);
+  return entry.traffic;
+}
+
+std::vector<int64_t> ModelRepositoryManagerImpl::ReadyVersions(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  std::vector<int64_t> ready;
+  auto it = models_.find(name);
+  if (it != models_.end())
+    for (const auto& [v, e] : it->second.versions)
+      if (e.state == ModelState::kReady) ready.push_back(v);
+  return ready;
+}
+
+void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
+  const std::shared_ptr<TrafficController> traffic = TrafficOf(dir.name);
+  const std::vector<int64_t> ready = ReadyVersions(dir.name);
+  if (auto dropped = traffic->OnVersionsChanged(ready))
+    spdlog::warn("model '{}': {}", dir.name, *dropped);
+  const std::string path = dir.path + "/traffic.json";
+  std::string content;
+  if (auto type = LocalFileSystem().GetFileType(path); type.ok() && *type == FileType::kRegular) {
+    auto read = LocalFileSystem().ReadFile(path);
+    if (!read.ok()) {
+      spdlog::error("model '{}': {}", dir.name, read.status().message());
+      return;
+    }
+    content = std::move(read).value();
+  }
+  {
+    std::unique_lock lock(mu_);
+    ModelEntry& entry = models_[dir.name];
+    if (entry.traffic_file == content) return;
+    entry.traffic_file = content;
+  }
+  if (content.empty()) {
+    traffic->ClearPolicy();
+    spdlog::info("model '{}': traffic.json removed; requests go to the latest version", dir.name);
+    return;
+  }
+  auto policy = ParseTrafficPolicy(content);
+  Status set = policy.ok() ? traffic->SetPolicy(*policy, ready) : policy.status();
+  if (!set.ok())
+    spdlog::error("model '{}': {} not applied: {}", dir.name, client_paths_.Rewrite(path),
+                  set.message());
+}
+
+StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
+    std::string_view name, std::optional<int64_t> version, const RequestHeaders& headers) {
+  if (version) return Get(name, version);  // a version in the URL is always honoured
+  std::optional<int64_t> forced;
+  for (const auto& [field, value] : headers) {
+    if (field != "x-harrier-model-version") continue;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size() || v <= 0)
+      return InvalidArgument("X-Harrier-Model-Version must be a version number, got '" +
+                             value.substr(0, 64) + "'");
+    forced = v;
+    break;
+  }
+  std::shared_ptr<TrafficController> traffic;
+  {
+    std::shared_lock lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end() && it->second.traffic && it->second.traffic->active())
+      traffic = it->second.traffic;
+  }
+  if (!traffic) return Get(name, forced);
+  ASSIGN_OR_RETURN(RouteDecision decision, traffic->Route(forced, headers));
+  ASSIGN_OR_RETURN(std::shared_ptr<ServableModel> answering, Get(name, decision.version));
+  if (!decision.shadow_version) return answering;
+  auto shadow = Get(name, *decision.shadow_version);
+  if (!shadow.ok()) return answering;
+  return std::shared_ptr<ServableModel>(std::make_shared<ShadowedModel>(
+      std::static_pointer_cast<LoadedModel>(answering),
+      std::static_pointer_cast<LoadedModel>(*shadow), traffic));
+}
+
+StatusOr<std::string> ModelRepositoryManagerImpl::TrafficJson(std::string_view name) {
+  std::shared_ptr<TrafficController> traffic;
+  {
+    std::shared_lock lock(mu_);
+    ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
+    traffic = entry->traffic;
+  }
+  if (!traffic) {
+    return "{\"model\":" + [&] {
+      std::string quoted;
+      AppendJsonString(&quoted, name);
+      return quoted;
+    }() + ",\"policy\":null,\"state\":null,\"rollbacks\":0,\"last_rollback\":null,\"shadow\":{}}";
+  }
+  return traffic->StateJson();
+}
+
+Status ModelRepositoryManagerImpl::SetTrafficPolicy(std::string_view name, std::string_view json) {
+  {
+    std::shared_lock lock(mu_);
+    ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
+    (void)entry;
+  }
+  ASSIGN_OR_RETURN(TrafficPolicy policy, ParseTrafficPolicy(json));
+  return TrafficOf(std::string(name))->SetPolicy(policy, ReadyVersions(name));
+}
+
+Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
+  std::shared_ptr<TrafficController> traffic;
+  {
+    std::shared_lock lock(mu_);
+    ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
+    traffic = entry->traffic;
+  }
+  if (traffic) traffic->ClearPolicy();
+  return Status::Ok();
 }
 
 void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models) {
@@ -424,6 +574,10 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
     model->Shutdown();  // finishes what is queued or running, joins the workers
     model.reset();      // the last reference (unless a late request still holds one)
   }
+  // Give the freed model's memory back to the system: glibc keeps freed chunks in its arenas
+  // (the version's weights, ONNX Runtime's buffers, the worker threads' arenas), which without
+  // this grow the RSS by a model's size after the first unload (docs/model-lifecycle.md).
+  if (!models.empty()) malloc_trim(0);
 }
 
 Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
@@ -506,6 +660,7 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
     e.state = ModelState::kUnavailable;
     e.reason = "unloaded";
   }
+  if (it->second.traffic) it->second.traffic->ClearPolicy();
   spdlog::info("model '{}' unloaded", name);
 }
 
@@ -688,6 +843,25 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     AppendModelVersionMetrics(sample, out);
   }
   AppendUnroutedFailures(unrouted_failures_, out);
+  std::vector<std::shared_ptr<TrafficController>> controllers;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [name, entry] : models_)
+      if (entry.traffic) controllers.push_back(entry.traffic);
+  }
+  for (const auto& traffic : controllers) {
+    if (!traffic->active() && traffic->rollbacks() == 0 && traffic->shadow_figures().empty())
+      continue;
+    TrafficSample sample;
+    sample.model = traffic->model();
+    for (const auto& [v, w] : traffic->weights()) sample.weights.emplace_back(v, w);
+    sample.rollbacks = traffic->rollbacks();
+    for (const auto& [v, f] : traffic->shadow_figures()) {
+      sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.top1_agreed, f.top1_compared,
+                                f.last_max_abs_difference});
+    }
+    AppendTrafficMetrics(sample, out);
+  }
   for (const Version& v : versions)
     AppendModelState(v.state, v.load_seconds, v.warmup_failures, out);
 }

@@ -135,6 +135,19 @@ void DeclareModelMetricFamilies(TextExposition* out) {
   out->Declare("harrier_model_warmup_failures_total", Type::kCounter,
                "Implicit (default zero-filled) warm-ups of the model version that failed; the "
                "version serves anyway");
+  out->Declare("harrier_traffic_weight", Type::kGauge,
+               "The traffic policy's current weight of the model version (docs/routing.md)");
+  out->Declare("harrier_traffic_rollbacks_total", Type::kCounter,
+               "Staged rollouts of the model that its guard rolled back");
+  out->Declare("harrier_shadow_requests_total", Type::kCounter,
+               "Shadow copies of requests, by outcome: compared (answered and compared with the "
+               "real answer), error (the shadow version failed), shed (not sent: it was busy)");
+  out->Declare("harrier_shadow_top1_agreements_total", Type::kCounter,
+               "Shadow answers to classifier-shaped outputs, by whether the shadow version picked "
+               "the same top-1 class as the answering one");
+  out->Declare("harrier_shadow_max_abs_difference", Type::kGauge,
+               "The largest absolute output difference between the shadow version and the "
+               "answering one, in the last comparison");
   out->Declare("nv_inference_request_success", Type::kCounter,
                "Number of successful inference requests, all batch sizes (Triton's name)");
   out->Declare("nv_inference_request_failure", Type::kCounter,
@@ -211,6 +224,31 @@ void AppendModelState(const ModelVersionState& state, double load_seconds, uint6
   if (state.state == ModelState::kReady) {
     out->Add("harrier_model_warmup_failures_total", {{"model", state.name}, {"version", version}},
              warmup_failures);
+  }
+}
+
+void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out) {
+  for (const auto& [version, weight] : sample.weights) {
+    const std::string v = std::to_string(version);
+    out->Add("harrier_traffic_weight", {{"model", sample.model}, {"version", v}},
+             static_cast<double>(weight));
+  }
+  out->Add("harrier_traffic_rollbacks_total", {{"model", sample.model}}, sample.rollbacks);
+  for (const TrafficSample::Shadow& s : sample.shadows) {
+    const std::string v = std::to_string(s.version);
+    out->Add("harrier_shadow_requests_total",
+             {{"model", sample.model}, {"version", v}, {"outcome", "compared"}}, s.compared);
+    out->Add("harrier_shadow_requests_total",
+             {{"model", sample.model}, {"version", v}, {"outcome", "error"}}, s.errors);
+    out->Add("harrier_shadow_requests_total",
+             {{"model", sample.model}, {"version", v}, {"outcome", "shed"}}, s.shed);
+    out->Add("harrier_shadow_top1_agreements_total",
+             {{"model", sample.model}, {"version", v}, {"agree", "true"}}, s.top1_agreed);
+    out->Add("harrier_shadow_top1_agreements_total",
+             {{"model", sample.model}, {"version", v}, {"agree", "false"}},
+             s.top1_compared - s.top1_agreed);
+    out->Add("harrier_shadow_max_abs_difference", {{"model", sample.model}, {"version", v}},
+             s.last_max_abs_difference);
   }
 }
 

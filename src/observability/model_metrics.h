@@ -100,4 +100,20 @@ void AppendUnroutedFailures(const FailureCounters& failures, TextExposition* out
 void AppendModelState(const ModelVersionState& state, double load_seconds, uint64_t warmup_failures,
                       TextExposition* out);
 
+// A model's traffic policy as the scrape sees it (routing/traffic_controller.h), for models that
+// have one.
+struct TrafficSample {
+  std::string model;
+  std::vector<std::pair<int64_t, int64_t>> weights;  // version, weight
+  uint64_t rollbacks = 0;
+  struct Shadow {
+    int64_t version = 0;
+    uint64_t compared = 0, errors = 0, shed = 0, top1_agreed = 0, top1_compared = 0;
+    double last_max_abs_difference = 0;
+  };
+  std::vector<Shadow> shadows;
+};
+// harrier_traffic_weight, harrier_traffic_rollbacks_total and the harrier_shadow_* families.
+void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out);
+
 }  // namespace harrier

@@ -80,12 +80,6 @@ Status GetIntInRange(element value, const std::string& field, int64_t min, int64
   return Status::Ok();
 }
 
-Status GetVersion(element value, const std::string& field, int64_t* out) {
-  RETURN_IF_ERROR(GetInt(value, field, out));
-  if (*out < 1) return Bad(field, "a version is a positive integer, not " + std::to_string(*out));
-  return Status::Ok();
-}
-
 // A version number as an object key: "1", "42"; not "01", "+1", "1.0" or " 1", so that a key
 // reads back as the same text.
 std::optional<int64_t> ParseVersionKey(std::string_view key) {
@@ -94,6 +88,21 @@ std::optional<int64_t> ParseVersionKey(std::string_view key) {
   auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), v);
   if (ec != std::errc() || end != key.data() + key.size()) return std::nullopt;
   return v;
+}
+
+// A version as a number (2) or, as versions are written everywhere else in the KServe API
+// ("model_version": "2", the weights' keys), as a string ("2").
+Status GetVersion(element value, const std::string& field, int64_t* out) {
+  std::string_view text;
+  if (!value.get_string().get(text)) {
+    std::optional<int64_t> v = ParseVersionKey(text);
+    if (!v) return Bad(field, "a version is a positive integer, not '" + std::string(text) + "'");
+    *out = *v;
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(GetInt(value, field, out));
+  if (*out < 1) return Bad(field, "a version is a positive integer, not " + std::to_string(*out));
+  return Status::Ok();
 }
 
 // RFC 9110 tchar: the characters of a header name.

@@ -79,5 +79,14 @@ TEST(StatusMappingTest, EveryCodeHasItsGrpcCode) {
   }
 }
 
+TEST(StatusMappingTest, RetryAfterSecondsReadsRefusalsOfBothKinds) {
+  EXPECT_EQ(RetryAfterSeconds(ResourceExhausted("queue full; retry after 3 s")), 3);
+  EXPECT_EQ(RetryAfterSeconds(ResourceExhausted("queue full")), 1);
+  // A version's open circuit breaker (routing): kUnavailable with its wait.
+  EXPECT_EQ(RetryAfterSeconds(Unavailable("every version is out of rotation; retry after 7 s")), 7);
+  EXPECT_EQ(RetryAfterSeconds(Unavailable("not ready")), 0);
+  EXPECT_EQ(RetryAfterSeconds(Internal("x; retry after 7 s")), 0);
+}
+
 }  // namespace
 }  // namespace harrier

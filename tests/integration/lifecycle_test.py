@@ -11,7 +11,11 @@ two clients with zero failed requests; a failed reload (a corrupt model file) ch
 for clients. Poll mode (--repository-poll-secs 1): 20 swaps made by rewriting the model file
 under continuous load, zero failed requests; a corrupt new version is listed UNAVAILABLE while
 the serving one goes on answering; a model removed from the repository leaves the index.
-Python stdlib only. The last line is "N passed, N failed".
+Traffic between versions (tools/make_lifecycle_models.py's ranker: 1 fast, 2 slow on purpose,
+3 with other scores): a bad policy is a 400 that changes nothing; a 90/10 split measured from
+the answers' model_version; X-Harrier-Model-Version; sticky clients stay on their version;
+shadow copies are compared and dropped; a slow candidate is rolled back by the guard within one
+window while the client sees no error. Python stdlib only. The last line is "N passed, N failed".
 """
 import http.client
 import json
@@ -251,6 +255,129 @@ class PollModeTest(unittest.TestCase):
         self.assertEqual(status, 404, body)
 
 
+RANKER_BODY = json.dumps({"inputs": [{"name": "features", "shape": [1, 8], "datatype": "FP32",
+                                      "data": FEATURES}]}).encode()
+
+
+class TrafficTest(unittest.TestCase):
+    """Traffic between versions: tools/make_lifecycle_models.py's ranker, versions 1 (fast),
+    2 (slow on purpose) and 3 (other scores), all served."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        repo = os.path.join(ARGS.work_dir, "traffic-repo")
+        harness.generate_repository(ARGS.source_dir, repo, ("make_lifecycle_models.py",))
+        cls.server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "traffic.log"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rc = cls.server.terminate()
+
+    def put(self, policy):
+        return Client(self.server.port).call("PUT", "/v2/models/ranker/traffic",
+                                             json.dumps(policy).encode())
+
+    def state(self):
+        status, body = Client(self.server.port).call("GET", "/v2/models/ranker/traffic")
+        self.assertEqual(status, 200, body)
+        return body
+
+    def versions(self, n, headers=None):
+        """The model_version of n answers (all must be 200)."""
+        c = Client(self.server.port)
+        seen = []
+        for _ in range(n):
+            c.conn.request("POST", "/v2/models/ranker/infer", body=RANKER_BODY,
+                           headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+            r = c.conn.getresponse()
+            body = json.loads(r.read())
+            self.assertEqual(r.status, 200, body)
+            seen.append(body["model_version"])
+        c.close()
+        return seen
+
+    def metric(self, name, labels):
+        text = Client(self.server.metrics_port).conn
+        text.request("GET", "/metrics")
+        lines = text.getresponse().read().decode().splitlines()
+        for line in lines:
+            if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def test_1_a_bad_policy_is_a_400_that_changes_nothing(self):
+        status, body = self.put({"weights": {"1": 90, "9": 10}})
+        self.assertEqual(status, 400, body)
+        self.assertIn("9", body["error"])
+        status, body = self.put({"weights": {"1": 90}, "colour": "blue"})
+        self.assertEqual(status, 400, body)
+        self.assertIsNone(self.state()["policy"])
+        self.assertEqual(set(self.versions(20)), {"3"})  # no policy: the latest version
+
+    def test_2_a_90_10_split_measured_from_the_answers(self):
+        status, body = self.put({"weights": {"1": 90, "3": 10}})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["state"]["weights"], {"1": 90, "3": 10})
+        seen = self.versions(2000)
+        share = seen.count("3") / len(seen)
+        self.assertGreater(share, 0.07, share)
+        self.assertLess(share, 0.13, share)
+        self.assertEqual(set(seen), {"1", "3"})
+        self.assertEqual(self.metric("harrier_traffic_weight", {"model": "ranker", "version": "3"}), 10)
+        # The header overrides the split for testers; a version in the URL always wins.
+        self.assertEqual(set(self.versions(20, {"X-Harrier-Model-Version": "3"})), {"3"})
+
+    def test_3_a_sticky_client_stays_on_its_version(self):
+        status, body = self.put({"weights": {"1": 50, "3": 50}, "sticky_header": "x-user"})
+        self.assertEqual(status, 200, body)
+        per_user = {u: set(self.versions(30, {"X-User": u})) for u in ("alice", "bob", "carol",
+                                                                         "dave", "erin", "frank")}
+        for user, versions in per_user.items():
+            self.assertEqual(len(versions), 1, "%s saw %s" % (user, versions))
+        self.assertEqual(set().union(*per_user.values()), {"1", "3"})
+
+    def test_4_shadow_copies_are_compared_and_dropped(self):
+        status, body = self.put({"weights": {"1": 100}, "shadow": {"version": "3", "percent": 50}})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(set(self.versions(400)), {"1"})  # the shadow never answers
+        self.assertTrue(wait_for(lambda: self.state()["shadow"].get("3", {}).get("compared", 0) > 100))
+        shadow = self.state()["shadow"]["3"]
+        self.assertGreater(shadow["last_max_abs_difference"], 0.1)  # version 3's scores differ
+        self.assertIsNotNone(shadow["top1_agreement"])
+        self.assertGreater(self.metric("harrier_shadow_requests_total",
+                                       {"model": "ranker", "version": "3", "outcome": "compared"}),
+                           100)
+
+    def test_5_a_slow_candidate_is_rolled_back_within_one_window(self):
+        status, body = self.put({"weights": {"1": 100},
+                                 "rollout": {"candidate": "2", "steps": [50, 100],
+                                             "dwell_seconds": 60},
+                                 "guard": {"window_seconds": 2, "max_p99_ratio": 1.5,
+                                           "min_requests": 20}})
+        self.assertEqual(status, 200, body)
+        started = time.monotonic()
+        failures = []
+        rolled_back = None
+        c = Client(self.server.port)
+        while time.monotonic() - started < 10:
+            status, body = c.call("POST", "/v2/models/ranker/infer", RANKER_BODY)
+            if status != 200:
+                failures.append((status, body))
+            if rolled_back is None and self.state()["state"]["rollout"]["state"] == "rolled back":
+                rolled_back = time.monotonic() - started
+                break
+        self.assertEqual(failures, [])
+        self.assertIsNotNone(rolled_back, self.state())
+        self.assertLess(rolled_back, 2 + 1.0, "rolled back after %.1f s" % rolled_back)
+        state = self.state()
+        self.assertEqual(state["state"]["weights"].get("2", 0), 0)
+        self.assertIn("p99", state["last_rollback"]["reason"])
+        self.assertEqual(set(self.versions(100)), {"1"})
+        self.assertEqual(self.metric("harrier_traffic_rollbacks_total", {"model": "ranker"}), 1)
+        self.assertIn("rolled back", self.server.log_text())
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -258,8 +385,9 @@ def main():
     loader = unittest.TestLoader()
     suite.addTests(loader.loadTestsFromTestCase(ExplicitModeTest))
     suite.addTests(loader.loadTestsFromTestCase(PollModeTest))
+    suite.addTests(loader.loadTestsFromTestCase(TrafficTest))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
-    rcs = [getattr(ExplicitModeTest, "rc", None), getattr(PollModeTest, "rc", None)]
+    rcs = [getattr(t, "rc", None) for t in (ExplicitModeTest, PollModeTest, TrafficTest)]
     bad_rc = next((rc for rc in rcs if rc not in (0, None)), None)
     passed, failed = harness.summarize(result, bad_rc if bad_rc is not None else 0)
     print("%d passed, %d failed" % (passed, failed))

@@ -591,5 +591,74 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
   EXPECT_EQ((*serving)->version(), 2);
 }
 
+// ---- Traffic between versions (docs/routing.md) ----------------------------------------------
+
+TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiReplacesIt) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  Write("a/traffic.json", R"({"weights": {"1": 1, "2": 0}})");
+  auto m = Load();
+  auto route = [&](ModelManager::RequestHeaders headers = {}) {
+    auto r = m->Route("a", std::nullopt, headers);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)->version() : -1;
+  };
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(route(), 1);  // not the latest: the policy's
+  EXPECT_EQ(route({{"x-harrier-model-version", "2"}}), 2);
+  EXPECT_EQ(m->Route("a", std::nullopt, {{"x-harrier-model-version", "two"}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*m->Route("a", 2, {}))->version(), 2);  // the URL's version always wins
+  auto json = m->TrafficJson("a");
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find(R"("weights":{"1":1,"2":0})"), std::string::npos) << *json;
+
+  EXPECT_EQ(m->SetTrafficPolicy("a", R"({"weights": {"7": 1}})").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(route(), 1);  // unchanged
+  EXPECT_EQ(m->SetTrafficPolicy("nope", R"({"weights": {"1": 1}})").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 0, "2": 5}})").ok());
+  EXPECT_EQ(route(), 2);
+  ASSERT_TRUE(m->ClearTrafficPolicy("a").ok());
+  EXPECT_EQ(route(), 2);  // the latest
+  EXPECT_EQ(route({{"x-harrier-model-version", "1"}}), 1);  // the header without a policy
+
+  // The metrics carry the weights while a policy is set.
+  ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 3, "2": 1}})").ok());
+  TextExposition text;
+  m->CollectMetrics(&text);
+  EXPECT_NE(text.Text().find(R"(harrier_traffic_weight{model="a",version="1"} 3)"),
+            std::string::npos);
+}
+
+TEST_F(ModelRepositoryManagerTest, AShadowedRequestIsAnsweredByItsVersionAndCompared) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  ASSERT_TRUE(
+      m->SetTrafficPolicy("a", R"({"weights": {"1": 1}, "shadow": {"version": 2, "percent": 100}})")
+          .ok());
+  // The shadow version's figure `key` in the traffic state.
+  auto figure = [&](const std::string& key) {
+    auto state = m->TrafficJson("a");
+    const std::string json = state.ok() ? *state : std::string();
+    const size_t at = json.find("\"" + key + "\":", json.find(R"("shadow":{"2")"));
+    return at == std::string::npos ? -1 : std::atoi(json.c_str() + at + key.size() + 3);
+  };
+  for (int i = 0; i < 20; ++i) {
+    auto r = m->Route("a", std::nullopt, {});
+    ASSERT_TRUE(r.ok());
+    auto answer = InferSync(**r, Fp32Request({1, 2, 3, 4}, {1, 4}));
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    EXPECT_EQ(answer->model_version, 1);
+    // The copy finishes after the answer; the next one would be shed while it is queued.
+    ASSERT_TRUE(Eventually([&] { return figure("compared") == i + 1; })) << *m->TrafficJson("a");
+  }
+  EXPECT_EQ(figure("shed"), 0);
+  EXPECT_NE(m->TrafficJson("a")->find(R"("last_max_abs_difference":0})"), std::string::npos)
+      << *m->TrafficJson("a");  // the same model: identical answers
+}
+
 }  // namespace
 }  // namespace harrier

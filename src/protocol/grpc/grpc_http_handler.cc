@@ -127,6 +127,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         request_id_(std::move(request_id)),
         client_id_(head.Header("x-client-id")),
         sole_requester_(head.sole_requester),
+        headers_(head.headers),
         traceparent_(head.Header("traceparent")),
         tracestate_(head.Header("tracestate")),
         deadline_(deadline),
@@ -192,6 +193,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
       call.client_id = client_id_;
       call.sole_requester = sole_requester_;
+      call.headers = &headers_;
       call.request_id = request_id_;
       call.method = "ModelStreamInfer";
       // Each request of the stream is traced on its own, as a child of the stream's traceparent.
@@ -250,6 +252,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   const std::string request_id_;  // one id for the whole stream
   const std::string client_id_;
   const bool sole_requester_;
+  const std::vector<std::pair<std::string, std::string>> headers_;  // the stream's metadata
   const std::string traceparent_, tracestate_;
   const Clock::time_point deadline_;
   const std::size_t max_inflight_;
@@ -327,6 +330,7 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
     call.client_id = std::string(request.Header("x-client-id"));
     call.request_id = std::move(request_id);
     call.sole_requester = request.sole_requester;
+    call.headers = &request.headers;
     call.trace = StartTrace(options_.handler.tracer, request.Header("traceparent"),
                             request.Header("tracestate"));
     if (call.trace) {

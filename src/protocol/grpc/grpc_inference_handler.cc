@@ -309,7 +309,9 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     models_->RecordUnroutedFailure(version.status().code());
     return done(version.status());
   }
-  auto model = models_->Get(request->model_name(), *version);
+  static const ModelManager::RequestHeaders kNoHeaders;
+  auto model = models_->Route(request->model_name(), *version,
+                              call.headers != nullptr ? *call.headers : kNoHeaders);
   if (!model.ok()) {
     models_->RecordUnroutedFailure(model.status().code());
     return done(model.status());

@@ -61,6 +61,10 @@ struct InferCallContext {
   // HttpRequest::sole_requester of the call's HTTP/2 stream (for a ModelStreamInfer stream, as
   // it was when the stream opened).
   bool sole_requester = false;
+  // The call's metadata (header fields, names lower-cased), for the traffic policy's
+  // X-Harrier-Model-Version and sticky header (docs/routing.md); null: none. Must outlive the
+  // ModelInfer call that reads it (it is read before ModelInfer returns).
+  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   // The RPC, for the access log.
   std::string_view method = "ModelInfer";
   // Set by the transport when the call is traced (kserve::TracedRequest::Start with the call's

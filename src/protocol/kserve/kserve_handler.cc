@@ -341,6 +341,7 @@ struct KServeHandler::Route {
     kInfer,
     kRepositoryIndex,
     kRepositoryControl,
+    kTraffic,  // GET, PUT, DELETE /v2/models/{m}/traffic (docs/routing.md)
     kLogging,
     kSharedMemoryStatus,
     kSharedMemoryRegister,
@@ -441,6 +442,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
   if (action == "config") return simple(Kind::kModelConfig, "GET");
   if (action == "stats") return simple(Kind::kModelStats, "GET");
   if (action == "infer") return simple(Kind::kInfer, "POST");
+  if (action == "traffic" && next == 3) return simple(Kind::kTraffic, "GET");
   return not_found();
 }
 
@@ -476,12 +478,14 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
   if (!matched.ok()) return answer(ErrorResponse(matched.status()));
   const Route& route = *matched;
   const bool logging_post = route.kind == Route::Kind::kLogging && request.method == "POST";
-  if (request.method != route.method && !logging_post) {
+  const bool traffic_write = route.kind == Route::Kind::kTraffic &&
+                             (request.method == "PUT" || request.method == "DELETE");
+  if (request.method != route.method && !logging_post && !traffic_write) {
     HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
                                             request.target + "'; use " + std::string(route.method));
-    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging
-                                        ? std::string("GET, POST")
-                                        : std::string(route.method));
+    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging   ? std::string("GET, POST")
+                                    : route.kind == Route::Kind::kTraffic ? std::string("GET, PUT, DELETE")
+                                                                          : std::string(route.method));
     return answer(std::move(r));
   }
   using Kind = Route::Kind;
@@ -499,6 +503,7 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
     case Kind::kSharedMemoryStatus:
     case Kind::kSharedMemoryRegister:
     case Kind::kSharedMemoryUnregister: return answer(SharedMemory(route, request));
+    case Kind::kTraffic: return answer(Traffic(route, request));
     case Kind::kRepositoryControl:
       return RepositoryControl(route, std::move(request), std::move(request_id),
                                std::move(respond));
@@ -770,6 +775,18 @@ void KServeHandler::RepositoryControl(const Route& route, HttpRequest request,
   }
 }
 
+HttpResponse KServeHandler::Traffic(const Route& route, const HttpRequest& request) const {
+  if (request.method == "PUT") {
+    const std::string_view body = request.body ? std::string_view(*request.body) : "";
+    if (Status s = models_->SetTrafficPolicy(route.model, body); !s.ok()) return ErrorResponse(s);
+  } else if (request.method == "DELETE") {
+    if (Status s = models_->ClearTrafficPolicy(route.model); !s.ok()) return ErrorResponse(s);
+  }
+  StatusOr<std::string> state = models_->TrafficJson(route.model);
+  if (!state.ok()) return ErrorResponse(state.status());
+  return JsonResponse(200, std::move(state).value());
+}
+
 HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
   StatusOr<bool> ready_only = ReadyOnlyFilter(request.body);
   if (!ready_only.ok()) return ErrorResponse(ready_only.status());
@@ -823,8 +840,9 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     response->headers.emplace_back(kTraceResponseHeader, trace->TraceResponse());
     response->on_sent = TracedRequest::OnSent(std::move(trace));
   };
-  // The model first: an unknown model is answered without parsing a large body.
-  auto model = models_->Get(route.model, route.version);
+  // The model first: an unknown model is answered without parsing a large body. The version
+  // is the URL's, or the traffic policy's choice (docs/routing.md).
+  auto model = models_->Route(route.model, route.version, request.headers);
   if (!model.ok()) {
     models_->RecordUnroutedFailure(model.status().code());
     HttpResponse response = ErrorResponse(model.status());

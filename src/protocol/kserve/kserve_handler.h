@@ -118,6 +118,9 @@ class KServeHandler : public HttpHandler {
   HttpResponse ModelConfig(const Route& route) const;
   HttpResponse ModelStats(const Route& route) const;
   HttpResponse RepositoryIndex(const HttpRequest& request) const;
+  // GET / PUT / DELETE /v2/models/{m}/traffic: the policy and its live state; PUT installs a
+  // policy (400, nothing changed, for a bad one), DELETE removes it.
+  HttpResponse Traffic(const Route& route, const HttpRequest& request) const;
   // POST /v2/repository/models/{m}/load|unload: answered when the model manager is done.
   void RepositoryControl(const Route& route, HttpRequest request, std::string request_id,
                          HttpResponder respond) const;

@@ -1,0 +1,47 @@
+// ShadowedModel: the handle the router gives a request that also goes, as a shadow copy, to
+// another version of its model (the traffic policy's `shadow`, docs/routing.md). The answering
+// version serves the request as usual; the copy is submitted after it, to the shadow version,
+// and its answer is dropped once compared with the real one (TrafficController::RecordShadow:
+// max absolute difference, top-1 agreement).
+//
+// Shadow work never delays the real answer: the copy goes only when the shadow version is idle
+// (nothing queued; otherwise it is shed and counted), it is submitted after the real request,
+// at the lowest priority, never inline, without the client's cancellation token or rate-limit
+// key, and the real answer is handed on the moment it is ready, whatever the shadow does.
+//
+// Thread safety: as ServableModel.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harrier/model_manager.h"
+#include "lifecycle/loaded_model.h"
+#include "routing/traffic_controller.h"
+
+namespace harrier {
+
+class ShadowedModel : public ServableModel {
+ public:
+  ShadowedModel(std::shared_ptr<LoadedModel> answering, std::shared_ptr<LoadedModel> shadow,
+                std::shared_ptr<TrafficController> traffic);
+
+  const std::string& name() const override { return answering_->name(); }
+  int64_t version() const override { return answering_->version(); }
+  int64_t max_batch_size() const override { return answering_->max_batch_size(); }
+  std::string ConfigJson() const override { return answering_->ConfigJson(); }
+  void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
+  Status CheckAdmission(std::string_view client_id) const override {
+    return answering_->CheckAdmission(client_id);
+  }
+  void RecordFailure(StatusCode code, Clock::time_point received_at) override {
+    answering_->RecordFailure(code, received_at);
+  }
+
+ private:
+  const std::shared_ptr<LoadedModel> answering_;
+  const std::shared_ptr<LoadedModel> shadow_;
+  const std::shared_ptr<TrafficController> traffic_;
+};
+
+}  // namespace harrier

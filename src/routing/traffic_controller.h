@@ -1,0 +1,119 @@
+// TrafficController: one model's traffic policy, live — the router (split, stickiness, shadow,
+// breakers), the rollout with its guard over two sliding windows (candidate, baseline), the
+// shadow comparison figures, and the state GET /v2/models/{m}/traffic reports
+// (docs/routing.md). The model repository manager keeps one per model, for the model's
+// lifetime; the model's versions report every finished request to it.
+//
+// Without a policy it is inactive: Route() is not asked and Record() returns at once (one
+// relaxed atomic load), so a model without a policy pays nothing for it.
+//
+// The guard and the rollout are evaluated lazily, at most every 100 ms, by the calls that
+// route or record requests and by State(): no thread of its own. A breach sets the
+// candidate's weight to 0 at the evaluation that sees it, so within one window plus 100 ms of
+// the requests that caused it.
+//
+// Thread safety: every method from any thread (one mutex; the router has its own).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harrier/clock.h"
+#include "harrier/status.h"
+#include "harrier/tensor.h"
+#include "routing/rollout.h"
+#include "routing/sliding_window.h"
+#include "routing/traffic_policy.h"
+#include "routing/traffic_router.h"
+
+namespace harrier {
+
+// What a shadow comparison found for one request (outputs compared by name).
+struct ShadowComparison {
+  bool failed = false;           // the shadow version answered an error
+  double max_abs_difference = 0;  // over every FP32 output element both answers hold
+  std::optional<bool> top1_agrees;  // a classifier-shaped FP32 output: same arg-max
+};
+
+class TrafficController {
+ public:
+  // `clock` must outlive the controller.
+  explicit TrafficController(std::string model, const Clock& clock = SteadyClock());
+
+  // Installs `policy` for the model's READY `available` versions, replacing any policy and
+  // starting its rollout (if any) now. kInvalidArgument (nothing changes) when the policy names
+  // a version that does not serve.
+  Status SetPolicy(const TrafficPolicy& policy, std::vector<int64_t> available);
+  // Back to no policy: requests without a version go to the highest READY version.
+  void ClearPolicy();
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+
+  // The served versions changed (a load, reload or unload). The policy stays when every version
+  // it names still serves; otherwise it is dropped, and the reason returned (to log).
+  std::optional<std::string> OnVersionsChanged(std::vector<int64_t> available);
+
+  // A request's header fields: names lower-cased (HttpRequest::headers).
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+
+  // Which version answers (and which also gets a shadow copy); see TrafficRouter::Route().
+  // `forced`: X-Harrier-Model-Version. The policy's sticky header is looked up in `headers`.
+  // kInternal when inactive (the caller asks only while active()).
+  StatusOr<RouteDecision> Route(std::optional<int64_t> forced, const Headers& headers);
+
+  // A finished request to `version` (shadow copies included): its latency and whether it
+  // failed; `breaker_failure` — an engine failure or timeout, what the breaker counts.
+  void Record(int64_t version, Clock::duration latency, bool failed, bool breaker_failure);
+  void RecordShadow(int64_t version, const ShadowComparison& comparison);
+  // A shadow copy not sent because the shadow version was busy.
+  void RecordShadowShed(int64_t version);
+
+  // The policy and its live state as JSON (GET .../traffic): {"policy": {...} | null,
+  // "state": {...}}.
+  std::string StateJson();
+
+  // For the metrics: weights now, rollbacks so far, shadow counts (per shadow version).
+  struct ShadowFigures {
+    uint64_t compared = 0, errors = 0, shed = 0, top1_agreed = 0, top1_compared = 0;
+    double last_max_abs_difference = 0;
+  };
+  VersionWeights weights() const;
+  uint64_t rollbacks() const { return rollbacks_.load(std::memory_order_relaxed); }
+  std::map<int64_t, ShadowFigures> shadow_figures() const;
+  const std::string& model() const { return model_; }
+
+ private:
+  // REQUIRES: mu_ held.
+  void MaybeEvaluate(Clock::time_point now);
+
+  const std::string model_;
+  const Clock& clock_;
+  std::atomic<bool> active_{false};
+  std::atomic<uint64_t> rollbacks_{0};
+
+  mutable std::mutex mu_;
+  std::optional<TrafficPolicy> policy_;        // guarded by mu_
+  std::unique_ptr<TrafficRouter> router_;      // guarded by mu_ (set with policy_)
+  std::unique_ptr<Rollout> rollout_;           // guarded by mu_; with a policy's rollout
+  std::unique_ptr<SlidingWindow> candidate_;   // guarded by mu_; with a guard
+  std::unique_ptr<SlidingWindow> baseline_;    // guarded by mu_; with a guard
+  std::optional<GuardVerdict> last_verdict_;   // guarded by mu_
+  Clock::time_point last_evaluation_{};        // guarded by mu_
+  std::optional<Rollout::RollbackRecord> last_rollback_;  // guarded by mu_; survives a new policy
+  std::map<int64_t, ShadowFigures> shadow_;    // guarded by mu_
+};
+
+// Compares a shadow answer's outputs with the answering version's (by name; FP32 outputs
+// only): the largest absolute element difference, and for an output shaped like a classifier's
+// scores ([N] or [1, N], N > 1) whether both pick the same arg-max.
+ShadowComparison CompareOutputs(const std::vector<Tensor>& answered,
+                                const std::vector<Tensor>& shadow);
+
+}  // namespace harrier

@@ -1,0 +1,136 @@
+#include "routing/traffic_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/fake_clock.h"
+
+namespace harrier {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TrafficPolicy Parse(const std::string& json) {
+  auto p = ParseTrafficPolicy(json);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? *p : TrafficPolicy{};
+}
+
+TEST(TrafficControllerTest, InactiveUntilAPolicyThatFitsTheServedVersions) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  EXPECT_FALSE(c.active());
+  EXPECT_FALSE(c.Route(std::nullopt, {}).ok());
+  EXPECT_EQ(c.SetPolicy(Parse(R"({"weights":{"1":90,"3":10}})"), {1, 2}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(c.active());  // nothing changed
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":90,"2":10}})"), {1, 2}).ok());
+  EXPECT_TRUE(c.active());
+  c.ClearPolicy();
+  EXPECT_FALSE(c.active());
+}
+
+TEST(TrafficControllerTest, SplitsStickyClientsStayAndTheHeaderForces) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(
+      c.SetPolicy(Parse(R"({"weights":{"1":90,"2":10},"sticky_header":"x-user"})"), {1, 2}).ok());
+  std::map<int64_t, int> counts;
+  for (int i = 0; i < 20000; ++i) counts[c.Route(std::nullopt, {})->version]++;
+  EXPECT_NEAR(counts[2] / 20000.0, 0.10, 0.01);
+  // One sticky client: one version, every time.
+  const TrafficController::Headers user = {{"x-user", "alice"}};
+  const int64_t first = c.Route(std::nullopt, user)->version;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(c.Route(std::nullopt, user)->version, first);
+  EXPECT_EQ(c.Route(2, user)->version, 2);
+  EXPECT_TRUE(c.Route(2, user)->forced);
+}
+
+TEST(TrafficControllerTest, AGuardBreachRollsTheCandidateBackWithinOneWindow) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":100},
+      "rollout":{"candidate":"2","steps":[10,50,100],"dwell_seconds":5},
+      "guard":{"window_seconds":2,"max_p99_ratio":1.5,"min_requests":20}})"),
+                          {1, 2})
+                  .ok());
+  EXPECT_EQ(c.weights().at(2), 10 * c.weights().at(1) / 90);
+  // The candidate takes 10 ms, the baseline 1 ms: a breach as soon as both have 20 requests.
+  for (int i = 0; i < 30; ++i) {
+    c.Record(1, milliseconds(1), false, false);
+    c.Record(2, milliseconds(10), false, false);
+    clock.Advance(milliseconds(20));
+  }
+  clock.Advance(milliseconds(150));
+  (void)c.Route(std::nullopt, {});  // evaluates
+  EXPECT_EQ(c.rollbacks(), 1u);
+  EXPECT_EQ(c.weights().count(2) ? c.weights().at(2) : 0, 0);
+  const std::string state = c.StateJson();
+  EXPECT_NE(state.find("\"rolled back\""), std::string::npos) << state;
+  EXPECT_NE(state.find("\"last_rollback\":{"), std::string::npos) << state;
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(c.Route(std::nullopt, {})->version, 1);
+}
+
+TEST(TrafficControllerTest, AHealthyCandidateAdvancesEachDwell) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":100},
+      "rollout":{"candidate":"2","steps":[10,100],"dwell_seconds":2},
+      "guard":{"window_seconds":2,"max_p99_ratio":1.5,"min_requests":5}})"),
+                          {1, 2})
+                  .ok());
+  for (int i = 0; i < 150; ++i) {
+    c.Record(1, milliseconds(1), false, false);
+    c.Record(2, milliseconds(1), false, false);
+    clock.Advance(milliseconds(20));
+    (void)c.Route(std::nullopt, {});
+  }
+  EXPECT_EQ(c.rollbacks(), 0u);
+  EXPECT_EQ(c.weights().count(1) ? c.weights().at(1) : 0, 0);  // completed: all to 2
+  EXPECT_GT(c.weights().at(2), 0);
+}
+
+TEST(TrafficControllerTest, APolicyNamingAVersionThatWentIsDropped) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":50,"2":50}})"), {1, 2}).ok());
+  EXPECT_FALSE(c.OnVersionsChanged({1, 2, 3}).has_value());  // still fits
+  EXPECT_TRUE(c.active());
+  auto dropped = c.OnVersionsChanged({1});
+  ASSERT_TRUE(dropped.has_value());
+  EXPECT_FALSE(c.active());
+}
+
+Tensor Fp32(std::vector<float> values, Shape shape, std::vector<float>* storage) {
+  *storage = std::move(values);
+  Tensor t;
+  t.name = "scores";
+  t.dtype = DataType::kFp32;
+  t.shape = std::move(shape);
+  t.data = reinterpret_cast<const std::byte*>(storage->data());
+  t.size_bytes = storage->size() * sizeof(float);
+  return t;
+}
+
+TEST(TrafficControllerTest, CompareOutputsGivesTheLargestDifferenceAndTopOneAgreement) {
+  std::vector<float> a, b, c;
+  const std::vector<Tensor> answered = {Fp32({0.1f, 0.7f, 0.2f}, {1, 3}, &a)};
+  const std::vector<Tensor> same_top = {Fp32({0.1f, 0.5f, 0.4f}, {1, 3}, &b)};
+  const std::vector<Tensor> other_top = {Fp32({0.9f, 0.05f, 0.05f}, {1, 3}, &c)};
+  ShadowComparison x = CompareOutputs(answered, same_top);
+  EXPECT_NEAR(x.max_abs_difference, 0.2, 1e-6);
+  ASSERT_TRUE(x.top1_agrees.has_value());
+  EXPECT_TRUE(*x.top1_agrees);
+  ShadowComparison y = CompareOutputs(answered, other_top);
+  EXPECT_NEAR(y.max_abs_difference, 0.8, 1e-6);
+  EXPECT_FALSE(*y.top1_agrees);
+}
+
+}  // namespace
+}  // namespace harrier

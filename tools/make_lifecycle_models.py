@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Writes the models issue 12's traffic tests need into DIR (Triton layout).
+
+  ranker/1/   "features" FP32 [N,8] -> "scores" FP32 [N,5]: features x W + b (fast)
+  ranker/2/   the same signature and the same scores, computed the slow way: the features
+              pass through a chain of 512x512 identity MatMuls first (a few milliseconds on
+              one core), a candidate made slower on purpose for the rollout guard's test
+  ranker/3/   the same signature, other weights: its scores differ (the shadow test's
+              disagreeing version)
+
+Deterministic (fixed weights). Needs Debian's python3-onnx and python3-numpy: run with
+/usr/bin/python3.
+usage: /usr/bin/python3 tools/make_lifecycle_models.py DIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def save(model, path):
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, path)
+
+
+def ranker(weights, slow_links=0):
+    w, b = weights
+    nodes, inits = [], [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
+    x = "features"
+    if slow_links:
+        # Pad to 512 wide, go through identity MatMuls, take the first 8 columns back.
+        inits.append(numpy_helper.from_array(np.eye(8, 512, dtype=np.float32), "UP"))
+        inits.append(numpy_helper.from_array(np.eye(512, dtype=np.float32), "I"))
+        inits.append(numpy_helper.from_array(np.eye(512, 8, dtype=np.float32), "DOWN"))
+        nodes.append(helper.make_node("MatMul", [x, "UP"], ["h0"]))
+        for i in range(slow_links):
+            nodes.append(helper.make_node("MatMul", ["h%d" % i, "I"], ["h%d" % (i + 1)]))
+        nodes.append(helper.make_node("MatMul", ["h%d" % slow_links, "DOWN"], ["x8"]))
+        x = "x8"
+    nodes.append(helper.make_node("MatMul", [x, "W"], ["xw"]))
+    nodes.append(helper.make_node("Add", ["xw", "B"], ["scores"]))
+    g = helper.make_graph(nodes, "ranker",
+                          [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", 8])],
+                          [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 5])],
+                          inits)
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    root = sys.argv[1]
+    rng = np.random.default_rng(12)
+    base = (rng.standard_normal((8, 5)).astype(np.float32),
+            rng.standard_normal(5).astype(np.float32))
+    other = (rng.standard_normal((8, 5)).astype(np.float32),
+             rng.standard_normal(5).astype(np.float32))
+    save(ranker(base), os.path.join(root, "ranker", "1", "model.onnx"))
+    save(ranker(base, slow_links=24), os.path.join(root, "ranker", "2", "model.onnx"))
+    save(ranker(other), os.path.join(root, "ranker", "3", "model.onnx"))
+    with open(os.path.join(root, "ranker", "config.pbtxt"), "w") as f:
+        # Every version serves (the traffic policy picks among them).
+        f.write('version_policy: { all: {} }\n')
+
+
+if __name__ == "__main__":
+    main()
