@@ -20,6 +20,7 @@
 
 #include "core/cpu_quota.h"
 #include "core/json_writer.h"
+#include "core/thread_spawner.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
 #include "lifecycle/shadowed_model.h"
@@ -116,7 +117,11 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   explicit ModelRepositoryManagerImpl(const Options& options)
       : options_(WithCores(options)),
         client_paths_(options.repository_path),
-        loader_(LoaderOptions(options_)) {}
+        loader_(LoaderOptions(options_)) {
+    // Before the lifecycle thread lowers its priority: the threads loads start are created at
+    // this (normal) one.
+    InitThreadSpawner();
+  }
   ~ModelRepositoryManagerImpl() override { Shutdown(); }
 
   void LoadAll() override;
@@ -886,6 +891,17 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
       }
     }
   }
+  // The traffic notes, outside the manager's lock (each controller has its own).
+  std::map<std::string, std::map<int64_t, std::string>, std::less<>> notes;
+  {
+    std::vector<std::shared_ptr<TrafficController>> controllers;
+    {
+      std::shared_lock lock(mu_);
+      for (const auto& [name, entry] : models_)
+        if (entry.traffic && entry.traffic->active()) controllers.push_back(entry.traffic);
+    }
+    for (const auto& c : controllers) notes[c->model()] = c->VersionNotes();
+  }
   std::vector<DashboardVersion> out;
   out.reserve(pinned.size());
   for (auto& [row, model] : pinned) {
@@ -900,6 +916,9 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
       row.queue_depth = model->scheduler().queue_depth();
       row.in_flight = m.in_flight.load(std::memory_order_relaxed);
       row.request_duration = m.request_duration.Snapshot();
+    }
+    if (auto m = notes.find(row.state.name); m != notes.end()) {
+      if (auto n = m->second.find(row.state.version); n != m->second.end()) row.traffic = n->second;
     }
     out.push_back(std::move(row));
   }

@@ -33,7 +33,7 @@ canvas{display:block}
 <table id="models">
 <thead><tr><th class="l">model</th><th>version</th><th class="l">state</th><th>requests/s</th>
 <th>P50 ms (1 s)</th><th>P99 ms (1 s)</th><th>P50 ms (all)</th><th>P99 ms (all)</th>
-<th>success</th><th>failure</th><th>queue depth</th><th>in flight</th></tr></thead>
+<th>success</th><th>failure</th><th>queue depth</th><th>in flight</th><th class="l">traffic</th></tr></thead>
 <tbody></tbody>
 </table>
 <div class="charts" id="charts"></div>
@@ -146,6 +146,7 @@ function render(doc, now) {
     cell(tr, String(v.failure), "failure");
     cell(tr, String(v.queue_depth), "queue");
     cell(tr, String(v.in_flight), "inflight");
+    cell(tr, v.traffic || "", "l traffic");
     tbody.appendChild(tr);
     if (v.state !== "READY") continue;
     const s = series[key] || (series[key] = {rps: [], p50: [], p99: []});

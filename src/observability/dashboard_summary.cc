@@ -72,6 +72,8 @@ std::string DashboardSummaryJson(const std::vector<DashboardVersion>& versions,
     AppendJsonNumber(&out, v.queue_depth);
     out.append(",\"in_flight\":");
     AppendJsonNumber(&out, v.in_flight);
+    out.append(",\"traffic\":");
+    AppendJsonString(&out, v.traffic);
     const std::span<const uint64_t> counts = v.request_duration.bucket_counts;
     const bool has_histogram = v.loaded && counts.size() == latency_bounds.size() + 1;
     for (const auto& [key, q] :

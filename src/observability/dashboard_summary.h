@@ -27,6 +27,7 @@ struct DashboardVersion {
   uint64_t queue_depth = 0;            // harrier_queue_depth
   int64_t in_flight = 0;               // harrier_inflight_requests
   HistogramSnapshot request_duration;  // harrier_request_duration_seconds, in nanoseconds
+  std::string traffic;  // the traffic policy's note for the version (docs/routing.md); "" = none
 };
 
 // Prometheus' histogram_quantile() over one histogram: `counts` per bucket (not cumulative,
@@ -37,7 +38,7 @@ double HistogramQuantile(double q, std::span<const uint64_t> upper_bounds,
                          std::span<const uint64_t> counts);
 
 // {"latency_bounds_seconds":[..],"versions":[{"name":..,"version":..,"state":..,"reason":..,
-//  "success":..,"failure":..,"queue_depth":..,"in_flight":..,"p50_seconds":..,
+//  "success":..,"failure":..,"queue_depth":..,"in_flight":..,"traffic":..,"p50_seconds":..,
 //  "p99_seconds":..,"duration_buckets":[..]},..]}: cumulative counters since the version
 // loaded, P50/P99 over its lifetime (null without observations), and the per-bucket counts so
 // that the page computes P50/P99 over its polling interval from their differences.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "core/json_writer.h"
@@ -309,6 +310,32 @@ std::string TrafficController::StateJson() {
 VersionWeights TrafficController::weights() const {
   std::lock_guard lock(mu_);
   return router_ ? router_->weights() : VersionWeights{};
+}
+
+std::map<int64_t, std::string> TrafficController::VersionNotes() const {
+  std::lock_guard lock(mu_);
+  std::map<int64_t, std::string> notes;
+  if (!router_) return notes;
+  for (const auto& [version, weight] : router_->weights())
+    notes[version] = "weight " + std::to_string(weight);
+  if (rollout_) {
+    std::string& note = notes[rollout_->config().candidate];
+    if (note.empty()) note = "weight 0";
+    if (rollout_->state() == Rollout::State::kRolledBack && last_rollback_) {
+      note += " \u00b7 rolled back: " + last_rollback_->reason;
+    } else {
+      char percent[32];
+      std::snprintf(percent, sizeof percent, "%g%%", rollout_->candidate_percent());
+      note += std::string(" \u00b7 rollout ") + RolloutStateName(rollout_->state()) + " at " +
+              percent;
+    }
+  }
+  if (policy_->shadow) {
+    std::string& note = notes[policy_->shadow->version];
+    if (note.empty()) note = "weight 0";
+    note += " \u00b7 shadow";
+  }
+  return notes;
 }
 
 std::map<int64_t, TrafficController::ShadowFigures> TrafficController::shadow_figures() const {

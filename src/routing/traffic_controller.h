@@ -85,6 +85,9 @@ class TrafficController {
     double last_max_abs_difference = 0;
   };
   VersionWeights weights() const;
+  // One line per version with traffic for the status page: "weight 90", and for a rollout's
+  // candidate its step or its rollback ("weight 0 · rolled back: candidate p99 ...").
+  std::map<int64_t, std::string> VersionNotes() const;
   uint64_t rollbacks() const { return rollbacks_.load(std::memory_order_relaxed); }
   std::map<int64_t, ShadowFigures> shadow_figures() const;
   const std::string& model() const { return model_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/thread_spawner.h"
 #include "scheduler/batch_tensors.h"
 
 namespace harrier {
@@ -69,7 +70,8 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
   if (!options.on_complete) return InvalidArgument("a model scheduler needs on_complete");
   std::unique_ptr<ModelScheduler> s(new ModelScheduler(std::move(instances), options));
   for (size_t i = 0; i < s->instances_.size(); ++i) {
-    s->workers_.emplace_back([p = s.get(), i] { p->WorkerLoop(i); });
+    // At the normal priority even when a load on the (nice +10) lifecycle thread creates it.
+    s->workers_.push_back(SpawnThread([p = s.get(), i] { p->WorkerLoop(i); }));
     // Linux limits thread names to 15 characters.
     std::string thread_name = ("w" + std::to_string(i) + ":" + options.name).substr(0, 15);
     pthread_setname_np(s->workers_.back().native_handle(), thread_name.c_str());
@@ -86,7 +88,7 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
       }
     }
   }
-  s->expiry_thread_ = std::thread([p = s.get()] { p->ExpiryLoop(); });
+  s->expiry_thread_ = SpawnThread([p = s.get()] { p->ExpiryLoop(); });
   pthread_setname_np(s->expiry_thread_.native_handle(),
                      ("t:" + options.name).substr(0, 15).c_str());
   return s;

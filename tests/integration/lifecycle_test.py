@@ -198,6 +198,28 @@ class ExplicitModeTest(unittest.TestCase):
         self.assertEqual(index_rows(self.server.port)[("dense", "1")]["state"], "READY")
 
 
+    def test_4_unload_under_load_drains_then_refuses_with_triton_words(self):
+        traffic = Traffic(self.server.port)
+        try:
+            self.assertTrue(wait_for(lambda: traffic.ok > 50))
+            status, body = Client(self.server.port).call("POST",
+                                                         "/v2/repository/models/dense/unload")
+            self.assertEqual(status, 200, body)
+            self.assertTrue(wait_for(lambda: index_rows(self.server.port)[("dense", "1")]
+                                     ["reason"] == "unloaded"))
+            time.sleep(0.2)
+        finally:
+            ok, failures = traffic.stop()
+        self.assertGreater(ok, 50)
+        self.assertGreater(len(failures), 0)  # the requests after the unload
+        unexpected = [f for f in failures
+                      if not f.startswith("503") or "has no available versions" not in f]
+        self.assertEqual(unexpected, [])
+        self.assertIn("model 'dense' unloaded", self.server.log_text())
+        status, body = Client(self.server.port).call("POST", "/v2/repository/models/dense/load")
+        self.assertEqual(status, 200, body)
+
+
 class PollModeTest(unittest.TestCase):
     server = None
 

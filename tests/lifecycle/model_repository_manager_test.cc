@@ -623,6 +623,12 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiRepl
   EXPECT_EQ(route(), 2);  // the latest
   EXPECT_EQ(route({{"x-harrier-model-version", "1"}}), 1);  // the header without a policy
 
+  // The status page carries each version's note while a policy is set.
+  ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 3, "2": 1}})").ok());
+  std::map<int64_t, std::string> notes;
+  for (const DashboardVersion& row : m->DashboardVersions()) notes[row.state.version] = row.traffic;
+  EXPECT_EQ(notes[1], "weight 3");
+  EXPECT_EQ(notes[2], "weight 1");
   // The metrics carry the weights while a policy is set.
   ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 3, "2": 1}})").ok());
   TextExposition text;

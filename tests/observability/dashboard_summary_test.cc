@@ -54,6 +54,7 @@ TEST(DashboardSummaryJsonTest, OneRowPerVersionWithLifetimeQuantilesAndBuckets) 
   ready.failure_count = 3;
   ready.queue_depth = 2;
   ready.in_flight = 4;
+  ready.traffic = "weight 90";
   ready.request_duration = histogram.Snapshot();
   DashboardVersion broken;
   broken.state = {"broken", 0, ModelState::kUnavailable, "no \"model.onnx\""};
@@ -77,6 +78,8 @@ TEST(DashboardSummaryJsonTest, OneRowPerVersionWithLifetimeQuantilesAndBuckets) 
   EXPECT_EQ(uint64_t(v["failure"]), 3u);
   EXPECT_EQ(uint64_t(v["queue_depth"]), 2u);
   EXPECT_EQ(int64_t(v["in_flight"]), 4);
+  EXPECT_EQ(std::string_view(v["traffic"]), "weight 90");
+  EXPECT_EQ(std::string_view(versions.at(1)["traffic"]), "");
   // Every observation is in the bucket (800 us, 1 ms]: P50 half way, P99 near its top.
   EXPECT_NEAR(double(v["p50_seconds"]), 0.9e-3, 1e-12);
   EXPECT_NEAR(double(v["p99_seconds"]), 0.998e-3, 1e-12);

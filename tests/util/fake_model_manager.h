@@ -118,6 +118,24 @@ class FakeModelManager : public ModelManager {
   void RecordUnroutedFailure(StatusCode code) override { unrouted_failures.push_back(code); }
   std::vector<StatusCode> unrouted_failures;  // by RecordUnroutedFailure
 
+  // Model control: off (the interface's default, kUnimplemented) unless `model_control`; then
+  // every load and unload is recorded and answered `control_status`.
+  void LoadModel(std::string_view name, ModelLoadOptions options,
+                 std::function<void(Status)> done) override {
+    if (!model_control) return ModelManager::LoadModel(name, std::move(options), std::move(done));
+    loads.emplace_back(std::string(name), options.config_json);
+    done(control_status);
+  }
+  void UnloadModel(std::string_view name, std::function<void(Status)> done) override {
+    if (!model_control) return ModelManager::UnloadModel(name, std::move(done));
+    unloads.emplace_back(name);
+    done(control_status);
+  }
+  bool model_control = false;
+  Status control_status;
+  std::vector<std::pair<std::string, std::optional<std::string>>> loads;  // name, config override
+  std::vector<std::string> unloads;
+
   StatusOr<ModelMetadata> Metadata(std::string_view name, std::optional<int64_t> version) override {
     ASSIGN_OR_RETURN(auto model, Get(name, version));
     auto it = metadata.find(std::string(name));

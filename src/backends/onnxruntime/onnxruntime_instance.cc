@@ -1,11 +1,15 @@
 #include "backends/onnxruntime/onnxruntime_instance.h"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "backends/onnxruntime/onnxruntime_types.h"
+#include "core/thread_spawner.h"
 #include "harrier/data_type.h"
 
 namespace harrier::ort {
@@ -38,6 +42,25 @@ OnnxRuntimeInstance::OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env, Or
       session_(std::move(session)),
       cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {}
 
+namespace {
+
+// ONNX Runtime's custom thread hooks: its pool threads as std::threads from SpawnThread().
+OrtCustomThreadHandle CreatePoolThread(void*, OrtThreadWorkerFn work, void* param) {
+  auto* thread = new std::thread(SpawnThread([work, param] {
+    pthread_setname_np(pthread_self(), "ort-intra-op");
+    work(param);
+  }));
+  return reinterpret_cast<OrtCustomThreadHandle>(thread);
+}
+
+void JoinPoolThread(OrtCustomThreadHandle handle) {
+  auto* thread = reinterpret_cast<std::thread*>(const_cast<OrtCustomHandleType*>(handle));
+  thread->join();
+  delete thread;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
     std::shared_ptr<const Ort::Env> env, const std::string& model_path,
     const OnnxRuntimeSessionConfig& config) {
@@ -45,6 +68,10 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
   try {
     Ort::SessionOptions session_options;
     ApplySessionConfig(config, &session_options);
+    // The session's intra-op pool threads start at the normal CPU priority even when the load
+    // runs on the (nice +10) model lifecycle thread (core/thread_spawner.h).
+    session_options.SetCustomCreateThreadFn(CreatePoolThread);
+    session_options.SetCustomJoinThreadFn(JoinPoolThread);
     Ort::Session session(*env, model_path.c_str(), session_options);
     std::unique_ptr<OnnxRuntimeInstance> instance(
         new OnnxRuntimeInstance(std::move(env), std::move(session)));

@@ -199,6 +199,38 @@ TEST_F(GrpcServerTest, ConfigStatisticsIndexAndModelControl) {
     EXPECT_EQ(stub_->RepositoryModelUnload(&context, req, &resp).error_code(),
               grpc::StatusCode::UNIMPLEMENTED);
   }
+  // With model control: the calls reach the manager, the config override with them.
+  models_.model_control = true;
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["config"].set_string_param(R"({"max_batch_size":2})");
+    inference::RepositoryModelLoadResponse resp;
+    grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(models_.loads.size(), 1u);
+    EXPECT_EQ(models_.loads[0].second, std::optional<std::string>(R"({"max_batch_size":2})"));
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["file:1/model.onnx"].set_bytes_param("x");
+    inference::RepositoryModelLoadResponse resp;
+    EXPECT_EQ(stub_->RepositoryModelLoad(&context, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(models_.loads.size(), 1u);
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelUnloadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["unload_dependents"].set_bool_param(true);
+    inference::RepositoryModelUnloadResponse resp;
+    EXPECT_TRUE(stub_->RepositoryModelUnload(&context, req, &resp).ok());
+    EXPECT_EQ(models_.unloads.size(), 1u);
+  }
 }
 
 TEST_F(GrpcServerTest, ModelInferPassesCallFieldsAndAnswersRaw) {

@@ -248,6 +248,22 @@ TEST_F(KServeHandlerTest, InferJson) {
   EXPECT_NE(simple_->last_request->received_at, std::chrono::steady_clock::time_point{});
 }
 
+TEST_F(KServeHandlerTest, LoadAndUnloadReachTheManagerWithTheConfigOverride) {
+  models_.model_control = true;
+  HttpResponse r = Call("POST", "/v2/repository/models/simple/load",
+                        R"({"parameters":{"config":"{\"max_batch_size\":4}"}})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "");
+  ASSERT_EQ(models_.loads.size(), 1u);
+  EXPECT_EQ(models_.loads[0].first, "simple");
+  EXPECT_EQ(models_.loads[0].second, std::optional<std::string>(R"({"max_batch_size":4})"));
+  EXPECT_EQ(Call("POST", "/v2/repository/models/simple/unload").status, 200);
+  ASSERT_EQ(models_.unloads.size(), 1u);
+  models_.control_status = NotFound("failed to load 'x', no version is available");
+  ExpectError(Call("POST", "/v2/repository/models/x/load"), 404, "failed to load 'x'");
+  EXPECT_EQ(Call("GET", "/v2/repository/models/x/load").status, 405);
+}
+
 // InferenceRequest::allow_inline follows the handler's InlinePolicy and, for the default
 // kSoleRequester, the transport's HttpRequest::sole_requester.
 TEST_F(KServeHandlerTest, AllowInlineFollowsThePolicyAndTheTransport) {

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Another model's latency while one reloads in a loop (issue 12): the kit's tiny model under
+# steady load (wrk, the kit's post.lua and binary body, CONNS connections) for DUR seconds with
+# no reload, then DUR seconds while RELOAD (resnet50) is reloaded back to back through the load
+# API, alternated ROUNDS times in one server. Prints wrk's RESULT line per run, the reloads done
+# and the p99 ratio (reloading / quiet) per round.
+#   bench/lifecycle_p99.sh [BUILD_DIR]   env: DUR (10), ROUNDS (2), CONNS (1), RELOAD (resnet50),
+#                                        HARRIER_FLAGS
+set -euo pipefail
+B=${1:-build}
+BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
+DUR=${DUR:-10}
+ROUNDS=${ROUNDS:-2}
+CONNS=${CONNS:-1}
+RELOAD=${RELOAD:-resnet50}
+PORT=${PORT:-19850}
+POST_LUA=$(dirname "${BASH_SOURCE[0]}")/../../shared/peers/post.lua
+# shellcheck disable=SC2086
+"$B/harrier" serve --model-repository "$BH/repo" --http-port "$PORT" --grpc-port $((PORT + 1)) \
+  --metrics-port $((PORT + 2)) --model-control-mode explicit --load-model '*' \
+  ${HARRIER_FLAGS:-} >"$BH/logs/lifecycle_p99.log" 2>&1 &
+PID=$!
+RELOADER=""
+cleanup() {
+  [[ -n $RELOADER ]] && kill "$RELOADER" 2>/dev/null
+  kill "$PID" 2>/dev/null
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq 600); do
+  curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready" && break
+  sleep 0.1
+done
+export BODY=$BH/bodies/tiny.bin CTYPE=application/octet-stream IHCL
+IHCL=$(cat "$BH/bodies/tiny.bin.ihcl")
+url=http://127.0.0.1:$PORT/v2/models/tiny/infer
+run() { wrk -t1 -c"$CONNS" -d"${DUR}s" --timeout 10s -s "$POST_LUA" "$url" | grep '^RESULT'; }
+p99() { sed 's/.*p99_us=\([0-9]*\).*/\1/' <<<"$1"; }
+wrk -t1 -c"$CONNS" -d2s -s "$POST_LUA" "$url" >/dev/null
+for round in $(seq "$ROUNDS"); do
+  quiet=$(run)
+  echo "round $round quiet     $quiet"
+  reloads=$(mktemp)
+  (while :; do
+     curl -sf -o /dev/null -X POST "http://127.0.0.1:$PORT/v2/repository/models/$RELOAD/load" &&
+       echo x >>"$reloads"
+   done) &
+  RELOADER=$!
+  busy=$(run)
+  kill "$RELOADER"; wait "$RELOADER" 2>/dev/null || true
+  RELOADER=""
+  echo "round $round reloading $busy reloads=$(wc -l <"$reloads")"
+  rm -f "$reloads"
+  awk -v q="$(p99 "$quiet")" -v b="$(p99 "$busy")" -v r="$round" \
+    'BEGIN { printf "round %d p99 ratio (reloading / quiet) %.2f\n", r, b / q }'
+done
+errors=$(grep -c ' E ' "$BH/logs/lifecycle_p99.log" || true)
+echo "server error lines: $errors"
