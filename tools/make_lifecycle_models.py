@@ -7,6 +7,10 @@
               one core), a candidate made slower on purpose for the rollout guard's test
   ranker/3/   the same signature, other weights: its scores differ (the shadow test's
               disagreeing version)
+  flaky/1/    ranker/1 again
+  flaky/2/    the same signature, but every run fails in ONNX Runtime (a Reshape of the
+              [1,8] features to [3,-1], which no shape check can refuse at load): an engine
+              failure, for the circuit breaker's test
 
 Deterministic (fixed weights). Needs Debian's python3-onnx and python3-numpy: run with
 /usr/bin/python3.
@@ -54,6 +58,22 @@ def ranker(weights, slow_links=0):
     return helper.make_model(g, opset_imports=OPSET)
 
 
+def failing(weights):
+    w, b = weights
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["features", "odd"], ["r"]),
+         helper.make_node("Reshape", ["r", "back"], ["x"]),
+         helper.make_node("MatMul", ["x", "W"], ["xw"]),
+         helper.make_node("Add", ["xw", "B"], ["scores"])],
+        "flaky",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 5])],
+        [numpy_helper.from_array(np.array([3, -1], dtype=np.int64), "odd"),
+         numpy_helper.from_array(np.array([-1, 8], dtype=np.int64), "back"),
+         numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    return helper.make_model(g, opset_imports=OPSET)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -66,9 +86,12 @@ def main():
     save(ranker(base), os.path.join(root, "ranker", "1", "model.onnx"))
     save(ranker(base, slow_links=24), os.path.join(root, "ranker", "2", "model.onnx"))
     save(ranker(other), os.path.join(root, "ranker", "3", "model.onnx"))
-    with open(os.path.join(root, "ranker", "config.pbtxt"), "w") as f:
-        # Every version serves (the traffic policy picks among them).
-        f.write('version_policy: { all: {} }\n')
+    save(ranker(base), os.path.join(root, "flaky", "1", "model.onnx"))
+    save(failing(base), os.path.join(root, "flaky", "2", "model.onnx"))
+    for model in ("ranker", "flaky"):
+        with open(os.path.join(root, model, "config.pbtxt"), "w") as f:
+            # Every version serves (the traffic policy picks among them).
+            f.write('version_policy: { all: {} }\n')
 
 
 if __name__ == "__main__":

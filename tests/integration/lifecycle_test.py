@@ -15,7 +15,9 @@ Traffic between versions (tools/make_lifecycle_models.py's ranker: 1 fast, 2 slo
 3 with other scores): a bad policy is a 400 that changes nothing; a 90/10 split measured from
 the answers' model_version; X-Harrier-Model-Version; sticky clients stay on their version;
 shadow copies are compared and dropped; a slow candidate is rolled back by the guard within one
-window while the client sees no error. Python stdlib only. The last line is "N passed, N failed".
+window while the client sees no error; a version that fails every run (flaky 2) is taken out of
+rotation by its breaker, and with no version left the answer is a fast 503 with Retry-After.
+Python stdlib only. The last line is "N passed, N failed".
 """
 import http.client
 import json
@@ -398,6 +400,46 @@ class TrafficTest(unittest.TestCase):
         self.assertEqual(set(self.versions(100)), {"1"})
         self.assertEqual(self.metric("harrier_traffic_rollbacks_total", {"model": "ranker"}), 1)
         self.assertIn("rolled back", self.server.log_text())
+
+    # tools/make_lifecycle_models.py's flaky: version 1 answers, version 2 fails every run in
+    # ONNX Runtime (an engine failure, which the breaker counts).
+    def call_flaky(self, c):
+        c.conn.request("POST", "/v2/models/flaky/infer", body=RANKER_BODY,
+                       headers={"Content-Type": "application/json"})
+        r = c.conn.getresponse()
+        body = json.loads(r.read())
+        return r.status, body, r.getheader("Retry-After")
+
+    def test_6_a_failing_version_is_taken_out_of_rotation_by_its_breaker(self):
+        c = Client(self.server.port)
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 50, "2": 50},
+             "breaker": {"failure_threshold": 3, "window_seconds": 10,
+                         "open_seconds": 60}}).encode())
+        self.assertEqual(status, 200, body)
+        answers = [self.call_flaky(c) for _ in range(200)]
+        failed = [a for a in answers if a[0] != 200]
+        self.assertGreaterEqual(len(failed), 3)  # what it took to open the breaker
+        self.assertLessEqual(len(failed), 4)
+        self.assertTrue(all(a[0] == 500 for a in failed), failed[:2])
+        self.assertEqual({a[1]["model_version"] for a in answers[-100:]}, {"1"})
+        status, state = c.call("GET", "/v2/models/flaky/traffic")
+        self.assertEqual(state["state"]["breakers"]["2"], "open")
+
+    def test_7_with_every_version_out_of_rotation_the_answer_is_a_fast_503(self):
+        c = Client(self.server.port)
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"2": 1},
+             "breaker": {"failure_threshold": 3, "window_seconds": 10,
+                         "open_seconds": 60}}).encode())
+        self.assertEqual(status, 200, body)
+        answers = [self.call_flaky(c) for _ in range(20)]
+        self.assertEqual([a[0] for a in answers[:3]], [500, 500, 500])
+        for status, body, retry_after in answers[3:]:
+            self.assertEqual(status, 503, body)
+            self.assertIn("circuit breaker", body["error"])
+            self.assertIsNotNone(retry_after)
+            self.assertGreater(int(retry_after), 0)
 
 
 def main():
