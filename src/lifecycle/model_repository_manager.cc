@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "core/thread_spawner.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
+#include "lifecycle/reconcile_plan.h"
 #include "lifecycle/shadowed_model.h"
 #include "observability/model_metrics.h"
 #include "repository/config_json.h"
@@ -321,27 +323,20 @@ Status ModelRepositoryManagerImpl::Reconcile(
   if (selection.selected.empty() && selection.missing.empty())
     return fail(NotFound("no version directories (numeric names such as '1') in " + dir.path));
 
-  // Which versions to load: new ones, changed ones, all of them when forced.
-  std::map<int64_t, uint64_t> fingerprints;
-  std::vector<int64_t> to_load;
+  // Which versions to load, which to retire (reconcile_plan.h).
+  ReconcileInputs plan_inputs;
+  for (const auto& [v, e] : serving) plan_inputs.serving[v] = e.fingerprint;
+  for (const auto& [v, e] : failed_before) plan_inputs.failed_before[v] = e.fingerprint;
+  plan_inputs.selected = selection.selected;
   for (int64_t v : selection.selected) {
     auto fp = ModelFingerprint(LocalFileSystem(), dir, v);
-    fingerprints[v] = fp.ok() ? *fp : 0;
-    auto it = serving.find(v);
-    const bool unchanged = it != serving.end() && it->second.fingerprint == fingerprints[v];
-    auto failed = failed_before.find(v);
-    const bool failed_unchanged =
-        failed != failed_before.end() && failed->second.fingerprint == fingerprints[v];
-    if (force || config_override || (!unchanged && !failed_unchanged)) to_load.push_back(v);
+    plan_inputs.fingerprints[v] = fp.ok() ? *fp : 0;
   }
-  auto selected = [&](int64_t v) {
-    return std::find(selection.selected.begin(), selection.selected.end(), v) !=
-           selection.selected.end();
-  };
-  bool retiring = false;
-  for (const auto& [v, e] : serving)
-    if (!selected(v)) retiring = true;
-  if (to_load.empty() && !retiring) {  // nothing changed but, maybe, traffic.json
+  plan_inputs.force = force || config_override.has_value();
+  const ReconcilePlan plan = PlanReconcile(plan_inputs);
+  const std::map<int64_t, uint64_t>& fingerprints = plan_inputs.fingerprints;
+  const std::vector<int64_t>& to_load = plan.to_load;
+  if (plan.nothing_to_do()) {  // nothing changed but, maybe, traffic.json
     ApplyTraffic(dir);
     return Status::Ok();
   }
@@ -376,7 +371,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
             dir.name, v, ms, result->warmup_failure);
       }
       loaded[v] = {ModelState::kReady, "", std::move(result->model), ms / 1000.0,
-                   warmed ? 0u : 1u, fingerprints[v]};
+                   warmed ? 0u : 1u, fingerprints.at(v)};
       continue;
     }
     if (first_failure.ok()) first_failure = result.status();
@@ -388,7 +383,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
     spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
                   result.status().message());
     loaded[v] = {ModelState::kUnavailable, client_paths_.Rewrite(result.status().message()),
-                 nullptr, ms / 1000.0, 0, fingerprints[v]};
+                 nullptr, ms / 1000.0, 0, fingerprints.at(v)};
   }
 
 
@@ -419,9 +414,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
     }
     // The versions the policy no longer selects retire only when every selected version
     // serves: a new version that fails (now or at an earlier poll) leaves the old ones serving.
-    bool keep_deselected = false;
-    for (int64_t v : selection.selected)
-      if (!versions.contains(v) || versions[v].state != ModelState::kReady) keep_deselected = true;
+    std::set<int64_t> ready;
+    for (const auto& [v, e] : versions)
+      if (e.state == ModelState::kReady) ready.insert(v);
+    const bool keep_deselected = !RetireDeselected(selection.selected, ready);
     for (const auto& [v, e] : serving) {
       if (versions.contains(v)) continue;  // selected: kept or replaced above
       if (keep_deselected) {
