@@ -218,6 +218,11 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   void ApplyTraffic(const ModelDirectory& dir);
   // REQUIRES: mu_ held (shared or exclusive).
   StatusOr<const ModelEntry*> FindModel(std::string_view name) const;
+  // Get()'s lookup. With `traffic` set and the model under an active traffic policy: sets
+  // `*traffic` and returns null instead (the caller routes). REQUIRES: mu_ held.
+  StatusOr<std::shared_ptr<ServableModel>> GetLocked(
+      std::string_view name, std::optional<int64_t> version,
+      std::shared_ptr<TrafficController>* traffic) const;
 
   const Options options_;
   // Every reason stored below goes through it: reasons reach clients (index, Get()'s errors,
@@ -504,14 +509,13 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
     forced = v;
     break;
   }
+  // One lookup: the version itself without a policy (the common case), else the controller.
   std::shared_ptr<TrafficController> traffic;
   {
     std::shared_lock lock(mu_);
-    auto it = models_.find(name);
-    if (it != models_.end() && it->second.traffic && it->second.traffic->active())
-      traffic = it->second.traffic;
+    auto model = GetLocked(name, forced, &traffic);
+    if (!traffic) return model;
   }
-  if (!traffic) return Get(name, forced);
   ASSIGN_OR_RETURN(RouteDecision decision, traffic->Route(forced, headers));
   ASSIGN_OR_RETURN(std::shared_ptr<ServableModel> answering, Get(name, decision.version));
   if (!decision.shadow_version) return answering;
@@ -709,7 +713,17 @@ StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerIm
 StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Get(
     std::string_view name, std::optional<int64_t> version) {
   std::shared_lock lock(mu_);
+  return GetLocked(name, version, nullptr);
+}
+
+StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::GetLocked(
+    std::string_view name, std::optional<int64_t> version,
+    std::shared_ptr<TrafficController>* traffic) const {
   ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
+  if (traffic != nullptr && entry->traffic && entry->traffic->active()) {
+    *traffic = entry->traffic;
+    return std::shared_ptr<ServableModel>();  // the caller routes
+  }
   // Built only for an error: this runs on every request. Triton's words first (its clients match
   // on them), Harrier's detail after.
   auto unknown = [name] { return "Request for unknown model: '" + std::string(name) + "'"; };
