@@ -128,25 +128,37 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     mark_seen(index);
     const auto what = [&] { return "input '" + t.name + "' of " + model(); };
 
+    // Triton's words first for the refusals its clients and QA tests match on (its
+    // InferenceRequest::Normalize), Harrier's detail after.
     if (t.dtype != spec->dtype) {
-      return InvalidArgument(what() + " has datatype " + std::string(DataTypeName(t.dtype)) +
-                             ", the model expects " + std::string(DataTypeName(spec->dtype)));
+      return InvalidArgument("inference input data-type is '" +
+                             std::string(DataTypeName(t.dtype)) + "', model expects '" +
+                             std::string(DataTypeName(spec->dtype)) + "' for '" +
+                             std::string(model_name) + "' (input '" + t.name + "')");
     }
     std::span<const int64_t> dims_part(t.shape);
     if (io.max_batch_size > 0) {
       if (t.shape.empty()) {
-        return InvalidArgument(what() +
-                               " has shape [] but the model has a batch dimension; expected " +
+        return InvalidArgument("input '" + t.name +
+                               "' has no shape but model requires batch dimension for '" +
+                               std::string(model_name) + "'; expected " +
                                ShapeToString(io.ClientShape(*spec)));
       }
       int64_t b = t.shape[0];
-      if (b < 1 || b > io.max_batch_size) {
+      if (b > io.max_batch_size) {
+        return InvalidArgument("inference request batch-size must be <= " +
+                               std::to_string(io.max_batch_size) + " for '" +
+                               std::string(model_name) + "'; input '" + t.name +
+                               "' has batch size " + std::to_string(b));
+      }
+      if (b < 1) {
         return InvalidArgument(what() + " has batch size " + std::to_string(b) +
                                ", the model accepts 1 to " + std::to_string(io.max_batch_size));
       }
       if (batch >= 0 && b != batch) {
-        return InvalidArgument(what() + " has batch size " + std::to_string(b) +
-                               " but another input has " + std::to_string(batch));
+        return InvalidArgument("input '" + t.name + "' batch size does not match other inputs for '" +
+                               std::string(model_name) + "' (" + std::to_string(b) + " against " +
+                               std::to_string(batch) + ")");
       }
       batch = b;
       dims_part = dims_part.subspan(1);
@@ -156,8 +168,10 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
     const bool model_shape =
         !DimsMatch(spec->dims, dims_part) && spec->reshape && DimsMatch(*spec->reshape, dims_part);
     if (!DimsMatch(spec->dims, dims_part) && !model_shape) {
-      return InvalidArgument(what() + " has shape " + ShapeToString(t.shape) +
-                             ", the model expects " + ShapeToString(io.ClientShape(*spec)));
+      return InvalidArgument("unexpected shape for input '" + t.name + "' for model '" +
+                             std::string(model_name) + "'. Expected " +
+                             ShapeToString(io.ClientShape(*spec)) + ", got " +
+                             ShapeToString(t.shape));
     }
     std::optional<int64_t> count = ElementCount(t.shape);
     if (!count) return InvalidArgument(what() + " has an invalid shape " + ShapeToString(t.shape));
@@ -184,8 +198,17 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
   }
   for (size_t i = 0; i < io.inputs.size(); ++i) {
     if (!seen(i) && !io.inputs[i].optional) {
-      return InvalidArgument("missing input '" + io.inputs[i].name + "' for " + model() +
-                             "; it expects " + Names(io.inputs));
+      // Triton counts inputs (it has no optional ones here); so do these words, when the model
+      // has no optional input either.
+      const bool any_optional = std::any_of(io.inputs.begin(), io.inputs.end(),
+                                            [](const IoSpec& in) { return in.optional; });
+      const std::string triton =
+          any_optional ? std::string()
+                       : "expected " + std::to_string(io.inputs.size()) + " inputs but got " +
+                             std::to_string(request->inputs.size()) + " inputs for " + model() +
+                             ": ";
+      return InvalidArgument(triton + "missing input '" + io.inputs[i].name + "' for " +
+                             model() + "; it expects " + Names(io.inputs));
     }
   }
 

@@ -72,25 +72,25 @@ TEST(ModelIoTest, RejectionTable) {
          r.inputs = {good_a(o), good_b(o), good_a(o)};
        }, "more than once"},
       {"missing input", [&](Owned& o, InferenceRequest& r) { r.inputs = {good_a(o)}; },
-       "missing input 'b'"},
+       "missing input 'b'"},  // Batched() has an optional input: no count in Triton's words
       {"wrong dtype", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp64, {2, 4}, 64), good_b(o)};
-       }, "datatype FP64, the model expects FP32"},
+       }, "inference input data-type is 'FP64', model expects 'FP32' for 'm' (input 'a')"},
       {"wrong dims", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp32, {2, 5}, 40), good_b(o)};
-       }, "shape [2,5], the model expects [-1,4]"},
+       }, "unexpected shape for input 'a' for model 'm'. Expected [-1,4], got [2,5]"},
       {"wrong rank", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp32, {8}, 32), good_b(o)};
-       }, "the model expects [-1,4]"},
+       }, "unexpected shape for input 'a' for model 'm'. Expected [-1,4], got [8]"},
       {"batch too large", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp32, {9, 4}, 144), o.Make("b", DataType::kInt64, {9, 1}, 72)};
-       }, "batch size 9"},
+       }, "inference request batch-size must be <= 8 for 'm'; input 'a' has batch size 9"},
       {"batch zero", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp32, {0, 4}, 0), good_b(o)};
        }, "batch size 0"},
       {"batch mismatch", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {good_a(o), o.Make("b", DataType::kInt64, {3, 3}, 72)};
-       }, "another input has"},
+       }, "input 'b' batch size does not match other inputs for 'm' (3 against 2)"},
       {"size mismatch", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {o.Make("a", DataType::kFp32, {2, 4}, 31), good_b(o)};
        }, "carries 31 bytes"},
@@ -113,6 +113,22 @@ TEST(ModelIoTest, RejectionTable) {
     EXPECT_NE(s.message().find(row.message_part), std::string::npos)
         << row.what << ": " << s.message();
   }
+}
+
+TEST(ModelIoTest, AMissingInputOfAModelWithoutOptionalOnesIsCountedInTritonsWords) {
+  ModelIO io;
+  io.inputs = {{"a", DataType::kFp32, {4}, std::nullopt, false},
+               {"b", DataType::kFp32, {4}, std::nullopt, false}};
+  io.outputs = {{"y", DataType::kFp32, {4}, std::nullopt, false}};
+  Owned o;
+  InferenceRequest r;
+  r.inputs = {o.Make("a", DataType::kFp32, {4}, 16)};
+  std::vector<std::string> outs;
+  const Status s = ValidateAndPrepare(io, "m", &r, &outs);
+  EXPECT_EQ(s.message().rfind("expected 2 inputs but got 1 inputs for model 'm': missing input 'b'",
+                              0),
+            0u)
+      << s.message();
 }
 
 TEST(ModelIoTest, BytesInputsAreChecked) {
