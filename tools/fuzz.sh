@@ -33,9 +33,10 @@ declare -A max_len=(
   [model_config]=4096
   [trace_context]=1024
   [content_coding]=8192
+  [traffic_policy]=2048
 )
 all_targets=(infer_codec http1_request http2_frames grpc_infer_request grpc_wire model_config
-             trace_context content_coding)
+             trace_context content_coding traffic_policy)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
