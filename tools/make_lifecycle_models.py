@@ -20,19 +20,10 @@ import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OPSET = [helper.make_opsetid("", 17)]
-
-
-def save(model, path):
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    onnx.save(model, tmp)
-    os.replace(tmp, path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_example_models import OPSET, save  # noqa: E402 - the same IR, opset and atomic write
 
 
 def ranker(weights, slow_links=0):
