@@ -351,6 +351,8 @@ struct KServeHandler::Route {
   std::string_view method = "GET";  // the only method the route accepts
   std::string model;
   std::optional<int64_t> version;
+  // kRepositoryControl: a load (else an unload).
+  bool load = false;
   // Shared-memory routes: which extension, and the region in the path ("" = all).
   bool cuda = false;
   std::string region;
@@ -401,6 +403,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
     if (seg.size() == 3 && seg[2] == "index") return simple(Kind::kRepositoryIndex, "POST");
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
       ASSIGN_OR_RETURN(route.model, PercentDecode(seg[3]));
+      route.load = seg[4] == "load";
       return simple(Kind::kRepositoryControl, "POST");
     }
     return not_found();
@@ -756,8 +759,7 @@ StatusOr<ModelLoadOptions> ModelControlParameters(const std::shared_ptr<const st
 
 void KServeHandler::RepositoryControl(const Route& route, HttpRequest request,
                                       std::string request_id, HttpResponder respond) const {
-  const bool load = request.target.size() >= 5 &&
-                    std::string_view(request.target).substr(request.target.size() - 5) == "/load";
+  const bool load = route.load;
   auto parameters = ModelControlParameters(request.body, load);
   if (!parameters.ok()) return Answer(request, request_id, ErrorResponse(parameters.status()), respond);
   // Answered when the load is done (seconds, for a large model), from the lifecycle thread: the

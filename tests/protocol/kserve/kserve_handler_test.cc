@@ -259,6 +259,10 @@ TEST_F(KServeHandlerTest, LoadAndUnloadReachTheManagerWithTheConfigOverride) {
   EXPECT_EQ(models_.loads[0].second, std::optional<std::string>(R"({"max_batch_size":4})"));
   EXPECT_EQ(Call("POST", "/v2/repository/models/simple/unload").status, 200);
   ASSERT_EQ(models_.unloads.size(), 1u);
+  // The action is the path's, whatever query follows it.
+  EXPECT_EQ(Call("POST", "/v2/repository/models/simple/load?x=1").status, 200);
+  EXPECT_EQ(models_.loads.size(), 2u);
+  EXPECT_EQ(models_.unloads.size(), 1u);
   models_.control_status = NotFound("failed to load 'x', no version is available");
   ExpectError(Call("POST", "/v2/repository/models/x/load"), 404, "failed to load 'x'");
   EXPECT_EQ(Call("GET", "/v2/repository/models/x/load").status, 405);
