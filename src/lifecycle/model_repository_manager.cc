@@ -20,7 +20,6 @@
 #include <thread>
 
 #include "core/cpu_quota.h"
-#include "core/json_writer.h"
 #include "core/thread_spawner.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
@@ -533,13 +532,8 @@ StatusOr<std::string> ModelRepositoryManagerImpl::TrafficJson(std::string_view n
     ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
     traffic = entry->traffic;
   }
-  if (!traffic) {
-    return "{\"model\":" + [&] {
-      std::string quoted;
-      AppendJsonString(&quoted, name);
-      return quoted;
-    }() + ",\"policy\":null,\"state\":null,\"rollbacks\":0,\"last_rollback\":null,\"shadow\":{}}";
-  }
+  // A model that never had a controller reads as a fresh one: no policy, nothing recorded.
+  if (!traffic) return TrafficController(std::string(name)).StateJson();
   return traffic->StateJson();
 }
 

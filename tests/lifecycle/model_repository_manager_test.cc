@@ -469,6 +469,10 @@ TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequ
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
   EXPECT_EQ(rows[1].reason, "unloaded");
+  // A model never loaded has no traffic controller yet: it reads as one without a policy.
+  EXPECT_EQ(*m.TrafficJson("b"),
+            R"({"model":"b","policy":null,"state":null,"rollbacks":0,"last_rollback":null,)"
+            R"("shadow":{}})");
 
   ASSERT_TRUE(Control(m, true, "b").ok());
   EXPECT_TRUE(m.Get("b", std::nullopt).ok());
