@@ -390,7 +390,6 @@ Status ModelRepositoryManagerImpl::Reconcile(
                  nullptr, ms / 1000.0, 0, fingerprints.at(v)};
   }
 
-
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
   {
@@ -827,9 +826,11 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     std::shared_ptr<LoadedModel> model;
   };
   std::vector<Version> versions;
+  std::vector<std::shared_ptr<TrafficController>> controllers;
   {
     std::shared_lock lock(mu_);
     for (const auto& [name, entry] : models_) {
+      if (entry.traffic) controllers.push_back(entry.traffic);
       if (entry.versions.empty()) {
         versions.push_back(
             {{name, 0, entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable, ""},
@@ -852,20 +853,14 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     AppendModelVersionMetrics(sample, out);
   }
   AppendUnroutedFailures(unrouted_failures_, out);
-  std::vector<std::shared_ptr<TrafficController>> controllers;
-  {
-    std::shared_lock lock(mu_);
-    for (const auto& [name, entry] : models_)
-      if (entry.traffic) controllers.push_back(entry.traffic);
-  }
   for (const auto& traffic : controllers) {
-    if (!traffic->active() && traffic->rollbacks() == 0 && traffic->shadow_figures().empty())
-      continue;
+    const auto shadows = traffic->shadow_figures();
+    if (!traffic->active() && traffic->rollbacks() == 0 && shadows.empty()) continue;
     TrafficSample sample;
     sample.model = traffic->model();
     for (const auto& [v, w] : traffic->weights()) sample.weights.emplace_back(v, w);
     sample.rollbacks = traffic->rollbacks();
-    for (const auto& [v, f] : traffic->shadow_figures()) {
+    for (const auto& [v, f] : shadows) {
       sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.top1_agreed, f.top1_compared,
                                 f.last_max_abs_difference});
     }
@@ -878,9 +873,11 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
 std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() const {
   // As in CollectMetrics(): pinned under the lock, read outside it.
   std::vector<std::pair<DashboardVersion, std::shared_ptr<LoadedModel>>> pinned;
+  std::vector<std::shared_ptr<TrafficController>> controllers;
   {
     std::shared_lock lock(mu_);
     for (const auto& [name, entry] : models_) {
+      if (entry.traffic && entry.traffic->active()) controllers.push_back(entry.traffic);
       if (entry.versions.empty()) {
         DashboardVersion row;
         row.state = {name, 0,
@@ -897,15 +894,7 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
   }
   // The traffic notes, outside the manager's lock (each controller has its own).
   std::map<std::string, std::map<int64_t, std::string>, std::less<>> notes;
-  {
-    std::vector<std::shared_ptr<TrafficController>> controllers;
-    {
-      std::shared_lock lock(mu_);
-      for (const auto& [name, entry] : models_)
-        if (entry.traffic && entry.traffic->active()) controllers.push_back(entry.traffic);
-    }
-    for (const auto& c : controllers) notes[c->model()] = c->VersionNotes();
-  }
+  for (const auto& c : controllers) notes[c->model()] = c->VersionNotes();
   std::vector<DashboardVersion> out;
   out.reserve(pinned.size());
   for (auto& [row, model] : pinned) {
