@@ -100,12 +100,8 @@ std::optional<std::string> TrafficController::OnVersionsChanged(std::vector<int6
     if (!policy_ || router_->available() == available) return std::nullopt;
     policy = policy_;
   }
-  if (Status s = ValidateAgainstVersions(*policy, available); !s.ok()) {
-    ClearPolicy();
-    return "the traffic policy was dropped: " + std::string(s.message());
-  }
   // Same policy over the new set: a fresh router (breakers for the new versions), the rollout
-  // and windows kept.
+  // and windows kept. Create() checks the policy against the versions first.
   auto router = TrafficRouter::Create(*policy, std::move(available));
   if (!router.ok()) {
     ClearPolicy();
