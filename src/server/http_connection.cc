@@ -161,22 +161,38 @@ BasicHttpConnection<Stream>::~BasicHttpConnection() = default;
 
 template <class Stream>
 void BasicHttpConnection<Stream>::Start() {
-  if (shared_->stopping.load(std::memory_order_relaxed)) {
-    Close();
-    return;
-  }
   registry_pos_ = io_->connections.insert(io_->connections.end(), this->shared_from_this());
   registered_ = true;
   shared_->live_connections.fetch_add(1);
-  StartRequest();
+  StartRequest();  // during a stop: serves a request that is already here, else closes
 }
 
+// A request the client sent before the stop must not be dropped, wherever it is when the stop
+// reaches the connection:
+//   - being read or handled: answered, with Connection: close (StartWrite adds it);
+//   - after a response whose head had gone out without Connection: close: StartRequest serves
+//     the next request if it is already here (pipelined, or in the kernel), else closes;
+//   - idle, the request still in the kernel: served like that;
+//   - idle, the request read by the reactor but its completion queued behind this call: a post
+//     goes behind what is queued, so the connection looks again once that has run.
+// Only a request that arrives after the last look meets the close: the race every keep-alive
+// server has (RFC 9112 section 9.3.1 lets clients retry it).
 template <class Stream>
 void BasicHttpConnection<Stream>::OnServerStopping() {
-  if (phase_ == Phase::kIdle) {
-    CloseGracefully();
-  } else if (phase_ != Phase::kLinger && phase_ != Phase::kClosed) {
-    close_after_response_ = true;
+  switch (phase_) {
+    case Phase::kIdle:
+      if (InputWaiting()) return;
+      asio::post(io_->ioc, [self = this->shared_from_this(), sequence = sequence_] {
+        if (self->phase_ != Phase::kIdle || self->sequence_ != sequence) return;
+        if (!self->InputWaiting()) self->CloseGracefully();
+      });
+      return;
+    case Phase::kWriting:  // the head is out; StartRequest decides once it is written
+    case Phase::kLinger:
+    case Phase::kClosed:
+      return;
+    default:
+      close_after_response_ = true;
   }
 }
 
@@ -213,10 +229,6 @@ void BasicHttpConnection<Stream>::Close() {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::StartRequest() {
-  if (shared_->stopping.load(std::memory_order_relaxed)) {
-    Close();
-    return;
-  }
   ++sequence_;
   request_ = HttpRequest{};
   // One allocation for the usual handful of headers instead of a growing vector's three or four.
@@ -237,6 +249,10 @@ void BasicHttpConnection<Stream>::StartRequest() {
     phase_ = Phase::kHeader;
     SetDeadline(now + shared_->options.header_timeout);
     Parse();
+    return;
+  }
+  if (shared_->stopping.load(std::memory_order_relaxed) && !InputWaiting()) {
+    CloseGracefully();
     return;
   }
   phase_ = Phase::kIdle;
@@ -908,6 +924,14 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   }
   first_request_ = false;
   StartRequest();
+}
+
+// Bytes the kernel holds for this connection that no read has taken yet (for TLS, raw record
+// bytes: enough to tell that the client has started a request).
+template <class Stream>
+bool BasicHttpConnection<Stream>::InputWaiting() {
+  error_code ec;
+  return Tcp().available(ec) > 0 && !ec;
 }
 
 // Ends a connection on the server's initiative with nothing (more) to say: at once for TCP; for

@@ -144,6 +144,7 @@ class BasicHttpConnection : public Connection,
   void CloseGracefully();
   void Linger();
   void DrainRaw();
+  bool InputWaiting();
   void OnLingerRead(const boost::system::error_code& ec);
   void FormatHead();
 

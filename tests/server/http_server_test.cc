@@ -1014,6 +1014,27 @@ TEST_F(HttpServerTest, GracefulStopFinishesTheInFlightRequest) {
   EXPECT_TRUE(busy.WaitClosed(milliseconds(5000)));
 }
 
+// A keep-alive client that sends its next request just before the stop gets it answered (and
+// the connection closed after it), whether the stop reached the connection while the previous
+// response was being written, or with the request still in the kernel, or read and queued.
+// Many rounds, since which of these happens is a race.
+TEST_F(HttpServerTest, RequestSentJustBeforeStopOnAnIdleConnectionIsAnswered) {
+  options_.io_threads = 1;
+  for (int round = 0; round < 200; ++round) {
+    StartServer();
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/first", "a")));
+    ASSERT_TRUE(c.ReadResponse());
+    ASSERT_TRUE(c.Send(Post("/second", "b")));
+    server_->Stop();
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << "round " << round << ": the request sent before the stop was dropped";
+    EXPECT_EQ(r->body, "b");  // with Connection: close unless it was answered before the stop
+    EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+    server_.reset();
+  }
+}
+
 TEST_F(HttpServerTest, StopGivesUpOnAStuckRequestAfterTheShutdownTimeout) {
   HttpResponder held;
   std::promise<void> arrived;
