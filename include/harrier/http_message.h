@@ -71,6 +71,8 @@ struct HttpRequest {
   }
 };
 
+class ResponseStream;  // harrier/response_stream.h
+
 struct HttpResponse {
   int status = 200;
   std::vector<std::pair<std::string, std::string>>
@@ -85,6 +87,12 @@ struct HttpResponse {
   // cost). Not called for a response whose responder runs after the server is destroyed. Used
   // by tracing for the send span.
   std::function<void(bool sent, std::chrono::steady_clock::time_point at)> on_sent;
+  // Set to send the body in parts as they are produced (harrier/response_stream.h): the head
+  // goes out at once without a length, `body` is ignored, and each part written to the stream
+  // follows as it comes (HTTP/1.1: chunked; HTTP/1.0: until the close; HTTP/2: DATA frames)
+  // until Finish(). on_sent then reports the end of the body. A HEAD request gets the head and
+  // the stream is abandoned.
+  std::shared_ptr<ResponseStream> stream;
 };
 
 // Called exactly once per request, from any thread; the server takes it back to the

@@ -75,6 +75,26 @@ struct Http2Connection<Stream>::StreamState {
   bool stream_cancelled = false;  // handler->OnCancel() was called
   bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
   std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
+  std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
+};
+
+// The stream handler of a response whose body is a ResponseStream: the request was read whole,
+// so only the end matters (a reset, a lost connection): the producer is told to stop.
+class ResponseStreamHandler final : public HttpStreamHandler {
+ public:
+  ResponseStreamHandler(std::shared_ptr<ResponseStream> stream,
+                        std::shared_ptr<CancellationToken> cancellation)
+      : stream_(std::move(stream)), cancellation_(std::move(cancellation)) {}
+  void OnBody(std::string_view) override {}
+  void OnBodyEnd() override {}
+  void OnCancel() override {
+    stream_->Abandon();
+    if (cancellation_) cancellation_->Cancel();
+  }
+
+ private:
+  const std::shared_ptr<ResponseStream> stream_;
+  const std::shared_ptr<CancellationToken> cancellation_;
 };
 
 template <class Stream>
@@ -811,6 +831,21 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
   }
   const bool no_body = status == 204 || status == 304;
   if (no_body) s->response.body.clear();
+  if (auto stream = std::move(s->response.stream)) {
+    if (no_body || s->head_request || status != s->response.status || s->handler) {
+      stream->Abandon();
+    } else {
+      s->body_stream = stream;
+      s->handler = std::make_shared<ResponseStreamHandler>(stream, s->cancellation);
+      auto pump = [connection = this->weak_from_this(), io = io_->shared_from_this(), id] {
+        asio::post(io->ioc, [connection, id] {
+          if (auto c = connection.lock()) c->PumpResponseStream(id);
+        });
+      };
+      stream->Attach(pump);
+      pump();  // posted: never inside an nghttp2 callback
+    }
+  }
   s->status = std::to_string(status);
   std::vector<std::string> names;  // lower-cased copies (HTTP/2 field names are lower case)
   names.reserve(s->response.headers.size());
@@ -970,6 +1005,33 @@ void Http2Connection<Stream>::OnStreamConsumed(int32_t id, std::size_t bytes) {
   s->unconsumed -= bytes;
   nghttp2_session_consume(session_, id, bytes);
   Flush();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::PumpResponseStream(int32_t id) {
+  // Until a Take() comes back empty: that one tells the stream to wake us for the next part.
+  for (;;) {
+    StreamState* s = closed_ ? nullptr : Find(id);
+    if (s == nullptr || !s->body_stream || s->stream_cancelled || s->finish_queued) return;
+    auto stream = s->body_stream;  // `s` may go in OnStreamWrite's Flush: not used after it
+    auto taken = stream->Take();
+    if (taken.parts.empty() && !taken.finished) return;
+    for (auto& part : taken.parts) {
+      // The part's bytes move into the connection's queue; its report goes through the stream,
+      // which counts what is pending.
+      const std::size_t size = part.bytes.size();
+      std::function<void(bool)> on_written = [stream, size,
+                                              fn = std::move(part.on_written)](bool ok) mutable {
+        stream->Complete(size, fn, ok);
+      };
+      OnStreamWrite(id, std::make_unique<Part>(Part{std::move(part.bytes), std::move(on_written)}));
+    }
+    if (taken.finished) {
+      if (StreamState* again = Find(id)) again->body_stream.reset();
+      OnStreamFinish(id, std::move(taken.trailers));
+      return;
+    }
+  }
 }
 
 template <class Stream>

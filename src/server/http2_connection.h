@@ -19,6 +19,9 @@
 //     copied into the write batch, the payload is a gather buffer pointing into the body.
 //   - A stream the client resets before its response cancels its request's token; losing the
 //     connection cancels every open request.
+//   - A response whose body is a ResponseStream (HttpResponse::stream) is sent like an
+//     OpenStream response: HEADERS at once, then DATA as the producer writes, END_STREAM at its
+//     Finish; a reset or a lost connection abandons the stream and cancels the request.
 //   - Tracing: a request's received_at is the read that ended its header block, its
 //     body_received_at the read with END_STREAM; a response's on_sent fires (true) when the
 //     write of the batch holding its END_STREAM frame completes, (false) when the stream or the
@@ -50,6 +53,7 @@
 #include <vector>
 
 #include "harrier/http_message.h"
+#include "harrier/response_stream.h"
 #include "server/io_thread.h"
 
 namespace harrier::server_internal {
@@ -129,6 +133,8 @@ class Http2Connection : public Connection,
   void OnStreamWrite(int32_t stream_id, std::unique_ptr<Part> part);
   void OnStreamFinish(int32_t stream_id, std::vector<std::pair<std::string, std::string>> trailers);
   void OnStreamConsumed(int32_t stream_id, std::size_t bytes);
+  // A response whose body is a ResponseStream: its parts join the stream's queue as they come.
+  void PumpResponseStream(int32_t stream_id);
   // The stream's handler is told it is gone (once), and its queued parts are dropped.
   void CancelStream(StreamState* s);
 

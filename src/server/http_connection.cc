@@ -189,10 +189,8 @@ void BasicHttpConnection<Stream>::OnServerStopping() {
       return;
     case Phase::kWriting:  // the head is out; StartRequest decides once it is written
     case Phase::kLinger:
-    case Phase::kClosed:
-      return;
-    default:
-      close_after_response_ = true;
+    case Phase::kClosed: return;
+    default: close_after_response_ = true;
   }
 }
 
@@ -200,12 +198,14 @@ template <class Stream>
 void BasicHttpConnection<Stream>::Close() {
   if (phase_ == Phase::kClosed) return;
   auto self = this->shared_from_this();  // the registry may hold the last reference
-  const bool handling = phase_ == Phase::kHandling;
+  // A streamed response still being produced counts as handling: its producer must stop.
+  const bool handling = phase_ == Phase::kHandling || stream_ != nullptr;
   phase_ = Phase::kClosed;
   // Nobody will receive this request's answer (client gone, or Stop gave up on it): let the
   // scheduler and the backend drop the work. Callbacks run here, on the I/O thread.
   if (handling && cancellation_) cancellation_->Cancel();
   cancellation_.reset();
+  if (stream_) AbandonStream();
   ++timer_generation_;
   timer_armed_ = false;
   timer_.cancel();
@@ -702,8 +702,8 @@ void BasicHttpConnection<Stream>::Dispatch() {
   }
   parser_.reset();
 
-  request_.sole_requester = io_->NoteRequest(this, request_.body_received_at,
-                                             shared_->options.sole_requester_window);
+  request_.sole_requester =
+      io_->NoteRequest(this, request_.body_received_at, shared_->options.sole_requester_window);
   HttpResponder responder(Responder{this->weak_from_this(), io_->shared_from_this(), sequence_});
   in_handler_ = true;
   try {
@@ -765,6 +765,16 @@ void BasicHttpConnection<Stream>::OnWatchRead(const error_code& ec, std::size_t 
     if (!ec) WatchForDisconnect();
     return;
   }
+  if (stream_ && !resume_after_watch_) {  // a streamed response's body is still coming
+    if (client_gone) {
+      spdlog::debug("http: client went away during a streamed response ({}); cancelling it",
+                    ec.message());
+      Close();  // cancels the token and abandons the stream
+      return;
+    }
+    if (!ec) WatchForDisconnect();  // bytes of a pipelined request: keep watching
+    return;
+  }
   // The response is being written (or is written): finish it, then close if the client left.
   if (client_gone) close_after_response_ = true;
   if (resume_after_watch_) {
@@ -813,7 +823,8 @@ void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse res
     }
     return;
   }
-  CancelWatch();
+  // A streamed response keeps the watch: the client may leave while the body is produced.
+  if (!response.stream) CancelWatch();
   StartWrite(std::move(response));
 }
 
@@ -826,8 +837,10 @@ void BasicHttpConnection<Stream>::FormatHead() {
     spdlog::error("http: handler returned status {}; sending 500", status);
     status = 500;
     response_.body = "{\"error\":\"internal error\"}";
+    if (stream_) AbandonStream();
   }
   const bool no_body = status == 204 || status == 304;
+  if (no_body && stream_) AbandonStream();
   head_.clear();
   head_ += "HTTP/1.1 ";
   AppendNumber(&head_, static_cast<uint64_t>(status));
@@ -844,6 +857,8 @@ void BasicHttpConnection<Stream>::FormatHead() {
   }
   if (no_body) {
     response_.body.clear();
+  } else if (stream_) {
+    if (!http10_) head_ += "Transfer-Encoding: chunked\r\n";  // HTTP/1.0: the close ends it
   } else {
     head_ += "Content-Length: ";
     AppendNumber(&head_, response_.body.size());
@@ -862,9 +877,21 @@ template <class Stream>
 void BasicHttpConnection<Stream>::StartWrite(HttpResponse response) {
   response_ = std::move(response);
   if (shared_->stopping.load(std::memory_order_relaxed)) close_after_response_ = true;
+  if (response_.stream) {
+    stream_ = std::move(response_.stream);
+    if (http10_) close_after_response_ = true;
+    stream_->Attach(
+        [connection = this->weak_from_this(), io = io_->shared_from_this(), sequence = sequence_] {
+          asio::post(io->ioc, [connection, sequence] {
+            auto c = connection.lock();
+            if (c && c->stream_ && !c->stream_writing_ && c->sequence_ == sequence) c->PumpStream();
+          });
+        });
+  }
   FormatHead();
+  if (stream_ && head_request_) AbandonStream();
   out_[0] = asio::buffer(head_);
-  out_[1] = head_request_ ? asio::const_buffer() : asio::buffer(response_.body);
+  out_[1] = head_request_ || stream_ ? asio::const_buffer() : asio::buffer(response_.body);
   phase_ = Phase::kWriting;
   SetDeadline(Clock::now() + shared_->options.write_timeout);
   WriteSome();
@@ -898,7 +925,136 @@ void BasicHttpConnection<Stream>::OnWrite(const error_code& ec, std::size_t n) {
     WriteSome();
     return;
   }
+  if (stream_) {  // the head of a streamed response is out: now its body
+    PumpStream();
+    return;
+  }
   OnWriteDone();
+}
+
+// ---- Streamed responses ------------------------------------------------------------------
+
+template <class Stream>
+void BasicHttpConnection<Stream>::PumpStream() {
+  auto taken = stream_->Take();
+  if (taken.parts.empty() && !taken.finished) {
+    // The producer's turn (it wakes us through the stream). Its pace is its own business: no
+    // deadline, but a client that leaves meanwhile is noticed.
+    ClearDeadline();
+    if (!watch_pending_) WatchForDisconnect();
+    return;
+  }
+  // The framing first, in one string, then the gather list pointing into it and the parts.
+  struct Piece {
+    std::size_t offset, size;  // in stream_framing_ when part is null
+    const std::string* part;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(2 * taken.parts.size() + 1);
+  stream_framing_.clear();
+  stream_parts_.clear();
+  auto frame = [&](std::string_view text) {
+    if (!pieces.empty() && pieces.back().part == nullptr) {
+      pieces.back().size += text.size();
+    } else {
+      pieces.push_back({stream_framing_.size(), text.size(), nullptr});
+    }
+    stream_framing_ += text;
+  };
+  for (auto& part : taken.parts) {
+    if (part.bytes.empty()) {  // an empty chunk would end the body
+      stream_->Complete(part, true);
+      continue;
+    }
+    stream_parts_.push_back(std::move(part));
+  }
+  for (const auto& part : stream_parts_) {
+    if (!http10_) {
+      char hex[2 * sizeof(std::size_t) + 1];
+      const auto end = std::to_chars(hex, hex + sizeof(hex), part.bytes.size(), 16).ptr;
+      frame(std::string_view(hex, static_cast<std::size_t>(end - hex)));
+      frame("\r\n");
+    }
+    pieces.push_back({0, part.bytes.size(), &part.bytes});
+    if (!http10_) frame("\r\n");
+  }
+  stream_finishing_ = taken.finished;
+  if (taken.finished && !http10_) frame("0\r\n\r\n");  // no trailers over HTTP/1.1
+  if (pieces.empty()) {  // only empty parts: nothing to write, look again
+    if (stream_finishing_) {
+      stream_finishing_ = false;
+      stream_.reset();
+      OnWriteDone();
+      return;
+    }
+    PumpStream();
+    return;
+  }
+  stream_out_.clear();
+  for (const auto& p : pieces) {
+    stream_out_.push_back(p.part != nullptr
+                              ? asio::const_buffer(p.part->data(), p.part->size())
+                              : asio::const_buffer(stream_framing_.data() + p.offset, p.size));
+  }
+  stream_out_first_ = 0;
+  stream_writing_ = true;
+  SetDeadline(Clock::now() + shared_->options.write_timeout);
+  StreamWriteSome();
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::StreamWriteSome() {
+  socket_.async_write_some(
+      std::vector<asio::const_buffer>(stream_out_.begin() + stream_out_first_, stream_out_.end()),
+      [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+        self->OnStreamWrite(ec, n);
+      });
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::OnStreamWrite(const error_code& ec, std::size_t n) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    spdlog::debug("http: write failed (client gone?): {}", ec.message());
+    Close();
+    return;
+  }
+  while (stream_out_first_ < stream_out_.size() && n > 0) {
+    auto& b = stream_out_[stream_out_first_];
+    const std::size_t k = std::min(n, b.size());
+    b += k;
+    n -= k;
+    if (b.size() == 0) ++stream_out_first_;
+  }
+  while (stream_out_first_ < stream_out_.size() && stream_out_[stream_out_first_].size() == 0)
+    ++stream_out_first_;
+  if (stream_out_first_ < stream_out_.size()) {
+    SetDeadline(Clock::now() + shared_->options.write_timeout);
+    StreamWriteSome();
+    return;
+  }
+  stream_writing_ = false;
+  for (auto& part : stream_parts_) stream_->Complete(part, true);
+  stream_parts_.clear();
+  if (stream_finishing_) {
+    stream_finishing_ = false;
+    stream_.reset();
+    OnWriteDone();
+    return;
+  }
+  PumpStream();
+}
+
+// The client is gone or the response cannot go on: the parts in flight and queued report false.
+template <class Stream>
+void BasicHttpConnection<Stream>::AbandonStream() {
+  auto stream = std::move(stream_);
+  stream_.reset();
+  stream->Abandon();
+  for (auto& part : stream_parts_) stream->Complete(part, false);
+  stream_parts_.clear();
+  stream_writing_ = false;
+  stream_finishing_ = false;
 }
 
 template <class Stream>
@@ -909,6 +1065,7 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   response_ = HttpResponse{};
   if (watch_pending_) {  // OnWatchRead calls back once the cancelled read has finished
     resume_after_watch_ = true;
+    CancelWatch();  // a streamed response's watch runs until now
     return;
   }
   cancellation_.reset();

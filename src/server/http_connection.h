@@ -14,6 +14,11 @@
 //              is dropped. A half-close (shutdown(SHUT_WR)) reads exactly like a close, so it
 //              cancels too (docs/server.md, "Client disconnects").
 //   kWriting   writing the response with one gather write           (write_timeout, per write)
+//              A streamed response (HttpResponse::stream) stays here until its body ends: the
+//              head, then the parts as the producer writes them (chunked; HTTP/1.0: until the
+//              close), several to a gather write when they come faster than the socket takes
+//              them. No deadline while it waits for the producer; the socket is watched
+//              meanwhile, so a client that goes away cancels the request and abandons the stream
 //   kRefusalHold  HttpHandler::Precheck refused the request from its header, and this
 //              connection's previous two refusals each came less than refusal_repeat_window
 //              after the one before: nothing is read for refusal_hold, then as kDiscard
@@ -51,8 +56,10 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "harrier/http_message.h"
+#include "harrier/response_stream.h"
 #include "server/io_thread.h"
 #include "server/request_parser.h"
 #include "server/tls.h"
@@ -128,6 +135,11 @@ class BasicHttpConnection : public Connection,
   void WriteSome();
   void OnWrite(const boost::system::error_code& ec, std::size_t n);
   void OnWriteDone();
+  // Streamed responses: takes what the producer has written and writes it (or waits for it).
+  void PumpStream();
+  void StreamWriteSome();
+  void OnStreamWrite(const boost::system::error_code& ec, std::size_t n);
+  void AbandonStream();
   void SendContinue();
   // Answers the request being read with an error of the transport's own (400, 408, 413, 431),
   // writes its access record when there is an access log, and closes after a linger.
@@ -194,6 +206,16 @@ class BasicHttpConnection : public Connection,
   HttpResponse response_;                        // keeps the body alive during the write
   std::string head_;                             // status line + headers, reused
   std::array<boost::asio::const_buffer, 2> out_;
+  // A streamed response's body (response_.stream while it is sent): the parts in the write in
+  // flight, their chunk framing (one string, so that the buffers below point into it without
+  // moving) and the gather list.
+  std::shared_ptr<ResponseStream> stream_;
+  std::vector<ResponseStream::Part> stream_parts_;
+  std::string stream_framing_;
+  std::vector<boost::asio::const_buffer> stream_out_;
+  std::size_t stream_out_first_ = 0;  // buffers before this one are written
+  bool stream_writing_ = false;
+  bool stream_finishing_ = false;  // the last chunk is in the write in flight
   bool continue_sent_ = false;
 
   // Lazy deadline timer.

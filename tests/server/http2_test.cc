@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "harrier/response_stream.h"
 #include "server/http_server.h"
 #include "server/raw_http_client.h"
 #include "server/sent_recorder.h"
@@ -836,6 +837,85 @@ TEST_F(Http2Test, AResetStreamCancelsItsHandlerAndLaterWritesAreDropped) {
   EXPECT_EQ(written.load(), 0);
   // The connection goes on.
   const int32_t next = c.Submit("GET", "/x");
+  ASSERT_TRUE(c.RunUntilClosed(next));
+  EXPECT_EQ(c.response(next).status, 200);
+}
+
+// ---- Streamed responses (HttpResponse::stream) ----------------------------------------------
+
+// A request read whole, answered with a ResponseStream: HEADERS at once, a DATA frame per part as
+// it is written, END_STREAM at Finish (with trailers when given); the request's token stays.
+TEST_F(Http2Test, AResponseStreamSendsEachPartAsItIsWrittenThenEnds) {
+  std::shared_ptr<ResponseStream> stream;
+  std::mutex mu;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse head;
+    head.headers.emplace_back("content-type", "text/event-stream");
+    head.stream = std::make_shared<ResponseStream>();
+    {
+      std::lock_guard lock(mu);
+      stream = head.stream;
+    }
+    respond(std::move(head));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/v1/completions", std::string("{}"));
+  ASSERT_TRUE(c.Run([&] { return c.response(id).status == 200; }));
+  EXPECT_EQ(c.response(id).headers.count("content-length"), 0u);
+  EXPECT_EQ(c.response(id).headers.at("content-type"), "text/event-stream");
+  std::shared_ptr<ResponseStream> s;
+  {
+    std::lock_guard lock(mu);
+    s = stream;
+  }
+  std::atomic<int> written{0};
+  s->Write("data: 1\n\n", [&](bool ok) { written += ok ? 1 : 100; });
+  ASSERT_TRUE(c.Run([&] { return c.response(id).body == "data: 1\n\n"; }));
+  EXPECT_FALSE(c.response(id).closed);
+  s->Write("data: 2\n\n", [&](bool ok) { written += ok ? 1 : 100; });
+  ASSERT_TRUE(c.Run([&] { return c.response(id).body == "data: 1\n\ndata: 2\n\n"; }));
+  s->Finish();
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_FALSE(c.response(id).reset);
+  EXPECT_EQ(written.load(), 2);
+  EXPECT_EQ(s->pending_bytes(), 0u);
+}
+
+TEST_F(Http2Test, AResetDuringAResponseStreamCancelsTheRequestAndAbandonsTheStream) {
+  std::shared_ptr<ResponseStream> stream;
+  std::shared_ptr<CancellationToken> token;
+  std::mutex mu;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    HttpResponse head;
+    head.stream = std::make_shared<ResponseStream>();
+    {
+      std::lock_guard lock(mu);
+      stream = head.stream;
+      token = request.cancellation;
+    }
+    respond(std::move(head));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("GET", "/stream");
+  ASSERT_TRUE(c.Run([&] { return c.response(id).status == 200; }));
+  c.Reset(id);
+  ASSERT_TRUE(c.Run([&] {
+    std::lock_guard lock(mu);
+    return token->cancelled();
+  }));
+  std::shared_ptr<ResponseStream> s;
+  {
+    std::lock_guard lock(mu);
+    s = stream;
+  }
+  EXPECT_TRUE(s->abandoned());
+  std::atomic<int> written{-1};
+  s->Write("late", [&](bool ok) { written = ok ? 1 : 0; });
+  EXPECT_EQ(written.load(), 0);
+  const int32_t next = c.Submit("GET", "/x");  // the connection goes on
+  handler_.on_request = nullptr;
   ASSERT_TRUE(c.RunUntilClosed(next));
   EXPECT_EQ(c.response(next).status, 200);
 }

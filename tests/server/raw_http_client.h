@@ -12,6 +12,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -96,6 +97,67 @@ class RawHttpClient {
     r.body = pending_.substr(0, length);
     pending_.erase(0, length);
     return r;
+  }
+
+  // A response's head only (status and headers), its body left to read: for streamed bodies.
+  std::optional<RawResponse> ReadHead(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::size_t head_end;
+    while ((head_end = pending_.find("\r\n\r\n")) == std::string::npos) {
+      if (!ReadSome(deadline)) return std::nullopt;
+    }
+    const std::string head = pending_.substr(0, head_end + 4);
+    pending_.erase(0, head_end + 4);
+    std::string saved;
+    saved.swap(pending_);
+    pending_ = head;  // parsed by ReadResponse, which finds no Content-Length
+    auto r = ReadResponse(timeout);
+    pending_ = std::move(saved);
+    return r;
+  }
+
+  // The data of the next chunk of a chunked body: empty for the last chunk (its trailer section
+  // read too), nullopt on a malformed chunk, close or timeout.
+  std::optional<std::string> ReadChunk(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::size_t line_end;
+    while ((line_end = pending_.find("\r\n")) == std::string::npos) {
+      if (!ReadSome(deadline)) return std::nullopt;
+    }
+    std::size_t size = 0;
+    try {
+      size = std::stoul(pending_.substr(0, line_end), nullptr, 16);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    pending_.erase(0, line_end + 2);
+    if (size == 0) {  // the last chunk: an empty trailer section ends the body
+      while (pending_.size() < 2) {
+        if (!ReadSome(deadline)) return std::nullopt;
+      }
+      if (pending_.compare(0, 2, "\r\n") != 0) return std::nullopt;
+      pending_.erase(0, 2);
+      return std::string();
+    }
+    while (pending_.size() < size + 2) {
+      if (!ReadSome(deadline)) return std::nullopt;
+    }
+    if (pending_.compare(size, 2, "\r\n") != 0) return std::nullopt;
+    std::string data = pending_.substr(0, size);
+    pending_.erase(0, size + 2);
+    return data;
+  }
+
+  // Everything until the peer closes (or `timeout`), after what is already buffered.
+  std::string ReadUntilClose(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (ReadSome(deadline)) {
+    }
+    std::string all;
+    all.swap(pending_);
+    return all;
   }
 
   // True when the peer closes (EOF or reset) within `timeout`; unread data is discarded.
