@@ -16,6 +16,7 @@
 
 #include "harrier/backend.h"
 #include "harrier/clock.h"
+#include "harrier/generation.h"
 #include "harrier/inference_request.h"
 #include "harrier/status.h"
 
@@ -101,6 +102,9 @@ class ServableModel {
     (void)code;
     (void)received_at;
   }
+  // The version's text generator when the model generates tokens (harrier/generation.h), else
+  // null. Valid while the handle lives: hold the handle until the generation has ended.
+  virtual GenerativeModel* generative() { return nullptr; }
 };
 
 // What a load request may say besides the model's name (Triton's load parameters).

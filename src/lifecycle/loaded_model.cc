@@ -1,5 +1,6 @@
 #include "lifecycle/loaded_model.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace harrier {
@@ -17,6 +18,11 @@ OverloadLimiter::Run AdmissionRun(const BatchTiming& b) {
 
 StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
     Options options, std::vector<std::unique_ptr<ModelInstance>> instances) {
+  if (options.generator) {
+    if (!instances.empty())
+      return InvalidArgument("a generative model version has no instances of its own");
+    return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(options)));
+  }
   std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
   ModelScheduler::Options scheduler_options;
   scheduler_options.name = model->options_.name + ":" + std::to_string(model->options_.version);
@@ -58,7 +64,18 @@ LoadedModel::LoadedModel(Options options)
       stats_(options_.io.max_batch_size) {}
 
 LoadedModel::~LoadedModel() {
+  Shutdown();
+}
+
+void LoadedModel::Shutdown() {
   if (scheduler_) scheduler_->Shutdown();
+  if (options_.generator) options_.generator->Shutdown();
+}
+
+uint64_t LoadedModel::queue_depth() const {
+  if (options_.generator)
+    return static_cast<uint64_t>(std::max(0, options_.generator->Stats().waiting_requests));
+  return scheduler_->queue_depth();
 }
 
 void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
@@ -85,6 +102,14 @@ Status LoadedModel::CheckAdmission(std::string_view client_id) const {
 void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const Clock::time_point validate_start = clock_->Now();
   if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
+  if (!scheduler_) {
+    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), StatusCode::kInvalidArgument);
+    done(InvalidArgument("model '" + options_.name +
+                         "' generates text and takes no tensors: use POST /v1/chat/completions, "
+                         "POST /v1/completions or POST /v2/models/" +
+                         options_.name + "/generate"));
+    return;
+  }
   // Admission first: the cheapest "no", before any work is spent on the request.
   AdmissionTicket ticket;
   if (options_.admission != nullptr) {
@@ -139,9 +164,10 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
     // The breaker counts what says the version is sick: engine failures and timeouts, not a
     // client's bad request or a cancellation.
     const StatusCode code = result.ok() ? StatusCode::kOk : result.status().code();
-    options_.traffic->Record(options_.version, ran - req.received_at,
-                             code != StatusCode::kOk && code != StatusCode::kCancelled,
-                             code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
+    options_.traffic->Record(
+        options_.version, ran - req.received_at,
+        code != StatusCode::kOk && code != StatusCode::kCancelled,
+        code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
   }
   if (!result.ok()) {
     stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());

@@ -7,6 +7,10 @@
 // execution); the scheduler's completions build the response, call the request's callback and
 // record statistics.
 //
+// A version of a model that generates text (a GGUF model, docs/generation.md) has a
+// GenerativeModel instead of instances and a scheduler: generative() returns it and Infer()
+// refuses, pointing at the generation endpoints.
+//
 // Thread safety: Infer() from any thread.
 #pragma once
 
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "harrier/clock.h"
+#include "harrier/generation.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_io.h"
 #include "lifecycle/model_stats.h"
@@ -44,9 +49,12 @@ class LoadedModel : public ServableModel {
     // The model's traffic controller (routing/traffic_controller.h), told of every finished
     // request while it has a policy; null: nobody.
     std::shared_ptr<TrafficController> traffic;
+    // A model that generates text: its engine, in place of instances (Create gets none).
+    std::shared_ptr<GenerativeModel> generator;
   };
 
-  // Builds the scheduler over `instances` (kInvalidArgument when there are none).
+  // Builds the scheduler over `instances` (kInvalidArgument when there are none), or, with
+  // options.generator, no scheduler (kInvalidArgument when there are instances too).
   static StatusOr<std::shared_ptr<LoadedModel>> Create(
       Options options, std::vector<std::unique_ptr<ModelInstance>> instances);
   ~LoadedModel() override;
@@ -62,16 +70,20 @@ class LoadedModel : public ServableModel {
   // (which Infer() exempts from overload protection) the overload part is skipped.
   Status CheckAdmission(std::string_view client_id) const override;
   void RecordFailure(StatusCode code, Clock::time_point received_at) override;
+  GenerativeModel* generative() override { return options_.generator.get(); }
 
   const ModelIO& io() const { return options_.io; }
   const BatchingPolicy& batching_policy() const { return options_.policy; }
+  // Not for a generator (which has no scheduler).
   ModelScheduler& scheduler() { return *scheduler_; }
+  // Requests waiting to run: the scheduler's queue, or the generations waiting for a slot.
+  uint64_t queue_depth() const;
   void SnapshotStats(ModelVersionStats* out) const;
   // The version's Prometheus histograms and counters (recorded by its ModelStats).
   const ModelMetrics& metrics() const { return stats_.metrics(); }
 
   // Stops accepting requests, finishes queued and running ones. Idempotent.
-  void Shutdown() { scheduler_->Shutdown(); }
+  void Shutdown();
 
  private:
   explicit LoadedModel(Options options);
@@ -81,7 +93,7 @@ class LoadedModel : public ServableModel {
   // Constant after construction.
   const Options options_;
   const Clock* const clock_;
-  std::unique_ptr<ModelScheduler> scheduler_;  // set by Create()
+  std::unique_ptr<ModelScheduler> scheduler_;  // set by Create(); null for a generator
 
   ModelStats stats_;
 };

@@ -849,7 +849,7 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     ModelVersionSample sample;
     sample.stats = &stats;
     sample.metrics = &v.model->metrics();
-    sample.queue_depth = v.model->scheduler().queue_depth();
+    sample.queue_depth = v.model->queue_depth();
     AppendModelVersionMetrics(sample, out);
   }
   AppendUnroutedFailures(unrouted_failures_, out);
@@ -906,7 +906,7 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
       row.success_count = stats.success.count;
       for (size_t r = 0; r < kFailureReasonCount; ++r)
         row.failure_count += m.failures.Read(static_cast<FailureReason>(r));
-      row.queue_depth = model->scheduler().queue_depth();
+      row.queue_depth = model->queue_depth();
       row.in_flight = m.in_flight.load(std::memory_order_relaxed);
       row.request_duration = m.request_duration.Snapshot();
     }

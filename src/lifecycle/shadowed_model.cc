@@ -42,7 +42,7 @@ ShadowedModel::ShadowedModel(std::shared_ptr<LoadedModel> answering,
 void ShadowedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const int64_t shadow_version = shadow_->version();
   // Shed first: a shadow version with anything queued gets no copy.
-  if (shadow_->scheduler().queue_depth() > 0) {
+  if (shadow_->queue_depth() > 0) {
     traffic_->RecordShadowShed(shadow_version);
     return answering_->Infer(std::move(request), std::move(done));
   }

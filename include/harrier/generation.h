@@ -1,0 +1,106 @@
+// Text generation: what the front ends (OpenAI API, Triton's generate extension, gRPC
+// ModelStreamInfer) need from a model that generates tokens, whichever engine runs it. The
+// engine (src/backends/llamacpp/) implements GenerativeModel; a model version that has one
+// says so through ServableModel::generative().
+//
+// A generation reports through its GenerationSink, on the engine's thread: OnStart once, then
+// OnToken per piece of text as it is produced, then OnEnd once (also for a request refused
+// after it was accepted). Sinks must not block: they hand bytes to a ResponseStream or a queue.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/cancellation.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" (what the chat template knows)
+  std::string content;
+};
+
+// Sampling, as llama.cpp's sampler chain applies it. temperature 0 is greedy: deterministic.
+struct SamplingParams {
+  float temperature = 1.0f;
+  int top_k = 40;                // 0: off
+  float top_p = 1.0f;            // 1: off
+  float min_p = 0.0f;            // 0: off
+  float repeat_penalty = 1.0f;   // 1: off
+  int repeat_last_n = 64;        // tokens the repetition penalty looks back over
+  std::optional<uint32_t> seed;  // none: a random seed per request
+};
+
+enum class FinishReason {
+  kStop,       // end of sequence or a stop string
+  kLength,     // max_tokens, or the context is full
+  kCancelled,  // the client went away (its token was cancelled)
+  kDeadline,   // the request's deadline passed
+  kError,      // the engine failed; OnEnd's status says why
+};
+
+// "stop", "length", "cancelled", "deadline", "error" (OpenAI's words for the first two).
+std::string_view FinishReasonName(FinishReason reason);
+
+struct GenerationUsage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int reused_prompt_tokens = 0;  // of prompt_tokens: taken from a cached prefix, not decoded
+};
+
+struct GenerationRequest {
+  std::string prompt;   // the text to continue (a chat request's messages already templated)
+  int max_tokens = -1;  // -1: until a stop or the context's end
+  std::vector<std::string> stop;  // not included in the output
+  SamplingParams sampling;
+  bool logprobs = false;  // OnToken's logprob is meaningful only when asked
+  std::shared_ptr<CancellationToken> cancellation;  // may be null
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  // The prompt is tokenized and the sequence admitted (reused: tokens taken from the cache).
+  virtual void OnStart(int prompt_tokens, int reused_prompt_tokens) = 0;
+  // The next piece of generated text: whole UTF-8 code points, never part of a stop string.
+  // `logprob` is the sampled token's log-probability when the request asked for logprobs.
+  virtual void OnToken(std::string_view text, float logprob) = 0;
+  // The end: why, the token counts, and for kError the engine's status.
+  virtual void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) = 0;
+};
+
+// Live figures of one engine (gauges and counters for metrics and the status page).
+struct GenerationStats {
+  int active_sequences = 0;
+  int waiting_requests = 0;
+  int64_t kv_cells_used = 0;
+  int64_t kv_cells_total = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generated_tokens_total = 0;
+  uint64_t reused_prompt_tokens_total = 0;
+};
+
+class GenerativeModel {
+ public:
+  virtual ~GenerativeModel() = default;
+  // The prompt for `messages` through the model's chat template (from its metadata, or the
+  // engine's documented default). kInvalidArgument for a role the template refuses.
+  virtual StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) = 0;
+  // Queues a generation. Errors found at once (a prompt longer than the context, a full queue,
+  // shutting down) are returned here and the sink hears nothing; once accepted, the sink hears
+  // OnStart ... OnEnd.
+  virtual Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+  virtual int context_size() const = 0;
+  virtual GenerationStats Stats() const = 0;
+  // Refuses new generations and ends the active ones (kCancelled); joins the engine's thread.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace harrier
