@@ -1,0 +1,31 @@
+// OpenAI's error body, which its client libraries read (`error.message`, `error.type`,
+// `error.param`, `error.code`):
+//
+//   {"error": {"message": "...", "type": "invalid_request_error", "param": "max_tokens",
+//              "code": null}}
+//
+// The HTTP status goes with it from HttpStatusFor(status.code()) (core/status_mapping.h), the
+// one place statuses become HTTP codes; OpenAI's SDKs choose their exception by that status,
+// the type is for people reading the body. Mid-stream, the same object is sent as an SSE
+// data event, since the status line has gone already.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "harrier/status.h"
+
+namespace harrier::openai {
+
+// "invalid_request_error" for what the client can fix (kInvalidArgument, kNotFound,
+// kPayloadTooLarge, kUnimplemented), "rate_limit_error" for kResourceExhausted (retry later),
+// "server_error" for the rest.
+std::string_view OpenAiErrorType(StatusCode code);
+
+// `param`: the request field at fault (the parsers report it), "" for null. `code`: OpenAI's
+// machine-readable code when there is one ("model_not_found"), "" for null. The message may
+// hold any bytes; ill-formed UTF-8 is replaced.
+std::string OpenAiErrorJson(const Status& status, std::string_view param = {},
+                            std::string_view code = {});
+
+}  // namespace harrier::openai

@@ -1,0 +1,200 @@
+#include "protocol/openai/request_fields.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace harrier::openai {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+std::string Quoted(std::string_view param) {
+  return "'" + std::string(param) + "'";
+}
+
+std::string NumberText(double d) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), d);
+  return std::string(buf, r.ptr);
+}
+
+std::string NumberText(int64_t i) {
+  return std::to_string(i);
+}
+
+}  // namespace
+
+std::string_view JsonTypeName(element_type type) {
+  switch (type) {
+    case element_type::ARRAY: return "an array";
+    case element_type::OBJECT: return "an object";
+    case element_type::INT64:
+    case element_type::UINT64: return "an integer";
+    case element_type::DOUBLE: return "a number";
+    case element_type::STRING: return "a string";
+    case element_type::BOOL: return "a boolean";
+    case element_type::NULL_VALUE: return "null";
+  }
+  return "a value";
+}
+
+Status FieldReader::Fail(std::string_view param, std::string message) {
+  if (param_at_fault_ != nullptr) *param_at_fault_ = std::string(param);
+  return InvalidArgument(std::move(message));
+}
+
+Status FieldReader::TooLarge(std::string_view param, std::string message) {
+  if (param_at_fault_ != nullptr) *param_at_fault_ = std::string(param);
+  return PayloadTooLarge(std::move(message));
+}
+
+StatusOr<simdjson::dom::object> FieldReader::ParseObject(simdjson::dom::parser& parser,
+                                                         std::string_view body) {
+  element root;
+  if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
+    return Fail("", std::string("the body is not valid JSON: ") + simdjson::error_message(err));
+  }
+  simdjson::dom::object object;
+  if (root.get_object().get(object)) {
+    return Fail("",
+                "the body must be a JSON object, got " + std::string(JsonTypeName(root.type())));
+  }
+  return object;
+}
+
+Status FieldReader::Integer(element value, std::string_view param, int64_t min, int64_t max,
+                            int32_t* out) {
+  int64_t i = 0;
+  switch (value.type()) {
+    case element_type::INT64: i = value.get_int64().value_unsafe(); break;
+    case element_type::UINT64:  // only produced above INT64_MAX
+      return Fail(param, Quoted(param) + " must be at most " + NumberText(max) + ", got " +
+                             std::to_string(value.get_uint64().value_unsafe()));
+    case element_type::DOUBLE: {
+      const double d = value.get_double().value_unsafe();
+      if (d != std::trunc(d)) {
+        return Fail(param, Quoted(param) + " must be an integer, got " + NumberText(d));
+      }
+      if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+        return Fail(param, Quoted(param) + " must be from " + NumberText(min) + " to " +
+                               NumberText(max) + ", got " + NumberText(d));
+      }
+      i = static_cast<int64_t>(d);
+      break;
+    }
+    default:
+      return Fail(param, Quoted(param) + " must be an integer, got " +
+                             std::string(JsonTypeName(value.type())));
+  }
+  if (i < min) {
+    return Fail(param,
+                Quoted(param) + " must be at least " + NumberText(min) + ", got " + NumberText(i));
+  }
+  if (i > max) {
+    return Fail(param,
+                Quoted(param) + " must be at most " + NumberText(max) + ", got " + NumberText(i));
+  }
+  *out = static_cast<int32_t>(i);
+  return Status::Ok();
+}
+
+Status FieldReader::Number(element value, std::string_view param, double min, double max,
+                           float* out) {
+  double d = 0;
+  if (value.get_double().get(d)) {  // simdjson converts INT64 and UINT64 too
+    return Fail(
+        param, Quoted(param) + " must be a number, got " + std::string(JsonTypeName(value.type())));
+  }
+  if (d < min || d > max) {
+    return Fail(param, Quoted(param) + " must be from " + NumberText(min) + " to " +
+                           NumberText(max) + ", got " + NumberText(d));
+  }
+  *out = static_cast<float>(d);
+  return Status::Ok();
+}
+
+Status FieldReader::Bool(element value, std::string_view param, bool* out) {
+  if (value.get_bool().get(*out)) {
+    return Fail(param, Quoted(param) + " must be a boolean, got " +
+                           std::string(JsonTypeName(value.type())));
+  }
+  return Status::Ok();
+}
+
+Status FieldReader::String(element value, std::string_view param, std::string* out) {
+  std::string_view s;
+  if (value.get_string().get(s)) {
+    return Fail(
+        param, Quoted(param) + " must be a string, got " + std::string(JsonTypeName(value.type())));
+  }
+  out->assign(s);
+  return Status::Ok();
+}
+
+Status FieldReader::Object(element value, std::string_view param, simdjson::dom::object* out) {
+  if (value.get_object().get(*out)) {
+    return Fail(param, Quoted(param) + " must be an object, got " +
+                           std::string(JsonTypeName(value.type())));
+  }
+  return Status::Ok();
+}
+
+Status FieldReader::Seed(element value, std::string_view param, std::optional<uint32_t>* out) {
+  int64_t i = 0;
+  if (value.get_int64().get(i)) {
+    return Fail(param, Quoted(param) + " must be an integer, got " +
+                           (value.type() == element_type::UINT64
+                                ? std::to_string(value.get_uint64().value_unsafe())
+                                : std::string(JsonTypeName(value.type()))));
+  }
+  if (i == -1) {
+    out->reset();
+    return Status::Ok();
+  }
+  if (i < 0 || i > std::numeric_limits<uint32_t>::max()) {
+    return Fail(param, Quoted(param) + " must be from 0 to 4294967295 (or -1 for a random one)" +
+                           ", got " + std::to_string(i));
+  }
+  *out = static_cast<uint32_t>(i);
+  return Status::Ok();
+}
+
+Status FieldReader::Stop(element value, std::string_view param, const RequestLimits& limits,
+                         std::vector<std::string>* out) {
+  auto one = [&](element e, const std::string& path) -> Status {
+    std::string_view s;
+    if (e.get_string().get(s)) {
+      return Fail(path,
+                  Quoted(path) + " must be a string, got " + std::string(JsonTypeName(e.type())));
+    }
+    if (s.empty()) return Fail(path, Quoted(path) + " must not be empty");
+    if (s.size() > limits.max_stop_bytes) {
+      return Fail(path, Quoted(path) + " is " + std::to_string(s.size()) +
+                            " bytes long; a stop sequence may have at most " +
+                            std::to_string(limits.max_stop_bytes));
+    }
+    out->emplace_back(s);
+    return Status::Ok();
+  };
+  out->clear();
+  if (value.type() == element_type::STRING) return one(value, std::string(param));
+  simdjson::dom::array array;
+  if (value.get_array().get(array)) {
+    return Fail(param, Quoted(param) + " must be a string or an array of strings, got " +
+                           std::string(JsonTypeName(value.type())));
+  }
+  if (array.size() > limits.max_stop_sequences) {
+    return Fail(param, Quoted(param) + " has " + std::to_string(array.size()) +
+                           " sequences; at most " + std::to_string(limits.max_stop_sequences) +
+                           " are allowed");
+  }
+  size_t index = 0;
+  for (element e : array) {
+    RETURN_IF_ERROR(one(e, std::string(param) + "[" + std::to_string(index++) + "]"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace harrier::openai
