@@ -12,15 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "harrier/generation.h"
+
 namespace harrier::openai {
 
-struct ChatMessage {
-  // "system", "user" or "assistant" ("developer" arrives as "system": chat templates know the
-  // three classic roles, and OpenAI defines developer as system's successor).
-  std::string role;
-  // The text; a content array's text parts joined as sent, with no separator added.
-  std::string content;
-};
+// {role, content}: "system", "user" or "assistant" ("developer" arrives as "system": chat
+// templates know the three classic roles, and OpenAI defines developer as system's successor);
+// the content is a content array's text parts joined as sent, with no separator added.
+using harrier::ChatMessage;
 
 struct GenerationParams {
   // The model the body names (OpenAI), or the URL's (Triton generate). Looking it up, and the
