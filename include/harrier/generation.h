@@ -33,7 +33,9 @@ struct SamplingParams {
   float top_p = 1.0f;            // 1: off
   float min_p = 0.0f;            // 0: off
   float repeat_penalty = 1.0f;   // 1: off
-  int repeat_last_n = 64;        // tokens the repetition penalty looks back over
+  int repeat_last_n = 64;        // tokens the penalties look back over
+  float frequency_penalty = 0.0f;  // OpenAI's: minus this times the token's count so far
+  float presence_penalty = 0.0f;   // OpenAI's: minus this once the token has appeared
   std::optional<uint32_t> seed;  // none: a random seed per request
 };
 

@@ -47,6 +47,7 @@ class FakeServableModel : public ServableModel {
   void RecordFailure(StatusCode code, Clock::time_point) override {
     recorded_failures.push_back(code);
   }
+  GenerativeModel* generative() override { return generator; }
 
   // Every input back as an output with the same name, sharing the input's memory.
   StatusOr<InferenceResponse> Echo(const InferenceRequest& request) const {
@@ -64,6 +65,7 @@ class FakeServableModel : public ServableModel {
 
   std::string config_json = "{}";
   InferFn infer;  // null: Echo
+  GenerativeModel* generator = nullptr;  // not owned; what generative() answers
   Status admission;  // what CheckAdmission answers
   mutable int admission_checks = 0;
   mutable std::string admission_client;

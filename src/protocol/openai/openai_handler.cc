@@ -1,0 +1,799 @@
+#include "protocol/openai/openai_handler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/request_id.h"
+#include "core/status_mapping.h"
+#include "core/timer_thread.h"
+#include "harrier/generation.h"
+#include "harrier/response_stream.h"
+#include "protocol/openai/generate_request.h"
+#include "protocol/openai/generate_response.h"
+#include "protocol/openai/openai_error.h"
+#include "protocol/openai/openai_request.h"
+#include "protocol/openai/openai_response.h"
+#include "protocol/openai/sse.h"
+
+namespace harrier::openai {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a generation answers in: the API decides the JSON of every event and of the errors.
+enum Kind : int { kChat, kCompletion, kGenerate, kGenerateStream };
+
+bool IsTriton(int kind) {
+  return kind == kGenerate || kind == kGenerateStream;
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view PathOf(std::string_view target) {
+  return target.substr(0, std::min(target.find('?'), target.size()));
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = std::move(body);
+  return r;
+}
+
+// An error in the shape the API's clients read: OpenAI's object, or Triton's {"error": ...}.
+HttpResponse ErrorResponse(int kind, const Status& status, std::string_view param = {},
+                           std::string_view code = {}) {
+  const int http = HttpStatusFor(status.code());
+  if (IsTriton(kind)) return JsonResponse(http, GenerateErrorJson(status.message()));
+  HttpResponse r = JsonResponse(http, OpenAiErrorJson(status, param, code));
+  if (status.code() == StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+HttpResponse MethodNotAllowed(std::string_view allow) {
+  HttpResponse r = ErrorResponse(
+      kChat, Status(StatusCode::kInvalidArgument, "method not allowed; use " + std::string(allow)));
+  r.status = 405;
+  r.headers.emplace_back("Allow", std::string(allow));
+  return r;
+}
+
+openai::FinishReason WireReason(harrier::FinishReason reason) {
+  return reason == harrier::FinishReason::kLength ? openai::FinishReason::kLength
+                                                  : openai::FinishReason::kStop;
+}
+
+// /v2/models/{m}[/versions/{v}]/generate[_stream]: the model, the version and which; false when
+// the path is not one of them.
+bool MatchGenerate(std::string_view path, std::string* model, std::optional<int64_t>* version,
+                   int* kind) {
+  constexpr std::string_view kPrefix = "/v2/models/";
+  if (path.substr(0, kPrefix.size()) != kPrefix) return false;
+  std::string_view rest = path.substr(kPrefix.size());
+  if (rest.ends_with("/generate_stream")) {
+    *kind = kGenerateStream;
+    rest.remove_suffix(std::string_view("/generate_stream").size());
+  } else if (rest.ends_with("/generate")) {
+    *kind = kGenerate;
+    rest.remove_suffix(std::string_view("/generate").size());
+  } else {
+    return false;
+  }
+  const std::size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    if (rest.empty()) return false;
+    *model = std::string(rest);
+    *version = std::nullopt;
+    return true;
+  }
+  std::string_view tail = rest.substr(slash);
+  constexpr std::string_view kVersions = "/versions/";
+  if (tail.substr(0, kVersions.size()) != kVersions) return false;
+  tail.remove_prefix(kVersions.size());
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(tail.data(), tail.data() + tail.size(), v);
+  if (ec != std::errc() || end != tail.data() + tail.size() || v <= 0) return false;
+  *model = std::string(rest.substr(0, slash));
+  *version = v;
+  return true;
+}
+
+bool IsOwnPath(std::string_view path) {
+  if (path.substr(0, 4) == "/v1/" || path == "/v1") return true;
+  std::string model;
+  std::optional<int64_t> version;
+  int kind;
+  return MatchGenerate(path, &model, &version, &kind);
+}
+
+class Generation;
+
+}  // namespace
+
+struct OpenAiHandler::Shared {
+  Options options;
+  std::unique_ptr<StreamStore> store;
+  TimerThread timer;
+  int64_t started = UnixSeconds();  // the models' `created`
+  // Streaming generations by stream id, so that a resume can tell its generation to go on.
+  std::mutex live_mu;
+  std::unordered_map<std::string, std::weak_ptr<Generation>> live;  // guarded by live_mu
+};
+
+namespace {
+
+using SharedPtr = std::shared_ptr<OpenAiHandler::Shared>;
+
+// One request's sequences, their answer and their stream. Engine callbacks (one engine thread
+// per model), the transport's cancellation and timer callbacks meet here under `mu`.
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  struct Setup {
+    SharedPtr shared;
+    int kind = kChat;
+    GenerationParams params;
+    std::shared_ptr<ServableModel> model;  // pins the version until the last sequence ends
+    std::string request_id;                // the stream's id when streaming
+    std::string target;
+    uint64_t request_bytes = 0;
+    Clock::time_point received_at;
+    std::shared_ptr<CancellationToken> client_token;  // the transport's; may be null
+  };
+
+  explicit Generation(Setup setup) : s_(std::move(setup)), choices_(s_.params.n) {
+    meta_.id =
+        s_.kind == kChat ? NewChatCompletionId(SystemRandom()) : NewCompletionId(SystemRandom());
+    meta_.created = UnixSeconds();
+    meta_.model = s_.params.model;
+    meta_.include_usage = s_.params.include_usage;
+    engine_token_ = std::make_shared<CancellationToken>();
+  }
+
+  bool streaming() const { return s_.params.stream || s_.kind == kGenerateStream; }
+  const GenerationParams& params() const { return s_.params; }
+  const std::string& request_id() const { return s_.request_id; }
+  const std::shared_ptr<CancellationToken>& engine_token() const { return engine_token_; }
+
+  // Non-streaming: the answer goes to `respond` once every sequence has ended.
+  void SetResponder(HttpResponder respond) { respond_ = std::move(respond); }
+  // Streaming: events go to `out` (and the store). Starts the heartbeat.
+  void SetStream(std::shared_ptr<ResponseStream> out) {
+    out_ = std::move(out);
+    last_write_ = Clock::now();
+    ScheduleHeartbeat(last_write_ + s_.shared->options.heartbeat_interval);
+  }
+  // Watches the client: when it goes, the sequences stop (after the grace).
+  void WatchClient() {
+    if (!s_.client_token) return;
+    std::weak_ptr<Generation> weak = weak_from_this();
+    client_watch_ = s_.client_token->OnCancel([weak] {
+      if (auto g = weak.lock()) g->OnClientGone();
+    });
+  }
+  // A reader resumed the stream: the grace no longer ends the sequences.
+  void MarkResumed() {
+    std::lock_guard lock(mu_);
+    resumed_ = true;
+  }
+
+  // The engine accepted `started` sequences of n; the others were refused with `refused`.
+  void Refused(int index, const Status& status) {
+    OnEnd(index, harrier::FinishReason::kError, GenerationUsage{}, status);
+  }
+
+  void OnToken(int index, std::string_view text) {
+    std::lock_guard lock(mu_);
+    Choice& c = choices_[index];
+    if (c.ended) return;
+    if (!streaming()) {
+      c.text.append(text);
+      return;
+    }
+    switch (s_.kind) {
+      case kChat:
+        if (!c.role_sent) {
+          c.role_sent = true;
+          EmitLocked(ChatRoleChunkJson(meta_, index));
+        }
+        EmitLocked(ChatContentChunkJson(meta_, index, text));
+        break;
+      case kCompletion:
+        EmitLocked(CompletionChunkJson(meta_, index, text, nullptr, c.text_offset));
+        c.text_offset += text.size();
+        break;
+      default: EmitLocked(GenerateResponseJson(s_.params.model, VersionString(), text));
+    }
+  }
+
+  void OnEnd(int index, harrier::FinishReason reason, const GenerationUsage& usage,
+             const Status& status) {
+    std::unique_lock lock(mu_);
+    Choice& c = choices_[index];
+    if (c.ended) return;
+    c.ended = true;
+    c.reason = reason;
+    c.usage = usage;
+    c.status = status;
+    if (streaming() && !finished_) {
+      if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline) {
+        const Status why = reason == harrier::FinishReason::kDeadline
+                               ? DeadlineExceeded("the request's deadline passed")
+                               : status;
+        EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
+      } else if (reason != harrier::FinishReason::kCancelled) {
+        if (s_.kind == kChat) {
+          if (!c.role_sent) {
+            c.role_sent = true;
+            EmitLocked(ChatRoleChunkJson(meta_, index));
+          }
+          EmitLocked(ChatFinishChunkJson(meta_, index, WireReason(reason)));
+        } else if (s_.kind == kCompletion) {
+          EmitLocked(CompletionFinishChunkJson(meta_, index, WireReason(reason)));
+        }
+      }
+    }
+    if (++ended_ < static_cast<int>(choices_.size())) return;
+    FinishLocked(std::move(lock));
+  }
+
+  void OnClientGone() {
+    std::chrono::milliseconds grace = s_.shared->options.disconnect_grace;
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      client_gone_ = true;
+      if (out_) out_->Abandon();
+    }
+    if (grace.count() <= 0) {
+      engine_token_->Cancel();
+      return;
+    }
+    std::weak_ptr<Generation> weak = weak_from_this();
+    s_.shared->timer.Schedule(Clock::now() + grace, [weak] {
+      auto g = weak.lock();
+      if (!g) return;
+      {
+        std::lock_guard lock(g->mu_);
+        if (g->resumed_ || g->finished_) return;
+      }
+      g->engine_token_->Cancel();
+    });
+  }
+
+ private:
+  struct Choice {
+    std::string text;
+    std::size_t text_offset = 0;
+    bool role_sent = false;
+    bool ended = false;
+    harrier::FinishReason reason = harrier::FinishReason::kStop;
+    GenerationUsage usage;
+    Status status;
+  };
+
+  std::string VersionString() const {
+    return s_.model ? std::to_string(s_.model->version()) : std::string();
+  }
+
+  // One event: numbered and kept by the store (for resumption), then sent unless the client is
+  // gone. A client that holds back too much is told so and the sequences stop.
+  void EmitLocked(std::string data) {
+    uint64_t id = ++events_;
+    if (!s_.request_id.empty()) {
+      auto stored = s_.shared->store->Append(s_.request_id, data);
+      if (stored.ok()) id = *stored;
+    }
+    if (client_gone_ || !out_ || overflowed_) return;
+    if (out_->pending_bytes() > s_.shared->options.max_pending_stream_bytes) {
+      overflowed_ = true;
+      const Status why =
+          ResourceExhausted("the client reads the stream too slowly: more than " +
+                            std::to_string(s_.shared->options.max_pending_stream_bytes) +
+                            " bytes are waiting for it; the generation stops");
+      out_->Write(
+          SseEvent(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why)),
+          {});
+      out_->Finish();
+      // Outside the lock would be better, but Cancel only wakes the engine's loop.
+      engine_token_->Cancel();
+      return;
+    }
+    std::string event = SseEvent(data, id);
+    response_bytes_ += event.size();
+    out_->Write(std::move(event), {});
+    last_write_ = Clock::now();
+  }
+
+  void FinishLocked(std::unique_lock<std::mutex> lock) {
+    finished_ = true;
+    GenerationUsage total;
+    bool failed = false;
+    Status failure;
+    for (const auto& c : choices_) {
+      total.prompt_tokens = std::max(total.prompt_tokens, c.usage.prompt_tokens);
+      total.completion_tokens += c.usage.completion_tokens;
+      if (!failed && (c.reason == harrier::FinishReason::kError ||
+                      c.reason == harrier::FinishReason::kDeadline ||
+                      c.reason == harrier::FinishReason::kCancelled)) {
+        failed = true;
+        failure = c.reason == harrier::FinishReason::kDeadline
+                      ? DeadlineExceeded("the request's deadline passed")
+                  : c.reason == harrier::FinishReason::kCancelled
+                      ? Cancelled("the generation was cancelled")
+                      : c.status;
+      }
+    }
+    const Usage usage{total.prompt_tokens, total.completion_tokens};
+    int status = 200;
+    std::string error;
+    HttpResponder respond;
+    if (streaming()) {
+      if (!IsTriton(s_.kind)) {
+        if (s_.params.include_usage && !failed) {
+          EmitLocked(s_.kind == kChat ? ChatUsageChunkJson(meta_, usage)
+                                      : CompletionUsageChunkJson(meta_, usage));
+        }
+        EmitLocked("[DONE]");
+      }
+      if (out_ && !overflowed_) out_->Finish();
+      if (!s_.request_id.empty()) (void)s_.shared->store->Finish(s_.request_id);
+      if (failed) error = failure.message();
+    } else {
+      respond = std::move(respond_);
+    }
+    lock.unlock();
+
+    HttpResponse answer;
+    if (!streaming()) {
+      if (failed) {
+        answer = ErrorResponse(s_.kind, failure);
+        error = failure.message();
+      } else {
+        std::vector<openai::Choice> out;
+        for (std::size_t i = 0; i < choices_.size(); ++i) {
+          out.push_back(openai::Choice{static_cast<int32_t>(i), std::move(choices_[i].text),
+                                       WireReason(choices_[i].reason), std::nullopt});
+        }
+        answer = JsonResponse(200, s_.kind == kChat ? ChatCompletionJson(meta_, out, usage)
+                                   : s_.kind == kCompletion
+                                       ? CompletionJson(meta_, out, usage)
+                                       : GenerateResponseJson(s_.params.model, VersionString(),
+                                                              out.empty() ? "" : out[0].text));
+      }
+      status = answer.status;
+      response_bytes_ = answer.body.size();
+      answer.headers.emplace_back("X-Request-Id", client_request_id_);
+    }
+    WriteAccessRecord(status, error);
+    if (!s_.request_id.empty()) {
+      std::lock_guard live(s_.shared->live_mu);
+      s_.shared->live.erase(s_.request_id);
+    }
+    if (s_.client_token && client_watch_ != 0) s_.client_token->Unregister(client_watch_);
+    if (respond) respond(std::move(answer));
+    s_.model.reset();  // the version may retire now
+  }
+
+  void WriteAccessRecord(int status, std::string_view error) {
+    AccessLog* log = s_.shared->options.access_log;
+    if (log == nullptr) return;
+    AccessRecord r;
+    r.request_id = s_.request_id.empty() ? client_request_id_ : s_.request_id;
+    r.protocol = "http";
+    r.method = "POST";
+    r.target = s_.target;
+    r.status = status;
+    r.error = error;
+    r.model = s_.params.model;
+    r.model_version = s_.model ? s_.model->version() : 0;
+    r.request_bytes = s_.request_bytes;
+    r.response_bytes = response_bytes_;
+    r.total_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s_.received_at)
+            .count());
+    log->Write(r);
+  }
+
+  void ScheduleHeartbeat(Clock::time_point at) {
+    if (s_.shared->options.heartbeat_interval.count() <= 0) return;
+    std::weak_ptr<Generation> weak = weak_from_this();
+    s_.shared->timer.Schedule(at, [weak] {
+      if (auto g = weak.lock()) g->Heartbeat();
+    });
+  }
+
+  void Heartbeat() {
+    std::lock_guard lock(mu_);
+    if (finished_ || client_gone_ || overflowed_ || !out_) return;
+    const auto interval = s_.shared->options.heartbeat_interval;
+    const auto now = Clock::now();
+    if (now - last_write_ >= interval) {
+      out_->Write(std::string(kSseHeartbeat), {});
+      last_write_ = now;
+    }
+    ScheduleHeartbeat(last_write_ + interval);
+  }
+
+ public:
+  std::string client_request_id_;  // X-Request-Id of a non-streaming answer
+
+ private:
+  Setup s_;
+  ResponseMeta meta_;
+  std::shared_ptr<CancellationToken> engine_token_;  // ours: given to every sequence
+  uint64_t client_watch_ = 0;
+
+  std::mutex mu_;
+  std::vector<Choice> choices_;          // guarded by mu_
+  int ended_ = 0;                        // guarded by mu_
+  bool finished_ = false;                // guarded by mu_
+  bool client_gone_ = false;             // guarded by mu_
+  bool resumed_ = false;                 // guarded by mu_
+  bool overflowed_ = false;              // guarded by mu_
+  uint64_t events_ = 0;                  // guarded by mu_
+  uint64_t response_bytes_ = 0;          // guarded by mu_
+  Clock::time_point last_write_{};       // guarded by mu_
+  std::shared_ptr<ResponseStream> out_;  // guarded by mu_
+  HttpResponder respond_;                // guarded by mu_
+};
+
+// One sequence's reports, handed to its generation with the sequence's index.
+class ChoiceSink : public GenerationSink {
+ public:
+  ChoiceSink(std::shared_ptr<Generation> g, int index) : g_(std::move(g)), index_(index) {}
+  void OnStart(int, int) override {}
+  void OnToken(std::string_view text, float) override { g_->OnToken(index_, text); }
+  void OnEnd(harrier::FinishReason reason, const GenerationUsage& usage,
+             const Status& status) override {
+    g_->OnEnd(index_, reason, usage, status);
+  }
+
+ private:
+  const std::shared_ptr<Generation> g_;
+  const int index_;
+};
+
+// A resumed stream: the store's events after Last-Event-ID, then the live rest.
+class Resumer : public std::enable_shared_from_this<Resumer> {
+ public:
+  Resumer(SharedPtr shared, std::shared_ptr<ResponseStream> out)
+      : shared_(std::move(shared)), out_(std::move(out)) {}
+  ~Resumer() {
+    std::lock_guard lock(mu_);
+    reader_.reset();  // before the store, which `shared_` keeps
+  }
+  // Keeps itself alive while it has a reader: until the stream ends or the client goes.
+  void SetReader(std::unique_ptr<StreamReader> reader) {
+    std::shared_ptr<Resumer> released;
+    std::lock_guard lock(mu_);
+    reader_ = std::move(reader);
+    if (reader_) {
+      self_ = shared_from_this();
+    } else {
+      released = std::move(self_);
+    }
+  }
+  // The store says there is more (under its lock: only schedule).
+  static void Wake(const std::weak_ptr<Resumer>& weak, TimerThread* timer) {
+    timer->Schedule(Clock::now(), [weak] {
+      if (auto r = weak.lock()) r->Pump();
+    });
+  }
+  void Pump() {
+    std::shared_ptr<Resumer> released;  // the last reference may be our own: drop it last
+    std::lock_guard lock(mu_);
+    if (!reader_) return;
+    if (out_->abandoned()) {  // the client went away again
+      reader_.reset();
+      released = std::move(self_);
+      return;
+    }
+    auto batch = reader_->Read(256);
+    for (auto& e : batch.events) out_->Write(SseEvent(e.data, e.id), {});
+    if (batch.state == StreamState::kGone) {
+      out_->Write(SseEvent(OpenAiErrorJson(NotFound("the stream expired or was evicted"))), {});
+      out_->Finish();
+      reader_.reset();
+      released = std::move(self_);
+    } else if (batch.state == StreamState::kFinished && batch.drained) {
+      out_->Finish();
+      reader_.reset();
+      released = std::move(self_);
+    } else if (!batch.drained) {
+      Wake(weak_from_this(), &shared_->timer);  // more than one batch: the rest next turn
+    }
+  }
+
+ private:
+  const SharedPtr shared_;
+  const std::shared_ptr<ResponseStream> out_;
+  std::mutex mu_;
+  std::unique_ptr<StreamReader> reader_;  // guarded by mu_
+  std::shared_ptr<Resumer> self_;         // guarded by mu_: set while reader_ is
+};
+
+}  // namespace
+
+OpenAiHandler::OpenAiHandler(ModelManager* models, HttpHandler* next, Options options)
+    : models_(models), next_(next), shared_(std::make_shared<Shared>()) {
+  shared_->options = std::move(options);
+  auto store = StreamStore::Create(shared_->options.store);
+  if (!store.ok()) {
+    spdlog::error("openai: stream store options refused ({}); using the defaults",
+                  store.status().message());
+    store = StreamStore::Create(StreamStoreOptions{});
+  }
+  shared_->store = std::move(store).value();
+}
+
+OpenAiHandler::~OpenAiHandler() = default;
+
+std::optional<HttpResponse> OpenAiHandler::Precheck(const HttpRequest& head) {
+  if (IsOwnPath(PathOf(head.target))) return std::nullopt;
+  return next_->Precheck(head);
+}
+
+bool OpenAiHandler::ServesAsStream(const HttpRequest& head) const {
+  return next_->ServesAsStream(head);
+}
+
+std::shared_ptr<HttpStreamHandler> OpenAiHandler::OpenStream(
+    const HttpRequest& head, std::shared_ptr<HttpStreamWriter> writer,
+    HttpResponse* response_head) {
+  return next_->OpenStream(head, std::move(writer), response_head);
+}
+
+std::optional<HttpResponse> OpenAiHandler::TransportError(int status, std::string_view message) {
+  return next_->TransportError(status, message);
+}
+
+void OpenAiHandler::Handle(HttpRequest request, HttpResponder respond) {
+  const std::string_view path = PathOf(request.target);
+  std::string model;
+  std::optional<int64_t> version;
+  int kind = kChat;
+  if (MatchGenerate(path, &model, &version, &kind)) {
+    if (request.method != "POST") return respond(MethodNotAllowed("POST"));
+    return Generate(std::move(request), std::move(respond), kind, std::move(model), version);
+  }
+  if (path.substr(0, 4) != "/v1/" && path != "/v1") {
+    next_->Handle(std::move(request), std::move(respond));
+    return;
+  }
+  auto with_id = [&](HttpResponse r) {
+    r.headers.emplace_back("X-Request-Id", ResolveRequestId(request.Header("x-request-id"),
+                                                            RequestIdGenerator::Process()));
+    respond(std::move(r));
+  };
+  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+    if (request.method != "POST") return with_id(MethodNotAllowed("POST"));
+    const int k = path == "/v1/completions" ? kCompletion : kChat;
+    return Generate(std::move(request), std::move(respond), k, std::string(), std::nullopt);
+  }
+  if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
+    if (request.method != "GET") return with_id(MethodNotAllowed("GET"));
+    const bool one = path.size() > 11;
+    return with_id(ListModels(one, one ? path.substr(11) : std::string_view()));
+  }
+  if (path.substr(0, 12) == "/v1/streams/" && path.size() > 12) {
+    if (request.method != "GET") return with_id(MethodNotAllowed("GET"));
+    const std::string id(path.substr(12));
+    return Resume(std::move(request), std::move(respond), id);
+  }
+  with_id(
+      ErrorResponse(kChat, NotFound("no such endpoint: " + std::string(path)), {}, "unknown_url"));
+}
+
+HttpResponse OpenAiHandler::ListModels(bool one, std::string_view id) {
+  std::vector<ModelEntry> entries;
+  std::string last;
+  for (const auto& row : models_->Index()) {
+    if (row.state != ModelState::kReady || row.name == last) continue;
+    last = row.name;
+    auto model = models_->Get(row.name, std::nullopt);
+    if (!model.ok() || (*model)->generative() == nullptr) continue;
+    entries.push_back(ModelEntry{row.name, shared_->started});
+  }
+  if (!one) return JsonResponse(200, ModelListJson(entries));
+  for (const auto& e : entries)
+    if (e.id == id) return JsonResponse(200, ModelJson(e));
+  return ErrorResponse(kChat, NotFound("The model '" + std::string(id) + "' does not exist"),
+                       "model", "model_not_found");
+}
+
+void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kind,
+                             std::string model_name, std::optional<int64_t> version) {
+  const Clock::time_point received_at =
+      request.received_at == Clock::time_point{} ? Clock::now() : request.received_at;
+  const std::string client_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  auto fail = [&](const Status& status, std::string_view param = {}, std::string_view code = {}) {
+    HttpResponse r = ErrorResponse(kind, status, param, code);
+    r.headers.emplace_back("X-Request-Id", client_id);
+    if (shared_->options.access_log != nullptr) {
+      AccessRecord rec;
+      rec.request_id = client_id;
+      rec.protocol = "http";
+      rec.method = request.method;
+      rec.target = request.target;
+      rec.status = r.status;
+      rec.error = status.message();
+      rec.model = model_name;
+      rec.request_bytes = request.body ? request.body->size() : 0;
+      rec.response_bytes = r.body.size();
+      shared_->options.access_log->Write(rec);
+    }
+    respond(std::move(r));
+  };
+
+  const std::string_view body = request.body ? std::string_view(*request.body) : std::string_view();
+  std::string param;
+  StatusOr<GenerationParams> parsed =
+      kind == kChat ? ParseChatCompletionRequest(body, shared_->options.limits, &param)
+      : kind == kCompletion
+          ? ParseCompletionRequest(body, shared_->options.limits, &param)
+          : ParseGenerateRequest(body, model_name,
+                                 kind == kGenerateStream ? GenerateEndpoint::kGenerateStream
+                                                         : GenerateEndpoint::kGenerate,
+                                 shared_->options.limits, &param);
+  if (!parsed.ok()) return fail(parsed.status(), param);
+  GenerationParams params = std::move(parsed).value();
+  if (!IsTriton(kind)) model_name = params.model;
+
+  auto routed = models_->Route(model_name, version, request.headers);
+  if (!routed.ok()) {
+    const bool missing = routed.status().code() == StatusCode::kNotFound;
+    return fail(
+        missing ? NotFound("The model '" + model_name + "' does not exist") : routed.status(),
+        "model", missing ? "model_not_found" : "");
+  }
+  std::shared_ptr<ServableModel> model = std::move(routed).value();
+  GenerativeModel* engine = model->generative();
+  if (engine == nullptr) {
+    return fail(InvalidArgument("model '" + model_name +
+                                "' does not generate text: it takes tensors through "
+                                "POST /v2/models/" +
+                                model_name + "/infer"),
+                "model");
+  }
+  std::string prompt;
+  if (params.chat) {
+    auto rendered = engine->ApplyChatTemplate(params.messages);
+    if (!rendered.ok()) return fail(rendered.status(), "messages");
+    prompt = std::move(rendered).value();
+  } else {
+    prompt = params.prompt;
+  }
+
+  const bool streaming = params.stream || kind == kGenerateStream;
+  Generation::Setup setup;
+  setup.shared = shared_;
+  setup.kind = kind;
+  setup.model = model;
+  setup.target = request.target;
+  setup.request_bytes = body.size();
+  setup.received_at = received_at;
+  setup.client_token = request.cancellation;
+  if (streaming) setup.request_id = shared_->store->Open();
+  const int n = std::max(1, params.n);
+  setup.params = std::move(params);
+  setup.params.n = n;
+  auto g = std::make_shared<Generation>(std::move(setup));
+  g->client_request_id_ = client_id;
+  const GenerationParams& p = g->params();
+
+  std::shared_ptr<ResponseStream> out;
+  if (streaming) {
+    out = std::make_shared<ResponseStream>();
+    g->SetStream(out);
+  } else {
+    g->SetResponder(respond);
+  }
+  g->WatchClient();
+
+  if (streaming) {
+    std::lock_guard lock(shared_->live_mu);
+    shared_->live[g->request_id()] = g;
+  }
+
+  // The sequences, each with its own sink; all share the generation's token.
+  int accepted = 0;
+  Status first_refusal;
+  for (int i = 0; i < n; ++i) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = p.max_tokens;
+    r.stop = p.stop;
+    r.sampling.temperature = p.temperature;
+    r.sampling.top_k = p.top_k;
+    r.sampling.top_p = p.top_p;
+    r.sampling.min_p = p.min_p;
+    r.sampling.repeat_penalty = p.repetition_penalty;
+    r.sampling.frequency_penalty = p.frequency_penalty;
+    r.sampling.presence_penalty = p.presence_penalty;
+    if (p.seed) r.sampling.seed = *p.seed + static_cast<uint32_t>(i);
+    r.logprobs = p.logprobs;
+    r.cancellation = g->engine_token();
+    Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
+    if (!s.ok()) {
+      if (accepted == 0 && i == 0) first_refusal = s;
+      g->Refused(i, s);
+    } else {
+      ++accepted;
+    }
+  }
+  if (streaming) {
+    if (accepted == 0) {
+      // Nothing will be streamed: answer the refusal as a plain error.
+      out->Abandon();
+      return fail(first_refusal, "", "");
+    }
+    HttpResponse head;
+    head.headers.emplace_back("Content-Type", "text/event-stream");
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    head.headers.emplace_back("X-Accel-Buffering", "no");  // proxies: do not hold the events
+    head.headers.emplace_back("X-Request-Id", g->request_id());
+    head.headers.emplace_back("X-Harrier-Model-Version", std::to_string(model->version()));
+    head.stream = out;
+    respond(std::move(head));
+  }
+}
+
+void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::string_view stream_id) {
+  auto error = [&](const Status& s) {
+    HttpResponse r = ErrorResponse(kChat, s);
+    r.headers.emplace_back("X-Request-Id", std::string(stream_id));
+    respond(std::move(r));
+  };
+  uint64_t last = 0;
+  if (request.HasHeader("last-event-id")) {
+    auto parsed = ParseLastEventId(request.Header("last-event-id"));
+    if (!parsed.ok()) return error(parsed.status());
+    last = *parsed;
+  }
+  auto out = std::make_shared<ResponseStream>();
+  auto resumer = std::make_shared<Resumer>(shared_, out);
+  std::weak_ptr<Resumer> weak = resumer;
+  TimerThread* timer = &shared_->timer;
+  auto reader =
+      shared_->store->Resume(stream_id, last, [weak, timer] { Resumer::Wake(weak, timer); });
+  if (!reader.ok()) {
+    return error(
+        reader.status().code() == StatusCode::kNotFound
+            ? NotFound("no stream '" + std::string(stream_id) + "': unknown, expired or evicted")
+            : reader.status());
+  }
+  resumer->SetReader(std::move(reader).value());
+  {
+    std::lock_guard lock(shared_->live_mu);
+    if (auto it = shared_->live.find(std::string(stream_id)); it != shared_->live.end())
+      if (auto g = it->second.lock()) g->MarkResumed();
+  }
+  if (request.cancellation) {
+    request.cancellation->OnCancel([weak] {
+      if (auto r = weak.lock()) r->SetReader(nullptr);
+    });
+  }
+  HttpResponse head;
+  head.headers.emplace_back("Content-Type", "text/event-stream");
+  head.headers.emplace_back("Cache-Control", "no-cache");
+  head.headers.emplace_back("X-Accel-Buffering", "no");
+  head.headers.emplace_back("X-Request-Id", std::string(stream_id));
+  head.stream = out;
+  respond(std::move(head));
+  resumer->Pump();
+}
+
+}  // namespace harrier::openai

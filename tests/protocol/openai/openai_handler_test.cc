@@ -1,0 +1,455 @@
+// OpenAiHandler against a fake model manager and a fake engine: routing, answers with and
+// without streaming, SSE ids and the stream store, resumption, disconnects and their grace,
+// back-pressure, heartbeats, errors in OpenAI's and Triton's shapes.
+#include "protocol/openai/openai_handler.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harrier/response_stream.h"
+#include "util/fake_generative_model.h"
+#include "util/fake_model_manager.h"
+#include "util/recording_access_log.h"
+
+namespace harrier::openai {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Answers everything else with 299, so a test sees what the handler passed on.
+class NextHandler : public HttpHandler {
+ public:
+  void Handle(HttpRequest request, HttpResponder respond) override {
+    last_target = request.target;
+    HttpResponse r;
+    r.status = 299;
+    respond(std::move(r));
+  }
+  std::optional<HttpResponse> Precheck(const HttpRequest&) override {
+    ++prechecks;
+    return std::nullopt;
+  }
+  std::string last_target;
+  int prechecks = 0;
+};
+
+struct Event {
+  std::optional<uint64_t> id;
+  std::string data;
+};
+
+// What a streamed response has sent so far, as SSE events (comments kept apart).
+struct StreamReader {
+  explicit StreamReader(std::shared_ptr<ResponseStream> s) : stream(std::move(s)) {}
+  std::shared_ptr<ResponseStream> stream;
+  std::string text;
+  bool finished = false;
+
+  void Drain() {
+    auto taken = stream->Take();
+    for (auto& part : taken.parts) {
+      text += part.bytes;
+      stream->Complete(part, true);
+    }
+    if (taken.finished) finished = true;
+  }
+  std::vector<Event> Events(int* comments = nullptr) const {
+    std::vector<Event> out;
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t end = text.find("\n\n", pos);
+      if (end == std::string::npos) break;
+      const std::string block = text.substr(pos, end - pos);
+      pos = end + 2;
+      if (block.rfind(":", 0) == 0) {
+        if (comments) ++*comments;
+        continue;
+      }
+      Event e;
+      std::size_t line_start = 0;
+      while (line_start <= block.size()) {
+        std::size_t nl = block.find('\n', line_start);
+        if (nl == std::string::npos) nl = block.size();
+        const std::string line = block.substr(line_start, nl - line_start);
+        if (line.rfind("id: ", 0) == 0) e.id = std::stoull(line.substr(4));
+        if (line.rfind("data: ", 0) == 0) e.data += line.substr(6);
+        line_start = nl + 1;
+      }
+      out.push_back(e);
+    }
+    return out;
+  }
+};
+
+class OpenAiHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    llm_ = models_.AddReady("llm", 3);
+    llm_->generator = &engine_;
+    models_.AddReady("tensors", 1);  // an ONNX-like model: no generator
+    options_.heartbeat_interval = milliseconds(0);
+    options_.access_log = &log_;
+  }
+  void Make() { handler_ = std::make_unique<OpenAiHandler>(&models_, &next_, options_); }
+
+  // Calls the handler and returns its answer (the responder may run later: waits for it).
+  HttpResponse Call(std::string method, std::string target, std::string body = "",
+                    std::vector<std::pair<std::string, std::string>> headers = {},
+                    std::shared_ptr<CancellationToken> token = nullptr) {
+    if (!handler_) Make();
+    HttpRequest r;
+    r.method = std::move(method);
+    r.target = std::move(target);
+    r.body = std::make_shared<const std::string>(std::move(body));
+    r.headers = std::move(headers);
+    r.cancellation = std::move(token);
+    auto answer = std::make_shared<std::optional<HttpResponse>>();
+    handler_->Handle(std::move(r), [answer](HttpResponse resp) { *answer = std::move(resp); });
+    for (int i = 0; i < 500 && !answer->has_value(); ++i)
+      std::this_thread::sleep_for(milliseconds(2));
+    EXPECT_TRUE(answer->has_value());
+    return answer->has_value() ? std::move(**answer) : HttpResponse{};
+  }
+
+  static std::string Header(const HttpResponse& r, std::string_view name) {
+    for (const auto& [k, v] : r.headers)
+      if (k == name) return v;
+    return {};
+  }
+
+  testing::FakeModelManager models_;
+  testing::FakeGenerativeModel engine_;
+  std::shared_ptr<testing::FakeServableModel> llm_;
+  NextHandler next_;
+  testing::RecordingAccessLog log_;
+  OpenAiHandler::Options options_;
+  std::unique_ptr<OpenAiHandler> handler_;
+};
+
+simdjson::dom::element Parse(simdjson::dom::parser& parser, const std::string& json) {
+  return parser.parse(json).value();
+}
+
+TEST_F(OpenAiHandlerTest, OtherRoutesGoToTheNextHandler) {
+  EXPECT_EQ(Call("POST", "/v2/models/llm/infer", "{}").status, 299);
+  EXPECT_EQ(next_.last_target, "/v2/models/llm/infer");
+  HttpRequest head;
+  head.target = "/v2/models/x/infer";
+  handler_->Precheck(head);
+  head.target = "/v1/chat/completions";
+  handler_->Precheck(head);
+  EXPECT_EQ(next_.prechecks, 1);
+}
+
+TEST_F(OpenAiHandlerTest, ChatCompletionRendersTheTemplateAndAnswersInOpenAisShape) {
+  const auto r = Call("POST", "/v1/chat/completions",
+                      R"({"model":"llm","messages":[{"role":"system","content":"Be brief."},
+                          {"role":"user","content":"Hi"}],"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Header(r, "Content-Type"), "application/json");
+  EXPECT_FALSE(Header(r, "X-Request-Id").empty());
+  {
+    std::lock_guard lock(engine_.mu);
+    ASSERT_EQ(engine_.prompts.size(), 1u);
+    EXPECT_EQ(engine_.prompts[0], "<system>Be brief.<user>Hi<assistant>");
+  }
+  simdjson::dom::parser parser;
+  auto doc = Parse(parser, r.body);
+  EXPECT_EQ(std::string_view(doc["object"]), "chat.completion");
+  EXPECT_EQ(std::string_view(doc["model"]), "llm");
+  EXPECT_EQ(std::string_view(doc["choices"].at(0)["message"]["content"]), "Hello, world!");
+  EXPECT_EQ(std::string_view(doc["choices"].at(0)["message"]["role"]), "assistant");
+  EXPECT_EQ(std::string_view(doc["choices"].at(0)["finish_reason"]), "stop");
+  EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 4);
+  EXPECT_EQ(int64_t(doc["usage"]["prompt_tokens"]), 36);  // the fake counts bytes
+  ASSERT_EQ(log_.records().size(), 1u);
+  EXPECT_EQ(log_.records()[0].status, 200);
+  EXPECT_EQ(log_.records()[0].model, "llm");
+  EXPECT_EQ(log_.records()[0].version, 3);
+}
+
+TEST_F(OpenAiHandlerTest, MaxTokensEndsWithLengthAndNChoicesAreEachGenerated) {
+  const auto r = Call("POST", "/v1/completions",
+                      R"({"model":"llm","prompt":"Once","max_tokens":2,"n":2,"seed":7})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser parser;
+  auto doc = Parse(parser, r.body);
+  EXPECT_EQ(std::string_view(doc["object"]), "text_completion");
+  auto choices = doc["choices"].get_array().value();
+  ASSERT_EQ(choices.size(), 2u);
+  for (auto c : choices) {
+    EXPECT_EQ(std::string_view(c["text"]), "Hello,");
+    EXPECT_EQ(std::string_view(c["finish_reason"]), "length");
+  }
+  EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 4);
+  std::lock_guard lock(engine_.mu);
+  EXPECT_EQ(engine_.prompts, (std::vector<std::string>{"Once", "Once"}));
+}
+
+TEST_F(OpenAiHandlerTest, StreamedChatSendsNumberedEventsEndingWithDone) {
+  const auto r = Call("POST", "/v1/chat/completions",
+                      R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],
+                          "stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(r.stream);
+  EXPECT_EQ(Header(r, "Content-Type"), "text/event-stream");
+  EXPECT_EQ(Header(r, "Cache-Control"), "no-cache");
+  const std::string id = Header(r, "X-Request-Id");
+  EXPECT_EQ(id.size(), 32u);  // the stream's id: 128 random bits
+  StreamReader reader(r.stream);
+  reader.Drain();
+  EXPECT_TRUE(reader.finished);
+  const auto events = reader.Events();
+  // role, 4 contents, finish, usage, [DONE]
+  ASSERT_EQ(events.size(), 8u) << reader.text;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    ASSERT_TRUE(events[i].id);
+    EXPECT_EQ(*events[i].id, i + 1);
+  }
+  simdjson::dom::parser parser;
+  std::string content;
+  for (std::size_t i = 1; i <= 4; ++i) {
+    auto chunk = Parse(parser, events[i].data);
+    EXPECT_EQ(std::string_view(chunk["object"]), "chat.completion.chunk");
+    content += std::string_view(chunk["choices"].at(0)["delta"]["content"]);
+  }
+  EXPECT_EQ(content, "Hello, world!");
+  auto finish = Parse(parser, events[5].data);
+  EXPECT_EQ(std::string_view(finish["choices"].at(0)["finish_reason"]), "stop");
+  auto usage = Parse(parser, events[6].data);
+  EXPECT_EQ(int64_t(usage["usage"]["completion_tokens"]), 4);
+  EXPECT_EQ(events[7].data, "[DONE]");
+}
+
+TEST_F(OpenAiHandlerTest, AFinishedStreamResumesAfterItsLastEventId) {
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  ASSERT_TRUE(r.stream);
+  const std::string id = Header(r, "X-Request-Id");
+  StreamReader first(r.stream);
+  first.Drain();
+  const auto all = first.Events();
+  ASSERT_GE(all.size(), 4u);
+
+  const auto resumed = Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "2"}});
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  ASSERT_TRUE(resumed.stream);
+  StreamReader second(resumed.stream);
+  for (int i = 0; i < 100 && !second.finished; ++i) {
+    second.Drain();
+    if (!second.finished) std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(second.finished);
+  const auto rest = second.Events();
+  ASSERT_EQ(rest.size(), all.size() - 2);
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].id, all[i + 2].id);
+    EXPECT_EQ(rest[i].data, all[i + 2].data);
+  }
+  EXPECT_EQ(Call("GET", "/v1/streams/0123456789abcdef0123456789abcdef").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "x"}}).status, 400);
+}
+
+TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
+  engine_.hold = true;
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  ASSERT_TRUE(r.stream);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  auto sink = held[0].sink;
+  sink->OnStart(1, 0);
+  sink->OnToken("a", 0);
+  sink->OnToken("b", 0);
+  const auto resumed =
+      Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"), "", {{"last-event-id", "1"}});
+  ASSERT_TRUE(resumed.stream);
+  StreamReader reader(resumed.stream);
+  auto wait_events = [&](std::size_t n) {
+    for (int i = 0; i < 400 && reader.Events().size() < n; ++i) {
+      reader.Drain();
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return reader.Events();
+  };
+  auto events = wait_events(1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].id, 2u);
+  sink->OnToken("c", 0);
+  sink->OnEnd(FinishReason::kStop, {1, 3, 0}, Status::Ok());
+  events = wait_events(4);  // c, finish, [DONE]
+  ASSERT_EQ(events.size(), 4u) << reader.text;
+  EXPECT_EQ(events[3].data, "[DONE]");
+  for (int i = 0; i < 100 && !reader.finished; ++i) {
+    reader.Drain();
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(reader.finished);
+}
+
+TEST_F(OpenAiHandlerTest, AClientThatGoesStopsItsGenerationAtOnceByDefault) {
+  engine_.hold = true;
+  auto token = std::make_shared<CancellationToken>();
+  const auto r = Call(
+      "POST", "/v1/chat/completions",
+      R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],"stream":true})", {}, token);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_FALSE(held[0].request.cancellation->cancelled());
+  token->Cancel();  // the transport: the client went away
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  EXPECT_TRUE(r.stream->abandoned());
+  held[0].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+}
+
+TEST_F(OpenAiHandlerTest, WithAGraceTheGenerationGoesOnUntilItEndsOrUntilAResume) {
+  options_.disconnect_grace = milliseconds(100);
+  engine_.hold = true;
+  // Not resumed: stopped once the grace has passed.
+  auto token = std::make_shared<CancellationToken>();
+  Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})", {}, token);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  token->Cancel();
+  EXPECT_FALSE(held[0].request.cancellation->cancelled());
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  held[0].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+
+  // Resumed within the grace: it goes on.
+  auto token2 = std::make_shared<CancellationToken>();
+  const auto r =
+      Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})", {}, token2);
+  auto held2 = engine_.TakeHeld();
+  ASSERT_EQ(held2.size(), 1u);
+  token2->Cancel();
+  const auto resumed = Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"));
+  EXPECT_EQ(resumed.status, 200);
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_FALSE(held2[0].request.cancellation->cancelled());
+  held2[0].sink->OnEnd(FinishReason::kStop, {1, 0, 0}, Status::Ok());
+}
+
+TEST_F(OpenAiHandlerTest, AClientThatDoesNotReadGetsAnErrorEventAndTheGenerationStops) {
+  options_.max_pending_stream_bytes = 1000;
+  engine_.hold = true;
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  for (int i = 0; i < 100 && !held[0].request.cancellation->cancelled(); ++i)
+    held[0].sink->OnToken(std::string(100, 'z'), 0);  // nobody takes the stream's parts
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  StreamReader reader(r.stream);
+  reader.Drain();
+  EXPECT_TRUE(reader.finished);
+  const auto events = reader.Events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events.back().data.find("too slowly"), std::string::npos);
+  held[0].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+}
+
+TEST_F(OpenAiHandlerTest, AnIdleStreamGetsHeartbeatComments) {
+  options_.heartbeat_interval = milliseconds(20);
+  engine_.hold = true;
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  StreamReader reader(r.stream);
+  int comments = 0;
+  for (int i = 0; i < 100 && comments < 2; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    reader.Drain();
+    comments = 0;
+    reader.Events(&comments);
+  }
+  EXPECT_GE(comments, 2);
+  EXPECT_NE(reader.text.find(": ping\n\n"), std::string::npos);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  held[0].sink->OnEnd(FinishReason::kStop, {}, Status::Ok());
+}
+
+TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
+  auto r = Call("POST", "/v2/models/llm/generate",
+                R"({"text_input":"x","parameters":{"max_tokens":3}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser parser;
+  auto doc = Parse(parser, r.body);
+  EXPECT_EQ(std::string_view(doc["model_name"]), "llm");
+  EXPECT_EQ(std::string_view(doc["model_version"]), "3");
+  EXPECT_EQ(std::string_view(doc["text_output"]), "Hello, world");
+
+  r = Call("POST", "/v2/models/llm/versions/3/generate_stream", R"({"text_input":"x"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(r.stream);
+  StreamReader reader(r.stream);
+  reader.Drain();
+  EXPECT_TRUE(reader.finished);
+  const auto events = reader.Events();
+  ASSERT_EQ(events.size(), 4u) << reader.text;  // one per token; no [DONE] in Triton's
+  std::string text;
+  for (const auto& e : events) text += std::string_view(Parse(parser, e.data)["text_output"]);
+  EXPECT_EQ(text, "Hello, world!");
+
+  r = Call("POST", "/v2/models/nope/generate", R"({"text_input":"x"})");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(Parse(parser, r.body)["error"].get_string().value().find("nope"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/v2/models/llm/generate").status, 405);
+}
+
+TEST_F(OpenAiHandlerTest, ModelsListsTheGeneratingModelsOnly) {
+  auto r = Call("GET", "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  simdjson::dom::parser parser;
+  auto doc = Parse(parser, r.body);
+  auto data = doc["data"].get_array().value();
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(std::string_view(data.at(0)["id"]), "llm");
+  EXPECT_EQ(Call("GET", "/v1/models/llm").status, 200);
+  r = Call("GET", "/v1/models/tensors");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(std::string_view(Parse(parser, r.body)["error"]["code"]), "model_not_found");
+  EXPECT_EQ(Call("POST", "/v1/models").status, 405);
+  EXPECT_EQ(Call("GET", "/v1/embeddings").status, 404);
+}
+
+TEST_F(OpenAiHandlerTest, ErrorsAreInOpenAisShapeAndChangeNothing) {
+  simdjson::dom::parser parser;
+  auto r = Call("POST", "/v1/chat/completions",
+                R"({"model":"nope","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(r.status, 404);
+  auto doc = Parse(parser, r.body);
+  EXPECT_EQ(std::string_view(doc["error"]["code"]), "model_not_found");
+  EXPECT_EQ(std::string_view(doc["error"]["type"]), "invalid_request_error");
+
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"tensors","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("does not generate text"), std::string::npos);
+
+  r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","max_tokens":-3})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(std::string_view(Parse(parser, r.body)["error"]["param"]), "max_tokens");
+
+  r = Call("POST", "/v1/completions", "{not json");
+  EXPECT_EQ(r.status, 400);
+
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"llm","messages":[{"role":"user","content":"x"}],"stream":true})");
+  EXPECT_EQ(r.status, 200);  // accepted...
+  engine_.refuse = InvalidArgument("the prompt is longer than the context (9000 > 512 tokens)");
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"llm","messages":[{"role":"user","content":"x"}],"stream":true})");
+  EXPECT_EQ(r.status, 400);  // ...refused at once: a plain error, not a stream
+  EXPECT_FALSE(r.stream);
+  EXPECT_NE(r.body.find("longer than the context"), std::string::npos);
+  r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})");
+  EXPECT_EQ(r.status, 400);
+}
+
+}  // namespace
+}  // namespace harrier::openai

@@ -1,0 +1,81 @@
+// A GenerativeModel for generation front-end tests: no engine, no threads. The chat template
+// writes "<role>content" per message then "<assistant>". In scripted mode (the default) Generate
+// plays `script` at once on the calling thread: OnStart, one OnToken per piece (up to
+// max_tokens, stopping early when the request's token is cancelled), then OnEnd (length when
+// max_tokens cut it, else stop). In held mode (`hold`) it keeps each request and its sink for the
+// test to drive.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harrier/generation.h"
+
+namespace harrier::testing {
+
+class FakeGenerativeModel : public GenerativeModel {
+ public:
+  struct Held {
+    GenerationRequest request;
+    std::shared_ptr<GenerationSink> sink;
+  };
+
+  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
+    std::string out;
+    for (const auto& m : messages) {
+      if (m.role == "tool") return InvalidArgument("the template knows no role 'tool'");
+      out += "<" + m.role + ">" + m.content;
+    }
+    return out + "<assistant>";
+  }
+
+  Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
+    {
+      std::lock_guard lock(mu);
+      prompts.push_back(request.prompt);
+      if (!refuse.ok()) return refuse;
+      if (hold) {
+        held.push_back({std::move(request), std::move(sink)});
+        return Status::Ok();
+      }
+    }
+    const int prompt_tokens = static_cast<int>(request.prompt.size());
+    sink->OnStart(prompt_tokens, 0);
+    int produced = 0;
+    for (const auto& piece : script) {
+      if (request.cancellation && request.cancellation->cancelled()) {
+        sink->OnEnd(FinishReason::kCancelled, {prompt_tokens, produced, 0}, Status::Ok());
+        return Status::Ok();
+      }
+      if (request.max_tokens >= 0 && produced >= request.max_tokens) {
+        sink->OnEnd(FinishReason::kLength, {prompt_tokens, produced, 0}, Status::Ok());
+        return Status::Ok();
+      }
+      sink->OnToken(piece, -0.5f);
+      ++produced;
+    }
+    sink->OnEnd(FinishReason::kStop, {prompt_tokens, produced, 0}, Status::Ok());
+    return Status::Ok();
+  }
+
+  int context_size() const override { return 512; }
+  GenerationStats Stats() const override { return {}; }
+  void Shutdown() override {}
+
+  std::vector<Held> TakeHeld() {
+    std::lock_guard lock(mu);
+    return std::exchange(held, {});
+  }
+
+  std::vector<std::string> script = {"Hello", ",", " world", "!"};
+  bool hold = false;
+  Status refuse;  // not OK: Generate returns it
+  std::mutex mu;
+  std::vector<std::string> prompts;  // guarded by mu
+  std::vector<Held> held;            // guarded by mu
+};
+
+}  // namespace harrier::testing
