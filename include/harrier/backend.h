@@ -13,6 +13,7 @@
 
 #include "harrier/cancellation.h"
 #include "harrier/data_type.h"
+#include "harrier/generation.h"
 #include "harrier/status.h"
 #include "harrier/tensor.h"
 
@@ -83,8 +84,27 @@ class Backend {
   virtual StatusOr<ModelSignature> Inspect(const std::string& model_path) = 0;
 
   // Loads one instance. Same errors as Inspect, kInternal for engine failures.
-  virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& model_path,
-                                                                  const InstanceOptions& options) = 0;
+  virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(
+      const std::string& model_path, const InstanceOptions& options) = 0;
+};
+
+// An engine for models that generate text (llama.cpp): one GenerativeModel per version, which
+// runs its own sequences (continuous batching) instead of instances a scheduler feeds.
+class GenerativeBackend {
+ public:
+  virtual ~GenerativeBackend() = default;
+  // The config's `backend` that chooses it ("llama.cpp"), and the platform reported for it.
+  virtual std::string_view name() const = 0;
+  virtual std::string_view platform() const = 0;
+  // The file a version directory holds by default ("model.gguf"); a version directory with
+  // this file (and without the tensor backend's) is this engine's even without a config.
+  virtual std::string_view default_model_filename() const = 0;
+  // Loads the model at `model_path` with the config's `parameters` (documented by the engine);
+  // `usable_cores` sizes its threads when the parameters do not. kNotFound when the file does
+  // not exist, kInvalidArgument when it is not a model or a parameter is bad, kInternal else.
+  virtual StatusOr<std::unique_ptr<GenerativeModel>> Load(
+      const std::string& model_path, const std::map<std::string, std::string>& parameters,
+      int usable_cores) = 0;
 };
 
 }  // namespace harrier

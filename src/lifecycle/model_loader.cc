@@ -1,11 +1,14 @@
 #include "lifecycle/model_loader.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <map>
 #include <random>
 
 #include "core/cpu_quota.h"
@@ -224,6 +227,8 @@ ModelLoader::ModelLoader(const Options& options)
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version,
     std::shared_ptr<TrafficController> traffic) {
+  if (IsGenerative(dir, base_config, version))
+    return LoadGenerativeVersion(dir, base_config, version, std::move(traffic));
   Backend& backend = *options_.backend;
   inference::ModelConfig config = base_config;
   const std::string filename = config.default_model_filename().empty()
@@ -295,6 +300,110 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
           ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
           : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
                 " us");
+  return loaded;
+}
+
+namespace {
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The implicit warm-up of a generator: one greedy token, waited for.
+class WarmupSink : public GenerationSink {
+ public:
+  void OnStart(int, int) override {}
+  void OnToken(std::string_view, float) override {}
+  void OnEnd(FinishReason reason, const GenerationUsage&, const Status& status) override {
+    done.set_value(reason == FinishReason::kError ? status : Status::Ok());
+  }
+  std::promise<Status> done;
+};
+
+}  // namespace
+
+bool ModelLoader::IsGenerative(const ModelDirectory& dir, const inference::ModelConfig& config,
+                               int64_t version) const {
+  if (options_.generative_backend == nullptr) {
+    return config.backend() == "llama.cpp" ||
+           (config.backend().empty() && config.platform().empty() &&
+            IsRegularFile(dir.path + "/" + std::to_string(version) + "/model.gguf") &&
+            !IsRegularFile(dir.path + "/" + std::to_string(version) + "/" +
+                           std::string(options_.backend->default_model_filename())));
+  }
+  const GenerativeBackend& g = *options_.generative_backend;
+  if (config.backend() == g.name() || config.platform() == g.platform()) return true;
+  if (!config.backend().empty() || !config.platform().empty()) return false;
+  const std::string version_dir = dir.path + "/" + std::to_string(version) + "/";
+  const std::string file = config.default_model_filename().empty()
+                               ? std::string(g.default_model_filename())
+                               : config.default_model_filename();
+  return IsRegularFile(version_dir + file) &&
+         !IsRegularFile(version_dir + std::string(options_.backend->default_model_filename()));
+}
+
+std::string_view ModelLoader::PlatformFor(const ModelDirectory& dir,
+                                          const inference::ModelConfig& config) const {
+  const int64_t latest = dir.versions.empty() ? 1 : dir.versions.back();
+  if (options_.generative_backend != nullptr && IsGenerative(dir, config, latest))
+    return options_.generative_backend->platform();
+  return options_.backend->platform();
+}
+
+StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
+    const ModelDirectory& dir, inference::ModelConfig config, int64_t version,
+    std::shared_ptr<TrafficController> traffic) {
+  const std::string where = dir.config_path.empty() ? dir.path : dir.config_path;
+  if (options_.generative_backend == nullptr) {
+    return Unimplemented(where +
+                         ": this model generates text (llama.cpp), and this build of the server "
+                         "has no llama.cpp engine");
+  }
+  GenerativeBackend& backend = *options_.generative_backend;
+  if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
+    return InvalidArgument(where + ": a " + std::string(backend.name()) +
+                           " model takes text, not tensors: its config has no input, output "
+                           "or max_batch_size");
+  }
+  if (config.name().empty()) config.set_name(dir.name);
+  config.set_backend(std::string(backend.name()));
+  config.set_platform(std::string(backend.platform()));
+  if (config.default_model_filename().empty())
+    config.set_default_model_filename(std::string(backend.default_model_filename()));
+  const std::string model_path =
+      dir.path + "/" + std::to_string(version) + "/" + config.default_model_filename();
+  std::map<std::string, std::string> parameters;
+  for (const auto& [key, value] : config.parameters()) parameters[key] = value.string_value();
+
+  auto engine = backend.Load(model_path, parameters, options_.usable_cores);
+  if (!engine.ok()) return engine.status().WithContext(model_path);
+  std::shared_ptr<GenerativeModel> generator = std::move(engine).value();
+
+  LoadedModel::Options model_options;
+  model_options.name = dir.name;
+  model_options.version = version;
+  model_options.config_json = ModelConfigToJson(config);
+  model_options.traffic = std::move(traffic);
+  model_options.generator = generator;
+  ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
+                   LoadedModel::Create(std::move(model_options), {}));
+
+  // Warm-up: one greedy token, so that the first request does not pay for the first decode.
+  // A failure is logged and the version serves (as for tensor models' implicit warm-up).
+  LoadedVersion loaded{model, ""};
+  GenerationRequest warm;
+  warm.prompt = "Hello";
+  warm.max_tokens = 1;
+  warm.sampling.temperature = 0;
+  auto sink = std::make_shared<WarmupSink>();
+  auto finished = sink->done.get_future();
+  Status warmed = generator->Generate(std::move(warm), sink);
+  if (warmed.ok()) warmed = finished.get();
+  if (!warmed.ok()) loaded.warmup_failure = warmed.message();
+  const GenerationStats stats = generator->Stats();
+  spdlog::info("model '{}' version {}: {} (context {} tokens, {} KV cells)", dir.name, version,
+               backend.name(), generator->context_size(), stats.kv_cells_total);
   return loaded;
 }
 

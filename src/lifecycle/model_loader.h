@@ -27,6 +27,9 @@ class ModelLoader {
  public:
   struct Options {
     Backend* backend = nullptr;  // required; not owned
+    // Models that generate text (a GGUF file, or `backend: "llama.cpp"`); null: such a model
+    // fails to load, saying that this build has no such engine. Not owned.
+    GenerativeBackend* generative_backend = nullptr;
     // Instances x intra-op threads are sized not to exceed it unless a config says otherwise.
     int usable_cores = 1;
     AdmissionController* admission = nullptr;  // not owned; null: no admission control
@@ -53,7 +56,20 @@ class ModelLoader {
                                       const inference::ModelConfig& config, int64_t version,
                                       std::shared_ptr<TrafficController> traffic = nullptr);
 
+  // Whether version `version` of `dir` with `config` is a text generator's: the config names
+  // the generative backend, or names no backend or platform while the version directory holds
+  // the generative backend's default file and not the tensor backend's.
+  bool IsGenerative(const ModelDirectory& dir, const inference::ModelConfig& config,
+                    int64_t version) const;
+  // The platform the model's index entry and metadata report (before any version loaded).
+  std::string_view PlatformFor(const ModelDirectory& dir,
+                               const inference::ModelConfig& config) const;
+
  private:
+  StatusOr<LoadedVersion> LoadGenerativeVersion(const ModelDirectory& dir,
+                                                inference::ModelConfig config, int64_t version,
+                                                std::shared_ptr<TrafficController> traffic);
+
   const Options options_;
   const std::vector<int> allowed_cpus_;  // empty unless pinning
   std::atomic<size_t> next_cpu_{0};      // round-robin position for pinned instance workers

@@ -181,6 +181,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   static ModelLoader::Options LoaderOptions(const Options& options) {
     ModelLoader::Options o;
     o.backend = options.backend;
+    o.generative_backend = options.generative_backend;
     o.usable_cores = options.usable_cores;
     o.admission = options.admission;
     o.pin_instance_workers = options.pin_instance_workers;
@@ -253,7 +254,7 @@ void ModelRepositoryManagerImpl::LoadAll() {
     for (const ModelDirectory& dir : *dirs) {
       ModelEntry entry;
       if (explicit_mode && !named(dir.name)) {
-        entry.platform = std::string(options_.backend->platform());
+        entry.platform = std::string(loader_.PlatformFor(dir, inference::ModelConfig()));
         entry.reason = "unloaded";
         entry.unloaded = true;
         SetModel(dir.name, std::move(entry));
@@ -308,7 +309,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
                   s.message());
     if (serving.empty()) {
       ModelEntry entry;
-      entry.platform = std::string(options_.backend->platform());
+      entry.platform = std::string(loader_.PlatformFor(dir, inference::ModelConfig()));
       entry.reason = client_paths_.Rewrite(s.message());
       SetModel(dir.name, std::move(entry));
     }
@@ -350,7 +351,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
-    entry.platform = std::string(options_.backend->platform());
+    entry.platform = std::string(loader_.PlatformFor(dir, config));
     entry.reason.clear();
     entry.unloaded = false;
     for (int64_t v : to_load)

@@ -38,6 +38,8 @@ class ModelRepositoryManager : public ModelManager {
   struct Options {
     std::string repository_path;  // required
     Backend* backend = nullptr;   // required; not owned, must outlive the manager
+    // Text generators (llama.cpp; docs/generation.md); null: none. Not owned, as above.
+    GenerativeBackend* generative_backend = nullptr;
     // Cores the server may use (cgroup quota aware); 0 = detect. Instances x intra-op threads
     // are sized not to exceed it unless a model's config says otherwise.
     int usable_cores = 0;
