@@ -27,6 +27,14 @@ Status ValidateSamplingParams(const SamplingParams& p) {
   if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0) {
     return OutOfRange("repeat_penalty", std::to_string(p.repeat_penalty), "must be > 0 (1 = off)");
   }
+  if (!std::isfinite(p.frequency_penalty)) {
+    return OutOfRange("frequency_penalty", std::to_string(p.frequency_penalty),
+                      "must be finite (0 = off)");
+  }
+  if (!std::isfinite(p.presence_penalty)) {
+    return OutOfRange("presence_penalty", std::to_string(p.presence_penalty),
+                      "must be finite (0 = off)");
+  }
   if (p.repeat_last_n < -1) {
     return OutOfRange("repeat_last_n", std::to_string(p.repeat_last_n),
                       "must be >= -1 (-1 = the whole context, 0 = off)");
@@ -39,11 +47,12 @@ SamplerChain MakeSamplerChain(const SamplingParams& p, int n_vocab, int context_
   chain_params.no_perf = true;
   SamplerChain chain(llama_sampler_chain_init(chain_params));
   const int last_n = p.repeat_last_n == -1 ? context_size : p.repeat_last_n;
-  if (p.repeat_penalty != 1.0f && last_n > 0) {
+  const bool penalised =
+      p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (penalised && last_n > 0) {
     llama_sampler_chain_add(chain.get(),
                             llama_sampler_init_penalties(n_vocab, last_n, p.repeat_penalty,
-                                                         /*penalty_freq=*/0.0f,
-                                                         /*penalty_present=*/0.0f));
+                                                         p.frequency_penalty, p.presence_penalty));
   }
   if (p.temperature == 0.0f) {
     llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());

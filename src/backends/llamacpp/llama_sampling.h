@@ -13,7 +13,8 @@ namespace harrier {
 
 // kInvalidArgument naming the first parameter out of range: temperature >= 0, top_k >= 0
 // (0: off), top_p in (0, 1] (1: off), min_p in [0, 1) (0: off), repeat_penalty > 0 (1: off),
-// repeat_last_n >= -1 (-1: the whole context, 0: off).
+// frequency_penalty and presence_penalty finite (0: off), repeat_last_n >= -1 (-1: the whole
+// context, 0: off).
 Status ValidateSamplingParams(const SamplingParams& params);
 
 struct SamplerChainDeleter {
@@ -21,7 +22,8 @@ struct SamplerChainDeleter {
 };
 using SamplerChain = std::unique_ptr<llama_sampler, SamplerChainDeleter>;
 
-// The chain, in llama.cpp's usual order: repetition penalty (when on), then either greedy
+// The chain, in llama.cpp's usual order: the penalties (one llama.cpp sampler for the
+// repetition, frequency and presence penalties; when any is on), then either greedy
 // (temperature 0) or top-k, top-p, min-p (each when on), temperature and a seeded draw.
 // `context_size` is what repeat_last_n = -1 stands for.
 // REQUIRES: ValidateSamplingParams(params) is OK.

@@ -582,6 +582,24 @@ TEST_F(LlamaEngineTest, SeededSamplingIsReproducible) {
   EXPECT_NE(first, Run(*engine, Greedy("Pick a word:", 24)).texts) << "sampling looked greedy";
 }
 
+TEST_F(LlamaEngineTest, PenaltiesChangeGreedyOutput) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  const std::string prompt = "again and again and again and again";
+  const std::vector<std::string> plain = Run(*engine, Greedy(prompt, 24)).texts;
+  GenerationRequest repeat = Greedy(prompt, 24);
+  repeat.sampling.repeat_penalty = 1.5f;
+  GenerationRequest presence = Greedy(prompt, 24);
+  presence.sampling.presence_penalty = 2.0f;
+  GenerationRequest frequency = Greedy(prompt, 24);
+  frequency.sampling.frequency_penalty = 2.0f;
+  EXPECT_NE(Run(*engine, repeat).texts, plain);
+  EXPECT_NE(Run(*engine, presence).texts, plain);
+  EXPECT_NE(Run(*engine, frequency).texts, plain);
+  // Still greedy: deterministic.
+  EXPECT_EQ(Run(*engine, presence).texts, Run(*engine, presence).texts);
+}
+
 TEST_F(LlamaEngineTest, LogprobsWhenAsked) {
   auto engine = Engine(Options());
   ASSERT_NE(engine, nullptr);

@@ -58,6 +58,16 @@ INSTANTIATE_TEST_SUITE_P(
         ParamsCase{"min_p_one", With([](SamplingParams& p) { p.min_p = 1; }), "min_p"},
         ParamsCase{"zero_penalty", With([](SamplingParams& p) { p.repeat_penalty = 0; }),
                    "repeat_penalty"},
+        ParamsCase{"openai_penalties", With([](SamplingParams& p) {
+                     p.frequency_penalty = -2;
+                     p.presence_penalty = 2;
+                   }),
+                   nullptr},
+        ParamsCase{"infinite_frequency_penalty",
+                   With([](SamplingParams& p) { p.frequency_penalty = INFINITY; }),
+                   "frequency_penalty"},
+        ParamsCase{"nan_presence_penalty",
+                   With([](SamplingParams& p) { p.presence_penalty = NAN; }), "presence_penalty"},
         ParamsCase{"last_n_below_minus_one", With([](SamplingParams& p) { p.repeat_last_n = -2; }),
                    "repeat_last_n"}),
     [](const ::testing::TestParamInfo<ParamsCase>& info) { return std::string(info.param.name); });
@@ -81,6 +91,14 @@ TEST(MakeSamplerChain, GreedyIsOneSamplerAndPenaltiesComeFirst) {
     names += std::string(llama_sampler_name(llama_sampler_chain_get(chain.get(), i))) + " ";
   }
   EXPECT_EQ(names, "penalties top-k top-p min-p temp dist ");
+
+  // OpenAI's penalties alone switch the penalties sampler on.
+  SamplingParams openai;
+  openai.temperature = 0;
+  openai.presence_penalty = 0.5f;
+  SamplerChain with_presence = MakeSamplerChain(openai, 100, 64);
+  ASSERT_EQ(llama_sampler_chain_n(with_presence.get()), 2);
+  EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(with_presence.get(), 0)), "penalties");
 }
 
 }  // namespace
