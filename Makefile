@@ -1,6 +1,7 @@
 # Harrier — the two commands a fresh Debian 12 machine needs: `make run` and `make test`.
 #
-#   make deps        install Debian packages + ONNX Runtime 1.29.0 (idempotent; tools/deps.sh)
+#   make deps        install Debian packages, ONNX Runtime 1.29.0 and llama.cpp v0.4.0 (built once
+#                    into ~/.cache/harrier-deps; idempotent; tools/deps.sh)
 #   make build       configure and build build/harrier (Ninja, ccache, -Werror)
 #   make models      generate the example repository's models (examples/models)
 #   make run         deps + build + models, then serve examples/models on port 8000

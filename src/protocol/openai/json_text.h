@@ -1,6 +1,6 @@
 // AppendJsonString for text that may not be valid UTF-8 (a model's output, a client's echo):
 // core/json_writer.h trusts its caller, and one stray byte would make the whole body invalid
-// JSON, so ill-formed bytes become U+FFFD first (utf8_holdback.h).
+// JSON, so ill-formed bytes become U+FFFD first (core/utf8_holdback.h).
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "core/json_writer.h"
 #include "core/utf8.h"
-#include "protocol/openai/utf8_holdback.h"
+#include "core/utf8_holdback.h"
 
 namespace harrier::openai {
 

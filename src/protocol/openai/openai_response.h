@@ -8,8 +8,8 @@
 // role chunk.
 //
 // Text may hold any bytes: ill-formed UTF-8 is written as U+FFFD, so every answer is valid
-// JSON. Streamed text should still pass through a Utf8Holdback (utf8_holdback.h) first, so a
-// character split over two tokens arrives whole instead of as two replacement characters.
+// JSON. Streamed text should still pass through a Utf8Holdback (core/utf8_holdback.h) first,
+// so a character split over two tokens arrives whole instead of as two replacement characters.
 #pragma once
 
 #include <cstdint>

@@ -8,13 +8,14 @@
 // U+FFFD, one per maximal ill-formed subpart (Unicode's recommended practice, which is also
 // what WHATWG decoders and Python's errors="replace" do).
 //
-// Lives here, not in core/utf8.h, while the token stream is its only user.
+// Users: the llama.cpp engine, for each sequence's output (through its StopMatcher), and the
+// OpenAI writers, for any text that goes into JSON (ReplaceInvalidUtf8).
 #pragma once
 
 #include <string>
 #include <string_view>
 
-namespace harrier::openai {
+namespace harrier {
 
 // Not thread-safe: one per generated sequence.
 class Utf8Holdback {
@@ -38,4 +39,4 @@ class Utf8Holdback {
 // Returns `s` unchanged when it is valid.
 std::string ReplaceInvalidUtf8(std::string_view s);
 
-}  // namespace harrier::openai
+}  // namespace harrier

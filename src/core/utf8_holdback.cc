@@ -1,8 +1,8 @@
-#include "protocol/openai/utf8_holdback.h"
+#include "core/utf8_holdback.h"
 
 #include "core/utf8.h"
 
-namespace harrier::openai {
+namespace harrier {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
@@ -105,4 +105,4 @@ std::string ReplaceInvalidUtf8(std::string_view s) {
   return out;
 }
 
-}  // namespace harrier::openai
+}  // namespace harrier

@@ -1,4 +1,4 @@
-#include "protocol/openai/utf8_holdback.h"
+#include "core/utf8_holdback.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/utf8.h"
 
-namespace harrier::openai {
+namespace harrier {
 namespace {
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -92,4 +92,4 @@ TEST(Utf8HoldbackTest, ReplaceInvalidUtf8) {
 }
 
 }  // namespace
-}  // namespace harrier::openai
+}  // namespace harrier

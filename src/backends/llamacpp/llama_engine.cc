@@ -1,0 +1,798 @@
+#include "backends/llamacpp/llama_engine.h"
+
+#include <ggml-cpu.h>
+#include <llama.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <iterator>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "backends/llamacpp/llama_runtime.h"
+#include "backends/llamacpp/llama_sampling.h"
+#include "backends/llamacpp/slot_choice.h"
+#include "backends/llamacpp/stop_matcher.h"
+#include "core/cpu_quota.h"
+#include "core/thread_spawner.h"
+
+namespace harrier {
+namespace {
+
+// llama_chat_apply_template's name for the template used when the GGUF has none it knows.
+constexpr const char* kDefaultChatTemplate = "chatml";
+
+struct ModelDeleter {
+  void operator()(llama_model* model) const { llama_model_free(model); }
+};
+struct ContextDeleter {
+  void operator()(llama_context* context) const { llama_free(context); }
+};
+struct ThreadpoolDeleter {
+  void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
+};
+using ModelPtr = std::unique_ptr<llama_model, ModelDeleter>;
+using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
+using ThreadpoolPtr = std::unique_ptr<ggml_threadpool, ThreadpoolDeleter>;
+
+// A request Generate accepted, its prompt tokenized.
+struct Job {
+  GenerationRequest request;
+  std::shared_ptr<GenerationSink> sink;
+  std::vector<llama_token> prompt;
+};
+
+// A request holding a slot.
+struct Sequence {
+  Sequence(Job job_in, SamplerChain sampler_in)
+      : job(std::move(job_in)), sampler(std::move(sampler_in)), stop(job.request.stop) {}
+
+  Job job;
+  SamplerChain sampler;
+  StopMatcher stop;
+  uint64_t admitted = 0;      // admission order: the largest is the youngest
+  int reused_tokens = 0;      // prompt tokens found in the slot's cache
+  size_t prompt_decoded = 0;  // prompt tokens whose KV cells the slot holds
+  int generated = 0;          // tokens sampled
+  // Sampled and sent, to be decoded in the next step (LLAMA_TOKEN_NULL while reading the prompt).
+  llama_token next_token = LLAMA_TOKEN_NULL;
+
+  // This step's share of the batch.
+  int chunk_tokens = 0;       // prompt tokens
+  bool decodes_next = false;  // next_token
+  int32_t output_index = -1;  // the batch row it samples from; -1: none this step
+};
+
+// One of the context's sequences (seq_id = its index).
+struct Slot {
+  llama_seq_id seq_id = 0;
+  // The tokens whose KV cells this sequence holds, at positions 0..size-1. Kept when a request
+  // leaves, for prefix reuse.
+  std::vector<llama_token> cached;
+  std::unique_ptr<Sequence> sequence;  // null: free
+  uint64_t last_used = 0;              // when a request last left it
+};
+
+bool IsCancelled(const GenerationRequest& request) {
+  return request.cancellation != nullptr && request.cancellation->cancelled();
+}
+
+float LogProbability(const float* logits, int n_vocab, llama_token token) {
+  const float max_logit = *std::max_element(logits, logits + n_vocab);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  return static_cast<float>(logits[token] - max_logit - std::log(sum));
+}
+
+void AddToBatch(llama_batch& batch, llama_token token, llama_pos pos, llama_seq_id seq_id,
+                bool output) {
+  const int i = batch.n_tokens++;
+  batch.token[i] = token;
+  batch.pos[i] = pos;
+  batch.n_seq_id[i] = 1;
+  batch.seq_id[i][0] = seq_id;
+  batch.logits[i] = output ? 1 : 0;
+}
+
+Status ValidateOptions(const LlamaEngine::Options& o) {
+  if (o.model_path.empty()) return InvalidArgument("model_path is empty");
+  if (o.context_size <= 0) return InvalidArgument("context_size must be > 0");
+  if (o.threads < 0) return InvalidArgument("threads must be >= 0 (0 = the usable cores)");
+  const auto max_sequences = static_cast<int>(llama_max_parallel_sequences());
+  if (o.parallel_sequences < 1 || o.parallel_sequences > max_sequences) {
+    return InvalidArgument("parallel_sequences must be in 1.." + std::to_string(max_sequences));
+  }
+  if (o.batch_size < o.parallel_sequences) {
+    return InvalidArgument(
+        "batch_size must be >= parallel_sequences (each generating sequence "
+        "puts a token in every step)");
+  }
+  if (o.ubatch_size < 1 || o.ubatch_size > o.batch_size) {
+    return InvalidArgument("ubatch_size must be in 1..batch_size");
+  }
+  if (o.max_waiting_requests < 0) return InvalidArgument("max_waiting_requests must be >= 0");
+  if (o.clock == nullptr) return InvalidArgument("clock is null");
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct LlamaEngine::Impl {
+  ~Impl() {
+    if (batch.token != nullptr) llama_batch_free(batch);
+  }
+
+  StatusOr<std::vector<llama_token>> Tokenize(std::string_view text) const;
+  // Throws std::invalid_argument for a prompt llama.cpp cannot tokenize.
+  std::vector<llama_token> TokenizeOrThrow(std::string_view text) const;
+  std::string Piece(llama_token token) const;
+  StatusOr<std::string> FormatChat(const std::vector<ChatMessage>& messages,
+                                   bool add_generation_prompt) const;
+
+  // The engine thread.
+  void Run(std::promise<Status>* ready);
+  void Loop();
+  void EndExpired();
+  void Admit();
+  void Step();
+  void Sample(Slot& slot, int32_t output_index);
+  void OnDecodeFailure(int32_t code);
+  // Ends the request in `slot` (its OnEnd runs last). Its KV cells stay as the slot's cache,
+  // unless it ended with an error: then they are dropped, as they may be half written.
+  void End(Slot& slot, FinishReason reason, const Status& status);
+  void EndQueued(Job& job, FinishReason reason, const Status& status);
+  void EndYoungest(const Status& status);
+  void FailActive(const Status& status);
+  // Cells neither held by a slot nor taken by this step's batch so far.
+  int FreeCells() const;
+  // Drops free slots' caches, least recently used first, until `cells` are free (or none is
+  // left to drop); returns the free cells.
+  int MakeRoom(int cells);
+  // Cells a new request could have for its prompt, besides the `reused` ones its slot keeps: all
+  // but those live requests hold or will need for the rest of their prompts and their next
+  // tokens (free slots' caches can be dropped).
+  int CellsForNewRequest(size_t reused) const;
+  void PublishStats(int ended_requests);
+
+  // Constant after construction.
+  Options options;
+  ModelPtr model;  // declared before the context, so destroyed after it
+  ContextPtr context;
+  const llama_vocab* vocab = nullptr;
+  llama_memory_t memory = nullptr;
+  int threads = 1;
+  int n_ctx = 0;      // cells in the unified KV cache
+  int n_ctx_seq = 0;  // the most one sequence may hold
+  int n_batch = 0;
+  int n_vocab = 0;
+  std::string chat_template;  // the GGUF's, or empty for kDefaultChatTemplate
+
+  // The engine thread's own.
+  std::vector<Slot> slots;
+  llama_batch batch{};
+  std::deque<Job> queue;  // taken from the inbox, waiting for a slot (oldest first)
+  int active = 0;         // slots holding a request
+  uint64_t admissions = 0;
+  uint64_t slot_clock = 0;
+  LlamaEngineStats totals;  // the running totals (prompt, reused, generated tokens, steps)
+  ThreadpoolPtr threadpool;
+
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::deque<Job> inbox;       // guarded by mu: accepted by Generate, not yet seen by the engine
+  bool stopping = false;       // guarded by mu
+  int in_engine = 0;           // guarded by mu: accepted requests whose OnEnd has not run
+  LlamaEngineStats published;  // guarded by mu
+
+  std::mutex shutdown_mu;  // serialises Shutdown's join
+  std::thread thread;      // guarded by shutdown_mu after Create
+};
+
+StatusOr<std::vector<llama_token>> LlamaEngine::Impl::Tokenize(std::string_view text) const {
+  try {
+    return TokenizeOrThrow(text);
+  } catch (const std::invalid_argument& e) {
+    return InvalidArgument(e.what());
+  } catch (const std::exception& e) {
+    return Internal(std::string("llama.cpp cannot tokenize the prompt: ") + e.what());
+  }
+}
+
+std::vector<llama_token> LlamaEngine::Impl::TokenizeOrThrow(std::string_view text) const {
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
+    throw std::invalid_argument("the prompt is too long to tokenize");
+  }
+  const auto length = static_cast<int32_t>(text.size());
+  std::vector<llama_token> tokens(text.size() + 2);
+  // add_special: BOS where the model wants one; parse_special: a templated prompt writes special
+  // tokens as text.
+  int32_t n = llama_tokenize(vocab, text.data(), length, tokens.data(),
+                             static_cast<int32_t>(tokens.size()), /*add_special=*/true,
+                             /*parse_special=*/true);
+  if (n < 0 && n != std::numeric_limits<int32_t>::min()) {
+    tokens.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), length, tokens.data(),
+                       static_cast<int32_t>(tokens.size()), true, true);
+  }
+  if (n < 0) throw std::invalid_argument("the prompt cannot be tokenized");
+  tokens.resize(static_cast<size_t>(n));
+  // A chat template that writes BOS itself, after llama.cpp added one.
+  const llama_token bos = llama_vocab_bos(vocab);
+  if (tokens.size() >= 2 && bos != LLAMA_TOKEN_NULL && tokens[0] == bos && tokens[1] == bos) {
+    tokens.erase(tokens.begin());
+  }
+  return tokens;
+}
+
+std::string LlamaEngine::Impl::Piece(llama_token token) const {
+  std::string piece(32, '\0');
+  int32_t n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()),
+                                   /*lstrip=*/0, /*special=*/false);
+  if (n < 0) {
+    piece.resize(static_cast<size_t>(-n));
+    n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()), 0,
+                             false);
+  }
+  piece.resize(static_cast<size_t>(std::max(n, 0)));
+  return piece;
+}
+
+void LlamaEngine::Impl::Run(std::promise<Status>* ready) {
+  // The pool is created here, on a thread SpawnThread started at the normal priority, because
+  // its threads inherit the creator's (a load runs on the nice +10 lifecycle thread). Polling
+  // off: its threads sleep between graphs instead of spinning on cores other models share.
+  ggml_threadpool_params params = ggml_threadpool_params_default(threads);
+  params.poll = 0;
+  threadpool.reset(ggml_threadpool_new(&params));
+  if (threadpool == nullptr) {
+    ready->set_value(
+        Internal("ggml cannot create a thread pool of " + std::to_string(threads) + " threads"));
+    return;
+  }
+  llama_attach_threadpool(context.get(), threadpool.get(), threadpool.get());
+  ready->set_value(Status::Ok());  // `ready` is gone after this
+  Loop();
+  llama_detach_threadpool(context.get());
+  threadpool.reset();
+}
+
+void LlamaEngine::Impl::Loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu);
+      // Cancellation and deadlines need no wake-up: the loop only sleeps with no request at all.
+      wake.wait(lock, [&] { return stopping || !inbox.empty() || !queue.empty() || active > 0; });
+      std::move(inbox.begin(), inbox.end(), std::back_inserter(queue));
+      inbox.clear();
+      if (stopping) break;
+    }
+    // llama.cpp's C API lets C++ exceptions out of llama_decode (and the sampler, the
+    // tokenizer); they end what was running, not the process.
+    try {
+      EndExpired();
+      Admit();
+      Step();
+    } catch (const std::exception& e) {
+      FailActive(Internal(std::string("llama.cpp failed: ") + e.what()));
+    }
+  }
+  const Status shutting_down = Cancelled("the model's engine is shutting down");
+  for (Slot& slot : slots) {
+    if (slot.sequence != nullptr) End(slot, FinishReason::kCancelled, shutting_down);
+  }
+  while (!queue.empty()) {
+    EndQueued(queue.front(), FinishReason::kCancelled, shutting_down);
+    queue.pop_front();
+  }
+}
+
+void LlamaEngine::Impl::EndExpired() {
+  const Clock::time_point now = options.clock->Now();
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr) continue;
+    const GenerationRequest& request = slot.sequence->job.request;
+    if (IsCancelled(request)) {
+      End(slot, FinishReason::kCancelled, Cancelled("the request was cancelled"));
+    } else if (now >= request.deadline) {
+      End(slot, FinishReason::kDeadline, DeadlineExceeded("the request's deadline passed"));
+    }
+  }
+  for (auto it = queue.begin(); it != queue.end();) {
+    if (IsCancelled(it->request)) {
+      EndQueued(*it, FinishReason::kCancelled, Cancelled("the request was cancelled"));
+    } else if (now >= it->request.deadline) {
+      EndQueued(*it, FinishReason::kDeadline,
+                DeadlineExceeded("the request's deadline passed before it got a sequence"));
+    } else {
+      ++it;
+      continue;
+    }
+    it = queue.erase(it);
+  }
+}
+
+int LlamaEngine::Impl::CellsForNewRequest(size_t reused) const {
+  int needed_by_live = 0;
+  for (const Slot& slot : slots) {
+    if (slot.sequence == nullptr) continue;
+    const Sequence& s = *slot.sequence;
+    needed_by_live +=
+        static_cast<int>(slot.cached.size() + (s.job.prompt.size() - s.prompt_decoded) +
+                         (s.next_token != LLAMA_TOKEN_NULL ? 1 : 0));
+  }
+  return n_ctx - needed_by_live - static_cast<int>(reused);
+}
+
+void LlamaEngine::Impl::Admit() {
+  while (!queue.empty()) {
+    Job& job = queue.front();
+    std::vector<SlotState> states;
+    states.reserve(slots.size());
+    for (const Slot& slot : slots) {
+      states.push_back({slot.sequence == nullptr, slot.cached, slot.last_used});
+    }
+    const SlotChoice choice =
+        ChooseSlot(states, job.prompt, static_cast<size_t>(kMinReusedPrefixTokens));
+    if (choice.slot < 0) return;  // every slot is taken
+    Slot& slot = slots[choice.slot];
+    size_t reused = choice.reused_tokens;
+    // Waits (first come, first served) until live requests leave room for its whole prompt, so
+    // that prompts being read cannot fill the cache between them. With none live it always fits:
+    // Generate refused prompts longer than a sequence may be.
+    const auto to_decode = static_cast<int>(job.prompt.size() - reused);
+    if (active > 0 && to_decode > CellsForNewRequest(reused)) return;
+    if (reused < slot.cached.size()) {
+      // Partial removal fails where the memory cannot forget a suffix (recurrent state).
+      if (!llama_memory_seq_rm(memory, slot.seq_id, static_cast<llama_pos>(reused), -1)) {
+        llama_memory_seq_rm(memory, slot.seq_id, -1, -1);
+        reused = 0;
+      }
+      slot.cached.resize(reused);
+    }
+    SamplerChain sampler = MakeSamplerChain(job.request.sampling, n_vocab, n_ctx_seq);
+    auto sequence = std::make_unique<Sequence>(std::move(job), std::move(sampler));
+    // The repetition penalty looks at the prompt too.
+    for (llama_token token : sequence->job.prompt) {
+      llama_sampler_accept(sequence->sampler.get(), token);
+    }
+    sequence->admitted = ++admissions;
+    sequence->reused_tokens = static_cast<int>(reused);
+    sequence->prompt_decoded = reused;
+    totals.generation.prompt_tokens_total += sequence->job.prompt.size();
+    totals.generation.reused_prompt_tokens_total += reused;
+    queue.pop_front();
+    slot.sequence = std::move(sequence);
+    ++active;
+    PublishStats(0);
+    slot.sequence->job.sink->OnStart(static_cast<int>(slot.sequence->job.prompt.size()),
+                                     static_cast<int>(reused));
+  }
+}
+
+int LlamaEngine::Impl::FreeCells() const {
+  int used = batch.n_tokens;
+  for (const Slot& slot : slots) used += static_cast<int>(slot.cached.size());
+  return n_ctx - used;
+}
+
+int LlamaEngine::Impl::MakeRoom(int cells) {
+  while (FreeCells() < cells) {
+    Slot* victim = nullptr;
+    for (Slot& slot : slots) {
+      if (slot.sequence != nullptr || slot.cached.empty()) continue;
+      if (victim == nullptr || slot.last_used < victim->last_used) victim = &slot;
+    }
+    if (victim == nullptr) break;
+    llama_memory_seq_rm(memory, victim->seq_id, -1, -1);
+    victim->cached.clear();
+  }
+  return FreeCells();
+}
+
+void LlamaEngine::Impl::Step() {
+  batch.n_tokens = 0;
+  // Every generating sequence's next token, first: a step never leaves one out.
+  auto generating = [&] {
+    return static_cast<int>(std::count_if(slots.begin(), slots.end(), [](const Slot& slot) {
+      return slot.sequence != nullptr && slot.sequence->next_token != LLAMA_TOKEN_NULL;
+    }));
+  };
+  while (generating() > 0 && MakeRoom(generating()) < generating()) {
+    EndYoungest(
+        ResourceExhausted("the KV cache is full: the model's context_size is shared by "
+                          "its parallel sequences, and they outgrew it"));
+  }
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr || slot.sequence->next_token == LLAMA_TOKEN_NULL) continue;
+    Sequence& s = *slot.sequence;
+    AddToBatch(batch, s.next_token, static_cast<llama_pos>(slot.cached.size()), slot.seq_id, true);
+    s.decodes_next = true;
+    s.output_index = batch.n_tokens - 1;
+  }
+  // Then prompt chunks, oldest request first, as far as the batch and the cache allow.
+  std::vector<Slot*> reading;
+  int wanted = 0;
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr || slot.sequence->next_token != LLAMA_TOKEN_NULL) continue;
+    reading.push_back(&slot);
+    wanted += static_cast<int>(slot.sequence->job.prompt.size() - slot.sequence->prompt_decoded);
+  }
+  std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) {
+    return a->sequence->admitted < b->sequence->admitted;
+  });
+  int budget = std::min(n_batch - batch.n_tokens, wanted);
+  if (budget > 0) budget = std::min(budget, MakeRoom(budget));
+  for (Slot* slot : reading) {
+    if (budget <= 0) break;
+    Sequence& s = *slot->sequence;
+    const size_t left = s.job.prompt.size() - s.prompt_decoded;
+    const auto take = std::min(static_cast<size_t>(budget), left);
+    for (size_t i = s.prompt_decoded; i < s.prompt_decoded + take; ++i) {
+      AddToBatch(batch, s.job.prompt[i], static_cast<llama_pos>(i), slot->seq_id,
+                 i + 1 == s.job.prompt.size());
+    }
+    s.chunk_tokens = static_cast<int>(take);
+    if (take == left) s.output_index = batch.n_tokens - 1;
+    budget -= static_cast<int>(take);
+  }
+  if (batch.n_tokens == 0) {
+    // Requests reading their prompts with no room left for any of it: the youngest gives way.
+    if (active > 0) EndYoungest(ResourceExhausted("the KV cache is full"));
+    return;
+  }
+
+  const int32_t code = llama_decode(context.get(), batch);
+  ++totals.decode_steps_total;
+  if (code != 0) {
+    OnDecodeFailure(code);
+    return;
+  }
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr) continue;
+    Sequence& s = *slot.sequence;
+    const auto chunk_begin = s.job.prompt.begin() + static_cast<std::ptrdiff_t>(s.prompt_decoded);
+    slot.cached.insert(slot.cached.end(), chunk_begin, chunk_begin + s.chunk_tokens);
+    s.prompt_decoded += static_cast<size_t>(s.chunk_tokens);
+    s.chunk_tokens = 0;
+    if (s.decodes_next) {
+      slot.cached.push_back(s.next_token);
+      s.next_token = LLAMA_TOKEN_NULL;
+      s.decodes_next = false;
+    }
+  }
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr || slot.sequence->output_index < 0) continue;
+    Sample(slot, std::exchange(slot.sequence->output_index, -1));
+  }
+  PublishStats(0);
+}
+
+void LlamaEngine::Impl::Sample(Slot& slot, int32_t output_index) {
+  Sequence& s = *slot.sequence;
+  const llama_token token = llama_sampler_sample(s.sampler.get(), context.get(), output_index);
+  const float logprob =
+      s.job.request.logprobs
+          ? LogProbability(llama_get_logits_ith(context.get(), output_index), n_vocab, token)
+          : 0.0f;
+  ++s.generated;
+  ++totals.generation.generated_tokens_total;
+  std::string text;
+  std::optional<FinishReason> finish;
+  if (llama_vocab_is_eog(vocab, token)) {
+    text = s.stop.Flush();
+    finish = FinishReason::kStop;
+  } else {
+    text = s.stop.Append(Piece(token));
+    const int max_tokens = s.job.request.max_tokens;
+    // The token would be decoded at position cached.size().
+    const bool full = static_cast<int>(slot.cached.size()) >= n_ctx_seq;
+    if (s.stop.stopped()) {
+      finish = FinishReason::kStop;
+    } else if ((max_tokens > 0 && s.generated >= max_tokens) || full) {
+      text += s.stop.Flush();
+      finish = FinishReason::kLength;
+    }
+  }
+  s.job.sink->OnToken(text, logprob);
+  if (finish.has_value()) {
+    End(slot, *finish, Status::Ok());
+  } else {
+    s.next_token = token;
+  }
+}
+
+void LlamaEngine::Impl::OnDecodeFailure(int32_t code) {
+  if (code == 1) {
+    // No KV slot for the batch; llama.cpp restored the cache as it was.
+    for (Slot& slot : slots) {
+      if (slot.sequence == nullptr) continue;
+      slot.sequence->chunk_tokens = 0;
+      slot.sequence->decodes_next = false;
+      slot.sequence->output_index = -1;
+    }
+    EndYoungest(ResourceExhausted("the KV cache is full"));
+    return;
+  }
+  // Fatal: what llama.cpp decoded before failing stays in the cache, so every request in the
+  // batch ends and its cells go.
+  const Status failure = Internal("llama_decode failed (code " + std::to_string(code) + ")");
+  spdlog::error("llama.cpp engine for {}: {}", options.model_path, failure.message());
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr) continue;
+    if (slot.sequence->chunk_tokens > 0 || slot.sequence->decodes_next) {
+      End(slot, FinishReason::kError, failure);
+    }
+  }
+}
+
+void LlamaEngine::Impl::End(Slot& slot, FinishReason reason, const Status& status) {
+  std::unique_ptr<Sequence> s = std::move(slot.sequence);
+  --active;
+  slot.last_used = ++slot_clock;
+  if (reason == FinishReason::kError) {
+    llama_memory_seq_rm(memory, slot.seq_id, -1, -1);
+    slot.cached.clear();
+  }
+  const GenerationUsage usage{.prompt_tokens = static_cast<int>(s->job.prompt.size()),
+                              .completion_tokens = s->generated,
+                              .reused_prompt_tokens = s->reused_tokens};
+  PublishStats(1);
+  s->job.sink->OnEnd(reason, usage, status);
+}
+
+void LlamaEngine::Impl::EndQueued(Job& job, FinishReason reason, const Status& status) {
+  {
+    std::lock_guard lock(mu);
+    --in_engine;
+  }
+  job.sink->OnEnd(reason, GenerationUsage{.prompt_tokens = static_cast<int>(job.prompt.size())},
+                  status);
+}
+
+void LlamaEngine::Impl::EndYoungest(const Status& status) {
+  Slot* youngest = nullptr;
+  for (Slot& slot : slots) {
+    if (slot.sequence == nullptr) continue;
+    if (youngest == nullptr || slot.sequence->admitted > youngest->sequence->admitted) {
+      youngest = &slot;
+    }
+  }
+  if (youngest != nullptr) End(*youngest, FinishReason::kError, status);
+}
+
+void LlamaEngine::Impl::FailActive(const Status& status) {
+  spdlog::error("llama.cpp engine for {}: {}", options.model_path, status.message());
+  batch.n_tokens = 0;
+  for (Slot& slot : slots) {
+    if (slot.sequence != nullptr) End(slot, FinishReason::kError, status);
+  }
+}
+
+void LlamaEngine::Impl::PublishStats(int ended_requests) {
+  LlamaEngineStats s = totals;
+  s.generation.active_sequences = active;
+  s.generation.kv_cells_total = n_ctx;
+  for (const Slot& slot : slots) {
+    s.generation.kv_cells_used += static_cast<int64_t>(slot.cached.size());
+    if (slot.sequence == nullptr) s.kv_cells_cached += static_cast<int64_t>(slot.cached.size());
+  }
+  std::lock_guard lock(mu);
+  in_engine -= ended_requests;
+  published = s;
+}
+
+StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  std::error_code error;
+  const auto file_status = std::filesystem::status(options.model_path, error);
+  if (!std::filesystem::exists(file_status)) {
+    return NotFound("no model file at '" + options.model_path + "'");
+  }
+  if (std::filesystem::is_directory(file_status)) {
+    return InvalidArgument("'" + options.model_path + "' is a directory, not a GGUF file");
+  }
+  InitLlamaRuntime();
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->threads = options.threads > 0 ? options.threads : UsableCores();
+
+  llama_model_params model_params = llama_model_default_params();
+  model_params.n_gpu_layers = 0;
+  model_params.load_mode = LLAMA_LOAD_MODE_MMAP;
+  TakeLastLlamaError();
+  impl->model.reset(llama_model_load_from_file(options.model_path.c_str(), model_params));
+  if (impl->model == nullptr) {
+    const std::string why = TakeLastLlamaError();
+    return InvalidArgument("llama.cpp cannot load '" + options.model_path + "' as a model" +
+                           (why.empty() ? "" : ": " + why));
+  }
+  if (llama_model_has_encoder(impl->model.get()) || !llama_model_has_decoder(impl->model.get())) {
+    return InvalidArgument("'" + options.model_path +
+                           "' is not a decoder-only model (encoder-decoder models are not "
+                           "supported)");
+  }
+
+  llama_context_params context_params = llama_context_default_params();
+  context_params.n_ctx = static_cast<uint32_t>(options.context_size);
+  context_params.n_batch = static_cast<uint32_t>(options.batch_size);
+  context_params.n_ubatch = static_cast<uint32_t>(options.ubatch_size);
+  context_params.n_seq_max = static_cast<uint32_t>(options.parallel_sequences);
+  // At most one output row per sequence and step: the output buffer is sized for that, not for
+  // a whole batch of logits (n_vocab floats each).
+  context_params.n_outputs_max = static_cast<uint32_t>(options.parallel_sequences);
+  context_params.n_threads = impl->threads;
+  context_params.n_threads_batch = impl->threads;
+  context_params.kv_unified = true;
+  context_params.no_perf = true;
+  impl->context.reset(llama_init_from_model(impl->model.get(), context_params));
+  if (impl->context == nullptr) {
+    const std::string why = TakeLastLlamaError();
+    return ResourceExhausted("llama.cpp cannot create a context of " +
+                             std::to_string(options.context_size) + " cells for '" +
+                             options.model_path + "'" + (why.empty() ? "" : ": " + why));
+  }
+  impl->vocab = llama_model_get_vocab(impl->model.get());
+  impl->memory = llama_get_memory(impl->context.get());
+  // llama.cpp rounds the cache up to a multiple of 256 cells; the engine uses what was asked.
+  impl->n_ctx = std::min(options.context_size, static_cast<int>(llama_n_ctx(impl->context.get())));
+  impl->n_ctx_seq = std::min(impl->n_ctx, static_cast<int>(llama_n_ctx_seq(impl->context.get())));
+  impl->n_batch = static_cast<int>(llama_n_batch(impl->context.get()));
+  impl->n_vocab = llama_vocab_n_tokens(impl->vocab);
+
+  if (const char* tmpl = llama_model_chat_template(impl->model.get(), nullptr); tmpl != nullptr) {
+    const llama_chat_message probe{"user", "hi"};
+    if (llama_chat_apply_template(tmpl, &probe, 1, true, nullptr, 0) >= 0) {
+      impl->chat_template = tmpl;
+    } else {
+      spdlog::warn("{}: llama.cpp does not know the model's chat template; using ChatML",
+                   options.model_path);
+    }
+  }
+
+  impl->batch = llama_batch_init(impl->n_batch, 0, 1);
+  impl->slots.resize(static_cast<size_t>(options.parallel_sequences));
+  for (size_t i = 0; i < impl->slots.size(); ++i) {
+    impl->slots[i].seq_id = static_cast<llama_seq_id>(i);
+  }
+  impl->PublishStats(0);
+
+  std::promise<Status> ready;
+  std::future<Status> started = ready.get_future();
+  Impl* raw = impl.get();
+  impl->thread = SpawnThread([raw, &ready] { raw->Run(&ready); });
+  const Status status = started.get();
+  if (!status.ok()) {
+    impl->thread.join();
+    return status;
+  }
+  spdlog::debug("llama.cpp engine for {}: {} cells, {} sequences, batch {}, {} threads",
+                options.model_path, impl->n_ctx, options.parallel_sequences, impl->n_batch,
+                impl->threads);
+  return std::unique_ptr<LlamaEngine>(new LlamaEngine(std::move(impl)));
+}
+
+LlamaEngine::LlamaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+LlamaEngine::~LlamaEngine() {
+  Shutdown();
+}
+
+Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) {
+  if (sink == nullptr) return InvalidArgument("no sink for the request's output");
+  if (request.max_tokens != -1 && request.max_tokens < 1) {
+    return InvalidArgument("max_tokens must be -1 (no limit) or at least 1, not " +
+                           std::to_string(request.max_tokens));
+  }
+  for (const std::string& stop : request.stop) {
+    if (stop.empty()) return InvalidArgument("a stop string is empty");
+  }
+  RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
+  if (IsCancelled(request)) return Cancelled("the request was cancelled before it was queued");
+  if (impl_->options.clock->Now() >= request.deadline) {
+    return DeadlineExceeded("the request's deadline passed before it was queued");
+  }
+  ASSIGN_OR_RETURN(std::vector<llama_token> prompt, impl_->Tokenize(request.prompt));
+  if (prompt.empty()) {
+    return InvalidArgument("the prompt is empty, and the model adds no BOS token to start from");
+  }
+  if (static_cast<int>(prompt.size()) > impl_->n_ctx_seq) {
+    return InvalidArgument("the prompt is " + std::to_string(prompt.size()) +
+                           " tokens, more than the model's context of " +
+                           std::to_string(impl_->n_ctx_seq));
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->stopping) return Unavailable("the model's engine is shutting down");
+    if (impl_->in_engine >=
+        impl_->options.parallel_sequences + impl_->options.max_waiting_requests) {
+      return ResourceExhausted("the model has " + std::to_string(impl_->in_engine) +
+                               " requests in progress or waiting, its limit");
+    }
+    impl_->inbox.push_back(Job{std::move(request), std::move(sink), std::move(prompt)});
+    ++impl_->in_engine;
+  }
+  impl_->wake.notify_one();
+  return Status::Ok();
+}
+
+StatusOr<std::string> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages) {
+  return ApplyChatTemplate(messages, /*add_generation_prompt=*/true);
+}
+
+StatusOr<std::string> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                                     bool add_generation_prompt) const {
+  if (messages.empty()) return InvalidArgument("a chat needs at least one message");
+  try {
+    return impl_->FormatChat(messages, add_generation_prompt);
+  } catch (const std::exception& e) {
+    return Internal(std::string("llama.cpp cannot apply the chat template: ") + e.what());
+  }
+}
+
+StatusOr<std::string> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) const {
+  std::vector<llama_chat_message> chat;
+  chat.reserve(messages.size());
+  size_t text_bytes = 0;
+  for (const ChatMessage& m : messages) {
+    chat.push_back({m.role.c_str(), m.content.c_str()});
+    text_bytes += m.role.size() + m.content.size();
+  }
+  const char* tmpl = chat_template.empty() ? kDefaultChatTemplate : chat_template.c_str();
+  std::string prompt(2 * text_bytes + 256, '\0');
+  if (prompt.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgument("the chat is too long");
+  }
+  int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_generation_prompt,
+                                        prompt.data(), static_cast<int32_t>(prompt.size()));
+  if (n > static_cast<int32_t>(prompt.size())) {
+    prompt.resize(static_cast<size_t>(n));
+    n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_generation_prompt,
+                                  prompt.data(), n);
+  }
+  if (n < 0) return InvalidArgument("the model's chat template cannot format these messages");
+  prompt.resize(static_cast<size_t>(n));
+  return prompt;
+}
+
+StatusOr<int> LlamaEngine::CountTokens(std::string_view text) const {
+  ASSIGN_OR_RETURN(std::vector<llama_token> tokens, impl_->Tokenize(text));
+  return static_cast<int>(tokens.size());
+}
+
+int LlamaEngine::context_size() const {
+  return impl_->n_ctx_seq;
+}
+
+GenerationStats LlamaEngine::Stats() const {
+  return DetailedStats().generation;
+}
+
+LlamaEngineStats LlamaEngine::DetailedStats() const {
+  std::lock_guard lock(impl_->mu);
+  LlamaEngineStats stats = impl_->published;
+  stats.generation.waiting_requests = impl_->in_engine - stats.generation.active_sequences;
+  return stats;
+}
+
+void LlamaEngine::Shutdown() {
+  std::lock_guard join_lock(impl_->shutdown_mu);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace harrier

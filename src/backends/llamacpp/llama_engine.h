@@ -1,0 +1,140 @@
+// LlamaEngine: one GGUF model served by llama.cpp with continuous batching; the
+// GenerativeModel (harrier/generation.h) of a model version whose platform is llama.cpp.
+//
+// The model file is memory-mapped; one llama.cpp context holds `parallel_sequences` sequences
+// in one unified KV cache of `context_size` cells, shared by all of them. One engine thread per
+// model runs the loop: each step is one llama_decode in which every generating sequence
+// contributes its next token and sequences still reading their prompt contribute a chunk of it
+// (a step's tokens are bounded by `batch_size`, so a long prompt is read over several steps
+// while the others keep generating). Requests join between steps; one that finishes, is
+// cancelled or passes its deadline leaves at once, and its slot takes the next waiting request.
+// Each sequence has its own sampler chain and its own KV cells: requests never see each other's
+// tokens.
+//
+// Prompt-prefix reuse: a sequence's KV cells stay in its slot when its request leaves, as a
+// cache. A new request whose prompt starts with at least kMinReusedPrefixTokens of a free
+// slot's cached tokens takes that slot and decodes only the rest of its prompt
+// (OnStart's `reused_prompt_tokens`). Cached cells are dropped, least recently used first, when
+// live sequences need the room.
+//
+// What the sink hears (beyond generation.h): OnToken runs once per sampled token, the final
+// one included (an end-of-generation token, the one completing a stop string, the max_tokens-th),
+// so completion_tokens counts its calls; its text may be empty while output is held back (a
+// possible start of a stop string, or a character split over tokens), and the final call
+// carries what is left. Text still held back when a request is cancelled, passes its deadline
+// or fails is dropped. logprob is the token's log-probability under the model's distribution
+// (before temperature and the filters), 0 unless the request asked for logprobs.
+//
+// When the shared cache is full and no cached cells are left to drop, the youngest live request
+// ends (kError, kResourceExhausted) so that the others can go on: size context_size for
+// parallel_sequences conversations at once.
+//
+// This header does not include llama.cpp's; everything that does lives next to this file.
+//
+// Thread safety: Generate, ApplyChatTemplate, CountTokens, context_size and the stats may be
+// called from any thread, concurrently, sinks included. Shutdown (and the destructor) from any
+// thread but the engine's own, i.e. not from a GenerationSink callback.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harrier/clock.h"
+#include "harrier/generation.h"
+#include "harrier/status.h"
+
+namespace harrier {
+
+// GenerationStats and the figures only this engine has.
+struct LlamaEngineStats {
+  GenerationStats generation;
+  int64_t kv_cells_cached = 0;      // of kv_cells_used: held by free slots for prefix reuse
+  uint64_t decode_steps_total = 0;  // llama_decode calls
+};
+
+class LlamaEngine : public GenerativeModel {
+ public:
+  // A free slot's cache is reused for a new request when at least this many of its prompt's
+  // first tokens are cached there: below that, decoding them again costs less than destroying
+  // another conversation's cache (and every prompt shares its first token, BOS).
+  static constexpr int kMinReusedPrefixTokens = 16;
+
+  struct Options {
+    // The GGUF file. Required.
+    std::string model_path;
+    // KV cache cells, shared by all sequences: a sequence's prompt plus its output cannot pass
+    // it, and the sum over live sequences cannot either. > 0. Default 4096. (llama.cpp
+    // allocates a multiple of 256 cells; the engine uses exactly this many.)
+    int context_size = 4096;
+    // llama.cpp's compute threads (generation and prompt batches alike), >= 0; 0 = the usable
+    // cores (affinity and cgroup quota). Default 0.
+    int threads = 0;
+    // Sequences decoded together (slots). 1..llama.cpp's maximum (256). Default 4.
+    int parallel_sequences = 4;
+    // The most tokens one step decodes (llama.cpp's n_batch), >= parallel_sequences. Default 512.
+    int batch_size = 512;
+    // The most tokens one graph computes (n_ubatch), 1..batch_size; a step with more is split.
+    // Default 512.
+    int ubatch_size = 512;
+    // Requests that may wait for a slot: Generate refuses once parallel_sequences +
+    // max_waiting_requests are in the engine. >= 0. Default 64.
+    int max_waiting_requests = 64;
+    // The clock deadlines are checked against. Must outlive the engine. Default: steady_clock.
+    const Clock* clock = &SteadyClock();
+  };
+
+  // Loads the model (memory-mapped), creates the context and starts the engine thread.
+  // Errors: kInvalidArgument (an option out of range; a file llama.cpp cannot load as a model,
+  // with its reason; an encoder-decoder model), kNotFound (no such file), kResourceExhausted
+  // (the context cannot be created, with llama.cpp's reason), kInternal (other failures).
+  static StatusOr<std::unique_ptr<LlamaEngine>> Create(const Options& options);
+
+  // Shutdown(), then frees the context and the model.
+  ~LlamaEngine() override;
+  LlamaEngine(const LlamaEngine&) = delete;
+  LlamaEngine& operator=(const LlamaEngine&) = delete;
+
+  // Tokenizes the prompt (on the calling thread) and queues the request. Errors, with nothing
+  // queued and the sink never called: kInvalidArgument (max_tokens not -1 or >= 1, an empty
+  // stop string, a sampling parameter out of range, a prompt of no tokens or of more than
+  // context_size), kDeadlineExceeded (the deadline has passed), kCancelled (the token is
+  // cancelled), kResourceExhausted (the queue is full), kUnavailable (shut down).
+  Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
+
+  // The prompt for `messages` in the model's chat format, ending with the start of the
+  // assistant's answer: the template in the GGUF metadata (tokenizer.chat_template) when
+  // llama.cpp knows it (llama_chat_apply_template recognises a fixed list of templates by their
+  // text; it runs no Jinja), ChatML otherwise ("<|im_start|>{role}\n{content}<|im_end|>\n" per
+  // message, then "<|im_start|>assistant\n"); an unknown template is logged at load.
+  // Errors: kInvalidArgument (no messages, or a message the template refuses).
+  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override;
+  // The same, without the assistant's start when `add_generation_prompt` is false.
+  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt) const;
+
+  // The prompt's length in tokens, counted as Generate counts it (BOS included).
+  StatusOr<int> CountTokens(std::string_view text) const;
+
+  // The most tokens one sequence may hold, prompt and output together (context_size).
+  int context_size() const override;
+
+  // Snapshots, consistent as of the last step: a request whose OnEnd has run is no longer
+  // counted, nor its slot as active.
+  GenerationStats Stats() const override;
+  LlamaEngineStats DetailedStats() const;
+
+  // Refuses new requests, ends every active and waiting request with kCancelled (OnEnd runs for
+  // each; OnStart never for the waiting ones) and stops the engine thread; returns when it has.
+  // Idempotent.
+  void Shutdown() override;
+
+ private:
+  struct Impl;
+  explicit LlamaEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace harrier

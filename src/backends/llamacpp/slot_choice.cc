@@ -1,0 +1,40 @@
+#include "backends/llamacpp/slot_choice.h"
+
+#include <algorithm>
+
+namespace harrier {
+namespace {
+
+size_t ReusablePrefix(std::span<const int32_t> cached, std::span<const int32_t> prompt) {
+  const auto [c, p] = std::mismatch(cached.begin(), cached.end(), prompt.begin(), prompt.end());
+  const auto common = static_cast<size_t>(p - prompt.begin());
+  return prompt.empty() ? 0 : std::min(common, prompt.size() - 1);
+}
+
+}  // namespace
+
+SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32_t> prompt,
+                      size_t min_reused_tokens) {
+  SlotChoice best_reuse;  // the longest shared prefix
+  int empty = -1;
+  int least_recent = -1;
+  for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
+    const SlotState& slot = slots[i];
+    if (!slot.free) continue;
+    const size_t reused = ReusablePrefix(slot.cached, prompt);
+    if (best_reuse.slot < 0 || reused > best_reuse.reused_tokens ||
+        (reused == best_reuse.reused_tokens && slot.last_used < slots[best_reuse.slot].last_used)) {
+      best_reuse = {i, reused};
+    }
+    if (slot.cached.empty() && empty < 0) empty = i;
+    if (least_recent < 0 || slot.last_used < slots[least_recent].last_used) least_recent = i;
+  }
+  if (best_reuse.slot < 0) return {};
+  if (best_reuse.reused_tokens > 0 && best_reuse.reused_tokens >= min_reused_tokens) {
+    return best_reuse;
+  }
+  const int chosen = empty >= 0 ? empty : least_recent;
+  return {chosen, ReusablePrefix(slots[chosen].cached, prompt)};
+}
+
+}  // namespace harrier
