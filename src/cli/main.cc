@@ -1,7 +1,7 @@
 // Harrier's composition root: parse flags, build the objects, serve until SIGINT/SIGTERM.
 //
-//   backend (ONNX Runtime) -> ModelRepositoryManager -> KServeHandler -> DashboardHandler
-//                                                                        -> HttpServer
+//   backends (ONNX Runtime, llama.cpp) -> ModelRepositoryManager
+//       -> KServeHandler -> OpenAiHandler -> DashboardHandler -> HttpServer
 //                                                    -> GrpcServer (gRPC)
 //                                                    -> MetricsHandler -> HttpServer (metrics)
 //
@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/llamacpp/llamacpp_backend.h"
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "cli/serve_flags.h"
 #include "core/json_writer.h"
@@ -38,6 +39,7 @@
 #include "observability/spdlog_log_control.h"
 #include "protocol/grpc/grpc_server.h"
 #include "protocol/kserve/kserve_handler.h"
+#include "protocol/openai/openai_handler.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
 #include "shared_memory/shared_memory_registry.h"
@@ -181,12 +183,15 @@ int Serve(const ServeFlags& flags) {
   ModelRepositoryManager::Options manager_options;
   manager_options.repository_path = flags.model_repository;
   manager_options.backend = backend->get();
+  LlamaCppBackend llamacpp_backend;  // GGUF models (docs/generation.md)
+  manager_options.generative_backend = &llamacpp_backend;
   manager_options.admission = admission->get();
   manager_options.pin_instance_workers = flags.cpu_affinity == "on";
   manager_options.inline_execution_max_us = flags.inline_execution_max_us;
-  manager_options.control_mode = flags.model_control_mode == "poll"       ? ModelControlMode::kPoll
-                                 : flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit
-                                                                          : ModelControlMode::kNone;
+  manager_options.control_mode = flags.model_control_mode == "poll" ? ModelControlMode::kPoll
+                                 : flags.model_control_mode == "explicit"
+                                     ? ModelControlMode::kExplicit
+                                     : ModelControlMode::kNone;
   manager_options.poll_interval = std::chrono::seconds(flags.repository_poll_secs);
   manager_options.startup_models = flags.load_models;
   auto manager = ModelRepositoryManager::Create(manager_options);
@@ -247,8 +252,19 @@ int Serve(const ServeFlags& flags) {
   handler_options.decode_limits.max_tensor_elements = flags.max_tensor_elements;
   handler_options.max_body_bytes = flags.max_body_bytes;
   kserve::KServeHandler kserve_handler(manager->get(), handler_options);
-  // The status page (GET /dashboard, docs/dashboard.md) in front of the KServe routes.
-  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); }, &kserve_handler);
+  // The generation endpoints (OpenAI's /v1, Triton's generate; docs/openai.md) in front of them.
+  auto seconds_ms = [](double secs) {
+    return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0 + 0.5));
+  };
+  openai::OpenAiHandler::Options openai_options;
+  openai_options.access_log = access_log.get();
+  openai_options.heartbeat_interval = seconds_ms(flags.generation_heartbeat_secs);
+  openai_options.disconnect_grace = seconds_ms(flags.generation_disconnect_grace_secs);
+  openai_options.max_pending_stream_bytes = flags.generation_stream_buffer_bytes;
+  openai_options.store.retention = seconds_ms(flags.generation_stream_retention_secs);
+  openai::OpenAiHandler openai_handler(manager->get(), &kserve_handler, openai_options);
+  // The status page (GET /dashboard, docs/dashboard.md) in front of them all.
+  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); }, &openai_handler);
 
   HttpServer::Options http_options;
   http_options.address = flags.http_address;

@@ -232,6 +232,29 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "objects of this host (/dev/shm) and send and receive tensors through them "
                    "(true/false; only for clients you trust with the server user's shared memory)")
       ->capture_default_str();
+  serve
+      ->add_option("--generation-heartbeat-secs", flags->generation_heartbeat_secs,
+                   "A ': ping' comment on a token stream that sent nothing for this long (0: "
+                   "none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  serve
+      ->add_option("--generation-disconnect-grace-secs", flags->generation_disconnect_grace_secs,
+                   "How long a generation whose client has gone keeps running, so that a client "
+                   "that reconnects (GET /v1/streams/{id}) loses nothing (0: it stops at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  serve
+      ->add_option("--generation-stream-retention-secs", flags->generation_stream_retention_secs,
+                   "How long a token stream's events stay resumable after it ends")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  serve
+      ->add_option("--generation-stream-buffer-bytes", flags->generation_stream_buffer_bytes,
+                   "Bytes a token stream may hold for a client that does not read before it "
+                   "ends with an error event and its generation stops")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
   serve->add_option("--log-format", flags->log_format, "Log lines as text or as JSON objects")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

@@ -66,6 +66,11 @@ struct ServeFlags {
   // host and have tensors read from and written to them. Off by default, as in Triton 26.04+: a
   // network client could otherwise map any shared-memory object the server's user can open.
   bool allow_client_shm = false;
+  // Text generation (docs/generation.md).
+  double generation_heartbeat_secs = 15;          // `: ping` on an idle stream; 0: none
+  double generation_disconnect_grace_secs = 0;    // a gone client's generation goes on this long
+  double generation_stream_retention_secs = 300;  // a stream stays resumable this long
+  size_t generation_stream_buffer_bytes = size_t{1} << 20;  // a slow reader's limit
   std::string log_format = "text";
   int log_verbose = 0;
   // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.

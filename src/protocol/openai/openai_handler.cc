@@ -194,6 +194,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   }
 
   void OnToken(int index, std::string_view text) {
+    if (text.empty()) return;  // the engine holds text back (a possible stop string)
     std::lock_guard lock(mu_);
     Choice& c = choices_[index];
     if (c.ended) return;
@@ -383,7 +384,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
     }
     if (s_.client_token && client_watch_ != 0) s_.client_token->Unregister(client_watch_);
     if (respond) respond(std::move(answer));
-    s_.model.reset();  // the version may retire now
+    // The version may retire now. Not released here, on the engine's thread: the last handle
+    // would shut the engine down from its own thread.
+    s_.shared->timer.Schedule(Clock::now(), [model = std::move(s_.model)] {});
   }
 
   void WriteAccessRecord(int status, std::string_view error) {

@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""Text generation end to end: GGUF models on llama.cpp behind the OpenAI API and Triton's
+generate extension, with the real binary.
+
+usage: /usr/bin/python3 tests/integration/generation_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-v]
+
+The repository holds ../shared/models/llama-2-tiny-random.gguf twice: as "tiny-llama" (no
+config: model.gguf alone makes it a llama.cpp model; 4 sequences) and as "single" (a config with
+parallel_sequences 1). Checks: /v1/models and the model's metadata; greedy determinism and
+max_tokens; a stream's numbered events carry the same text as the answer without streaming; 16
+concurrent streams each equal to its own single run; a client that disconnects mid-stream frees
+its sequence at once (the next request on the one-sequence model does not wait for the
+abandoned generation); resumption with GET /v1/streams/{id} and Last-Event-ID, after the end and
+after a disconnect within --generation-disconnect-grace-secs, with nothing generated twice;
+heartbeats on a stream that waits for a sequence; streaming over HTTP/2 (nghttp); Triton's
+generate and generate_stream; bad input in OpenAI's error shape, and the KServe infer endpoint on
+a generative model pointing at these. Python stdlib and nghttp only. The last line is
+"N passed, N failed".
+"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks, and the suite runner
+
+ARGS = None
+SERVER = None  # the suite's server (default flags but a short heartbeat)
+
+
+def gguf_path():
+    return os.path.join(os.path.abspath(ARGS.source_dir), "..", "shared", "models",
+                        "llama-2-tiny-random.gguf")
+
+
+def make_repository():
+    repo = os.path.join(ARGS.work_dir, "repo")
+    shutil.rmtree(repo, ignore_errors=True)
+    for name in ("tiny-llama", "single"):
+        os.makedirs(os.path.join(repo, name, "1"))
+        shutil.copy(gguf_path(), os.path.join(repo, name, "1", "model.gguf"))
+    with open(os.path.join(repo, "single", "config.pbtxt"), "w") as f:
+        f.write('backend: "llama.cpp"\n'
+                'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
+                'parameters { key: "context_size" value { string_value: "2048" } }\n')
+    return repo
+
+
+def call(port, method, path, body=None, headers=None):
+    """(status, headers dict lower-cased, body bytes)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    h = {"Content-Type": "application/json"} if body is not None else {}
+    h.update(headers or {})
+    conn.request(method, path, body=json.dumps(body) if isinstance(body, dict) else body,
+                 headers=h)
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+
+def events_of(text):
+    """[(id or None, data)] of an SSE body; comments are counted apart: (events, comments)."""
+    events, comments = [], 0
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        if block.startswith(":"):
+            comments += 1
+            continue
+        eid, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("id: "):
+                eid = int(line[4:])
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        events.append((eid, "\n".join(data)))
+    return events, comments
+
+
+def completion(port, prompt, max_tokens, model="tiny-llama", **extra):
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    body.update(extra)
+    return call(port, "POST", "/v1/completions", body)
+
+
+def streamed_text(events):
+    text = ""
+    for _, data in events:
+        if data == "[DONE]":
+            continue
+        for c in json.loads(data)["choices"]:
+            text += c.get("text", "")
+    return text
+
+
+class RawStream:
+    """A streamed request on a socket of its own: the head, then events as they come."""
+
+    def __init__(self, port, path, body, headers=""):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        payload = json.dumps(body).encode()
+        self.sock.sendall(("POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                           "Content-Length: %d\r\n%s\r\n" % (path, len(payload), headers)).encode()
+                          + payload)
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self._recv()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        self.status = int(lines[0].split()[1])
+        self.headers = {l.split(":", 1)[0].lower(): l.split(":", 1)[1].strip() for l in lines[1:]}
+        self.body = b""  # de-chunked
+
+    def _recv(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("closed")
+        return data
+
+    def read_events(self, n):
+        """Reads until at least n events (not comments) have arrived; returns them all."""
+        while True:
+            events, _ = events_of(self.body.decode("utf-8", "replace"))
+            if len(events) >= n:
+                return events
+            self._dechunk_more()
+
+    def read_to_end(self):
+        try:
+            while True:
+                if self._dechunk_more():
+                    break
+        except EOFError:
+            pass
+        return self.body.decode("utf-8", "replace")
+
+    def _dechunk_more(self):
+        """One chunk into self.body; True at the last chunk."""
+        while b"\r\n" not in self.buf:
+            self.buf += self._recv()
+        size_line, rest = self.buf.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        while len(rest) < size + 2:
+            rest += self._recv()
+        self.body += rest[:size]
+        self.buf = rest[size + 2:]
+        return size == 0
+
+    def close(self):
+        self.sock.close()
+
+
+class GenerationTests(unittest.TestCase):
+    port = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = SERVER.port
+
+    def test_models_list_and_metadata(self):
+        status, _, body = call(self.port, "GET", "/v1/models")
+        self.assertEqual(status, 200, body)
+        ids = sorted(m["id"] for m in json.loads(body)["data"])
+        self.assertEqual(ids, ["single", "tiny-llama"])
+        status, _, body = call(self.port, "GET", "/v2/models/tiny-llama")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["platform"], "llama.cpp")
+        status, _, body = call(self.port, "POST", "/v2/repository/index", {})
+        self.assertIn({"name": "tiny-llama", "version": "1", "state": "READY"}, json.loads(body))
+
+    def test_greedy_is_deterministic_and_max_tokens_is_exact(self):
+        answers = []
+        for _ in range(2):
+            status, headers, body = completion(self.port, "The quick brown fox", 12)
+            self.assertEqual(status, 200, body)
+            self.assertTrue(headers.get("x-request-id"))
+            answers.append(json.loads(body))
+        self.assertEqual(answers[0]["choices"][0]["text"], answers[1]["choices"][0]["text"])
+        self.assertEqual(answers[0]["usage"]["completion_tokens"], 12)
+        self.assertEqual(answers[0]["choices"][0]["finish_reason"], "length")
+        self.assertGreater(len(answers[0]["choices"][0]["text"]), 0)
+
+    def test_chat_stream_events_are_numbered_and_match_the_answer(self):
+        body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "Hello"}],
+                "max_tokens": 10, "temperature": 0}
+        status, _, plain = call(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, plain)
+        expected = json.loads(plain)["choices"][0]["message"]["content"]
+        body.update(stream=True, stream_options={"include_usage": True})
+        status, headers, data = call(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, data)
+        self.assertEqual(headers["content-type"], "text/event-stream")
+        self.assertEqual(len(headers["x-request-id"]), 32)
+        events, _ = events_of(data.decode())
+        self.assertEqual([e[0] for e in events], list(range(1, len(events) + 1)))
+        self.assertEqual(events[-1][1], "[DONE]")
+        usage = json.loads(events[-2][1])["usage"]
+        self.assertEqual(usage["completion_tokens"], 10)
+        text = "".join(json.loads(d)["choices"][0]["delta"].get("content", "")
+                       for _, d in events[:-2] if json.loads(d)["choices"])
+        self.assertEqual(text, expected)
+
+    def test_sixteen_concurrent_streams_each_equal_their_single_run(self):
+        prompts = ["Story number %d begins" % i for i in range(16)]
+        single = {}
+        for p in prompts:
+            status, _, body = completion(self.port, p, 16)
+            self.assertEqual(status, 200, body)
+            single[p] = json.loads(body)["choices"][0]["text"]
+        results = {}
+
+        def run(p):
+            status, _, data = completion(self.port, p, 16, stream=True)
+            results[p] = (status, streamed_text(events_of(data.decode())[0]))
+
+        threads = [threading.Thread(target=run, args=(p,)) for p in prompts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for p in prompts:
+            self.assertEqual(results[p][0], 200)
+            self.assertEqual(results[p][1], single[p], p)
+
+    def test_a_client_that_disconnects_frees_its_sequence_at_once(self):
+        # The time a long generation takes on the one-sequence model, alone.
+        start = time.monotonic()
+        status, _, body = completion(self.port, "Long", 1500, model="single")
+        full = time.monotonic() - start
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["usage"]["completion_tokens"], 1500)
+        # The same generation, streamed; the client leaves after two events.
+        s = RawStream(self.port, "/v1/completions",
+                      {"model": "single", "prompt": "Long", "max_tokens": 1500, "stream": True,
+                       "temperature": 0})
+        s.read_events(2)
+        s.close()
+        start = time.monotonic()
+        status, _, body = completion(self.port, "Next", 1, model="single")
+        waited = time.monotonic() - start
+        self.assertEqual(status, 200, body)
+        if ARGS.verbose:
+            print("1500 tokens alone: %.3f s; next request after a disconnect: %.3f s"
+                  % (full, waited))
+        self.assertLess(waited, full / 3, "the abandoned generation kept its sequence "
+                        "(%.3f s for one token, %.3f s for the whole generation)" % (waited, full))
+
+    def test_resume_after_the_end_gives_exactly_the_events_after_the_id(self):
+        status, headers, data = completion(self.port, "Resume me", 8, stream=True)
+        self.assertEqual(status, 200)
+        events, _ = events_of(data.decode())
+        stream_id = headers["x-request-id"]
+        status, _, again = call(self.port, "GET", "/v1/streams/" + stream_id,
+                                headers={"Last-Event-ID": "3"})
+        self.assertEqual(status, 200, again)
+        self.assertEqual(events_of(again.decode())[0], events[3:])
+        status, _, body = call(self.port, "GET", "/v1/streams/" + "0" * 32)
+        self.assertEqual(status, 404, body)
+        self.assertIn("error", json.loads(body))
+
+    def test_a_waiting_stream_gets_heartbeats(self):
+        busy = threading.Thread(target=completion, args=(self.port, "Busy", 3000),
+                                kwargs={"model": "single"})
+        busy.start()
+        time.sleep(0.05)
+        s = RawStream(self.port, "/v1/completions",
+                      {"model": "single", "prompt": "Wait", "max_tokens": 2, "stream": True})
+        self.assertEqual(s.status, 200)
+        text = s.read_to_end()
+        s.close()
+        busy.join(120)
+        events, comments = events_of(text)
+        self.assertEqual(events[-1][1], "[DONE]")
+        self.assertGreater(comments, 0, "no ': ping' while the stream waited: %r" % text[:300])
+
+    def test_http2_streaming(self):
+        body_file = os.path.join(ARGS.work_dir, "h2_body.json")
+        with open(body_file, "w") as f:
+            json.dump({"model": "tiny-llama", "prompt": "Over HTTP/2", "max_tokens": 6,
+                       "stream": True, "temperature": 0}, f)
+        out = subprocess.run(["nghttp", "-v", "-d", body_file, "-H", "content-type: application/json",
+                              "http://127.0.0.1:%d/v1/completions" % self.port],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("data: [DONE]", out.stdout)
+        data_frames = out.stdout.count("recv DATA frame")
+        self.assertGreaterEqual(data_frames, 3, "events were not sent as they came")
+        _, _, plain = completion(self.port, "Over HTTP/2", 6)
+        text = json.loads(plain)["choices"][0]["text"]
+        body = out.stdout[out.stdout.find("id: 1"):]
+        self.assertEqual(streamed_text(events_of(body[:body.find("data: [DONE]") + 12] + "\n\n")[0]),
+                         text)
+
+    def test_triton_generate_and_generate_stream(self):
+        status, _, body = call(self.port, "POST", "/v2/models/tiny-llama/generate",
+                               {"text_input": "Triton says", "parameters": {"max_tokens": 5,
+                                                                            "temperature": 0}})
+        self.assertEqual(status, 200, body)
+        answer = json.loads(body)
+        self.assertEqual(answer["model_name"], "tiny-llama")
+        _, _, plain = completion(self.port, "Triton says", 5)
+        self.assertEqual(answer["text_output"], json.loads(plain)["choices"][0]["text"])
+        status, headers, data = call(self.port, "POST", "/v2/models/tiny-llama/generate_stream",
+                                     {"text_input": "Triton says",
+                                      "parameters": {"max_tokens": 5, "temperature": 0}})
+        self.assertEqual(status, 200, data)
+        events, _ = events_of(data.decode())
+        self.assertEqual("".join(json.loads(d)["text_output"] for _, d in events),
+                         answer["text_output"])
+
+    def test_bad_input_is_refused_in_openais_shape(self):
+        status, _, body = completion(self.port, "x", 4, model="nope")
+        self.assertEqual(status, 404)
+        self.assertEqual(json.loads(body)["error"]["code"], "model_not_found")
+        status, _, body = call(self.port, "POST", "/v1/completions", b"{not json")
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"]["type"], "invalid_request_error")
+        status, _, body = completion(self.port, "x", -4)
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"]["param"], "max_tokens")
+        status, _, body = completion(self.port, "word " * 5000, 4)
+        self.assertEqual(status, 400, body)
+        self.assertIn("context", json.loads(body)["error"]["message"])
+        status, _, body = call(self.port, "POST", "/v2/models/tiny-llama/infer",
+                               {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32",
+                                            "data": [1]}]})
+        self.assertEqual(status, 400, body)
+        self.assertIn("/v1/chat/completions", json.loads(body)["error"])
+
+
+class GraceTests(unittest.TestCase):
+    """A server of its own with --generation-disconnect-grace-secs 10."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = harness.Harrier(ARGS.harrier, SERVER.repo,
+                                     os.path.join(ARGS.work_dir, "grace.log"),
+                                     ["--generation-disconnect-grace-secs", "10"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.assert_rc = cls.server.terminate()
+
+    def test_a_client_that_reconnects_within_the_grace_loses_nothing(self):
+        port = self.server.port
+        body = {"model": "tiny-llama", "prompt": "Keep going", "max_tokens": 300,
+                "stream": True, "temperature": 0}
+        s = RawStream(port, "/v1/completions", body)
+        stream_id = s.headers["x-request-id"]
+        first = s.read_events(3)[:3]
+        s.close()
+        status, _, rest = call(port, "GET", "/v1/streams/" + stream_id,
+                               headers={"Last-Event-ID": str(first[-1][0])})
+        self.assertEqual(status, 200, rest)
+        events = first + events_of(rest.decode())[0]
+        self.assertEqual([e[0] for e in events], list(range(1, len(events) + 1)),
+                         "an event was lost or sent twice")
+        self.assertEqual(events[-1][1], "[DONE]")
+        _, _, plain = call(port, "POST", "/v1/completions", dict(body, stream=False))
+        self.assertEqual(streamed_text(events), json.loads(plain)["choices"][0]["text"])
+
+
+def main():
+    global ARGS, SERVER
+    ARGS = harness.parse_args(__doc__)
+    if not os.path.exists(gguf_path()):
+        print("setup failed: no %s" % gguf_path())
+        print("0 passed, 1 failed")
+        return 1
+    repo = make_repository()
+
+    def start():
+        global SERVER
+        SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"),
+                                 ["--generation-heartbeat-secs", "0.05"])
+        SERVER.repo = repo
+        return SERVER
+
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(GenerationTests),
+                                loader.loadTestsFromTestCase(GraceTests)])
+    return harness.run_suite(suite, start, ARGS.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
