@@ -63,6 +63,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   bool logprobs = false;  // OnToken's logprob is meaningful only when asked
   std::shared_ptr<CancellationToken> cancellation;  // may be null
+  // When the server received the request (steady clock), for time-to-first-token; zero: when
+  // Generate() is called.
+  std::chrono::steady_clock::time_point received_at{};
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 

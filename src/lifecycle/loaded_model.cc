@@ -14,6 +14,83 @@ OverloadLimiter::Run AdmissionRun(const BatchTiming& b) {
   return {b.instance, static_cast<int>(b.request_count), b.batch_size};
 }
 
+// Times one generation for its version: time to first token, time per token after it, and the
+// outcome (success with its duration, or a failure by reason), then hands everything on.
+class TimingSink final : public GenerationSink {
+ public:
+  TimingSink(std::shared_ptr<GenerationSink> next, ModelStats* stats, const Clock* clock,
+             Clock::time_point received)
+      : next_(std::move(next)), stats_(stats), clock_(clock), received_(received) {}
+  void OnStart(int prompt_tokens, int reused) override { next_->OnStart(prompt_tokens, reused); }
+  void OnToken(std::string_view text, float logprob) override {
+    const Clock::time_point now = clock_->Now();
+    if (tokens_++ == 0) {
+      first_ = now;
+      stats_->RecordTimeToFirstToken(Ns(received_, now));
+    }
+    last_ = now;
+    next_->OnToken(text, logprob);
+  }
+  void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
+    const Clock::time_point now = clock_->Now();
+    if (tokens_ >= 2) stats_->RecordTimePerOutputToken(Ns(first_, last_) / (tokens_ - 1));
+    stats_->RequestFinished();
+    if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+      ModelStats::Durations d;
+      d.compute_infer_ns = Ns(received_, now);
+      d.total_ns = d.compute_infer_ns;
+      stats_->RecordSuccess(d, 1);
+      stats_->AddOutputTime(0, d.total_ns);
+    } else {
+      stats_->RecordFailure(Ns(received_, now),
+                            reason == FinishReason::kCancelled  ? StatusCode::kCancelled
+                            : reason == FinishReason::kDeadline ? StatusCode::kDeadlineExceeded
+                            : status.ok()                       ? StatusCode::kInternal
+                                                                : status.code());
+    }
+    next_->OnEnd(reason, usage, status);
+  }
+
+ private:
+  const std::shared_ptr<GenerationSink> next_;
+  ModelStats* const stats_;
+  const Clock* const clock_;
+  const Clock::time_point received_;
+  uint64_t tokens_ = 0;  // the engine's thread only
+  Clock::time_point first_, last_;
+};
+
+// What generative() hands out: the engine, every generation through a TimingSink.
+class MeteredGenerator final : public GenerativeModel {
+ public:
+  MeteredGenerator(std::shared_ptr<GenerativeModel> engine, ModelStats* stats, const Clock* clock)
+      : engine_(std::move(engine)), stats_(stats), clock_(clock) {}
+  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
+    return engine_->ApplyChatTemplate(messages);
+  }
+  Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
+    const Clock::time_point received =
+        request.received_at == Clock::time_point{} ? clock_->Now() : request.received_at;
+    stats_->RequestStarted();
+    Status s =
+        engine_->Generate(std::move(request),
+                          std::make_shared<TimingSink>(std::move(sink), stats_, clock_, received));
+    if (!s.ok()) {
+      stats_->RequestFinished();
+      stats_->RecordFailure(Ns(received, clock_->Now()), s.code());
+    }
+    return s;
+  }
+  int context_size() const override { return engine_->context_size(); }
+  GenerationStats Stats() const override { return engine_->Stats(); }
+  void Shutdown() override { engine_->Shutdown(); }
+
+ private:
+  const std::shared_ptr<GenerativeModel> engine_;
+  ModelStats* const stats_;
+  const Clock* const clock_;
+};
+
 }  // namespace
 
 StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
@@ -21,7 +98,10 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
   if (options.generator) {
     if (!instances.empty())
       return InvalidArgument("a generative model version has no instances of its own");
-    return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(options)));
+    std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
+    model->metered_ = std::make_unique<MeteredGenerator>(model->options_.generator, &model->stats_,
+                                                         model->clock_);
+    return model;
   }
   std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
   ModelScheduler::Options scheduler_options;

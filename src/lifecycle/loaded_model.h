@@ -70,7 +70,8 @@ class LoadedModel : public ServableModel {
   // (which Infer() exempts from overload protection) the overload part is skipped.
   Status CheckAdmission(std::string_view client_id) const override;
   void RecordFailure(StatusCode code, Clock::time_point received_at) override;
-  GenerativeModel* generative() override { return options_.generator.get(); }
+  // The engine with every generation timed into this version's statistics and metrics.
+  GenerativeModel* generative() override { return metered_.get(); }
 
   const ModelIO& io() const { return options_.io; }
   const BatchingPolicy& batching_policy() const { return options_.policy; }
@@ -94,6 +95,7 @@ class LoadedModel : public ServableModel {
   const Options options_;
   const Clock* const clock_;
   std::unique_ptr<ModelScheduler> scheduler_;  // set by Create(); null for a generator
+  std::unique_ptr<GenerativeModel> metered_;   // set by Create() for a generator
 
   ModelStats stats_;
 };

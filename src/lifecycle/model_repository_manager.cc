@@ -851,6 +851,11 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     sample.stats = &stats;
     sample.metrics = &v.model->metrics();
     sample.queue_depth = v.model->queue_depth();
+    GenerationStats generation;
+    if (GenerativeModel* g = v.model->generative()) {
+      generation = g->Stats();
+      sample.generation = &generation;
+    }
     AppendModelVersionMetrics(sample, out);
   }
   AppendUnroutedFailures(unrouted_failures_, out);

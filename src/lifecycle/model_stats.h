@@ -52,6 +52,9 @@ class ModelStats {
   // before its requests are answered; AddBatchOutputTime() adds the answering time after.
   void RecordExecution(int64_t batch_size, uint64_t compute_input_ns, uint64_t compute_infer_ns);
   void AddBatchOutputTime(int64_t batch_size, uint64_t compute_output_ns);
+  // Text generation: receipt to the first token, and the time per token after it.
+  void RecordTimeToFirstToken(uint64_t ns) { metrics_.time_to_first_token.Observe(ns); }
+  void RecordTimePerOutputToken(uint64_t ns) { metrics_.time_per_output_token.Observe(ns); }
 
   // Fills the counter fields of `out` (name and version are left to the caller).
   void Snapshot(ModelVersionStats* out) const;

@@ -46,6 +46,16 @@ constexpr HistogramFamily kHistograms[] = {
      &ModelMetrics::batch_size, 1.0},
 };
 
+// Generation's histograms, for versions that generate text only.
+constexpr HistogramFamily kGenerationHistograms[] = {
+    {"harrier_time_to_first_token_seconds",
+     "Generations: time from receipt by the server to the first token sampled",
+     &ModelMetrics::time_to_first_token, kNsPerSecond},
+    {"harrier_time_per_output_token_seconds",
+     "Generations of two tokens or more: time per token after the first",
+     &ModelMetrics::time_per_output_token, kNsPerSecond},
+};
+
 // Triton's cumulative-microsecond counters and the ModelVersionStats field each comes from.
 struct TritonDuration {
   std::string_view name;
@@ -107,7 +117,9 @@ ModelMetrics::ModelMetrics()
       compute_input_duration(HistogramBuckets::Latency()),
       compute_infer_duration(HistogramBuckets::Latency()),
       compute_output_duration(HistogramBuckets::Latency()),
-      batch_size(HistogramBuckets::BatchSize()) {}
+      batch_size(HistogramBuckets::BatchSize()),
+      time_to_first_token(HistogramBuckets::Latency()),
+      time_per_output_token(HistogramBuckets::Latency()) {}
 
 void DeclareModelMetricFamilies(TextExposition* out) {
   for (const HistogramFamily& h : kHistograms) out->Declare(h.name, Type::kHistogram, h.help);
@@ -148,6 +160,19 @@ void DeclareModelMetricFamilies(TextExposition* out) {
   out->Declare("harrier_shadow_max_abs_difference", Type::kGauge,
                "The largest absolute output difference between the shadow version and the "
                "answering one, in the last comparison");
+  for (const HistogramFamily& h : kGenerationHistograms)
+    out->Declare(h.name, Type::kHistogram, h.help);
+  out->Declare("harrier_prompt_tokens_total", Type::kCounter,
+               "Generations: prompt tokens read (reused ones from the prefix cache included)");
+  out->Declare("harrier_prompt_tokens_reused_total", Type::kCounter,
+               "Generations: prompt tokens taken from the prefix cache instead of decoded");
+  out->Declare("harrier_generated_tokens_total", Type::kCounter, "Generations: tokens generated");
+  out->Declare("harrier_generation_active_sequences", Type::kGauge,
+               "Generations: sequences being decoded now");
+  out->Declare("harrier_generation_waiting_requests", Type::kGauge,
+               "Generations: requests waiting for a free sequence");
+  out->Declare("harrier_kv_cache_cells", Type::kGauge,
+               "Generations: the engine's KV cache cells, used and total");
   out->Declare("nv_inference_request_success", Type::kCounter,
                "Number of successful inference requests, all batch sizes (Triton's name)");
   out->Declare("nv_inference_request_failure", Type::kCounter,
@@ -191,6 +216,27 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
   out->Add("harrier_queue_depth", labels, sample.queue_depth);
   out->Add("harrier_inflight_requests", labels,
            static_cast<double>(m.in_flight.load(std::memory_order_relaxed)));
+
+  if (sample.generation != nullptr) {
+    const GenerationStats& g = *sample.generation;
+    for (const HistogramFamily& h : kGenerationHistograms) {
+      const Histogram& histogram = m.*h.member;
+      out->AddHistogram(h.name, labels, histogram.upper_bounds(), histogram.Snapshot(),
+                        h.unit_divisor);
+    }
+    out->Add("harrier_prompt_tokens_total", labels, g.prompt_tokens_total);
+    out->Add("harrier_prompt_tokens_reused_total", labels, g.reused_prompt_tokens_total);
+    out->Add("harrier_generated_tokens_total", labels, g.generated_tokens_total);
+    out->Add("harrier_generation_active_sequences", labels,
+             static_cast<double>(g.active_sequences));
+    out->Add("harrier_generation_waiting_requests", labels,
+             static_cast<double>(g.waiting_requests));
+    out->Add("harrier_kv_cache_cells", {{"model", s.name}, {"version", version}, {"state", "used"}},
+             static_cast<double>(g.kv_cells_used));
+    out->Add("harrier_kv_cache_cells",
+             {{"model", s.name}, {"version", version}, {"state", "total"}},
+             static_cast<double>(g.kv_cells_total));
+  }
 
   out->Add("nv_inference_request_success", labels, s.success.count);
   out->Add("nv_inference_request_failure", labels, s.fail.count);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "harrier/generation.h"
 #include "harrier/model_manager.h"
 #include "harrier/status.h"
 #include "observability/histogram.h"
@@ -67,6 +68,9 @@ struct ModelMetrics {
   Histogram compute_infer_duration;
   Histogram compute_output_duration;
   Histogram batch_size;  // items per successful execution
+  // Text generation only (docs/generation.md), exposed for versions that generate.
+  Histogram time_to_first_token;    // receipt to the first token sampled
+  Histogram time_per_output_token;  // after the first: (last - first) / (tokens - 1)
 
   FailureCounters failures;
   std::array<std::atomic<uint64_t>, 2> cancellations{};  // by CancellationStage
@@ -82,6 +86,9 @@ struct ModelVersionSample {
   const ModelVersionStats* stats = nullptr;  // Triton's counters (name and version set)
   const ModelMetrics* metrics = nullptr;
   uint64_t queue_depth = 0;  // requests waiting in the scheduler's queue
+  // A version that generates text: its engine's figures (and its generation histograms are
+  // exposed); null for a tensor model.
+  const GenerationStats* generation = nullptr;
 };
 
 // Declares every family below (HELP and TYPE), in the order docs/metrics.md lists them. Call

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "util/fake_backend.h"
+#include "util/fake_generative_model.h"
 #include "util/scheduled_request_builder.h"
 
 namespace harrier {
@@ -226,6 +227,70 @@ TEST_F(LoadedModelTest, FailuresAreCountedByReasonAndCancellationsByStage) {
   ModelVersionStats st;
   m->SnapshotStats(&st);
   EXPECT_EQ(st.fail.count, 4u);  // Triton's failure count: the same four
+}
+
+}  // namespace
+}  // namespace harrier
+
+namespace harrier {
+namespace {
+
+// A version that generates text: Infer() points at the generation endpoints, and generative()
+// times every generation into the version's statistics and metrics.
+TEST(GenerativeLoadedModelTest, InferIsRefusedAndGenerationsAreTimedAndCounted) {
+  auto engine = std::make_shared<testing::FakeGenerativeModel>();
+  LoadedModel::Options options;
+  options.name = "llm";
+  options.version = 2;
+  options.generator = engine;
+  auto created = LoadedModel::Create(std::move(options), {});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::shared_ptr<LoadedModel> model = *created;
+
+  std::optional<Status> refused;
+  auto request = std::make_unique<InferenceRequest>();
+  model->Infer(std::move(request), [&](StatusOr<InferenceResponse> r) { refused = r.status(); });
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused->message().find("/v1/chat/completions"), std::string::npos);
+
+  struct Sink : GenerationSink {
+    int tokens = 0;
+    std::optional<FinishReason> reason;
+    void OnStart(int, int) override {}
+    void OnToken(std::string_view, float) override { ++tokens; }
+    void OnEnd(FinishReason r, const GenerationUsage&, const Status&) override { reason = r; }
+  };
+  ASSERT_NE(model->generative(), nullptr);
+  auto sink = std::make_shared<Sink>();
+  GenerationRequest g;
+  g.prompt = "x";
+  ASSERT_TRUE(model->generative()->Generate(std::move(g), sink).ok());
+  EXPECT_EQ(sink->tokens, 4);  // the fake's script, passed on untouched
+  EXPECT_EQ(sink->reason, FinishReason::kStop);
+
+  auto cancelled = std::make_shared<Sink>();
+  GenerationRequest c;
+  c.cancellation = std::make_shared<CancellationToken>();
+  c.cancellation->Cancel();
+  ASSERT_TRUE(model->generative()->Generate(std::move(c), cancelled).ok());
+  EXPECT_EQ(cancelled->reason, FinishReason::kCancelled);
+
+  engine->refuse = ResourceExhausted("queue full");
+  GenerationRequest refused_at_once;
+  EXPECT_FALSE(model->generative()->Generate(std::move(refused_at_once), sink).ok());
+
+  const ModelMetrics& m = model->metrics();
+  EXPECT_EQ(m.time_to_first_token.Snapshot().count(), 1u);  // the cancelled one had no token
+  EXPECT_EQ(m.time_per_output_token.Snapshot().count(), 1u);
+  EXPECT_EQ(m.request_duration.Snapshot().count(), 1u);
+  EXPECT_EQ(m.failures.Read(FailureReason::kCancelled), 1u);
+  EXPECT_EQ(m.failures.Read(FailureReason::kRejected), 1u);
+  EXPECT_EQ(m.in_flight.load(), 0);
+  ModelVersionStats stats;
+  model->SnapshotStats(&stats);
+  EXPECT_EQ(stats.success.count, 1u);
+  EXPECT_EQ(model->queue_depth(), 0u);
 }
 
 }  // namespace

@@ -727,7 +727,10 @@ TEST(OtlpTracerTest, AnExportStillFailingAtItsTimeoutIsDroppedAndCounted) {
   auto tracer = MakeTracer(options);
   tracer->Submit(FullHttpRecord(steady_clock::now()));
   ASSERT_TRUE(tracer->Flush(std::chrono::seconds(10)));
-  EXPECT_EQ(collector.posts(), 3u);
+  // Three on a quiet machine; on a loaded one the third may start past the timeout. Never a
+  // fourth (that one would be due at 700 ms).
+  EXPECT_GE(collector.posts(), 2u);
+  EXPECT_LE(collector.posts(), 3u);
   const std::string text = Metrics(*tracer);
   EXPECT_THAT(text, HasSubstr("harrier_trace_spans_exported_total 0\n"));
   EXPECT_THAT(text, HasSubstr("harrier_trace_spans_dropped_total{reason=\"export_failed\"} 8\n"));

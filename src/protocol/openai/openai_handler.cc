@@ -729,6 +729,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     if (p.seed) r.sampling.seed = *p.seed + static_cast<uint32_t>(i);
     r.logprobs = p.logprobs;
     r.cancellation = g->engine_token();
+    r.received_at = received_at;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (!s.ok()) {
       if (accepted == 0 && i == 0) first_refusal = s;
