@@ -199,6 +199,21 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       // Each request of the stream is traced on its own, as a child of the stream's traceparent.
       call.trace = StartTrace(tracer_, traceparent_, tracestate_);
       slot->trace = call.trace;
+      // A model that generates text answers with many responses (Triton's decoupled models);
+      // the slot is free once the last is written.
+      if (handler_->ModelGenerate(
+              slot->request, call,
+              [writer = writer_](inference::ModelStreamInferResponse r) {
+                writer->Write(Framed(r), {});
+              },
+              [self = shared_from_this(), slot](const Status&) {
+                self->writer_->Write(
+                    std::string(), [self, slot](bool written) { self->OnWritten(*slot, written); });
+              })) {
+        if (slot->trace) slot->trace->Finish(false, Clock::now());
+        slot->trace = nullptr;  // generations are not traced yet
+        continue;
+      }
       handler_->ModelInfer(
           &slot->request, std::move(call), slot->response.mutable_infer_response(),
           [self = shared_from_this(), slot](Status status) { self->OnInferDone(slot, status); });

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/status_mapping.h"
+#include "harrier/generation.h"
 #include "protocol/grpc/infer_codec.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/kserve/scheduling_fields.h"
@@ -144,8 +145,7 @@ Status GrpcInferenceHandler::RepositoryIndex(const inference::RepositoryIndexReq
   return Status::Ok();
 }
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 void GrpcInferenceHandler::RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                                                std::function<void(Status)> done) const {
@@ -165,7 +165,8 @@ void GrpcInferenceHandler::RepositoryModelLoad(const inference::RepositoryModelL
 }
 
 void GrpcInferenceHandler::RepositoryModelUnload(
-    const inference::RepositoryModelUnloadRequest& request, std::function<void(Status)> done) const {
+    const inference::RepositoryModelUnloadRequest& request,
+    std::function<void(Status)> done) const {
   for (const auto& [name, parameter] : request.parameters()) {
     // No model depends on another here (no ensembles yet): unload_dependents changes nothing.
     if (name != "unload_dependents" || !parameter.has_bool_param())
@@ -380,6 +381,153 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
         }
         done(std::move(encoded));
       });
+}
+
+namespace {
+
+// One generation's tokens as decoupled responses. Holds the version's handle until the end.
+class StreamGenerationSink final : public GenerationSink {
+ public:
+  StreamGenerationSink(std::shared_ptr<ServableModel> model, std::string id,
+                       std::function<void(inference::ModelStreamInferResponse)> on_response,
+                       std::function<void(Status)> done)
+      : model_(std::move(model)),
+        id_(std::move(id)),
+        on_response_(std::move(on_response)),
+        done_(std::move(done)) {}
+  void OnStart(int, int) override {}
+  void OnToken(std::string_view text, float) override {
+    if (text.empty()) return;  // held back by the engine (a possible stop string)
+    inference::ModelStreamInferResponse r = Head(false);
+    inference::ModelInferResponse* infer = r.mutable_infer_response();
+    auto* out = infer->add_outputs();
+    out->set_name("text_output");
+    out->set_datatype("BYTES");
+    out->add_shape(1);
+    std::string raw(4, '\0');
+    const uint32_t n = static_cast<uint32_t>(text.size());
+    for (int k = 0; k < 4; ++k) raw[k] = static_cast<char>((n >> (8 * k)) & 0xFF);
+    raw.append(text);
+    infer->add_raw_output_contents(std::move(raw));
+    on_response_(std::move(r));
+  }
+  void OnEnd(FinishReason reason, const GenerationUsage&, const Status& status) override {
+    Status outcome = Status::Ok();
+    if (reason == FinishReason::kCancelled) {
+      outcome = Cancelled("the call was cancelled");
+    } else if (reason == FinishReason::kDeadline) {
+      outcome = DeadlineExceeded("the request's deadline passed");
+    } else if (reason == FinishReason::kError) {
+      outcome = status.ok() ? Internal("the generation failed") : status;
+    }
+    inference::ModelStreamInferResponse last = Head(true);
+    if (!outcome.ok()) last.set_error_message(outcome.message());
+    on_response_(std::move(last));
+    auto done = std::move(done_);
+    done(outcome);
+  }
+
+ private:
+  inference::ModelStreamInferResponse Head(bool final) const {
+    inference::ModelStreamInferResponse r;
+    inference::ModelInferResponse* infer = r.mutable_infer_response();
+    infer->set_model_name(model_->name());
+    infer->set_model_version(std::to_string(model_->version()));
+    infer->set_id(id_);
+    (*infer->mutable_parameters())["triton_final_response"].set_bool_param(final);
+    return r;
+  }
+
+  const std::shared_ptr<ServableModel> model_;
+  const std::string id_;
+  const std::function<void(inference::ModelStreamInferResponse)> on_response_;
+  std::function<void(Status)> done_;
+};
+
+// A request parameter as a number: int64, double or a decimal string.
+std::optional<double> NumberParameter(const inference::ModelInferRequest& request,
+                                      const std::string& key) {
+  auto it = request.parameters().find(key);
+  if (it == request.parameters().end()) return std::nullopt;
+  const auto& p = it->second;
+  if (p.has_int64_param()) return static_cast<double>(p.int64_param());
+  if (p.has_double_param()) return p.double_param();
+  if (p.has_uint64_param()) return static_cast<double>(p.uint64_param());
+  return std::nullopt;
+}
+
+// text_input's bytes: the first element of a BYTES [1] input, raw or typed.
+StatusOr<std::string> TextInput(const inference::ModelInferRequest& request) {
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& in = request.inputs(i);
+    if (in.name() != "text_input") continue;
+    if (in.datatype() != "BYTES")
+      return InvalidArgument("input 'text_input' must be BYTES, not " + in.datatype());
+    if (in.contents().bytes_contents_size() > 0) return in.contents().bytes_contents(0);
+    if (i < request.raw_input_contents_size()) {
+      const std::string& raw = request.raw_input_contents(i);
+      if (raw.size() < 4) return InvalidArgument("input 'text_input' is malformed");
+      uint32_t n = 0;
+      for (int k = 0; k < 4; ++k)
+        n |= static_cast<uint32_t>(static_cast<uint8_t>(raw[k])) << (8 * k);
+      if (raw.size() < 4 + static_cast<size_t>(n))
+        return InvalidArgument("input 'text_input' is malformed");
+      return raw.substr(4, n);
+    }
+    return InvalidArgument("input 'text_input' has no data");
+  }
+  return InvalidArgument("a generative model takes the BYTES input 'text_input'");
+}
+
+}  // namespace
+
+bool GrpcInferenceHandler::ModelGenerate(
+    const inference::ModelInferRequest& request, const InferCallContext& call,
+    std::function<void(inference::ModelStreamInferResponse)> on_response,
+    std::function<void(Status)> done) const {
+  StatusOr<std::optional<int64_t>> version = ParseModelVersion(request.model_version());
+  if (!version.ok()) return false;
+  static const ModelManager::RequestHeaders kNoHeaders;
+  auto model = models_->Route(request.model_name(), *version,
+                              call.headers != nullptr ? *call.headers : kNoHeaders);
+  if (!model.ok() || (*model)->generative() == nullptr) return false;
+  GenerativeModel* engine = (*model)->generative();
+  auto fail = [&](Status s) {
+    inference::ModelStreamInferResponse r;
+    r.set_error_message(s.message());
+    r.mutable_infer_response()->set_model_name(request.model_name());
+    r.mutable_infer_response()->set_id(request.id());
+    on_response(std::move(r));
+    done(std::move(s));
+    return true;
+  };
+  StatusOr<std::string> text = TextInput(request);
+  if (!text.ok()) return fail(text.status());
+  GenerationRequest g;
+  g.prompt = std::move(text).value();
+  g.cancellation = call.cancellation;
+  g.deadline = call.deadline;
+  g.received_at = call.received_at;
+  g.sampling.temperature = 1.0f;
+  if (auto v = NumberParameter(request, "max_tokens")) g.max_tokens = static_cast<int>(*v);
+  if (auto v = NumberParameter(request, "temperature"))
+    g.sampling.temperature = static_cast<float>(*v);
+  if (auto v = NumberParameter(request, "top_k")) g.sampling.top_k = static_cast<int>(*v);
+  if (auto v = NumberParameter(request, "top_p")) g.sampling.top_p = static_cast<float>(*v);
+  if (auto v = NumberParameter(request, "min_p")) g.sampling.min_p = static_cast<float>(*v);
+  if (auto v = NumberParameter(request, "repetition_penalty"))
+    g.sampling.repeat_penalty = static_cast<float>(*v);
+  if (auto v = NumberParameter(request, "seed")) g.sampling.seed = static_cast<uint32_t>(*v);
+  if (auto it = request.parameters().find("stop"); it != request.parameters().end() &&
+                                                   it->second.has_string_param() &&
+                                                   !it->second.string_param().empty())
+    g.stop.push_back(it->second.string_param());
+  auto sink =
+      std::make_shared<StreamGenerationSink>(*model, request.id(), on_response, std::move(done));
+  Status accepted = engine->Generate(std::move(g), sink);
+  // Refused at once: the engine never calls the sink, so the final (error) response is ours.
+  if (!accepted.ok()) sink->OnEnd(FinishReason::kError, {}, accepted);
+  return true;
 }
 
 }  // namespace harrier::grpc_frontend

@@ -20,6 +20,8 @@
 //   CudaSharedMemoryStatus/Register   no GPU: status of all is empty, of one region and
 //                         register kInvalidArgument (Unregister is answered by the transport)
 //   ModelInfer            decode (infer_codec.h), run on the model, encode
+//   ModelGenerate         a ModelStreamInfer request to a model that generates text: its
+//                         tokens as Triton's decoupled responses (docs/generation.md)
 //
 // Errors are Status values; the caller turns them into gRPC codes with GrpcStatusCodeFor
 // (core/status_mapping.h): kInvalidArgument for a malformed request or version string,
@@ -131,6 +133,18 @@ class GrpcInferenceHandler {
   // request is queued, else on a model worker thread. `response` must stay valid until then.
   void ModelInfer(inference::ModelInferRequest* request, InferCallContext call,
                   inference::ModelInferResponse* response, std::function<void(Status)> done) const;
+
+  // ModelStreamInfer to a model that generates text, as Triton's decoupled models answer: the
+  // BYTES input `text_input` (and the request parameters max_tokens, temperature, top_k,
+  // top_p, min_p, repetition_penalty, seed, stop) is generated, and each piece of text is one
+  // response (`text_output`, BYTES [1], in raw_output_contents) with the parameter
+  // `triton_final_response` false; then one response without outputs and with it true (or an
+  // error_message). False, with nothing called, when `request` does not name a ready model
+  // that generates text: ModelInfer then answers it. `on_response` may be called from the
+  // engine's thread; `done` once, after the last response.
+  bool ModelGenerate(const inference::ModelInferRequest& request, const InferCallContext& call,
+                     std::function<void(inference::ModelStreamInferResponse)> on_response,
+                     std::function<void(Status)> done) const;
 
  private:
   ModelManager* const models_;

@@ -489,6 +489,51 @@ test('ModelStreamInfer: 1,000 requests, each answer matches its input; an error 
     /unknown model/.test(errorResponse.error_message), `error response ${JSON.stringify(errorResponse)}`);
 });
 
+test('ModelStreamInfer on a model that generates text: decoupled responses, then a final one', async () => {
+  const textRequest = (id, prompt, maxTokens) => ({
+    model_name: 'tiny-llama', id,
+    inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1],
+      contents: { bytes_contents: [Buffer.from(prompt)] } }],
+    parameters: { max_tokens: { int64_param: maxTokens }, temperature: { double_param: 0 } },
+  });
+  const collect = (requests) => new Promise((resolve, reject) => {
+    const call = c.ModelStreamInfer();
+    const byId = new Map();
+    call.on('data', (r) => {
+      const id = r.infer_response.id;
+      if (!byId.has(id)) byId.set(id, { text: '', responses: 0, final: 0, error: '' });
+      const e = byId.get(id);
+      e.responses++;
+      if (r.error_message) e.error = r.error_message;
+      if (r.infer_response.parameters?.triton_final_response?.bool_param) e.final++;
+      for (const raw of r.infer_response.raw_output_contents) {
+        const n = raw.readUInt32LE(0);
+        e.text += raw.subarray(4, 4 + n).toString('utf8');
+      }
+    });
+    call.on('error', reject);
+    call.on('end', () => resolve(byId));
+    for (const r of requests) call.write(r);
+    call.end();
+  });
+  const got = await collect([textRequest('a', 'Once upon a time', 6),
+    textRequest('b', 'The quick brown fox', 4)]);
+  for (const [id, tokens] of [['a', 6], ['b', 4]]) {
+    const e = got.get(id);
+    assert(e && !e.error, `${id}: ${JSON.stringify(e)}`);
+    assertEqual(e.final, 1, `${id}: final responses`);
+    assert(e.responses >= 2 && e.responses <= tokens + 1, `${id}: ${e.responses} responses`);
+  }
+  // The same text as the REST generate endpoint's, greedy.
+  const r = await fetch(`http://127.0.0.1:${server.httpPort()}/v2/models/tiny-llama/generate`, {
+    method: 'POST', body: JSON.stringify({ text_input: 'Once upon a time',
+      parameters: { max_tokens: 6, temperature: 0 } }) });
+  assertEqual(got.get('a').text, (await r.json()).text_output, 'text as over REST');
+  // A request without text_input: an error response, and the stream goes on.
+  const bad = await collect([{ model_name: 'tiny-llama', id: 'x', inputs: [] }]);
+  assert(/text_input/.test(bad.get('x').error), `error ${JSON.stringify(bad.get('x'))}`);
+});
+
 const slowRequest = () => ({
   model_name: 'slow',
   inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1024] }],
@@ -943,6 +988,10 @@ function buildRepository() {
       { stdio: ['ignore', 'ignore', 'inherit'] });
     if (r.status !== 0) throw new Error(`${script} failed`);
   }
+  // A text generator, for ModelStreamInfer's decoupled responses.
+  fs.mkdirSync(path.join(REPO, 'tiny-llama', '1'), { recursive: true });
+  fs.copyFileSync(path.join(SRC, '..', 'shared', 'models', 'llama-2-tiny-random.gguf'),
+    path.join(REPO, 'tiny-llama', '1', 'model.gguf'));
 }
 
 async function main() {
