@@ -25,7 +25,7 @@ JOBS ?= $(shell nproc)
 
 all: build
 
-$(DEPS_STAMP): tools/deps.sh
+$(DEPS_STAMP): tools/deps.sh tools/llama_source.sh
 	bash tools/deps.sh
 	@mkdir -p $(BUILD) && touch $@
 

@@ -12,8 +12,9 @@
 #                    registry integrity hash is checked, unpacked into
 #                    $HARRIER_DEPS/onnxruntime-1.29.0/{include,lib} with the libonnxruntime.so.1 link.
 #   llama.cpp        v0.4.0 (commit 80fb11a), the git bundle inside the npm package
-#                    node-llama-cpp@3.21.1 (integrity-checked the same way), built once, CPU only,
-#                    as static libraries into $HARRIER_DEPS/llama.cpp-v0.4.0/{include,lib}.
+#                    node-llama-cpp@3.21.1 (integrity-checked the same way, by
+#                    tools/llama_source.sh), built once, CPU only, as static libraries into
+#                    $HARRIER_DEPS/llama.cpp-v0.4.0/{include,lib}.
 #
 # HARRIER_DEPS defaults to ~/.cache/harrier-deps (outside the clone, so CI reuses it).
 # Prints the ONNX Runtime root and then the llama.cpp root, one a line, last.
@@ -22,10 +23,10 @@ HARRIER_DEPS=${HARRIER_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/harrier-deps}
 ORT_VERSION=1.29.0
 ORT_NPM=com.github.asus4.onnxruntime@0.4.9
 ORT_INTEGRITY='sha512-BkzxduSZ9IkeDP6Q8lz2TFU2ie7hSSvS7ZIfzMooExoq0CNzJnuuGaUJ7IsojBgqO4ouD1jXah8OYyJbCN29Fg=='
-LLAMA_TAG=v0.4.0
-LLAMA_COMMIT=80fb11ac73e66d89eae2c6a91d8a77428fa733ed
-LLAMA_NPM=node-llama-cpp@3.21.1
-LLAMA_INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
+# llama.cpp's version (LLAMA_TAG, LLAMA_COMMIT, LLAMA_NPM, its integrity hash) and how its source
+# is fetched and checked out live in one place, shared with the benchmark kit.
+# shellcheck source=tools/llama_source.sh
+source "$(dirname "${BASH_SOURCE[0]}")/llama_source.sh"
 PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certificates
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
@@ -94,27 +95,20 @@ fi
 # creates with polling off, so its threads sleep between decodes instead of spinning on shared
 # cores as libgomp's do after every parallel region. The bundle is built as it is: the patch
 # node-llama-cpp ships beside it (llama/patches/PR-22566.diff) is for loading a model from its
-# metadata alone, which Harrier never does.
+# metadata alone, which Harrier never does. The instruction-set and OpenMP flags are
+# LLAMA_GGML_CPU_FLAGS (tools/llama_source.sh), shared with the benchmark's llama-server build.
 llama=$HARRIER_DEPS/llama.cpp-$LLAMA_TAG
 if [[ ! -f $llama/lib/libllama.a || ! -f $llama/include/llama.h ]]; then
   log "fetching llama.cpp $LLAMA_TAG ($LLAMA_NPM)"
   start=$(date +%s)
-  tgz=$(npm_fetch "$LLAMA_NPM" "$LLAMA_INTEGRITY")
-  tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle
-  git clone --quiet --no-checkout "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp"
-  git -C "$tmp/llama.cpp" -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT"
-  isa=(-DGGML_NATIVE=OFF)
-  if [[ $(uname -m) == x86_64 ]]; then
-    isa+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-      -DGGML_AVX512=OFF)
-  fi
+  llama_source "$tmp/llama.cpp"
   log "building llama.cpp $LLAMA_TAG (CPU, static; about 5 minutes on 2 cores)"
   rm -rf "$llama.partial"
   flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$llama.partial"
     -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
     -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
-    -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF "${isa[@]}")
+    -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF "${LLAMA_GGML_CPU_FLAGS[@]}")
   # The build's chatter goes to a log, shown only when a step fails.
   build_log=$tmp/llama.cpp-build.log
   if ! { cmake -S "$tmp/llama.cpp" -B "$tmp/llama.cpp/build" "${flags[@]}" &&
