@@ -173,7 +173,7 @@ for system in $SYSTEMS; do
       start_harrier
       # llama.cpp's threads (the engine thread and ggml's pool) carry the name they inherit
       # from the main thread, which loads the models at start-up: "harrier".
-      drive harrier "$http_port" --engine-threads harrier
+      drive harrier "$http_port" --engine-threads llama-engine
       ;;
     llama-server)
       start_llama_server

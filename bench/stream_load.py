@@ -27,9 +27,8 @@ summed by thread name from /proc/PID/task/*/comm. cpu_us_per_token is the whole 
 (/proc/PID/stat, which also counts threads that ended during the run) per token; with
 --engine-threads REGEX, server_us_per_token is the CPU of the threads whose name does not match
 it (the main thread always counts as the server's), per token. For Harrier the engine's
-threads are llama.cpp's: the engine thread and ggml's pool workers, which have no name of their
-own and carry the one they inherit ("harrier" from the main thread when models are loaded at
-start-up), so generation.sh passes --engine-threads harrier.
+threads are llama.cpp's: the engine thread, named "llama-engine", and ggml's pool workers, which
+inherit that name, so generation.sh passes --engine-threads llama-engine.
 
 Prints `RESULT system=S streams=N ...` (one line, key=value) and `THREADS system=S streams=N
 name=ms ...` (the CPU per thread name, largest first, the main thread as name(main)). Stdlib

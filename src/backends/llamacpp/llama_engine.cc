@@ -1,5 +1,7 @@
 #include "backends/llamacpp/llama_engine.h"
 
+#include <pthread.h>
+
 #include <ggml-cpu.h>
 #include <llama.h>
 #include <spdlog/spdlog.h>
@@ -247,6 +249,9 @@ std::string LlamaEngine::Impl::Piece(llama_token token) const {
 }
 
 void LlamaEngine::Impl::Run(std::promise<Status>* ready) {
+  // Named before the pool exists: ggml's workers inherit the name, so per-thread CPU
+  // (/proc/PID/task/*/comm, top -H, perf) tells the engine's threads from the server's.
+  pthread_setname_np(pthread_self(), "llama-engine");
   // The pool is created here, on a thread SpawnThread started at the normal priority, because
   // its threads inherit the creator's (a load runs on the nice +10 lifecycle thread). Polling
   // off: its threads sleep between graphs instead of spinning on cores other models share.
