@@ -20,6 +20,7 @@
 #include "protocol/openai/openai_error.h"
 #include "protocol/openai/openai_request.h"
 #include "protocol/openai/openai_response.h"
+#include "protocol/kserve/scheduling_fields.h"
 #include "protocol/openai/sse.h"
 
 namespace harrier::openai {
@@ -653,6 +654,10 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
                                  shared_->options.limits, &param);
   if (!parsed.ok()) return fail(parsed.status(), param);
   GenerationParams params = std::move(parsed).value();
+  // X-Request-Timeout-Us (and X-Client-Id) as for any inference request (docs/api.md).
+  InferenceRequest scheduling;
+  scheduling.received_at = received_at;
+  if (Status s = kserve::ApplySchedulingFields(request, &scheduling); !s.ok()) return fail(s);
   if (!IsTriton(kind)) model_name = params.model;
 
   auto routed = models_->Route(model_name, version, request.headers);
@@ -730,6 +735,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.logprobs = p.logprobs;
     r.cancellation = g->engine_token();
     r.received_at = received_at;
+    r.deadline = scheduling.deadline;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (!s.ok()) {
       if (accepted == 0 && i == 0) first_refusal = s;

@@ -373,6 +373,22 @@ TEST_F(OpenAiHandlerTest, AnIdleStreamGetsHeartbeatComments) {
   held[0].sink->OnEnd(FinishReason::kStop, {}, Status::Ok());
 }
 
+TEST_F(OpenAiHandlerTest, XRequestTimeoutUsBecomesTheGenerationsDeadline) {
+  engine_.hold = true;
+  const auto before = std::chrono::steady_clock::now();
+  Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})",
+       {{"x-request-timeout-us", "2000000"}});
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_GE(held[0].request.deadline, before + milliseconds(2000));
+  EXPECT_LE(held[0].request.deadline, std::chrono::steady_clock::now() + milliseconds(2000));
+  held[0].sink->OnEnd(FinishReason::kDeadline, {}, Status::Ok());
+  const auto bad = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})",
+                        {{"x-request-timeout-us", "soon"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("X-Request-Timeout-Us"), std::string::npos) << bad.body;
+}
+
 TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
   auto r = Call("POST", "/v2/models/llm/generate",
                 R"({"text_input":"x","parameters":{"max_tokens":3}})");
