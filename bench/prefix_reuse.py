@@ -88,7 +88,9 @@ def main():
         ttft(port, prefix + " first")  # puts the prefix in a sequence's cache
         for i in range(args.rounds):
             r = ttft(port, prefix + " and then " + text(100 + i, 3))
-            f = ttft(port, text(200 + i, args.prefix_words) + " and then " + text(100 + i, 3))
+            # Led by a word of its own, so that not even its first tokens match a cached prompt.
+            f = ttft(port, "Case %d: " % i + text(200 + i, args.prefix_words) + " and then " +
+                     text(100 + i, 3))
             reused.append(r)
             fresh.append(f)
             print("round %d: reused %.1f ms, fresh %.1f ms" % (i, r * 1e3, f * 1e3))
