@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harrier/data_type.h"
@@ -45,6 +46,9 @@ std::string ShapeToString(std::span<const int64_t> shape);
 // Checks that `bytes` is a well-formed BYTES serialization of exactly `element_count` elements
 // (no truncated length prefix or element, no trailing bytes).
 Status ValidateBytesTensor(std::span<const std::byte> bytes, int64_t element_count);
+
+// Appends one BYTES element to `out`: its 4-byte little-endian length, then its bytes.
+void AppendBytesElement(std::string* out, std::string_view element);
 
 // Allocates `size` bytes, uninitialised, owned by the returned shared_ptr; 64-byte aligned.
 std::shared_ptr<std::byte[]> AllocateTensorBuffer(size_t size);

@@ -48,6 +48,14 @@ Status ValidateBytesTensor(std::span<const std::byte> bytes, int64_t element_cou
   return Status::Ok();
 }
 
+void AppendBytesElement(std::string* out, std::string_view element) {
+  const uint32_t len = static_cast<uint32_t>(element.size());
+  char prefix[4];
+  std::memcpy(prefix, &len, 4);  // little-endian hosts only, as for ValidateBytesTensor
+  out->append(prefix, 4);
+  out->append(element);
+}
+
 std::shared_ptr<std::byte[]> AllocateTensorBuffer(size_t size) {
   constexpr std::align_val_t kAlign{64};
   auto* p = static_cast<std::byte*>(::operator new[](size == 0 ? 1 : size, kAlign));

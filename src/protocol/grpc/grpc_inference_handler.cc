@@ -404,10 +404,8 @@ class StreamGenerationSink final : public GenerationSink {
     out->set_name("text_output");
     out->set_datatype("BYTES");
     out->add_shape(1);
-    std::string raw(4, '\0');
-    const uint32_t n = static_cast<uint32_t>(text.size());
-    for (int k = 0; k < 4; ++k) raw[k] = static_cast<char>((n >> (8 * k)) & 0xFF);
-    raw.append(text);
+    std::string raw;
+    AppendBytesElement(&raw, text);
     infer->add_raw_output_contents(std::move(raw));
     on_response_(std::move(r));
   }

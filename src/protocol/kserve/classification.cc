@@ -101,11 +101,7 @@ StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max
     for (int64_t j = 0; j < k; ++j) {
       const int64_t c = order[j];
       const std::string entry = FormatValue(output, base + c, values[c]) + ":" + std::to_string(c);
-      const uint32_t len = static_cast<uint32_t>(entry.size());
-      char prefix[4];
-      std::memcpy(prefix, &len, 4);
-      text->append(prefix, 4);
-      text->append(entry);
+      AppendBytesElement(text.get(), entry);
     }
   }
 

@@ -233,11 +233,7 @@ class BytesSink : public SinkBase {
       over_budget_ = true;
       return PayloadTooLarge(label_ + ": BYTES data exceeds the request's input byte limit");
     }
-    const uint32_t len = static_cast<uint32_t>(s.size());
-    char prefix[4];
-    std::memcpy(prefix, &len, 4);  // little-endian hosts only, as tensor.h
-    out_->append(prefix, 4);
-    out_->append(s);
+    AppendBytesElement(out_, s);
     ++count_;
     return Status::Ok();
   }
