@@ -907,14 +907,20 @@ void BasicHttpConnection<Stream>::WriteSome() {
                            });
 }
 
+// A write's completion: true when the connection is closed (by now, or by this failed write:
+// the client is gone, most likely), and the completion has nothing left to do.
+template <class Stream>
+bool BasicHttpConnection<Stream>::EndedByWriteError(const error_code& ec) {
+  if (phase_ == Phase::kClosed) return true;
+  if (!ec) return false;
+  spdlog::debug("http: write failed (client gone?): {}", ec.message());
+  Close();
+  return true;
+}
+
 template <class Stream>
 void BasicHttpConnection<Stream>::OnWrite(const error_code& ec, std::size_t n) {
-  if (phase_ == Phase::kClosed) return;
-  if (ec) {
-    spdlog::debug("http: write failed (client gone?): {}", ec.message());
-    Close();
-    return;
-  }
+  if (EndedByWriteError(ec)) return;
   for (auto& b : out_) {
     const std::size_t k = std::min(n, b.size());
     b += k;
@@ -1013,12 +1019,7 @@ void BasicHttpConnection<Stream>::StreamWriteSome() {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::OnStreamWrite(const error_code& ec, std::size_t n) {
-  if (phase_ == Phase::kClosed) return;
-  if (ec) {
-    spdlog::debug("http: write failed (client gone?): {}", ec.message());
-    Close();
-    return;
-  }
+  if (EndedByWriteError(ec)) return;
   while (stream_out_first_ < stream_out_.size() && n > 0) {
     auto& b = stream_out_[stream_out_first_];
     const std::size_t k = std::min(n, b.size());

@@ -133,6 +133,7 @@ class BasicHttpConnection : public Connection,
   void OnResponse(uint64_t sequence, HttpResponse response);
   void StartWrite(HttpResponse response);
   void WriteSome();
+  bool EndedByWriteError(const boost::system::error_code& ec);
   void OnWrite(const boost::system::error_code& ec, std::size_t n);
   void OnWriteDone();
   // Streamed responses: takes what the producer has written and writes it (or waits for it).

@@ -15,12 +15,12 @@
 #include "core/timer_thread.h"
 #include "harrier/generation.h"
 #include "harrier/response_stream.h"
+#include "protocol/kserve/scheduling_fields.h"
 #include "protocol/openai/generate_request.h"
 #include "protocol/openai/generate_response.h"
 #include "protocol/openai/openai_error.h"
 #include "protocol/openai/openai_request.h"
 #include "protocol/openai/openai_response.h"
-#include "protocol/kserve/scheduling_fields.h"
 #include "protocol/openai/sse.h"
 
 namespace harrier::openai {
@@ -189,7 +189,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     resumed_ = true;
   }
 
-  // The engine accepted `started` sequences of n; the others were refused with `refused`.
+  // The engine refused sequence `index` at once (Generate's status): it ends as an error.
   void Refused(int index, const Status& status) {
     OnEnd(index, harrier::FinishReason::kError, GenerationUsage{}, status);
   }
