@@ -101,10 +101,8 @@ class Http2Connection : public Connection,
   // A streamed response's writer (HttpHandler::OpenStream): every call is posted to the I/O
   // thread, even from it, so that it never runs inside an nghttp2 callback.
   class StreamWriter;
-  struct Part {
-    std::string bytes;
-    std::function<void(bool)> on_written;
-  };
+  // A part of a streamed body: bytes and their report, as ResponseStream queues them.
+  using Part = ResponseStream::Part;
 
   bool InitSession();
   void Register();
