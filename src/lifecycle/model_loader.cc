@@ -1,7 +1,6 @@
 #include "lifecycle/model_loader.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
@@ -306,8 +305,8 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
 namespace {
 
 bool IsRegularFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  auto type = LocalFileSystem().GetFileType(path);
+  return type.ok() && *type == FileType::kRegular;
 }
 
 // The implicit warm-up of a generator: one greedy token, waited for.
