@@ -29,14 +29,14 @@ struct ChatMessage {
 // Sampling, as llama.cpp's sampler chain applies it. temperature 0 is greedy: deterministic.
 struct SamplingParams {
   float temperature = 1.0f;
-  int top_k = 40;                // 0: off
-  float top_p = 1.0f;            // 1: off
-  float min_p = 0.0f;            // 0: off
-  float repeat_penalty = 1.0f;   // 1: off
-  int repeat_last_n = 64;        // tokens the penalties look back over
+  int top_k = 40;                  // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off
+  float repeat_penalty = 1.0f;     // 1: off
+  int repeat_last_n = 64;          // tokens the penalties look back over
   float frequency_penalty = 0.0f;  // OpenAI's: minus this times the token's count so far
   float presence_penalty = 0.0f;   // OpenAI's: minus this once the token has appeared
-  std::optional<uint32_t> seed;  // none: a random seed per request
+  std::optional<uint32_t> seed;    // none: a random seed per request
 };
 
 enum class FinishReason {
@@ -67,6 +67,13 @@ struct GenerationRequest {
   // Generate() is called.
   std::chrono::steady_clock::time_point received_at{};
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The priority level, 1 the most urgent (Triton's convention); 0 or a level past the model's
+  // priority_levels: the model's default level. Requests waiting for a sequence are admitted
+  // most urgent first, in arrival order within a level.
+  uint64_t priority = 0;
+  // Who sent it (X-Client-Id, gRPC's x-client-id metadata), for admission's per-client rate
+  // limits; empty: anonymous.
+  std::string client_id;
 };
 
 class GenerationSink {

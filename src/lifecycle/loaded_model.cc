@@ -14,13 +14,35 @@ OverloadLimiter::Run AdmissionRun(const BatchTiming& b) {
   return {b.instance, static_cast<int>(b.request_count), b.batch_size};
 }
 
+// The priority level a scheduler of `policy` gives a request asking for `requested` (1 the most
+// urgent; 0 or past the levels: the default). 0 when the policy has no levels.
+uint64_t PriorityLevel(const BatchingPolicy& policy, uint64_t requested) {
+  if (policy.priority_levels == 0) return 0;
+  const uint64_t default_level =
+      policy.default_priority_level != 0 ? policy.default_priority_level : policy.priority_levels;
+  return requested == 0 || requested > policy.priority_levels ? default_level : requested;
+}
+
+// More urgent than the default level: exempt from overload protection, ahead in the queue.
+bool IsUrgent(const BatchingPolicy& policy, uint64_t requested) {
+  const uint64_t level = PriorityLevel(policy, requested);
+  return level != 0 && level < PriorityLevel(policy, 0);
+}
+
 // Times one generation for its version: time to first token, time per token after it, and the
-// outcome (success with its duration, or a failure by reason), then hands everything on.
+// outcome (success with its duration, or a failure by reason), tells the traffic controller,
+// gives back the admission ticket, then hands everything on.
 class TimingSink final : public GenerationSink {
  public:
-  TimingSink(std::shared_ptr<GenerationSink> next, ModelStats* stats, const Clock* clock,
-             Clock::time_point received)
-      : next_(std::move(next)), stats_(stats), clock_(clock), received_(received) {}
+  TimingSink(std::shared_ptr<GenerationSink> next, ModelStats* stats,
+             const LoadedModel::Options* model, const Clock* clock, Clock::time_point received,
+             AdmissionTicket ticket)
+      : next_(std::move(next)),
+        stats_(stats),
+        model_(model),
+        clock_(clock),
+        received_(received),
+        ticket_(std::move(ticket)) {}
   void OnStart(int prompt_tokens, int reused) override { next_->OnStart(prompt_tokens, reused); }
   void OnToken(std::string_view text, float logprob) override {
     const Clock::time_point now = clock_->Now();
@@ -35,58 +57,85 @@ class TimingSink final : public GenerationSink {
     const Clock::time_point now = clock_->Now();
     if (tokens_ >= 2) stats_->RecordTimePerOutputToken(Ns(first_, last_) / (tokens_ - 1));
     stats_->RequestFinished();
-    if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    const StatusCode code = reason == FinishReason::kStop || reason == FinishReason::kLength
+                                ? StatusCode::kOk
+                            : reason == FinishReason::kCancelled ? StatusCode::kCancelled
+                            : reason == FinishReason::kDeadline  ? StatusCode::kDeadlineExceeded
+                            : status.ok()                        ? StatusCode::kInternal
+                                                                 : status.code();
+    if (code == StatusCode::kOk) {
       ModelStats::Durations d;
       d.compute_infer_ns = Ns(received_, now);
       d.total_ns = d.compute_infer_ns;
       stats_->RecordSuccess(d, 1);
       stats_->AddOutputTime(0, d.total_ns);
     } else {
-      stats_->RecordFailure(Ns(received_, now),
-                            reason == FinishReason::kCancelled  ? StatusCode::kCancelled
-                            : reason == FinishReason::kDeadline ? StatusCode::kDeadlineExceeded
-                            : status.ok()                       ? StatusCode::kInternal
-                                                                : status.code());
+      stats_->RecordFailure(Ns(received_, now), code);
     }
+    // As for tensor models: engine failures and timeouts say the version is sick; a client's
+    // bad request or its leaving do not. The latency is the time to the first token, what a
+    // generation's user waits on (its whole duration is the length the client asked for).
+    if (model_->traffic != nullptr && model_->traffic->active()) {
+      model_->traffic->Record(
+          model_->version, (tokens_ > 0 ? first_ : now) - received_,
+          code != StatusCode::kOk && code != StatusCode::kCancelled,
+          code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
+    }
+    ticket_.Release();  // before the answer goes out: a client that sends the next at once fits
     next_->OnEnd(reason, usage, status);
   }
 
  private:
   const std::shared_ptr<GenerationSink> next_;
   ModelStats* const stats_;
+  const LoadedModel::Options* const model_;
   const Clock* const clock_;
   const Clock::time_point received_;
-  uint64_t tokens_ = 0;  // the engine's thread only
+  AdmissionTicket ticket_;  // the engine's thread only, after construction
+  uint64_t tokens_ = 0;     // the engine's thread only
   Clock::time_point first_, last_;
 };
 
-// What generative() hands out: the engine, every generation through a TimingSink.
+// What generative() hands out: the engine, every generation admitted (admission control, as
+// for any request), given its priority level, and timed through a TimingSink.
 class MeteredGenerator final : public GenerativeModel {
  public:
-  MeteredGenerator(std::shared_ptr<GenerativeModel> engine, ModelStats* stats, const Clock* clock)
-      : engine_(std::move(engine)), stats_(stats), clock_(clock) {}
+  MeteredGenerator(const LoadedModel::Options* model, ModelStats* stats, const Clock* clock)
+      : model_(model), stats_(stats), clock_(clock) {}
   StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
-    return engine_->ApplyChatTemplate(messages);
+    return model_->generator->ApplyChatTemplate(messages);
   }
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
     const Clock::time_point received =
         request.received_at == Clock::time_point{} ? clock_->Now() : request.received_at;
+    AdmissionTicket ticket;
+    if (model_->admission != nullptr) {
+      StatusOr<AdmissionTicket> admitted =
+          model_->admission->Admit(request.client_id, IsUrgent(model_->policy, request.priority));
+      if (!admitted.ok()) {
+        stats_->RecordFailure(Ns(received, clock_->Now()), admitted.status().code());
+        return admitted.status();
+      }
+      ticket = std::move(admitted).value();
+    }
+    request.priority = PriorityLevel(model_->policy, request.priority);
     stats_->RequestStarted();
-    Status s =
-        engine_->Generate(std::move(request),
-                          std::make_shared<TimingSink>(std::move(sink), stats_, clock_, received));
+    // The ticket travels with the sink; a refusal below destroys both, which gives it back.
+    Status s = model_->generator->Generate(
+        std::move(request), std::make_shared<TimingSink>(std::move(sink), stats_, model_, clock_,
+                                                         received, std::move(ticket)));
     if (!s.ok()) {
       stats_->RequestFinished();
       stats_->RecordFailure(Ns(received, clock_->Now()), s.code());
     }
     return s;
   }
-  int context_size() const override { return engine_->context_size(); }
-  GenerationStats Stats() const override { return engine_->Stats(); }
-  void Shutdown() override { engine_->Shutdown(); }
+  int context_size() const override { return model_->generator->context_size(); }
+  GenerationStats Stats() const override { return model_->generator->Stats(); }
+  void Shutdown() override { model_->generator->Shutdown(); }
 
  private:
-  const std::shared_ptr<GenerativeModel> engine_;
+  const LoadedModel::Options* const model_;
   ModelStats* const stats_;
   const Clock* const clock_;
 };
@@ -99,8 +148,8 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
     if (!instances.empty())
       return InvalidArgument("a generative model version has no instances of its own");
     std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
-    model->metered_ = std::make_unique<MeteredGenerator>(model->options_.generator, &model->stats_,
-                                                         model->clock_);
+    model->metered_ =
+        std::make_unique<MeteredGenerator>(&model->options_, &model->stats_, model->clock_);
     return model;
   }
   std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
@@ -172,10 +221,7 @@ Status LoadedModel::CheckAdmission(std::string_view client_id) const {
   if (options_.admission == nullptr) return Status::Ok();
   // The priority is in the body: when a request could be more urgent than the default level
   // (and so exempt from overload protection in Infer()), only the other limits are checked.
-  const BatchingPolicy& policy = options_.policy;
-  const uint64_t default_level =
-      policy.default_priority_level != 0 ? policy.default_priority_level : policy.priority_levels;
-  const bool may_be_urgent = policy.priority_levels > 0 && default_level > 1;
+  const bool may_be_urgent = PriorityLevel(options_.policy, 0) > 1;
   return options_.admission->Peek(client_id, /*check_overload=*/!may_be_urgent);
 }
 
@@ -193,13 +239,8 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
   // Admission first: the cheapest "no", before any work is spent on the request.
   AdmissionTicket ticket;
   if (options_.admission != nullptr) {
-    // Priority levels count from 1 (most urgent); 0 means the default level.
-    const BatchingPolicy& policy = options_.policy;
-    const uint64_t default_level =
-        policy.default_priority_level != 0 ? policy.default_priority_level : policy.priority_levels;
-    const bool urgent = request->priority != 0 && request->priority <= policy.priority_levels &&
-                        request->priority < default_level;
-    StatusOr<AdmissionTicket> admitted = options_.admission->Admit(request->client_id, urgent);
+    StatusOr<AdmissionTicket> admitted =
+        options_.admission->Admit(request->client_id, IsUrgent(options_.policy, request->priority));
     if (!admitted.ok()) {
       stats_.RecordFailure(Ns(request->received_at, clock_->Now()), admitted.status().code());
       done(admitted.status());

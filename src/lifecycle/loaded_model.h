@@ -70,7 +70,9 @@ class LoadedModel : public ServableModel {
   // (which Infer() exempts from overload protection) the overload part is skipped.
   Status CheckAdmission(std::string_view client_id) const override;
   void RecordFailure(StatusCode code, Clock::time_point received_at) override;
-  // The engine with every generation timed into this version's statistics and metrics.
+  // The engine, every generation through admission control (a ticket held until it ends; overload
+  // protection is off for generators, whose waiting room is the engine's own bound), at its
+  // priority level (from `policy`), and timed into this version's statistics and metrics.
   GenerativeModel* generative() override { return metered_.get(); }
 
   const ModelIO& io() const { return options_.io; }

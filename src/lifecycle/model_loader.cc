@@ -385,6 +385,17 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   model_options.config_json = ModelConfigToJson(config);
   model_options.traffic = std::move(traffic);
   model_options.generator = generator;
+  // Of dynamic_batching only the priority levels mean anything here: the engine batches itself.
+  ASSIGN_OR_RETURN(model_options.policy, MakeBatchingPolicy(config));
+  if (options_.admission != nullptr) {
+    AdmissionController::ModelSpec spec;
+    spec.name = dir.name;
+    spec.parameters = parameters;
+    // Overload protection predicts a newcomer's wait from the runs of a batch scheduler, which a
+    // generator has not: its waiting room is bounded by the engine (max_waiting_requests).
+    spec.parameters["harrier.overload.protection"] = "off";
+    ASSIGN_OR_RETURN(model_options.admission, options_.admission->ForModel(spec));
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model,
                    LoadedModel::Create(std::move(model_options), {}));
 

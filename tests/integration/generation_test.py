@@ -50,7 +50,8 @@ def make_repository():
     with open(os.path.join(repo, "single", "config.pbtxt"), "w") as f:
         f.write('backend: "llama.cpp"\n'
                 'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
-                'parameters { key: "context_size" value { string_value: "2048" } }\n')
+                'parameters { key: "context_size" value { string_value: "2048" } }\n'
+                'dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n')
     return repo
 
 
@@ -397,6 +398,77 @@ class GraceTests(unittest.TestCase):
         self.assertEqual(streamed_text(events), json.loads(plain)["choices"][0]["text"])
 
 
+class AdmissionTests(unittest.TestCase):
+    """A server of its own with a per-client rate limit: generations are admitted like any
+    request, and wait for a sequence by priority."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = harness.Harrier(ARGS.harrier, SERVER.repo,
+                                     os.path.join(ARGS.work_dir, "admission.log"),
+                                     ["--rate-limit-per-client", "0.01:2"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.assert_rc = cls.server.terminate()
+
+    def test_a_client_over_its_rate_limit_gets_429_with_retry_after(self):
+        port = self.server.port
+        for _ in range(2):
+            status, _, body = call(port, "POST", "/v1/completions",
+                                   {"model": "tiny-llama", "prompt": "x", "max_tokens": 1},
+                                   {"X-Client-Id": "limited"})
+            self.assertEqual(status, 200, body)
+        status, headers, body = call(port, "POST", "/v1/completions",
+                                     {"model": "tiny-llama", "prompt": "x", "max_tokens": 1},
+                                     {"X-Client-Id": "limited"})
+        self.assertEqual(status, 429, body)
+        self.assertGreaterEqual(int(headers["retry-after"]), 1)
+        error = json.loads(body)["error"]
+        self.assertIn("rate limit", error["message"])
+        status, _, body = call(port, "POST", "/v2/models/tiny-llama/generate",
+                               {"text_input": "x", "max_tokens": 1}, {"X-Client-Id": "limited"})
+        self.assertEqual(status, 429, body)
+        self.assertIn("rate limit", json.loads(body)["error"])
+        status, _, body = call(port, "POST", "/v1/completions",
+                               {"model": "tiny-llama", "prompt": "x", "max_tokens": 1},
+                               {"X-Client-Id": "another"})
+        self.assertEqual(status, 200, body)
+        _, _, metrics = call(self.server.metrics_port, "GET", "/metrics")
+        self.assertRegex(metrics.decode(), r'harrier_request_failure_total\{[^}]*model="tiny-llama"'
+                         r'[^}]*reason="rejected"[^}]*\} 2')
+
+    def test_waiting_generations_get_the_sequence_most_urgent_first(self):
+        port = self.server.port
+        # The one sequence of "single" is busy with a stream until the blocker leaves.
+        blocker = RawStream(port, "/v1/completions",
+                            {"model": "single", "prompt": "Hold", "max_tokens": 3000,
+                             "stream": True, "temperature": 0}, "X-Client-Id: blocker\r\n")
+        blocker.read_events(1)
+        finished = []
+        lock = threading.Lock()
+
+        def send(name, priority):
+            status, _, body = call(port, "POST", "/v1/completions",
+                                   {"model": "single", "prompt": "Waiting " + name,
+                                    "max_tokens": 40, "temperature": 0, "priority": priority},
+                                   {"X-Client-Id": name})
+            with lock:
+                finished.append((name, status))
+
+        threads = []
+        for name, priority in (("default", 0), ("low", 2), ("urgent", 1)):
+            t = threading.Thread(target=send, args=(name, priority))
+            t.start()
+            threads.append(t)
+            time.sleep(0.2)  # each waits behind the blocker before the next arrives
+        blocker.close()
+        for t in threads:
+            t.join(120)
+        self.assertEqual([n for n, _ in finished], ["urgent", "default", "low"], finished)
+        self.assertTrue(all(s == 200 for _, s in finished), finished)
+
+
 def main():
     global ARGS, SERVER
     ARGS = harness.parse_args(__doc__)
@@ -415,7 +487,8 @@ def main():
 
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(GenerationTests),
-                                loader.loadTestsFromTestCase(GraceTests)])
+                                loader.loadTestsFromTestCase(GraceTests),
+                                loader.loadTestsFromTestCase(AdmissionTests)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

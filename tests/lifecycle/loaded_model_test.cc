@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "util/fake_backend.h"
+#include "util/fake_clock.h"
 #include "util/fake_generative_model.h"
 #include "util/scheduled_request_builder.h"
 
@@ -200,7 +201,8 @@ TEST_F(LoadedModelTest, FailuresAreCountedByReasonAndCancellationsByStage) {
   auto m = Make(BatchingPolicy{});
   auto call = [&](std::unique_ptr<InferenceRequest> r) {
     std::promise<StatusOr<InferenceResponse>> done;
-    m->Infer(std::move(r), [&](StatusOr<InferenceResponse> resp) { done.set_value(std::move(resp)); });
+    m->Infer(std::move(r),
+             [&](StatusOr<InferenceResponse> resp) { done.set_value(std::move(resp)); });
     return done.get_future().get().status().code();
   };
   auto expired = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
@@ -291,6 +293,84 @@ TEST(GenerativeLoadedModelTest, InferIsRefusedAndGenerationsAreTimedAndCounted) 
   model->SnapshotStats(&stats);
   EXPECT_EQ(stats.success.count, 1u);
   EXPECT_EQ(model->queue_depth(), 0u);
+}
+
+// Generations go through admission control like any request (a ticket held until OnEnd, the
+// per-client rate limit keyed by GenerationRequest::client_id) and reach the engine with their
+// priority level resolved from the config's levels.
+TEST(GenerativeLoadedModelTest, GenerationsAreAdmittedAndGivenTheirPriorityLevel) {
+  testing::FakeClock clock;
+  AdmissionController::Options server;
+  server.clock = &clock;
+  server.max_inflight = 2;
+  server.per_client = RateLimit{1, 1};  // one generation per client, then 1 s to refill
+  auto controller = AdmissionController::Create(server);
+  ASSERT_TRUE(controller.ok()) << controller.status().ToString();
+  AdmissionController::ModelSpec spec;
+  spec.name = "llm";
+  auto admission = (*controller)->ForModel(spec);
+  ASSERT_TRUE(admission.ok()) << admission.status().ToString();
+
+  auto engine = std::make_shared<testing::FakeGenerativeModel>();
+  engine->hold = true;
+  LoadedModel::Options options;
+  options.name = "llm";
+  options.version = 1;
+  options.generator = engine;
+  options.clock = &clock;
+  options.admission = std::move(admission).value();
+  options.policy.priority_levels = 3;
+  options.policy.default_priority_level = 2;
+  auto created = LoadedModel::Create(std::move(options), {});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::shared_ptr<LoadedModel> model = *created;
+
+  struct Sink : GenerationSink {
+    std::optional<FinishReason> reason;
+    void OnStart(int, int) override {}
+    void OnToken(std::string_view, float) override {}
+    void OnEnd(FinishReason r, const GenerationUsage&, const Status&) override { reason = r; }
+  };
+  auto generate = [&](std::string client, uint64_t priority) {
+    GenerationRequest g;
+    g.prompt = "x";
+    g.client_id = std::move(client);
+    g.priority = priority;
+    return model->generative()->Generate(std::move(g), std::make_shared<Sink>());
+  };
+  EXPECT_TRUE(generate("a", 1).ok());
+  EXPECT_TRUE(generate("b", 0).ok());
+  // Two in flight, the server's limit; a third client is refused until one ends.
+  Status full = generate("c", 9);
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted) << full.ToString();
+  EXPECT_NE(full.message().find("in-flight"), std::string::npos) << full.message();
+  EXPECT_EQ((*controller)->in_flight(), 2);
+
+  std::vector<testing::FakeGenerativeModel::Held> first = engine->TakeHeld();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].request.priority, 1u);  // as asked
+  EXPECT_EQ(first[1].request.priority, 2u);  // 0: the default level
+  first[0].sink->OnEnd(FinishReason::kStop, {}, Status::Ok());
+  EXPECT_EQ((*controller)->in_flight(), 1);  // the ticket went back with the end
+
+  // Client "a" spent its one token; "c" has its own, and a level past the three is the default.
+  Status limited = generate("a", 0);
+  EXPECT_EQ(limited.code(), StatusCode::kResourceExhausted) << limited.ToString();
+  EXPECT_NE(limited.message().find("rate limit"), std::string::npos) << limited.message();
+  EXPECT_TRUE(generate("c", 9).ok());
+  std::vector<testing::FakeGenerativeModel::Held> second = engine->TakeHeld();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].request.priority, 2u);
+  EXPECT_EQ(model->metrics().failures.Read(FailureReason::kRejected), 2u);
+
+  // The engine refusing at once gives the ticket back too.
+  first[1].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+  EXPECT_EQ((*controller)->in_flight(), 1);
+  engine->refuse = ResourceExhausted("queue full");
+  EXPECT_FALSE(generate("d", 0).ok());
+  EXPECT_EQ((*controller)->in_flight(), 1);  // "c" only
+  second[0].sink->OnEnd(FinishReason::kStop, {}, Status::Ok());
+  EXPECT_EQ((*controller)->in_flight(), 0);
 }
 
 }  // namespace

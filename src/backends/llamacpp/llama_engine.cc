@@ -1,9 +1,8 @@
 #include "backends/llamacpp/llama_engine.h"
 
-#include <pthread.h>
-
 #include <ggml-cpu.h>
 #include <llama.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -181,7 +180,7 @@ struct LlamaEngine::Impl {
   // The engine thread's own.
   std::vector<Slot> slots;
   llama_batch batch{};
-  std::deque<Job> queue;  // taken from the inbox, waiting for a slot (oldest first)
+  std::deque<Job> queue;  // taken from the inbox, waiting for a slot (by priority, then age)
   int active = 0;         // slots holding a request
   uint64_t admissions = 0;
   uint64_t slot_clock = 0;
@@ -276,7 +275,13 @@ void LlamaEngine::Impl::Loop() {
       std::unique_lock lock(mu);
       // Cancellation and deadlines need no wake-up: the loop only sleeps with no request at all.
       wake.wait(lock, [&] { return stopping || !inbox.empty() || !queue.empty() || active > 0; });
-      std::move(inbox.begin(), inbox.end(), std::back_inserter(queue));
+      for (Job& job : inbox) {
+        // Most urgent first (the lowest level), in arrival order within a level.
+        auto at = std::upper_bound(
+            queue.begin(), queue.end(), job.request.priority,
+            [](uint64_t level, const Job& queued) { return level < queued.request.priority; });
+        queue.insert(at, std::move(job));
+      }
       inbox.clear();
       if (stopping) break;
     }

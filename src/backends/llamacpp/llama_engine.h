@@ -7,7 +7,9 @@
 // contributes its next token and sequences still reading their prompt contribute a chunk of it
 // (a step's tokens are bounded by `batch_size`, so a long prompt is read over several steps
 // while the others keep generating). Requests join between steps; one that finishes, is
-// cancelled or passes its deadline leaves at once, and its slot takes the next waiting request.
+// cancelled or passes its deadline leaves at once, and its slot takes the next waiting request:
+// the one with the lowest GenerationRequest::priority value (taken as is: the caller resolves
+// levels), the oldest among equals.
 // Each sequence has its own sampler chain and its own KV cells: requests never see each other's
 // tokens.
 //

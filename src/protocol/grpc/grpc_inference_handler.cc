@@ -468,8 +468,11 @@ StatusOr<std::string> TextInput(const inference::ModelInferRequest& request) {
       uint32_t n = 0;
       for (int k = 0; k < 4; ++k)
         n |= static_cast<uint32_t>(static_cast<uint8_t>(raw[k])) << (8 * k);
-      if (raw.size() < 4 + static_cast<size_t>(n))
-        return InvalidArgument("input 'text_input' is malformed");
+      // One element, shape [1]: its length prefix must account for every byte.
+      if (raw.size() != 4 + static_cast<size_t>(n))
+        return InvalidArgument("input 'text_input' is malformed: one BYTES element of " +
+                               std::to_string(n) + " bytes in " + std::to_string(raw.size()) +
+                               " bytes of raw contents");
       return raw.substr(4, n);
     }
     return InvalidArgument("input 'text_input' has no data");
@@ -516,6 +519,17 @@ bool GrpcInferenceHandler::ModelGenerate(
   if (auto v = NumberParameter(request, "repetition_penalty"))
     g.sampling.repeat_penalty = static_cast<float>(*v);
   if (auto v = NumberParameter(request, "seed")) g.sampling.seed = static_cast<uint32_t>(*v);
+  if (auto v = NumberParameter(request, "priority")) {
+    if (*v < 0 || *v > static_cast<double>(INT32_MAX) || *v != static_cast<uint64_t>(*v))
+      return fail(InvalidArgument("parameter 'priority' must be an integer from 0 to " +
+                                  std::to_string(INT32_MAX)));
+    g.priority = static_cast<uint64_t>(*v);
+  }
+  if (call.client_id.size() > kserve::kMaxClientIdBytes) {
+    return fail(InvalidArgument("metadata x-client-id is longer than " +
+                                std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
+  }
+  g.client_id = call.client_id;
   if (auto it = request.parameters().find("stop"); it != request.parameters().end() &&
                                                    it->second.has_string_param() &&
                                                    !it->second.string_param().empty())

@@ -43,6 +43,8 @@ Status ReadSamplingFields(FieldReader& reader, object fields, std::string_view p
       s = reader.Number(value, param, -2, 2, &p->presence_penalty);
     } else if (key == "seed") {
       s = reader.Seed(value, param, &p->seed);
+    } else if (key == "priority") {
+      s = reader.Integer(value, param, 0, kInt32Max, &p->priority);
     } else if (key == "stop") {
       s = reader.Stop(value, param, limits, &p->stop);
     } else if (key == "stop_words") {

@@ -62,6 +62,9 @@ struct GenerationParams {
   int32_t top_logprobs = 0;
   // The end user's id a client may send (OpenAI's `user`), for logs only.
   std::string user;
+  // The priority level (an extension, as vLLM's `priority`, in Harrier's and Triton's numbering:
+  // 1 the most urgent, 0 the model's default level; docs/generation.md).
+  int32_t priority = 0;
 };
 
 // Bounds on what one request may ask for. Over them: kInvalidArgument (400) for counts OpenAI

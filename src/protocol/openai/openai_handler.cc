@@ -57,9 +57,10 @@ HttpResponse JsonResponse(int status, std::string body) {
 HttpResponse ErrorResponse(int kind, const Status& status, std::string_view param = {},
                            std::string_view code = {}) {
   const int http = HttpStatusFor(status.code());
-  if (IsTriton(kind)) return JsonResponse(http, GenerateErrorJson(status.message()));
-  HttpResponse r = JsonResponse(http, OpenAiErrorJson(status, param, code));
-  if (status.code() == StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
+  HttpResponse r = IsTriton(kind) ? JsonResponse(http, GenerateErrorJson(status.message()))
+                                  : JsonResponse(http, OpenAiErrorJson(status, param, code));
+  if (status.code() == StatusCode::kResourceExhausted)
+    r.headers.emplace_back("Retry-After", std::to_string(RetryAfterSeconds(status)));
   return r;
 }
 
@@ -736,6 +737,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.cancellation = g->engine_token();
     r.received_at = received_at;
     r.deadline = scheduling.deadline;
+    r.priority = static_cast<uint64_t>(p.priority);
+    r.client_id = scheduling.client_id;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (!s.ok()) {
       if (accepted == 0 && i == 0) first_refusal = s;

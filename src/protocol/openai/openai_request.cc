@@ -234,6 +234,8 @@ StatusOr<GenerationParams> Parse(std::string_view body, Endpoint endpoint,
       has_stream_options = true;
     } else if (key == "n") {
       s = reader.Integer(value, "n", 1, limits.max_n, &p.n);
+    } else if (key == "priority") {
+      s = reader.Integer(value, "priority", 0, kInt32Max, &p.priority);
     } else if (key == "user") {
       s = reader.String(value, "user", &p.user);
       if (s.ok() && p.user.size() > limits.max_user_bytes) {

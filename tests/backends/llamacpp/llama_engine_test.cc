@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -556,6 +557,42 @@ TEST_F(LlamaEngineTest, QueueIsBounded) {
   cancel->Cancel();
   for (auto& sink : sinks) EXPECT_EQ(sink->Wait().reason, FinishReason::kCancelled);
   EXPECT_EQ(Run(*engine, Greedy("Room again", 2)).texts.size(), 2u);
+}
+
+TEST_F(LlamaEngineTest, WaitingRequestsGetTheSlotMostUrgentFirstThenOldestFirst) {
+  auto engine = Engine(Options(1));
+  ASSERT_NE(engine, nullptr);
+  // The one slot is busy until `cancel`, so the four below wait together.
+  auto cancel = std::make_shared<CancellationToken>();
+  auto blocker = std::make_shared<RecordingSink>();
+  std::promise<void> blocking;
+  blocker->on_start = [&blocking] { blocking.set_value(); };
+  GenerationRequest long_one = Greedy("Keep going", kNoLimit);
+  long_one.cancellation = cancel;
+  ASSERT_TRUE(engine->Generate(long_one, blocker).ok());
+  blocking.get_future().wait();
+
+  std::mutex mu;
+  std::vector<std::string> started;  // guarded by mu
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  const std::pair<const char*, uint64_t> waiting[] = {
+      {"late-3", 3}, {"first-1", 1}, {"mid-2", 2}, {"second-1", 1}};
+  for (const auto& [name, level] : waiting) {
+    auto sink = std::make_shared<RecordingSink>();
+    sink->on_start = [&mu, &started, name = std::string(name)] {
+      std::lock_guard lock(mu);
+      started.push_back(name);
+    };
+    GenerationRequest request = Greedy(std::string("Prompt ") + name, 1);
+    request.priority = level;
+    ASSERT_TRUE(engine->Generate(request, sink).ok());
+    sinks.push_back(sink);
+  }
+  cancel->Cancel();
+  EXPECT_EQ(blocker->Wait().reason, FinishReason::kCancelled);
+  for (auto& sink : sinks) EXPECT_EQ(sink->Wait().reason, FinishReason::kLength);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(started, (std::vector<std::string>{"first-1", "second-1", "mid-2", "late-3"}));
 }
 
 TEST_F(LlamaEngineTest, SeededSamplingIsReproducible) {

@@ -20,7 +20,7 @@ TEST(GenerateRequestTest, TextInputAndParameters) {
   const GenerationParams p = ParseOk(
       R"({"text_input":"What is ML?","id":"42","parameters":{"max_tokens":20,"temperature":0.2,)"
       R"("top_p":0.5,"top_k":5,"min_p":0,"repetition_penalty":1.2,"seed":7,"stop":["\n"],)"
-      R"("frequency_penalty":0.5,"presence_penalty":0.25,"unknown":[1]}})");
+      R"("frequency_penalty":0.5,"presence_penalty":0.25,"priority":1,"unknown":[1]}})");
   EXPECT_EQ(p.model, "llama");
   EXPECT_FALSE(p.chat);
   EXPECT_EQ(p.prompt, "What is ML?");
@@ -34,6 +34,7 @@ TEST(GenerateRequestTest, TextInputAndParameters) {
   EXPECT_THAT(p.stop, ElementsAre("\n"));
   EXPECT_EQ(p.frequency_penalty, 0.5f);
   EXPECT_EQ(p.presence_penalty, 0.25f);
+  EXPECT_EQ(p.priority, 1);
   EXPECT_FALSE(p.stream);
   EXPECT_EQ(p.n, 1);
 }
@@ -92,6 +93,8 @@ TEST(GenerateRequestTest, Rejects) {
        "parameters.max_tokens", "'parameters.max_tokens' must be at least 1, got -3"},
       {R"({"text_input":"x","max_tokens":"3"})", StatusCode::kInvalidArgument, "max_tokens",
        "must be an integer, got a string"},
+      {R"({"text_input":"x","priority":-2})", StatusCode::kInvalidArgument, "priority",
+       "'priority' must be at least 0, got -2"},
       {R"({"text_input":"x","parameters":{"temperature":9}})", StatusCode::kInvalidArgument,
        "parameters.temperature", "from 0 to 2"},
       {R"({"text_input":"x","parameters":{"stop":["a","b","c","d","e"]}})",

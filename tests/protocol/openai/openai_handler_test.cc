@@ -389,6 +389,30 @@ TEST_F(OpenAiHandlerTest, XRequestTimeoutUsBecomesTheGenerationsDeadline) {
   EXPECT_NE(bad.body.find("X-Request-Timeout-Us"), std::string::npos) << bad.body;
 }
 
+TEST_F(OpenAiHandlerTest, PriorityAndXClientIdReachTheGenerationAndRefusalsSayWhenToRetry) {
+  engine_.hold = true;
+  Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","priority":1,"stream":true})",
+       {{"x-client-id", "batch-jobs"}});
+  Call("POST", "/v2/models/llm/generate_stream",
+       R"({"text_input":"x","parameters":{"priority":3}})");
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].request.priority, 1u);
+  EXPECT_EQ(held[0].request.client_id, "batch-jobs");
+  EXPECT_EQ(held[1].request.priority, 3u);
+  EXPECT_EQ(held[1].request.client_id, "");
+  for (auto& h : held) h.sink->OnEnd(FinishReason::kStop, {}, Status::Ok());
+
+  // A rate limit's refusal (admission control's wording) becomes 429 with its Retry-After.
+  engine_.refuse =
+      ResourceExhausted("rate limit for client 'a' exceeded (1 req/s); retry after 7 s");
+  for (const char* target : {"/v1/completions", "/v2/models/llm/generate"}) {
+    const auto r = Call("POST", target, R"({"model":"llm","prompt":"x","text_input":"x"})");
+    EXPECT_EQ(r.status, 429) << target;
+    EXPECT_EQ(Header(r, "Retry-After"), "7") << target;
+  }
+}
+
 TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
   auto r = Call("POST", "/v2/models/llm/generate",
                 R"({"text_input":"x","parameters":{"max_tokens":3}})");

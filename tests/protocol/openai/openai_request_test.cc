@@ -63,7 +63,7 @@ TEST(ChatCompletionRequestTest, ReadsEveryField) {
     "repetition_penalty": 1.1, "frequency_penalty": -0.5, "presence_penalty": 2,
     "seed": 4294967295, "stop": ["\n\n", "User:"], "stream": true,
     "stream_options": {"include_usage": true}, "n": 3, "logprobs": true, "top_logprobs": 5,
-    "user": "u-1", "tools": [], "logit_bias": {}, "response_format": {"type": "text"},
+    "user": "u-1", "priority": 2, "tools": [], "logit_bias": {}, "response_format": {"type": "text"},
     "some_future_field": {"x": [1, 2]}, "metadata": null})");
   EXPECT_EQ(p.model, "m");
   ASSERT_EQ(p.messages.size(), 5u);
@@ -90,6 +90,7 @@ TEST(ChatCompletionRequestTest, ReadsEveryField) {
   EXPECT_TRUE(p.logprobs);
   EXPECT_EQ(p.top_logprobs, 5);
   EXPECT_EQ(p.user, "u-1");
+  EXPECT_EQ(p.priority, 2);
 }
 
 TEST(ChatCompletionRequestTest, SmallVariants) {
@@ -173,6 +174,10 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {R"({"model":"","messages":[{"role":"user","content":"x"}]})", "model", "not be empty"},
       {R"({"model":7,"messages":[]})", "model", "'model' must be a string, got an integer"},
       {R"({"model":"m"})", "messages", "'messages' is required"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"priority":-1})", "priority",
+       "'priority' must be at least 0"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"priority":1.5})", "priority",
+       "must be an integer"},
       {R"({"model":"m","messages":[]})", "messages", "at least one message"},
       {R"({"model":"m","messages":{}})", "messages", "must be an array, got an object"},
       // Messages.
