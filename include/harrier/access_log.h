@@ -40,6 +40,12 @@ struct AccessRecord {
   InferenceTiming timing;
   uint64_t output_ns = 0;
   uint64_t total_ns = 0;
+  // A generation (docs/generation.md): token counts over its sequences and the time from
+  // receipt to its first token (0: none came); `timing` and output_ns stay zero.
+  // prompt_tokens -1: not a generation.
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = 0;
+  uint64_t first_token_ns = 0;
 };
 
 class AccessLog {

@@ -74,6 +74,18 @@ struct RequestTrace {
   TimePoint encoded;    // response encoded: encode = [batch_end (or decoded), encoded]
   TimePoint sent;       // last byte handed to the kernel: send = [encoded, sent]; server span end
 
+  // A generation (docs/generation.md), stamped from its first sequence: given a slot
+  // (queue = [decoded, prompt_start]), its prompt read until the first token (prompt =
+  // [prompt_start, first_token]), then generating until the last token of any of its sequences
+  // (generate = [first_token, last_token]). Token counts over all its sequences;
+  // prompt_tokens -1: not a generation.
+  TimePoint prompt_start;
+  TimePoint first_token;
+  TimePoint last_token;
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = 0;
+  int64_t reused_prompt_tokens = 0;
+
   int64_t batch_size = 0;     // items in the batch it ran in
   size_t batch_requests = 0;  // requests in that batch
   // The server spans of ALL the traced requests that ran in the same batch, this request's own

@@ -258,6 +258,7 @@ int Serve(const ServeFlags& flags) {
   };
   openai::OpenAiHandler::Options openai_options;
   openai_options.access_log = access_log.get();
+  openai_options.tracer = tracer.get();
   openai_options.heartbeat_interval = seconds_ms(flags.generation_heartbeat_secs);
   openai_options.disconnect_grace = seconds_ms(flags.generation_disconnect_grace_secs);
   openai_options.max_pending_stream_bytes = flags.generation_stream_buffer_bytes;

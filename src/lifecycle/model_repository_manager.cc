@@ -1,9 +1,8 @@
 #include "lifecycle/model_repository_manager.h"
 
-#include <spdlog/spdlog.h>
-
 #include <malloc.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -296,16 +295,16 @@ Status ModelRepositoryManagerImpl::Reconcile(
     if (it != models_.end()) {
       for (const auto& [v, e] : it->second.versions) {
         if (e.state == ModelState::kReady) serving[v] = e;
-        if (e.state == ModelState::kUnavailable && e.fingerprint != 0)
-          failed_before[v] = e;
+        if (e.state == ModelState::kUnavailable && e.fingerprint != 0) failed_before[v] = e;
       }
     }
   }
   // A failure before any version: with versions serving, they go on serving.
   auto fail = [&](const Status& s) {
     spdlog::error("model '{}'{}: {}", dir.name,
-                  serving.empty() ? " is UNAVAILABLE" : " was not reloaded (its serving "
-                                                        "versions go on serving)",
+                  serving.empty() ? " is UNAVAILABLE"
+                                  : " was not reloaded (its serving "
+                                    "versions go on serving)",
                   s.message());
     if (serving.empty()) {
       ModelEntry entry;
@@ -367,16 +366,16 @@ Status ModelRepositoryManagerImpl::Reconcile(
     if (result.ok()) {
       const bool warmed = result->warmup_failure.empty();
       if (warmed) {
-        spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name,
-                     v, ms);
+        spdlog::info("model '{}' version {} READY (loaded and warmed up in {:.1f} ms)", dir.name, v,
+                     ms);
       } else {
         spdlog::warn(
             "model '{}' version {} READY (loaded in {:.1f} ms), but its default warm-up failed: "
             "{}; its first request may be slower (a model_warmup in config.pbtxt replaces it)",
             dir.name, v, ms, result->warmup_failure);
       }
-      loaded[v] = {ModelState::kReady, "", std::move(result->model), ms / 1000.0,
-                   warmed ? 0u : 1u, fingerprints.at(v)};
+      loaded[v] = {ModelState::kReady, "", std::move(result->model), ms / 1000.0, warmed ? 0u : 1u,
+                   fingerprints.at(v)};
       continue;
     }
     if (first_failure.ok()) first_failure = result.status();
@@ -387,8 +386,12 @@ Status ModelRepositoryManagerImpl::Reconcile(
     }
     spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
                   result.status().message());
-    loaded[v] = {ModelState::kUnavailable, client_paths_.Rewrite(result.status().message()),
-                 nullptr, ms / 1000.0, 0, fingerprints.at(v)};
+    loaded[v] = {ModelState::kUnavailable,
+                 client_paths_.Rewrite(result.status().message()),
+                 nullptr,
+                 ms / 1000.0,
+                 0,
+                 fingerprints.at(v)};
   }
 
   // The swap: one exclusive section; what it replaces is retired after it.
@@ -520,9 +523,9 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
   if (!decision.shadow_version) return answering;
   auto shadow = Get(name, *decision.shadow_version);
   if (!shadow.ok()) return answering;
-  return std::shared_ptr<ServableModel>(std::make_shared<ShadowedModel>(
-      std::static_pointer_cast<LoadedModel>(answering),
-      std::static_pointer_cast<LoadedModel>(*shadow), traffic));
+  return std::shared_ptr<ServableModel>(
+      std::make_shared<ShadowedModel>(std::static_pointer_cast<LoadedModel>(answering),
+                                      std::static_pointer_cast<LoadedModel>(*shadow), traffic));
 }
 
 StatusOr<std::string> ModelRepositoryManagerImpl::TrafficJson(std::string_view name) {
@@ -600,27 +603,27 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     if (!parsed.ok()) return done(parsed.status().WithContext("parameters.config"));
     override = std::move(parsed).value();
   }
-  const bool posted = lifecycle_.Post([this, name = std::string(name),
-                                       override = std::move(override), done] {
-    auto dirs = ScanRepository(options_.repository_path);
-    if (!dirs.ok()) return done(dirs.status());
-    for (const ModelDirectory& dir : *dirs) {
-      if (dir.name != name) continue;
-      Status s = Reconcile(dir, true, override);
-      return done(s.ok() ? s
-                         : Status(s.code(), "failed to load '" + name + "': " +
-                                                client_paths_.Rewrite(s.message())));
-    }
-    done(NotFound("failed to load '" + name + "', no version is available"));
-  });
+  const bool posted =
+      lifecycle_.Post([this, name = std::string(name), override = std::move(override), done] {
+        auto dirs = ScanRepository(options_.repository_path);
+        if (!dirs.ok()) return done(dirs.status());
+        for (const ModelDirectory& dir : *dirs) {
+          if (dir.name != name) continue;
+          Status s = Reconcile(dir, true, override);
+          return done(s.ok() ? s
+                             : Status(s.code(), "failed to load '" + name +
+                                                    "': " + client_paths_.Rewrite(s.message())));
+        }
+        done(NotFound("failed to load '" + name + "', no version is available"));
+      });
   if (!posted) done(Unavailable("the server is shutting down"));
 }
 
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
                                              std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
-  const bool posted = lifecycle_.Post(
-      [this, name = std::string(name), done] { Unload(name, false, done); });
+  const bool posted =
+      lifecycle_.Post([this, name = std::string(name), done] { Unload(name, false, done); });
   if (!posted) done(Unavailable("the server is shutting down"));
 }
 
@@ -915,6 +918,11 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
       row.queue_depth = model->queue_depth();
       row.in_flight = m.in_flight.load(std::memory_order_relaxed);
       row.request_duration = m.request_duration.Snapshot();
+      if (GenerativeModel* generator = model->generative()) {
+        row.generative = true;
+        row.generated_tokens = generator->Stats().generated_tokens_total;
+        row.time_to_first_token = m.time_to_first_token.Snapshot();
+      }
     }
     if (auto m = notes.find(row.state.name); m != notes.end()) {
       if (auto n = m->second.find(row.state.version); n != m->second.end()) row.traffic = n->second;

@@ -57,7 +57,12 @@ void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawFie
   if (!r.input_shapes_json.empty()) raw("inputs", r.input_shapes_json);
   num("request_bytes", r.request_bytes);
   num("response_bytes", r.response_bytes);
-  if (r.total_ns != 0) {
+  if (r.prompt_tokens >= 0) {
+    num("prompt_tokens", static_cast<uint64_t>(r.prompt_tokens));
+    num("completion_tokens", static_cast<uint64_t>(std::max<int64_t>(0, r.completion_tokens)));
+    if (r.first_token_ns != 0) num("ttft_us", Us(r.first_token_ns));
+    if (r.total_ns != 0) num("total_us", Us(r.total_ns));
+  } else if (r.total_ns != 0) {
     num("queue_us", Us(r.timing.queue_ns));
     num("input_us", Us(r.timing.compute_input_ns));
     num("infer_us", Us(r.timing.compute_infer_ns));

@@ -5,7 +5,9 @@ namespace {
 
 // The page. Requests/s come from counter differences between two polls, P50/P99 "last 1 s"
 // from bucket differences (histogram_quantile's interpolation, as in dashboard_summary.cc),
-// "all time" from the server's lifetime figures. Charts keep the last 120 polls.
+// "all time" from the server's lifetime figures; for a model that generates text, tokens/s from
+// its token counter's differences and time to first token over its lifetime. Charts keep the
+// last 120 polls.
 constexpr std::string_view kPage = R"HTML(<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -33,6 +35,7 @@ canvas{display:block}
 <table id="models">
 <thead><tr><th class="l">model</th><th>version</th><th class="l">state</th><th>requests/s</th>
 <th>P50 ms (1 s)</th><th>P99 ms (1 s)</th><th>P50 ms (all)</th><th>P99 ms (all)</th>
+<th>tokens/s</th><th>TTFT P50 ms</th><th>TTFT P99 ms</th>
 <th>success</th><th>failure</th><th>queue depth</th><th>in flight</th><th class="l">traffic</th></tr></thead>
 <tbody></tbody>
 </table>
@@ -40,7 +43,7 @@ canvas{display:block}
 <script>
 "use strict";
 const HISTORY = 120;
-const prev = {};     // key -> {t, success, failure, buckets}
+const prev = {};     // key -> {t, success, failure, buckets, tokens}
 const series = {};   // key -> {rps: [], p50: [], p99: []}
 let bounds = [];
 
@@ -121,16 +124,19 @@ function render(doc, now) {
   for (const v of doc.versions) {
     const key = v.name + " v" + v.version;
     const p = prev[key];
-    let rps = null, p50 = null, p99 = null;
+    let rps = null, p50 = null, p99 = null, tps = null;
     if (p && now > p.t) {
       const dt = (now - p.t) / 1000;
       rps = Math.max(0, (v.success + v.failure - p.success - p.failure) / dt);
+      if (v.generated_tokens !== undefined && p.tokens !== undefined)
+        tps = Math.max(0, (v.generated_tokens - p.tokens) / dt);
       if (p.buckets.length === v.duration_buckets.length) {
         const d = v.duration_buckets.map((c, i) => Math.max(0, c - p.buckets[i]));
         p50 = ms(quantile(0.5, d)); p99 = ms(quantile(0.99, d));
       }
     }
-    prev[key] = {t: now, success: v.success, failure: v.failure, buckets: v.duration_buckets};
+    prev[key] = {t: now, success: v.success, failure: v.failure, buckets: v.duration_buckets,
+                 tokens: v.generated_tokens};
     const tr = document.createElement("tr");
     tr.dataset.model = v.name;
     cell(tr, v.name, "l name");
@@ -142,6 +148,9 @@ function render(doc, now) {
     cell(tr, fmt(p99, 3), "p99");
     cell(tr, fmt(ms(v.p50_seconds), 3), "p50-all");
     cell(tr, fmt(ms(v.p99_seconds), 3), "p99-all");
+    cell(tr, fmt(tps, 1), "tps");
+    cell(tr, fmt(ms(v.ttft_p50_seconds), 1), "ttft-p50");
+    cell(tr, fmt(ms(v.ttft_p99_seconds), 1), "ttft-p99");
     cell(tr, String(v.success), "success");
     cell(tr, String(v.failure), "failure");
     cell(tr, String(v.queue_depth), "queue");

@@ -83,6 +83,19 @@ std::string DashboardSummaryJson(const std::vector<DashboardVersion>& versions,
                                    ? HistogramQuantile(q, latency_bounds, counts) / kNsPerSecond
                                    : std::numeric_limits<double>::quiet_NaN());
     }
+    if (v.loaded && v.generative) {
+      out.append(",\"generated_tokens\":");
+      AppendJsonNumber(&out, v.generated_tokens);
+      const std::span<const uint64_t> ttft = v.time_to_first_token.bucket_counts;
+      const bool has_ttft = ttft.size() == latency_bounds.size() + 1;
+      for (const auto& [key, q] :
+           {std::pair{",\"ttft_p50_seconds\":", 0.5}, std::pair{",\"ttft_p99_seconds\":", 0.99}}) {
+        out.append(key);
+        AppendNumberOrNull(&out, has_ttft
+                                     ? HistogramQuantile(q, latency_bounds, ttft) / kNsPerSecond
+                                     : std::numeric_limits<double>::quiet_NaN());
+      }
+    }
     out.append(",\"duration_buckets\":[");
     if (has_histogram) {
       for (size_t b = 0; b < counts.size(); ++b) {

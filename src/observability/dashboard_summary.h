@@ -28,6 +28,12 @@ struct DashboardVersion {
   int64_t in_flight = 0;               // harrier_inflight_requests
   HistogramSnapshot request_duration;  // harrier_request_duration_seconds, in nanoseconds
   std::string traffic;  // the traffic policy's note for the version (docs/routing.md); "" = none
+  // A version that generates text (docs/generation.md): its engine's token counter and the
+  // time-to-first-token histogram (harrier_generated_tokens_total,
+  // harrier_time_to_first_token_seconds; the same bounds as request_duration).
+  bool generative = false;
+  uint64_t generated_tokens = 0;
+  HistogramSnapshot time_to_first_token;
 };
 
 // Prometheus' histogram_quantile() over one histogram: `counts` per bucket (not cumulative,
@@ -41,7 +47,9 @@ double HistogramQuantile(double q, std::span<const uint64_t> upper_bounds,
 //  "success":..,"failure":..,"queue_depth":..,"in_flight":..,"traffic":..,"p50_seconds":..,
 //  "p99_seconds":..,"duration_buckets":[..]},..]}: cumulative counters since the version
 // loaded, P50/P99 over its lifetime (null without observations), and the per-bucket counts so
-// that the page computes P50/P99 over its polling interval from their differences.
+// that the page computes P50/P99 over its polling interval from their differences. A version
+// that generates text adds "generated_tokens" (the page's tokens/s), "ttft_p50_seconds" and
+// "ttft_p99_seconds" (lifetime; null without observations).
 // `latency_bounds` are the request-duration histogram's bounds in nanoseconds.
 std::string DashboardSummaryJson(const std::vector<DashboardVersion>& versions,
                                  std::span<const uint64_t> latency_bounds);

@@ -169,7 +169,19 @@ constexpr int kSpanKindServer = 2;
 constexpr int kStatusCodeError = 2;
 
 // The stage spans of a record, in the order they are written. Index kInfer's parent is kBatch.
-enum StageIndex { kReceive, kDecode, kQueue, kBatch, kInfer, kEncode, kSend, kStageCount };
+// A tensor inference has batch and infer, a generation prompt and generate.
+enum StageIndex {
+  kReceive,
+  kDecode,
+  kQueue,
+  kBatch,
+  kInfer,
+  kPrompt,
+  kGenerate,
+  kEncode,
+  kSend,
+  kStageCount
+};
 struct Stage {
   std::string_view name;
   TimePoint start;
@@ -180,15 +192,19 @@ struct Stage {
 std::array<Stage, kStageCount> Stages(const RequestTrace& t) {
   // A request that failed before running has no batch_end; its encode (of the error) starts
   // when it was decoded, or when its body was in.
-  const TimePoint encode_start = IsSet(t.batch_end) ? t.batch_end
-                                 : IsSet(t.decoded) ? t.decoded
-                                                    : t.body_received;
+  // A generation's answer is encoded after its last token.
+  const TimePoint encode_start = IsSet(t.batch_end)    ? t.batch_end
+                                 : IsSet(t.last_token) ? t.last_token
+                                 : IsSet(t.decoded)    ? t.decoded
+                                                       : t.body_received;
   return {{
       {"receive", t.received, t.body_received},
       {"decode", t.body_received, t.decoded},
-      {"queue", t.decoded, t.batch_start},
+      {"queue", t.decoded, IsSet(t.batch_start) ? t.batch_start : t.prompt_start},
       {"batch", t.batch_start, t.batch_end},
       {"infer", t.infer_start, t.infer_end},
+      {"prompt", t.prompt_start, t.first_token},
+      {"generate", t.first_token, t.last_token},
       {"encode", encode_start, t.encoded},
       {"send", t.encoded, t.sent},
   }};
@@ -287,6 +303,12 @@ void AppendServerAttributes(const RequestTrace& t, std::string* out) {
   if (t.model_version > 0) a.Int("harrier.model_version", t.model_version);
   a.Int("harrier.request_bytes", static_cast<int64_t>(t.request_bytes));
   a.Int("harrier.response_bytes", static_cast<int64_t>(t.response_bytes));
+  if (t.prompt_tokens >= 0) {
+    // OpenTelemetry's semantic conventions for generative AI.
+    a.Int("gen_ai.usage.input_tokens", t.prompt_tokens);
+    a.Int("gen_ai.usage.output_tokens", t.completion_tokens);
+    a.Int("harrier.generation.reused_prompt_tokens", t.reused_prompt_tokens);
+  }
   if (!t.error.empty()) a.String("harrier.error", t.error);
 }
 
@@ -299,8 +321,9 @@ void AppendRecord(const RequestTrace& t, SpanJson* spans, std::string* out) {
   if (!IsSet(start) || !IsSet(end)) {
     TimePoint earliest = TimePoint::max();
     TimePoint latest = TimePoint::min();
-    for (TimePoint p : {t.received, t.body_received, t.decoded, t.batch_start, t.infer_start,
-                        t.infer_end, t.batch_end, t.encoded, t.sent}) {
+    for (TimePoint p :
+         {t.received, t.body_received, t.decoded, t.batch_start, t.infer_start, t.infer_end,
+          t.batch_end, t.prompt_start, t.first_token, t.last_token, t.encoded, t.sent}) {
       if (!IsSet(p)) continue;
       earliest = std::min(earliest, p);
       latest = std::max(latest, p);

@@ -59,6 +59,29 @@ TEST(AccessLogFormatTest, JsonErrorWithoutModelOrDurations) {
                  R"("error":"unknown path '/v2/nope'")");
 }
 
+TEST(AccessLogFormatTest, AGenerationHasItsTokenCountsAndTimeToFirstTokenInsteadOfStages) {
+  AccessRecord r;
+  r.request_id = "f00d";
+  r.protocol = "http";
+  r.method = "POST";
+  r.target = "/v1/chat/completions";
+  r.status = 200;
+  r.model = "llm";
+  r.model_version = 2;
+  r.request_bytes = 90;
+  r.response_bytes = 1200;
+  r.total_ns = 2'500'000'000;
+  r.prompt_tokens = 31;
+  r.completion_tokens = 64;
+  r.first_token_ns = 85'000'000;
+  std::string out;
+  AppendAccessRecordJson(r, &out);
+  EXPECT_EQ(out, R"("request_id":"f00d","protocol":"http","method":"POST",)"
+                 R"("target":"/v1/chat/completions","status":200,"model":"llm","version":2,)"
+                 R"("request_bytes":90,"response_bytes":1200,"prompt_tokens":31,)"
+                 R"("completion_tokens":64,"ttft_us":85000,"total_us":2500000)");
+}
+
 TEST(AccessLogFormatTest, TextQuotesValuesThatWouldSplit) {
   AccessRecord r = Inference();
   r.status = 400;

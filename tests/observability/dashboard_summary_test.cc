@@ -95,6 +95,29 @@ TEST(DashboardSummaryJsonTest, OneRowPerVersionWithLifetimeQuantilesAndBuckets) 
   EXPECT_TRUE(b["p50_seconds"].is_null());
   EXPECT_TRUE(b["p99_seconds"].is_null());
   EXPECT_EQ(simdjson::dom::array(b["duration_buckets"]).size(), 0u);
+  EXPECT_TRUE(v["generated_tokens"].error()) << "a tensor model has no token figures";
+}
+
+TEST(DashboardSummaryJsonTest, AGeneratingVersionHasItsTokenCountAndTimeToFirstToken) {
+  Histogram ttft(HistogramBuckets::Latency());
+  for (int i = 0; i < 10; ++i) ttft.Observe(1'000'000);
+  DashboardVersion llm;
+  llm.state = {"llm", 1, ModelState::kReady, ""};
+  llm.loaded = true;
+  llm.generative = true;
+  llm.generated_tokens = 4321;
+  llm.time_to_first_token = ttft.Snapshot();
+  DashboardVersion idle = llm;
+  idle.time_to_first_token = Histogram(HistogramBuckets::Latency()).Snapshot();
+  const std::string json =
+      DashboardSummaryJson({llm, idle}, HistogramBuckets::Latency().upper_bounds);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(json);
+  simdjson::dom::element v = doc["versions"].at(0);
+  EXPECT_EQ(uint64_t(v["generated_tokens"]), 4321u);
+  EXPECT_NEAR(double(v["ttft_p50_seconds"]), 0.9e-3, 1e-12);
+  EXPECT_NEAR(double(v["ttft_p99_seconds"]), 0.998e-3, 1e-12);
+  EXPECT_TRUE(doc["versions"].at(1)["ttft_p50_seconds"].is_null());
 }
 
 }  // namespace

@@ -473,6 +473,64 @@ TEST(OtlpTraceJsonTest, AFullHttpRecordIsAServerSpanAndSevenStageSpans) {
                           }));
 }
 
+TEST(OtlpTraceJsonTest, AGenerationHasQueuePromptGenerateSpansAndTokenCounts) {
+  const TimePoint base = steady_clock::now();
+  auto at = [&](int ms) { return base + milliseconds(ms); };
+  RequestTrace t;
+  t.server = Context(0x21, 0x31);
+  t.name = "POST /v1/chat/completions";
+  t.protocol = "http";
+  t.transport = "HTTP/2";
+  t.target = "/v1/chat/completions";
+  t.request_id = "stream-1";
+  t.model = "llm";
+  t.model_version = 1;
+  t.status = 200;
+  t.received = at(1);
+  t.body_received = at(2);
+  t.decoded = at(3);
+  t.prompt_start = at(10);
+  t.first_token = at(40);
+  t.last_token = at(900);
+  t.encoded = at(901);
+  t.sent = at(902);
+  t.prompt_tokens = 31;
+  t.completion_tokens = 64;
+  t.reused_prompt_tokens = 16;
+  const ParsedBody body = Parse(OtlpTraceJson({&t, 1}, ResourceOptions(), kOffsetNs));
+  ASSERT_EQ(body.spans.size(), 8u);
+  const ParsedSpan& server = body.spans[0];
+  EXPECT_EQ(server.attributes.at("gen_ai.usage.input_tokens"), "int:31");
+  EXPECT_EQ(server.attributes.at("gen_ai.usage.output_tokens"), "int:64");
+  EXPECT_EQ(server.attributes.at("harrier.generation.reused_prompt_tokens"), "int:16");
+  struct Expected {
+    const char* name;
+    TimePoint start, end;
+  };
+  const Expected stages[] = {
+      {"receive", t.received, t.body_received},
+      {"decode", t.body_received, t.decoded},
+      {"queue", t.decoded, t.prompt_start},
+      {"prompt", t.prompt_start, t.first_token},
+      {"generate", t.first_token, t.last_token},
+      {"encode", t.last_token, t.encoded},
+      {"send", t.encoded, t.sent},
+  };
+  for (size_t i = 0; i < std::size(stages); ++i) {
+    const ParsedSpan& s = body.spans[i + 1];
+    SCOPED_TRACE(stages[i].name);
+    EXPECT_EQ(s.name, stages[i].name);
+    EXPECT_EQ(s.start, Unix(stages[i].start));
+    EXPECT_EQ(s.end, Unix(stages[i].end));
+    EXPECT_EQ(s.parent_span_id, server.span_id);
+  }
+  // A tensor inference's record has none of this.
+  RequestTrace plain = FullHttpRecord(base);
+  const ParsedBody p = Parse(OtlpTraceJson({&plain, 1}, ResourceOptions(), kOffsetNs));
+  EXPECT_EQ(p.spans[0].attributes.count("gen_ai.usage.input_tokens"), 0u);
+  EXPECT_EQ(p.Find("prompt"), nullptr);
+}
+
 TEST(OtlpTraceJsonTest, ARootSpanHasNoParentAndNoTraceState) {
   RequestTrace t = FullHttpRecord(steady_clock::now());
   t.parent = SpanContext{};

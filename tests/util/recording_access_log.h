@@ -20,6 +20,8 @@ class RecordingAccessLog : public AccessLog {
     int64_t version = 0;
     uint64_t request_bytes = 0, response_bytes = 0, output_ns = 0, total_ns = 0;
     InferenceTiming timing;
+    int64_t prompt_tokens = -1, completion_tokens = 0;
+    uint64_t first_token_ns = 0;
   };
 
   void Write(const AccessRecord& r) override {
@@ -27,7 +29,8 @@ class RecordingAccessLog : public AccessLog {
     records_.push_back({std::string(r.request_id), std::string(r.protocol), std::string(r.method),
                         std::string(r.target), std::string(r.error), std::string(r.model),
                         std::string(r.input_shapes_json), r.status, r.model_version,
-                        r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing});
+                        r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing,
+                        r.prompt_tokens, r.completion_tokens, r.first_token_ns});
   }
 
   std::vector<Copy> records() const {

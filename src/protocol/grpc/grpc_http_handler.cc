@@ -210,9 +210,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
                 self->writer_->Write(
                     std::string(), [self, slot](bool written) { self->OnWritten(*slot, written); });
               })) {
-        if (slot->trace) slot->trace->Finish(false, Clock::now());
-        slot->trace = nullptr;  // generations are not traced yet
-        continue;
+        continue;  // its trace is finished with the last response's write (OnWritten)
       }
       handler_->ModelInfer(
           &slot->request, std::move(call), slot->response.mutable_infer_response(),

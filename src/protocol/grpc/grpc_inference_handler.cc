@@ -14,6 +14,7 @@
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/shared_memory_endpoints.h"
+#include "protocol/openai/generation_record.h"
 
 namespace harrier::grpc_frontend {
 
@@ -385,18 +386,23 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
 
 namespace {
 
-// One generation's tokens as decoupled responses. Holds the version's handle until the end.
+// One generation's tokens as decoupled responses, reported through its GenerationRecord (the
+// access log, the trace). Holds the version's handle until the end. Its calls come from the
+// engine's thread, one sequence's, so the record needs no lock.
 class StreamGenerationSink final : public GenerationSink {
  public:
   StreamGenerationSink(std::shared_ptr<ServableModel> model, std::string id,
+                       openai::GenerationRecord record,
                        std::function<void(inference::ModelStreamInferResponse)> on_response,
                        std::function<void(Status)> done)
       : model_(std::move(model)),
         id_(std::move(id)),
+        record_(std::move(record)),
         on_response_(std::move(on_response)),
         done_(std::move(done)) {}
-  void OnStart(int, int) override {}
+  void OnStart(int, int) override { record_.SequenceStarted(std::chrono::steady_clock::now()); }
   void OnToken(std::string_view text, float) override {
+    record_.Token(std::chrono::steady_clock::now());
     if (text.empty()) return;  // held back by the engine (a possible stop string)
     inference::ModelStreamInferResponse r = Head(false);
     inference::ModelInferResponse* infer = r.mutable_infer_response();
@@ -407,9 +413,11 @@ class StreamGenerationSink final : public GenerationSink {
     std::string raw;
     AppendBytesElement(&raw, text);
     infer->add_raw_output_contents(std::move(raw));
+    response_bytes_ += r.ByteSizeLong();
     on_response_(std::move(r));
   }
-  void OnEnd(FinishReason reason, const GenerationUsage&, const Status& status) override {
+  void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
+    record_.SequenceEnded(usage);
     Status outcome = Status::Ok();
     if (reason == FinishReason::kCancelled) {
       outcome = Cancelled("the call was cancelled");
@@ -420,6 +428,10 @@ class StreamGenerationSink final : public GenerationSink {
     }
     inference::ModelStreamInferResponse last = Head(true);
     if (!outcome.ok()) last.set_error_message(outcome.message());
+    response_bytes_ += last.ByteSizeLong();
+    // The transport finishes the trace when the last response is written.
+    (void)record_.Finish(static_cast<int>(GrpcStatusCodeFor(outcome.code())), outcome.message(),
+                         response_bytes_);
     on_response_(std::move(last));
     auto done = std::move(done_);
     done(outcome);
@@ -438,6 +450,8 @@ class StreamGenerationSink final : public GenerationSink {
 
   const std::shared_ptr<ServableModel> model_;
   const std::string id_;
+  openai::GenerationRecord record_;
+  uint64_t response_bytes_ = 0;
   const std::function<void(inference::ModelStreamInferResponse)> on_response_;
   std::function<void(Status)> done_;
 };
@@ -493,11 +507,26 @@ bool GrpcInferenceHandler::ModelGenerate(
                               call.headers != nullptr ? *call.headers : kNoHeaders);
   if (!model.ok() || (*model)->generative() == nullptr) return false;
   GenerativeModel* engine = (*model)->generative();
+  openai::GenerationRecord::Head about;
+  about.request_id = call.request_id;
+  about.protocol = "grpc";
+  about.transport = "gRPC";
+  about.method = call.method;
+  about.target = "/inference.GRPCInferenceService/" + std::string(call.method);
+  about.span_name = std::string(call.method);
+  about.model = request.model_name();
+  about.request_bytes = request.ByteSizeLong();
+  about.received = call.received_at;  // gRPC hands over the whole message at once
+  openai::GenerationRecord record =
+      openai::GenerationRecord::Start(options_.access_log, nullptr, std::move(about), call.trace);
+  record.SetModel((*model)->name(), (*model)->version());
   auto fail = [&](Status s) {
     inference::ModelStreamInferResponse r;
     r.set_error_message(s.message());
     r.mutable_infer_response()->set_model_name(request.model_name());
     r.mutable_infer_response()->set_id(request.id());
+    (void)record.Finish(static_cast<int>(GrpcStatusCodeFor(s.code())), s.message(),
+                        r.ByteSizeLong());
     on_response(std::move(r));
     done(std::move(s));
     return true;
@@ -534,8 +563,9 @@ bool GrpcInferenceHandler::ModelGenerate(
                                                    it->second.has_string_param() &&
                                                    !it->second.string_param().empty())
     g.stop.push_back(it->second.string_param());
-  auto sink =
-      std::make_shared<StreamGenerationSink>(*model, request.id(), on_response, std::move(done));
+  record.Decoded(std::chrono::steady_clock::now());
+  auto sink = std::make_shared<StreamGenerationSink>(*model, request.id(), std::move(record),
+                                                     on_response, std::move(done));
   Status accepted = engine->Generate(std::move(g), sink);
   // Refused at once: the engine never calls the sink, so the final (error) response is ours.
   if (!accepted.ok()) sink->OnEnd(FinishReason::kError, {}, accepted);

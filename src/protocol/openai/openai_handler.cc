@@ -18,6 +18,7 @@
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/openai/generate_request.h"
 #include "protocol/openai/generate_response.h"
+#include "protocol/openai/generation_record.h"
 #include "protocol/openai/openai_error.h"
 #include "protocol/openai/openai_request.h"
 #include "protocol/openai/openai_response.h"
@@ -148,13 +149,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
     GenerationParams params;
     std::shared_ptr<ServableModel> model;  // pins the version until the last sequence ends
     std::string request_id;                // the stream's id when streaming
-    std::string target;
-    uint64_t request_bytes = 0;
-    Clock::time_point received_at;
     std::shared_ptr<CancellationToken> client_token;  // the transport's; may be null
   };
 
-  explicit Generation(Setup setup) : s_(std::move(setup)), choices_(s_.params.n) {
+  Generation(Setup setup, GenerationRecord record)
+      : s_(std::move(setup)), record_(std::move(record)), choices_(s_.params.n) {
     meta_.id =
         s_.kind == kChat ? NewChatCompletionId(SystemRandom()) : NewCompletionId(SystemRandom());
     meta_.created = UnixSeconds();
@@ -192,14 +191,28 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   // The engine refused sequence `index` at once (Generate's status): it ends as an error.
   void Refused(int index, const Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      choices_[index].refused = true;
+    }
     OnEnd(index, harrier::FinishReason::kError, GenerationUsage{}, status);
   }
 
+  // When every sequence was refused at once, the handler answers with a plain error (not a
+  // stream) and reports it through the record; only then, once they all ended.
+  GenerationRecord& record() { return record_; }
+
+  void OnStart(int index) {
+    std::lock_guard lock(mu_);
+    if (!choices_[index].ended) record_.SequenceStarted(Clock::now());
+  }
+
   void OnToken(int index, std::string_view text) {
-    if (text.empty()) return;  // the engine holds text back (a possible stop string)
     std::lock_guard lock(mu_);
     Choice& c = choices_[index];
     if (c.ended) return;
+    record_.Token(Clock::now());
+    if (text.empty()) return;  // the engine holds text back (a possible stop string)
     if (!streaming()) {
       c.text.append(text);
       return;
@@ -229,6 +242,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     c.reason = reason;
     c.usage = usage;
     c.status = status;
+    record_.SequenceEnded(usage);
     if (streaming() && !finished_) {
       if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline) {
         const Status why = reason == harrier::FinishReason::kDeadline
@@ -281,6 +295,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::size_t text_offset = 0;
     bool role_sent = false;
     bool ended = false;
+    bool refused = false;  // by the engine at once: it never ran
     harrier::FinishReason reason = harrier::FinishReason::kStop;
     GenerationUsage usage;
     Status status;
@@ -321,6 +336,14 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   void FinishLocked(std::unique_lock<std::mutex> lock) {
     finished_ = true;
+    if (streaming() &&
+        std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.refused; })) {
+      // Nothing was streamed: the handler answers the refusal as a plain error.
+      if (!s_.request_id.empty()) (void)s_.shared->store->Finish(s_.request_id);
+      lock.unlock();
+      Forget();
+      return;
+    }
     GenerationUsage total;
     bool failed = false;
     Status failure;
@@ -378,37 +401,29 @@ class Generation : public std::enable_shared_from_this<Generation> {
       status = answer.status;
       response_bytes_ = answer.body.size();
       answer.headers.emplace_back("X-Request-Id", client_request_id_);
+      if (record_.traced()) answer.headers.emplace_back("traceresponse", record_.TraceResponse());
     }
-    WriteAccessRecord(status, error);
+    auto on_sent = record_.Finish(status, error, response_bytes_);
+    Forget();
+    if (respond) {
+      answer.on_sent = std::move(on_sent);
+      respond(std::move(answer));
+    } else if (on_sent) {
+      on_sent(true, Clock::now());  // a stream's last event is with the transport
+    }
+  }
+
+  // The generation is over: no resume will find it, the client is no longer watched, and the
+  // version may retire.
+  void Forget() {
     if (!s_.request_id.empty()) {
       std::lock_guard live(s_.shared->live_mu);
       s_.shared->live.erase(s_.request_id);
     }
     if (s_.client_token && client_watch_ != 0) s_.client_token->Unregister(client_watch_);
-    if (respond) respond(std::move(answer));
-    // The version may retire now. Not released here, on the engine's thread: the last handle
-    // would shut the engine down from its own thread.
+    // Not released here, on the engine's thread: the last handle would shut the engine down
+    // from its own thread.
     s_.shared->timer.Schedule(Clock::now(), [model = std::move(s_.model)] {});
-  }
-
-  void WriteAccessRecord(int status, std::string_view error) {
-    AccessLog* log = s_.shared->options.access_log;
-    if (log == nullptr) return;
-    AccessRecord r;
-    r.request_id = s_.request_id.empty() ? client_request_id_ : s_.request_id;
-    r.protocol = "http";
-    r.method = "POST";
-    r.target = s_.target;
-    r.status = status;
-    r.error = error;
-    r.model = s_.params.model;
-    r.model_version = s_.model ? s_.model->version() : 0;
-    r.request_bytes = s_.request_bytes;
-    r.response_bytes = response_bytes_;
-    r.total_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s_.received_at)
-            .count());
-    log->Write(r);
   }
 
   void ScheduleHeartbeat(Clock::time_point at) {
@@ -436,6 +451,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
  private:
   Setup s_;
+  GenerationRecord record_;  // guarded by mu_
   ResponseMeta meta_;
   std::shared_ptr<CancellationToken> engine_token_;  // ours: given to every sequence
   uint64_t client_watch_ = 0;
@@ -458,7 +474,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
 class ChoiceSink : public GenerationSink {
  public:
   ChoiceSink(std::shared_ptr<Generation> g, int index) : g_(std::move(g)), index_(index) {}
-  void OnStart(int, int) override {}
+  void OnStart(int, int) override { g_->OnStart(index_); }
   void OnToken(std::string_view text, float) override { g_->OnToken(index_, text); }
   void OnEnd(harrier::FinishReason reason, const GenerationUsage& usage,
              const Status& status) override {
@@ -624,26 +640,35 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
       request.received_at == Clock::time_point{} ? Clock::now() : request.received_at;
   const std::string client_id =
       ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  const std::string_view body = request.body ? std::string_view(*request.body) : std::string_view();
+  GenerationRecord::Head about;
+  about.request_id = client_id;
+  about.protocol = "http";
+  about.transport = std::string(HttpVersionName(request.version));
+  if (about.transport.empty()) about.transport = "HTTP";
+  about.method = request.method;
+  about.target = request.target;
+  about.span_name = request.method + " " + std::string(PathOf(request.target));
+  about.model = model_name;
+  about.request_bytes = body.size();
+  about.received = received_at;
+  about.body_received = request.body_received_at;
+  about.traceparent = request.Header("traceparent");
+  about.tracestate = request.Header("tracestate");
+  GenerationRecord local_record = GenerationRecord::Start(
+      shared_->options.access_log, shared_->options.tracer, std::move(about));
+  std::string stream_id;                     // the store's, once the request streams
+  GenerationRecord* record = &local_record;  // the generation's once it has one
+  // Now: the sequences may all have ended (and the record finished) before the head is sent.
+  const std::string trace_response = local_record.TraceResponse();
   auto fail = [&](const Status& status, std::string_view param = {}, std::string_view code = {}) {
     HttpResponse r = ErrorResponse(kind, status, param, code);
     r.headers.emplace_back("X-Request-Id", client_id);
-    if (shared_->options.access_log != nullptr) {
-      AccessRecord rec;
-      rec.request_id = client_id;
-      rec.protocol = "http";
-      rec.method = request.method;
-      rec.target = request.target;
-      rec.status = r.status;
-      rec.error = status.message();
-      rec.model = model_name;
-      rec.request_bytes = request.body ? request.body->size() : 0;
-      rec.response_bytes = r.body.size();
-      shared_->options.access_log->Write(rec);
-    }
+    if (record->traced()) r.headers.emplace_back("traceresponse", record->TraceResponse());
+    r.on_sent = record->Finish(r.status, status.message(), r.body.size());
     respond(std::move(r));
   };
 
-  const std::string_view body = request.body ? std::string_view(*request.body) : std::string_view();
   std::string param;
   StatusOr<GenerationParams> parsed =
       kind == kChat ? ParseChatCompletionRequest(body, shared_->options.limits, &param)
@@ -655,6 +680,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
                                  shared_->options.limits, &param);
   if (!parsed.ok()) return fail(parsed.status(), param);
   GenerationParams params = std::move(parsed).value();
+  record->Decoded(Clock::now());
+  const bool streaming = params.stream || kind == kGenerateStream;
   // X-Request-Timeout-Us (and X-Client-Id) as for any inference request (docs/api.md).
   InferenceRequest scheduling;
   scheduling.received_at = received_at;
@@ -669,6 +696,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
         "model", missing ? "model_not_found" : "");
   }
   std::shared_ptr<ServableModel> model = std::move(routed).value();
+  record->SetModel(model->name(), model->version());
   GenerativeModel* engine = model->generative();
   if (engine == nullptr) {
     return fail(InvalidArgument("model '" + model_name +
@@ -686,20 +714,22 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     prompt = params.prompt;
   }
 
-  const bool streaming = params.stream || kind == kGenerateStream;
+  if (streaming) {
+    // A stream's id is the server's own (docs/generation.md), and what its access line names.
+    stream_id = shared_->store->Open();
+    record->SetRequestId(stream_id);
+  }
   Generation::Setup setup;
   setup.shared = shared_;
   setup.kind = kind;
   setup.model = model;
-  setup.target = request.target;
-  setup.request_bytes = body.size();
-  setup.received_at = received_at;
   setup.client_token = request.cancellation;
-  if (streaming) setup.request_id = shared_->store->Open();
+  setup.request_id = stream_id;
   const int n = std::max(1, params.n);
   setup.params = std::move(params);
   setup.params.n = n;
-  auto g = std::make_shared<Generation>(std::move(setup));
+  auto g = std::make_shared<Generation>(std::move(setup), std::move(local_record));
+  record = &g->record();
   g->client_request_id_ = client_id;
   const GenerationParams& p = g->params();
 
@@ -759,6 +789,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     head.headers.emplace_back("X-Accel-Buffering", "no");  // proxies: do not hold the events
     head.headers.emplace_back("X-Request-Id", g->request_id());
     head.headers.emplace_back("X-Harrier-Model-Version", std::to_string(model->version()));
+    if (!trace_response.empty()) head.headers.emplace_back("traceresponse", trace_response);
     head.stream = out;
     respond(std::move(head));
   }

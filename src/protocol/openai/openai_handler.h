@@ -19,6 +19,10 @@
 // disconnect_grace (0: at once) unless it resumed meanwhile; a client that reads so slowly that
 // more than max_pending_stream_bytes wait for it gets an error event, and its sequences stop.
 //
+// Each generation reports one access-log line (with its token counts and time to first token)
+// and, when traced, its spans (queue, prompt, generate: docs/tracing.md) through a
+// GenerationRecord; the answer carries `traceresponse`.
+//
 // Thread safety: Handle() and Precheck() from any thread. Engine callbacks, timer callbacks and
 // the transport's cancellations meet in each generation under its own lock.
 #pragma once
@@ -32,6 +36,7 @@
 #include "harrier/access_log.h"
 #include "harrier/http_message.h"
 #include "harrier/model_manager.h"
+#include "harrier/trace.h"
 #include "protocol/openai/generation_params.h"
 #include "protocol/openai/stream_store.h"
 
@@ -42,6 +47,8 @@ class OpenAiHandler : public HttpHandler {
   struct Options {
     // Not owned; must outlive the handler and every request in flight. Null: no access log.
     AccessLog* access_log = nullptr;
+    // Not owned, as access_log. Null: no tracing. A generation's spans: docs/tracing.md.
+    Tracer* tracer = nullptr;
     // A `: ping` comment on a stream that sent nothing for this long; zero: none.
     std::chrono::milliseconds heartbeat_interval{15'000};
     // How long a generation whose client has gone keeps running, so that a quick reconnect

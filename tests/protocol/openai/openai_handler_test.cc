@@ -17,6 +17,7 @@
 #include "harrier/response_stream.h"
 #include "util/fake_generative_model.h"
 #include "util/fake_model_manager.h"
+#include "util/fake_tracer.h"
 #include "util/recording_access_log.h"
 
 namespace harrier::openai {
@@ -174,6 +175,10 @@ TEST_F(OpenAiHandlerTest, ChatCompletionRendersTheTemplateAndAnswersInOpenAisSha
   EXPECT_EQ(log_.records()[0].status, 200);
   EXPECT_EQ(log_.records()[0].model, "llm");
   EXPECT_EQ(log_.records()[0].version, 3);
+  EXPECT_EQ(log_.records()[0].prompt_tokens, 36);
+  EXPECT_EQ(log_.records()[0].completion_tokens, 4);
+  EXPECT_GT(log_.records()[0].first_token_ns, 0u);
+  EXPECT_GE(log_.records()[0].total_ns, log_.records()[0].first_token_ns);
 }
 
 TEST_F(OpenAiHandlerTest, MaxTokensEndsWithLengthAndNChoicesAreEachGenerated) {
@@ -411,6 +416,58 @@ TEST_F(OpenAiHandlerTest, PriorityAndXClientIdReachTheGenerationAndRefusalsSayWh
     EXPECT_EQ(r.status, 429) << target;
     EXPECT_EQ(Header(r, "Retry-After"), "7") << target;
   }
+}
+
+TEST_F(OpenAiHandlerTest, ATracedGenerationHasItsStagesAndTokenCountsAndOneAccessLine) {
+  testing::FakeTracer tracer;
+  options_.tracer = &tracer;
+  const std::string parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"Once","n":2})",
+                {{"traceparent", parent}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Header(r, "traceresponse").empty());
+  ASSERT_TRUE(r.on_sent);
+  r.on_sent(true, std::chrono::steady_clock::now());
+  auto stream = Call("POST", "/v2/models/llm/generate_stream", R"({"text_input":"Hi"})");
+  ASSERT_EQ(stream.status, 200);
+  EXPECT_FALSE(Header(stream, "traceresponse").empty());
+  ASSERT_NE(stream.stream, nullptr);
+
+  const std::vector<RequestTrace> traces = tracer.WaitForRecords(2);
+  ASSERT_EQ(traces.size(), 2u);
+  const RequestTrace& t = traces[0];
+  EXPECT_EQ(t.name, "POST /v1/completions");
+  EXPECT_EQ(t.status, 200);
+  EXPECT_EQ(t.model, "llm");
+  EXPECT_EQ(t.model_version, 3);
+  EXPECT_EQ(FormatTraceparent(t.parent), parent);
+  EXPECT_EQ(t.prompt_tokens, 4);      // "Once", once for both choices
+  EXPECT_EQ(t.completion_tokens, 8);  // 4 each
+  const RequestTrace::TimePoint zero{};
+  EXPECT_NE(t.sent, zero);
+  // The stages in order: parsed, a sequence started, its first token, the last token, sent.
+  EXPECT_LE(t.received, t.decoded);
+  EXPECT_LE(t.decoded, t.prompt_start);
+  EXPECT_LE(t.prompt_start, t.first_token);
+  EXPECT_LE(t.first_token, t.last_token);
+  EXPECT_LE(t.last_token, t.encoded);
+  EXPECT_LE(t.encoded, t.sent);
+  EXPECT_EQ(traces[1].request_id, Header(stream, "X-Request-Id"));  // a stream's own id
+  EXPECT_EQ(traces[1].completion_tokens, 4);
+
+  const auto lines = log_.records();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].request_id, Header(stream, "X-Request-Id"));
+  EXPECT_EQ(lines[1].prompt_tokens, 2);
+
+  // Refused at once while streaming: one plain error, one access line, one trace.
+  engine_.refuse = ResourceExhausted("queue full");
+  const auto refused =
+      Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(log_.records().size(), 3u);
+  EXPECT_EQ(log_.records()[2].status, 429);
+  EXPECT_EQ(log_.records()[2].prompt_tokens, 0);  // a sequence ended: refused before a token
 }
 
 TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
