@@ -148,6 +148,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::shared_ptr<ServableModel> model;  // pins the version until the last sequence ends
     std::string request_id;                // the stream's id when streaming
     std::string target;
+    std::string key_id;  // HttpRequest::auth_key_id, for the access log
     uint64_t request_bytes = 0;
     Clock::time_point received_at;
     std::shared_ptr<CancellationToken> client_token;  // the transport's; may be null
@@ -400,6 +401,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     r.target = s_.target;
     r.status = status;
     r.error = error;
+    r.key_id = s_.key_id;
     r.model = s_.params.model;
     r.model_version = s_.model ? s_.model->version() : 0;
     r.request_bytes = s_.request_bytes;
@@ -634,6 +636,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
       rec.target = request.target;
       rec.status = r.status;
       rec.error = status.message();
+      rec.key_id = request.auth_key_id;
       rec.model = model_name;
       rec.request_bytes = request.body ? request.body->size() : 0;
       rec.response_bytes = r.body.size();
@@ -691,6 +694,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   setup.kind = kind;
   setup.model = model;
   setup.target = request.target;
+  setup.key_id = request.auth_key_id;
   setup.request_bytes = body.size();
   setup.received_at = received_at;
   setup.client_token = request.cancellation;
