@@ -34,13 +34,17 @@ ApiKeyStore::~ApiKeyStore() {
   if (poller_.joinable()) poller_.join();
 }
 
-const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view presented) {
+const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view presented,
+                                          size_t* compared) {
   const Sha256Digest digest = Sha256(presented);
   const Key* found = nullptr;
+  size_t count = 0;
   for (const Key& key : keys) {
     // No early exit: the time taken does not depend on which key (if any) matched.
     if (DigestsEqual(key.entry.sha256, digest)) found = &key;
+    ++count;
   }
+  if (compared != nullptr) *compared = count;
   return found;
 }
 

@@ -73,8 +73,10 @@ class ApiKeyStore {
   std::shared_ptr<const KeySet> keys() const { return keys_.load(std::memory_order_acquire); }
 
   // The key of `keys` whose digest is SHA-256(presented), or null. Every key's digest is
-  // compared, each in constant time.
-  static const Key* Find(const KeySet& keys, std::string_view presented);
+  // compared, each in constant time; `*compared` (if not null) is set to how many were (for the
+  // test that holds this to every key).
+  static const Key* Find(const KeySet& keys, std::string_view presented,
+                         size_t* compared = nullptr);
 
   // Re-reads the file if it changed since the last look. Returns true when the keys were
   // replaced; false when the file is unchanged, or changed and failed (logged, old keys kept).

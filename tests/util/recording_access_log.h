@@ -20,6 +20,7 @@ class RecordingAccessLog : public AccessLog {
     int64_t version = 0;
     uint64_t request_bytes = 0, response_bytes = 0, output_ns = 0, total_ns = 0;
     InferenceTiming timing;
+    std::string key_id;
   };
 
   void Write(const AccessRecord& r) override {
@@ -27,7 +28,8 @@ class RecordingAccessLog : public AccessLog {
     records_.push_back({std::string(r.request_id), std::string(r.protocol), std::string(r.method),
                         std::string(r.target), std::string(r.error), std::string(r.model),
                         std::string(r.input_shapes_json), r.status, r.model_version,
-                        r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing});
+                        r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing,
+                        std::string(r.key_id)});
   }
 
   std::vector<Copy> records() const {
