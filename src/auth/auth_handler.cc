@@ -120,15 +120,26 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
     d.message = std::move(message);
     return d;
   };
-  for (const ApiRestriction& r : options_.restrictions) {
-    if (!r.groups.test(static_cast<size_t>(access.group))) continue;
-    if (!HeaderMatches(head, r.header, r.value)) {
-      return refuse(403, RefusalReason::kRestricted,
-                    "this API (" + std::string(ApiGroupName(access.group)) +
-                        ") is restricted: it needs the header '" + r.header + "'");
+  // Triton's restrictions, after the key: a client without a key is told only that it needs
+  // one, not which header a restricted API wants.
+  auto restricted = [&]() -> const ApiRestriction* {
+    for (const ApiRestriction& r : options_.restrictions) {
+      if (r.groups.test(static_cast<size_t>(access.group)) &&
+          !HeaderMatches(head, r.header, r.value)) {
+        return &r;
+      }
     }
+    return nullptr;
+  };
+  auto refuse_restricted = [&](const ApiRestriction& r) {
+    return refuse(403, RefusalReason::kRestricted,
+                  "this API (" + std::string(ApiGroupName(access.group)) +
+                      ") is restricted: it needs the header '" + r.header + "'");
+  };
+  if (options_.keys == nullptr || !access.scope) {
+    if (const ApiRestriction* r = restricted()) return refuse_restricted(*r);
+    return d;
   }
-  if (options_.keys == nullptr || !access.scope) return d;
 
   const PresentedKey presented = ReadPresentedKey(head);
   if (presented.kind == PresentedKey::Kind::kNone) {
@@ -152,6 +163,7 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
                   "API key '" + key->entry.id + "' does not have the scope '" +
                       std::string(ScopeName(*access.scope)) + "' this request needs");
   }
+  if (const ApiRestriction* r = restricted()) return refuse_restricted(*r);
   if (take && key->bucket) {
     Clock::duration wait{};
     if (!key->bucket->TryAcquire(options_.clock->Now(), &wait)) {

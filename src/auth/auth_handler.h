@@ -6,14 +6,16 @@
 //
 // For each request, in order:
 //   1. the route's access (access_scope.h: RouteAccessForHttp or RouteAccessForGrpc);
-//   2. a Triton restriction on the route's API group (restricted_api.h): the header must carry
-//      its value, else 403 / PERMISSION_DENIED, reason "restricted";
-//   3. with API keys (Options::keys): open routes (health) pass; otherwise the key, from
+//   2. with API keys (Options::keys), for a route that is not open (health): the key, from
 //      `Authorization: Bearer KEY` or `X-API-Key: KEY` (gRPC: the `authorization` metadata):
 //      none -> 401 "missing_key"; not a bearer token, empty, over 512 bytes or not visible
 //      ASCII -> 401 "malformed_key"; no such key -> 401 "invalid_key"; 401s carry
 //      `WWW-Authenticate: Bearer`; a key without the route's scope -> 403 "forbidden"; over the
-//      key's own rate limit -> 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED), "rate_limited".
+//      key's own rate limit -> 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED), "rate_limited",
+//      checked after step 3;
+//   3. a Triton restriction on the route's API group (restricted_api.h), open routes included:
+//      the header must carry its value, else 403 / PERMISSION_DENIED, reason "restricted" (after
+//      the key, so that a client without one learns only that it needs one);
 //   4. let through: the request reaches `next` with HttpRequest::auth_key_id set to the key's
 //      id, which the front ends write into access logs and traces.
 // Refusals are answered in the front end's own form (next->TransportError: a grpc-status for
@@ -126,8 +128,8 @@ class AuthHandler final : public HttpHandler {
     int retry_after_s = 0;
   };
 
-  // Steps 1-3; kTakeToken: charge the key's rate limit and count the outcome per key
-  // (Precheck), or only check (Handle, OpenStream).
+  // Steps 1-3 (and the rate limit); kTakeToken: charge the key's rate limit and count the outcome
+  // per key (Precheck), or only check (Handle, OpenStream).
   enum class Charge { kTakeToken, kCheckOnly };
   Decision Check(const HttpRequest& head, Charge charge) const;
   HttpResponse Refuse(const HttpRequest& head, const Decision& decision) const;

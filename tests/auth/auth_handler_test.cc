@@ -277,6 +277,26 @@ TEST_F(AuthHandlerTest, ATritonRestrictionNeedsItsHeaderAndValue) {
   EXPECT_EQ(counters_.refusals(RefusalReason::kRestricted), 4u);
 }
 
+TEST_F(AuthHandlerTest, WithKeysTheKeyComesBeforeTheRestriction) {
+  RecordingHandler next;
+  AuthHandler::Options o = Opts();
+  auto parsed = ParseApiRestrictions({"model-repository:admin-key=s3cret"}, "--flag");
+  ASSERT_TRUE(parsed.ok());
+  o.restrictions = *parsed;
+  AuthHandler auth(&next, o);
+  const std::string index = "/v2/repository/index";
+  HttpResponse none = Serve(auth, Request("POST", index));
+  EXPECT_EQ(none.status, 401);  // not told which header the API wants
+  EXPECT_EQ(none.body.find("admin-key"), std::string::npos);
+  EXPECT_EQ(Serve(auth, Request("POST", index, {{"x-api-key", "ops-key"}})).status, 403);
+  EXPECT_EQ(Serve(auth, Request("POST", index, {{"x-api-key", "ops-key"}, {"admin-key", "s3cret"}}))
+                .status,
+            200);
+  EXPECT_EQ(next.handled, (std::vector<std::string>{"ops"}));
+  EXPECT_EQ(counters_.refusals(RefusalReason::kMissingKey), 1u);
+  EXPECT_EQ(counters_.refusals(RefusalReason::kRestricted), 1u);
+}
+
 TEST_F(AuthHandlerTest, MetricsNameKeysAndReasons) {
   RecordingHandler next;
   AuthHandler auth(&next, Opts());
