@@ -188,6 +188,18 @@ HttpResponse AuthHandler::Refuse(const HttpRequest& head, const Decision& d) con
   HttpResponse r;
   if (std::optional<HttpResponse> own = next_->TransportError(d.status, d.message)) {
     r = std::move(*own);
+  } else if (std::string_view(head.target).starts_with("/v1/")) {
+    // The OpenAI API's own error object, which its SDKs read (protocol/openai/openai_error.h),
+    // the reason as its machine-readable code.
+    r.status = d.status;
+    r.headers.emplace_back("Content-Type", "application/json");
+    r.body = "{\"error\":{\"message\":";
+    AppendJsonString(&r.body, d.message);
+    r.body += ",\"type\":";
+    AppendJsonString(&r.body, d.status == 429 ? "rate_limit_error" : "invalid_request_error");
+    r.body += ",\"param\":null,\"code\":";
+    AppendJsonString(&r.body, RefusalReasonName(d.reason));
+    r.body += "}}";
   } else {
     r.status = d.status;
     r.headers.emplace_back("Content-Type", "application/json");

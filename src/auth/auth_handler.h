@@ -19,7 +19,8 @@
 //   4. let through: the request reaches `next` with HttpRequest::auth_key_id set to the key's
 //      id, which the front ends write into access logs and traces.
 // Refusals are answered in the front end's own form (next->TransportError: a grpc-status for
-// gRPC; else a JSON {"error": ...}), with X-Request-Id, counted in AuthCounters by reason and
+// gRPC; the OpenAI /v1 API's {"error": {"message", "type", "param", "code"}}, the reason as its
+// code; else KServe's JSON {"error": ...}), with X-Request-Id, counted in AuthCounters by reason and
 // per key, and written to the access log (with the key id when one was recognised).
 //
 // The key's rate-limit token is taken in Precheck, which both transports call for every request

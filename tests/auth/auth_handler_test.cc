@@ -195,6 +195,15 @@ TEST_F(AuthHandlerTest, AKeyWithoutTheScopeIs403) {
   EXPECT_EQ(log_.records()[0].error.find("ci-key"), std::string::npos);
 }
 
+TEST_F(AuthHandlerTest, TheOpenAiApiGetsItsOwnErrorObject) {
+  RecordingHandler next;
+  AuthHandler auth(&next, Opts());
+  HttpResponse r = Serve(auth, Request("POST", "/v1/chat/completions", {{"x-api-key", "bad"}}));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.body, R"({"error":{"message":"unknown API key","type":"invalid_request_error",)"
+                    R"("param":null,"code":"invalid_key"}})");
+}
+
 TEST_F(AuthHandlerTest, HealthIsOpen) {
   RecordingHandler next;
   AuthHandler auth(&next, Opts());

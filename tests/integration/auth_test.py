@@ -141,8 +141,9 @@ class PublicSetUpTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
 
     def test_the_openai_api_needs_a_key_too(self):
-        status, _, _ = request(PUBLIC.port, "GET", "/v1/models")
+        status, _, body = request(PUBLIC.port, "GET", "/v1/models")
         self.assertEqual(status, 401)
+        self.assertEqual(json.loads(body)["error"]["code"], "missing_key")  # OpenAI's error object
         status, _, body = request(PUBLIC.port, "GET", "/v1/models", bearer(CI_KEY))
         self.assertEqual(status, 200, body)
         status, _, _ = request(PUBLIC.port, "POST", "/v1/chat/completions", bearer(OPS_KEY), "{}")
