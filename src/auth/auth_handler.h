@@ -20,8 +20,8 @@
 //      id, which the front ends write into access logs and traces.
 // Refusals are answered in the front end's own form (next->TransportError: a grpc-status for
 // gRPC; the OpenAI /v1 API's {"error": {"message", "type", "param", "code"}}, the reason as its
-// code; else KServe's JSON {"error": ...}), with X-Request-Id, counted in AuthCounters by reason and
-// per key, and written to the access log (with the key id when one was recognised).
+// code; else KServe's JSON {"error": ...}), with X-Request-Id, counted in AuthCounters by reason
+// and per key, and written to the access log (with the key id when one was recognised).
 //
 // The key's rate-limit token is taken in Precheck, which both transports call for every request
 // before Handle or OpenStream; Handle and OpenStream check the key and scope again (the cost of
