@@ -26,6 +26,7 @@ struct AccessRecord {
   std::string_view target;      // path and query as sent
   int status = 0;               // the HTTP status answered; for gRPC the gRPC status code
   std::string_view error;       // the error message when status is not 2xx; empty otherwise
+  std::string_view key_id;      // the API key's id (HttpRequest::auth_key_id); empty: none
   // Inference only: the model and the version that answered (0: not known, e.g. a request
   // refused before a version was chosen), and the input shapes, already formatted as a JSON
   // array of {"name":..,"datatype":..,"shape":[..]} objects ("" when not an inference or not

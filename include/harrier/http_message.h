@@ -57,6 +57,9 @@ struct HttpRequest {
   // end uses it to choose inline execution (docs/scheduling.md). False when the transport
   // does not say.
   bool sole_requester = false;
+  // Set by access control in front of the handlers (src/auth/AuthHandler): the id of the API
+  // key the request presented (never the key), for access logs and traces. Empty without keys.
+  std::string auth_key_id;
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {

@@ -55,6 +55,7 @@ struct RequestTrace {
   std::string transport;   // "HTTP/1.1", "HTTP/2" or "gRPC" (the span's network.protocol)
   std::string target;      // the request target (HTTP) or the full method (gRPC)
   std::string request_id;  // X-Request-Id as answered
+  std::string key_id;      // the API key's id (HttpRequest::auth_key_id); empty: none
   std::string model;
   int64_t model_version = 0;  // 0: not known
   int status = 0;             // HTTP status, or the gRPC status code

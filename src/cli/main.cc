@@ -1,9 +1,10 @@
 // Harrier's composition root: parse flags, build the objects, serve until SIGINT/SIGTERM.
 //
 //   backends (ONNX Runtime, llama.cpp) -> ModelRepositoryManager
-//       -> KServeHandler -> OpenAiHandler -> DashboardHandler -> HttpServer
-//                                                    -> GrpcServer (gRPC)
-//                                                    -> MetricsHandler -> HttpServer (metrics)
+//       -> KServeHandler -> OpenAiHandler -> DashboardHandler [-> AuthHandler] -> HttpServer
+//                                  -> GrpcServer (gRPC) [AuthHandler in front of its handler]
+//                                  -> MetricsHandler [-> AuthHandler] -> HttpServer (metrics)
+// (AuthHandler: only with --api-key-file or Triton's restricted-API flags; docs/security.md.)
 //
 // Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
 // (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
@@ -24,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "auth/access_control.h"
 #include "backends/llamacpp/llamacpp_backend.h"
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "cli/serve_flags.h"
@@ -230,6 +232,20 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("access log on, to {}",
                  flags.access_log_file.empty() ? "stderr" : flags.access_log_file);
   }
+  // Access control (docs/security.md): a key file or restriction that does not parse stops the
+  // start here, before any port opens.
+  auth::AccessControl::Options access_options;
+  access_options.api_key_file = flags.api_key_file;
+  access_options.http_restricted_api = flags.http_restricted_api;
+  access_options.grpc_restricted_protocol = flags.grpc_restricted_protocol;
+  access_options.metrics_require_key = flags.metrics_require_key;
+  access_options.access_log = access_log.get();
+  auto access_control = auth::AccessControl::Create(access_options);
+  if (!access_control.ok()) {
+    spdlog::critical("access control: {}", access_control.status().message());
+    (*manager)->Shutdown();
+    return 1;
+  }
   SpdlogLogControl log_control(flags.log_format, /*log_file=*/"");
   // Triton's system shared memory, one registry for REST and gRPC; built before both handlers,
   // so that it is destroyed (every region unregistered, unmapped once no request uses it) after
@@ -265,7 +281,11 @@ int Serve(const ServeFlags& flags) {
   openai_options.store.retention = seconds_ms(flags.generation_stream_retention_secs);
   openai::OpenAiHandler openai_handler(manager->get(), &kserve_handler, openai_options);
   // The status page (GET /dashboard, docs/dashboard.md) in front of them all.
-  DashboardHandler handler([&manager] { return (*manager)->DashboardVersions(); }, &openai_handler);
+  DashboardHandler dashboard_handler([&manager] { return (*manager)->DashboardVersions(); },
+                                     &openai_handler);
+  // Access control in front of the whole chain, answering from the head (null: none).
+  std::unique_ptr<HttpHandler> rest_auth = (*access_control)->WrapRest(&dashboard_handler);
+  HttpHandler& handler = rest_auth ? *rest_auth : dashboard_handler;
 
   HttpServer::Options http_options;
   http_options.address = flags.http_address;
@@ -340,6 +360,9 @@ int Serve(const ServeFlags& flags) {
     grpc_options.handler.extensions = kserve::DefaultKServeExtensions();
     grpc_options.handler.extensions.push_back("system_shared_memory");
   }
+  grpc_options.wrap_handler = [&access_control](HttpHandler* grpc) {
+    return (*access_control)->WrapGrpc(grpc);
+  };
   auto grpc_server = grpc_frontend::GrpcServer::Create(grpc_options, manager->get());
   Status grpc_started = grpc_server.ok() ? (*grpc_server)->Start() : grpc_server.status();
   if (!grpc_started.ok()) {
@@ -370,6 +393,7 @@ int Serve(const ServeFlags& flags) {
       [&tracer](TextExposition* out) {
         if (tracer) tracer->AppendMetrics(out);  // only with tracing on
       },
+      [&access_control](TextExposition* out) { (*access_control)->AppendMetrics(out); },
       [&server](TextExposition* out) {
         const HttpServer& rest = **server;
         AppendConnectionMetrics({rest.open_connections(), rest.max_connections(),
@@ -385,7 +409,10 @@ int Serve(const ServeFlags& flags) {
   // A scraper or two; the descriptors are the REST port's (its default limit assumes them).
   metrics_options.max_connections = 64;
   metrics_options.shutdown_timeout = std::chrono::seconds(2);
-  auto metrics_server = HttpServer::Create(metrics_options, &metrics_handler);
+  std::unique_ptr<HttpHandler> metrics_auth = (*access_control)->WrapMetrics(&metrics_handler);
+  auto metrics_server = HttpServer::Create(
+      metrics_options,
+      metrics_auth ? metrics_auth.get() : static_cast<HttpHandler*>(&metrics_handler));
   Status metrics_started =
       metrics_server.ok() ? (*metrics_server)->Start() : metrics_server.status();
   if (!metrics_started.ok()) {

@@ -12,6 +12,8 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--plain-http off leaves no REST port: it needs --tls-cert and --tls-key";
   if (!flags.load_models.empty() && flags.model_control_mode != "explicit")
     return "--load-model needs --model-control-mode explicit (the other modes load every model)";
+  if (flags.metrics_require_key && flags.api_key_file.empty())
+    return "--metrics-require-key needs --api-key-file (there would be no key to present)";
   return {};
 }
 
@@ -272,6 +274,20 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->check(CLI::IsMember({"on", "off"}));
   serve->add_option("--access-log-file", flags->access_log_file,
                     "Write the access log to this file (appended to) instead of stderr");
+
+  // Access control: docs/security.md. The file and the restrictions are checked at startup
+  // (exit 1).
+  serve->add_option("--api-key-file", flags->api_key_file,
+                    "JSON file of API keys (their SHA-256, scopes, rate limits); re-read when it "
+                    "changes. Every route but health then needs a key with its scope "
+                    "(Authorization: Bearer KEY or X-API-Key; gRPC authorization metadata)");
+  serve->add_flag("--metrics-require-key", flags->metrics_require_key,
+                  "GET /metrics needs an API key with the 'metrics' scope (default: open)");
+  serve->add_option("--http-restricted-api", flags->http_restricted_api,
+                    "Triton's API[,API...]:HEADER=VALUE: REST requests to those API groups must "
+                    "carry HEADER: VALUE (repeatable)");
+  serve->add_option("--grpc-restricted-protocol", flags->grpc_restricted_protocol,
+                    "Triton's API[,API...]:HEADER=VALUE for gRPC calls (metadata; repeatable)");
 
   // Tracing: docs/tracing.md. Values are checked at startup (exit 1), with the endpoint.
   serve->add_option("--trace-endpoint", flags->trace_endpoint,

@@ -66,6 +66,13 @@ struct ServeFlags {
   // host and have tensors read from and written to them. Off by default, as in Triton 26.04+: a
   // network client could otherwise map any shared-memory object the server's user can open.
   bool allow_client_shm = false;
+  // Access control (docs/security.md, "API keys and scopes"). Keys come from the file only,
+  // never from the command line, where every user of the host could read them.
+  std::string api_key_file;          // "" = no API keys: every route is open, as before
+  bool metrics_require_key = false;  // /metrics needs a key with the `metrics` scope
+  // Triton's "API[,API...]:HEADER=VALUE", repeatable.
+  std::vector<std::string> http_restricted_api;
+  std::vector<std::string> grpc_restricted_protocol;
   // Text generation (docs/generation.md).
   double generation_heartbeat_secs = 15;          // `: ping` on an idle stream; 0: none
   double generation_disconnect_grace_secs = 0;    // a gone client's generation goes on this long

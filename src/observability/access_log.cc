@@ -50,6 +50,7 @@ void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawFie
   str("method", r.method);
   str("target", r.target);
   num("status", static_cast<uint64_t>(r.status < 0 ? 0 : r.status));
+  if (!r.key_id.empty()) str("key", r.key_id);
   if (!r.model.empty()) {
     str("model", r.model);
     num("version", static_cast<uint64_t>(r.model_version < 0 ? 0 : r.model_version));
@@ -223,8 +224,8 @@ struct PackedRecord {
   int64_t model_version;
   uint64_t request_bytes, response_bytes;
   uint64_t queue_ns, input_ns, infer_ns, output_ns, total_ns;
-  // request_id, protocol, method, target, error, model, input_shapes_json
-  uint32_t lengths[7];
+  // request_id, protocol, method, target, error, model, input_shapes_json, key_id
+  uint32_t lengths[8];
 };
 
 }  // namespace
@@ -232,9 +233,9 @@ struct PackedRecord {
 void AsyncAccessLog::Write(const AccessRecord& record) {
   // Packed, not formatted: the caller is often a model's worker thread, whose time is the
   // model's throughput; the writer thread does the formatting.
-  const std::string_view strings[7] = {record.request_id,       record.protocol, record.method,
-                                       record.target,           record.error,    record.model,
-                                       record.input_shapes_json};
+  const std::string_view strings[8] = {
+      record.request_id, record.protocol,          record.method, record.target, record.error,
+      record.model,      record.input_shapes_json, record.key_id};
   PackedRecord packed;
   packed.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -249,7 +250,7 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
   packed.output_ns = record.output_ns;
   packed.total_ns = record.total_ns;
   size_t size = sizeof(packed);
-  for (int k = 0; k < 7; ++k) {
+  for (int k = 0; k < 8; ++k) {
     packed.lengths[k] = static_cast<uint32_t>(std::min<size_t>(strings[k].size(), 1u << 20));
     size += packed.lengths[k];
   }
@@ -261,7 +262,7 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
       return;
     }
     pending_.append(reinterpret_cast<const char*>(&packed), sizeof(packed));
-    for (int k = 0; k < 7; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
+    for (int k = 0; k < 8; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
     // Half full: write now rather than at the next interval, so that the buffer does not fill.
     if (!kicked_ && pending_.size() >= buffer_bytes_ / 2) wake = kicked_ = true;
   }
@@ -275,8 +276,8 @@ void AsyncAccessLog::FormatPacked() {
     PackedRecord packed;
     std::memcpy(&packed, writing_.data() + at, sizeof(packed));
     at += sizeof(packed);
-    std::string_view strings[7];
-    for (int k = 0; k < 7; ++k) {
+    std::string_view strings[8];
+    for (int k = 0; k < 8; ++k) {
       strings[k] = std::string_view(writing_.data() + at, packed.lengths[k]);
       at += packed.lengths[k];
     }
@@ -288,6 +289,7 @@ void AsyncAccessLog::FormatPacked() {
     r.error = strings[4];
     r.model = strings[5];
     r.input_shapes_json = strings[6];
+    r.key_id = strings[7];
     r.status = static_cast<int>(packed.status);
     r.model_version = packed.model_version;
     r.request_bytes = packed.request_bytes;

@@ -82,6 +82,17 @@ TEST(AccessLogFormatTest, AGenerationHasItsTokenCountsAndTimeToFirstTokenInstead
                  R"("completion_tokens":64,"ttft_us":85000,"total_us":2500000)");
 }
 
+TEST(AccessLogFormatTest, TheApiKeyIdFollowsTheStatusOnlyWhenThereIsOne) {
+  AccessRecord r = Inference();
+  r.key_id = "ci";
+  std::string out;
+  AppendAccessRecordJson(r, &out);
+  EXPECT_NE(out.find(R"("status":200,"key":"ci","model":"simple")"), std::string::npos) << out;
+  out.clear();
+  AppendAccessRecordJson(Inference(), &out);
+  EXPECT_EQ(out.find("\"key\""), std::string::npos) << out;
+}
+
 TEST(AccessLogFormatTest, TextQuotesValuesThatWouldSplit) {
   AccessRecord r = Inference();
   r.status = 400;
@@ -142,6 +153,28 @@ TEST(AsyncAccessLogTest, WritesOneJsonLinePerRecordToAFile) {
             std::string::npos)
       << lines[0];
   EXPECT_EQ(lines[0].back(), '}');
+  std::filesystem::remove(path);
+}
+
+TEST(AsyncAccessLogTest, TheApiKeyIdIsWrittenOffTheRequestPathToo) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_key_test_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  {
+    AsyncAccessLog::Options options;
+    options.format = LogFormat::kText;
+    options.file = path;
+    auto log = AsyncAccessLog::Create(options);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    AccessRecord r = Inference();
+    const std::string key_id = "team-a";  // packed with the record, so it may die after Write
+    r.key_id = key_id;
+    (*log)->Write(r);
+  }
+  const std::vector<std::string> lines = Lines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(" status=200 key=team-a model=simple "), std::string::npos) << lines[0];
   std::filesystem::remove(path);
 }
 

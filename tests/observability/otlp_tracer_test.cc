@@ -647,6 +647,17 @@ TEST(OtlpTraceJsonTest, StringsAreEscaped) {
   EXPECT_EQ(s.attributes.at("harrier.request_id"), "str:</script>");
 }
 
+TEST(OtlpTraceJsonTest, TheApiKeyIdIsASpanAttributeWhenThereIsOne) {
+  RequestTrace t = FullHttpRecord(steady_clock::now());
+  EXPECT_EQ(Parse(OtlpTraceJson({&t, 1}, ResourceOptions(), kOffsetNs))
+                .spans.at(0)
+                .attributes.count("harrier.auth.key_id"),
+            0u);
+  t.key_id = "ci";
+  const ParsedSpan s = Parse(OtlpTraceJson({&t, 1}, ResourceOptions(), kOffsetNs)).spans.at(0);
+  EXPECT_EQ(s.attributes.at("harrier.auth.key_id"), "str:ci");
+}
+
 TEST(OtlpTraceJsonTest, ManyRecordsInOneBody) {
   const TimePoint base = steady_clock::now();
   std::vector<RequestTrace> records;

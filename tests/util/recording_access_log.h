@@ -22,6 +22,7 @@ class RecordingAccessLog : public AccessLog {
     InferenceTiming timing;
     int64_t prompt_tokens = -1, completion_tokens = 0;
     uint64_t first_token_ns = 0;
+    std::string key_id;
   };
 
   void Write(const AccessRecord& r) override {
@@ -30,7 +31,8 @@ class RecordingAccessLog : public AccessLog {
                         std::string(r.target), std::string(r.error), std::string(r.model),
                         std::string(r.input_shapes_json), r.status, r.model_version,
                         r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing,
-                        r.prompt_tokens, r.completion_tokens, r.first_token_ns});
+                        r.prompt_tokens, r.completion_tokens, r.first_token_ns,
+                        std::string(r.key_id)});
   }
 
   std::vector<Copy> records() const {

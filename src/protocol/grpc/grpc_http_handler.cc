@@ -126,6 +126,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         writer_(std::move(writer)),
         request_id_(std::move(request_id)),
         client_id_(head.Header("x-client-id")),
+        key_id_(head.auth_key_id),
         sole_requester_(head.sole_requester),
         headers_(head.headers),
         traceparent_(head.Header("traceparent")),
@@ -192,6 +193,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       call.deadline = deadline_;
       call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
       call.client_id = client_id_;
+      call.key_id = key_id_;
       call.sole_requester = sole_requester_;
       call.headers = &headers_;
       call.request_id = request_id_;
@@ -264,6 +266,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   const std::shared_ptr<HttpStreamWriter> writer_;
   const std::string request_id_;  // one id for the whole stream
   const std::string client_id_;
+  const std::string key_id_;  // the API key's id (src/auth/); empty: none
   const bool sole_requester_;
   const std::vector<std::pair<std::string, std::string>> headers_;  // the stream's metadata
   const std::string traceparent_, tracestate_;
@@ -341,6 +344,7 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
     call.cancellation =
         request.cancellation ? request.cancellation : std::make_shared<CancellationToken>();
     call.client_id = std::string(request.Header("x-client-id"));
+    call.key_id = request.auth_key_id;
     call.request_id = std::move(request_id);
     call.sole_requester = request.sole_requester;
     call.headers = &request.headers;

@@ -220,6 +220,7 @@ namespace {
 // What the access log line of one call collects on its way; only made when the log is on.
 struct CallLog {
   std::string request_id;
+  std::string key_id;
   std::string_view method;
   std::string target;  // the call's path, "/inference.GRPCInferenceService/ModelInfer"
   std::string model;
@@ -252,6 +253,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     t.transport = "gRPC";
     t.target = "/inference.GRPCInferenceService/" + std::string(call.method);
     t.request_id = call.request_id;
+    t.key_id = call.key_id;
     t.model = request->model_name();
     t.request_bytes = request->ByteSizeLong();
     t.received = call.received_at;  // gRPC hands over the whole message at once
@@ -271,6 +273,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   if (options_.access_log != nullptr) {
     log = std::make_shared<CallLog>();
     log->request_id = std::move(call.request_id);
+    log->key_id = call.key_id;
     log->method = call.method;
     log->target = "/inference.GRPCInferenceService/" + std::string(call.method);
     log->model = request->model_name();
@@ -285,6 +288,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
       record.target = log->target;
       record.status = static_cast<int>(GrpcStatusCodeFor(status.code()));
       record.error = status.message();
+      record.key_id = log->key_id;
       record.model = log->model;
       record.model_version = log->model_version;
       record.input_shapes_json = log->input_shapes_json;
@@ -515,6 +519,7 @@ bool GrpcInferenceHandler::ModelGenerate(
   about.target = "/inference.GRPCInferenceService/" + std::string(call.method);
   about.span_name = std::string(call.method);
   about.model = request.model_name();
+  about.key_id = call.key_id;
   about.request_bytes = request.ByteSizeLong();
   about.received = call.received_at;  // gRPC hands over the whole message at once
   openai::GenerationRecord record =

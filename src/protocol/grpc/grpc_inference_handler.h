@@ -60,6 +60,8 @@ struct InferCallContext {
   std::string client_id;
   // The id sent back as `x-request-id` initial metadata, for the access log.
   std::string request_id;
+  // HttpRequest::auth_key_id (the API key's id, src/auth/), for the access log and the trace.
+  std::string key_id;
   // HttpRequest::sole_requester of the call's HTTP/2 stream (for a ModelStreamInfer stream, as
   // it was when the stream opened).
   bool sole_requester = false;

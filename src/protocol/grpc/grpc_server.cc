@@ -32,7 +32,9 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const Options& options,
   } else {
     http.port = options.port;
   }
-  auto created = HttpServer::Create(http, server->handler_.get());
+  if (options.wrap_handler) server->front_ = options.wrap_handler(server->handler_.get());
+  auto created =
+      HttpServer::Create(http, server->front_ ? server->front_.get() : server->handler_.get());
   if (!created.ok()) return created.status();
   server->server_ = std::move(*created);
   return server;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -63,6 +64,9 @@ class GrpcServer {
     // request while this many are unanswered. Default 64.
     size_t max_stream_inflight = 64;
     GrpcInferenceHandler::Options handler;
+    // Puts a handler in front of the gRPC handler it is given (access control, src/auth/), or
+    // returns null for none. Empty: none. Called once, by Create.
+    std::function<std::unique_ptr<HttpHandler>(HttpHandler* grpc)> wrap_handler;
   };
 
   // Checks the options and reads the TLS files. kInvalidArgument for a bad combination or an
@@ -88,6 +92,8 @@ class GrpcServer {
 
   const Options options_;
   std::unique_ptr<HttpHandler> handler_;
+  std::unique_ptr<HttpHandler>
+      front_;  // Options::wrap_handler's, in front of handler_; may be null
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
   bool tls_ = false;

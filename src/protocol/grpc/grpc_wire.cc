@@ -187,8 +187,9 @@ GrpcCode GrpcCodeForHttpStatus(int http_status) {
     case 404: return GrpcCode::kUnimplemented;
     case 408: return GrpcCode::kDeadlineExceeded;
     case 413:
-    case 431: return GrpcCode::kResourceExhausted;
-    case 429:
+    case 431:
+    // A rate limit (an API key's own, src/auth/), as admission control's refusals are said.
+    case 429: return GrpcCode::kResourceExhausted;
     case 502:
     case 503:
     case 504: return GrpcCode::kUnavailable;

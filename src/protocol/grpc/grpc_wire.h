@@ -85,8 +85,8 @@ std::vector<std::pair<std::string, std::string>> StatusFields(GrpcCode code,
 
 // The gRPC code for an HTTP status the transport answered itself (gRPC's "HTTP to gRPC status
 // code mapping": 400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED,
-// 429/502/503/504 UNAVAILABLE), except that 413 and 431, a limit broken, are RESOURCE_EXHAUSTED
-// and 408 is DEADLINE_EXCEEDED, as a gRPC server says them.
+// 502/503/504 UNAVAILABLE), except that 413, 429 and 431, a limit broken, are
+// RESOURCE_EXHAUSTED and 408 is DEADLINE_EXCEEDED, as a gRPC server says them.
 GrpcCode GrpcCodeForHttpStatus(int http_status);
 
 }  // namespace harrier::grpc_frontend

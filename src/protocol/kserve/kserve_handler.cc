@@ -297,6 +297,7 @@ void LogRefusal(AccessLog* log, std::string_view request_id, const HttpRequest& 
   record.target = request.target;
   record.status = response.status;
   record.error = s.message();
+  record.key_id = request.auth_key_id;
   record.model = model.name();
   record.model_version = model.version();
   record.request_bytes = request_bytes;
@@ -317,6 +318,7 @@ void BeginInferTrace(const std::string& model, std::optional<int64_t> version,
   if (t->transport.empty()) t->transport = "HTTP";  // the transport did not say which
   t->target = request.target;
   t->request_id = request_id;
+  t->key_id = request.auth_key_id;
   t->model = model;
   t->model_version = version.value_or(0);
   t->request_bytes = request.body ? request.body->size() : 0;
@@ -464,6 +466,7 @@ void KServeHandler::Answer(const HttpRequest& request, std::string_view request_
     record.target = request.target;
     record.status = response.status;
     record.error = error;
+    record.key_id = request.auth_key_id;
     record.request_bytes = request.body ? request.body->size() : 0;
     record.response_bytes = response.body.size();
     options_.access_log->Write(record);
@@ -911,6 +914,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
     // Access log only.
     std::string method;
     std::string target;
+    std::string key_id;
     std::string model;
     int64_t model_version = 0;
     std::string input_shapes_json;
@@ -932,6 +936,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
   if (access_log != nullptr) {
     answering.method = request.method;
     answering.target = request.target;
+    answering.key_id = request.auth_key_id;
     answering.model = (*model)->name();
     answering.model_version = (*model)->version();
     answering.input_shapes_json = InputShapesJson(infer_request->inputs);
@@ -967,6 +972,7 @@ void KServeHandler::Infer(const Route& route, HttpRequest request, std::string r
       record.target = a.target;
       record.status = http.status;
       record.error = failure.message();
+      record.key_id = a.key_id;
       record.model = a.model;
       record.model_version = a.model_version;
       record.input_shapes_json = a.input_shapes_json;

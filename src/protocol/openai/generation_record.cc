@@ -35,6 +35,7 @@ GenerationRecord GenerationRecord::Start(AccessLog* log, Tracer* tracer, Head he
     t.transport = head.transport;
     t.target = head.target;
     t.request_id = head.request_id;
+    t.key_id = head.key_id;
     t.model = head.model;
     t.request_bytes = head.request_bytes;
     t.received = head.received;
@@ -98,6 +99,7 @@ std::function<void(bool, GenerationRecord::TimePoint)> GenerationRecord::Finish(
     r.target = head_.target;
     r.status = status;
     r.error = error;
+    r.key_id = head_.key_id;
     r.model = model_;
     r.model_version = version_;
     r.request_bytes = head_.request_bytes;

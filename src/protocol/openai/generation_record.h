@@ -41,6 +41,7 @@ class GenerationRecord {
     std::string target;      // the request target, or the full gRPC method
     std::string span_name;   // "POST /v1/chat/completions", "ModelStreamInfer"
     std::string model;       // as the request names it (before routing)
+    std::string key_id;      // the API key's id (HttpRequest::auth_key_id); empty: none
     uint64_t request_bytes = 0;
     TimePoint received;            // zero: when Start is called
     TimePoint body_received;       // zero: `received`

@@ -650,6 +650,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   about.target = request.target;
   about.span_name = request.method + " " + std::string(PathOf(request.target));
   about.model = model_name;
+  about.key_id = request.auth_key_id;
   about.request_bytes = body.size();
   about.received = received_at;
   about.body_received = request.body_received_at;

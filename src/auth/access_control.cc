@@ -1,0 +1,57 @@
+#include "auth/access_control.h"
+
+#include <utility>
+
+namespace harrier::auth {
+
+StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& options) {
+  std::unique_ptr<AccessControl> ac(new AccessControl());
+  ac->options_ = options;
+  auto http = ParseApiRestrictions(options.http_restricted_api, "--http-restricted-api");
+  if (!http.ok()) return http.status();
+  ac->http_restrictions_ = std::move(http).value();
+  auto grpc = ParseApiRestrictions(options.grpc_restricted_protocol, "--grpc-restricted-protocol");
+  if (!grpc.ok()) return grpc.status();
+  ac->grpc_restrictions_ = std::move(grpc).value();
+  if (!options.api_key_file.empty()) {
+    ApiKeyStore::Options store;
+    store.path = options.api_key_file;
+    auto keys = ApiKeyStore::Create(store);
+    if (!keys.ok()) return keys.status();
+    ac->keys_ = std::move(keys).value();
+  }
+  return ac;
+}
+
+std::unique_ptr<HttpHandler> AccessControl::Wrap(HttpHandler* next, AuthHandler::Routes routes,
+                                                 const std::vector<ApiRestriction>& restrictions,
+                                                 bool use_keys) {
+  if (restrictions.empty() && !(use_keys && keys_)) return nullptr;
+  AuthHandler::Options o;
+  o.routes = routes;
+  o.keys = use_keys ? keys_.get() : nullptr;
+  o.restrictions = restrictions;
+  o.counters = &counters_;
+  o.access_log = options_.access_log;
+  return std::make_unique<AuthHandler>(next, std::move(o));
+}
+
+std::unique_ptr<HttpHandler> AccessControl::WrapRest(HttpHandler* next) {
+  return Wrap(next, AuthHandler::Routes::kHttp, http_restrictions_, /*use_keys=*/true);
+}
+
+std::unique_ptr<HttpHandler> AccessControl::WrapGrpc(HttpHandler* next) {
+  return Wrap(next, AuthHandler::Routes::kGrpc, grpc_restrictions_, /*use_keys=*/true);
+}
+
+std::unique_ptr<HttpHandler> AccessControl::WrapMetrics(HttpHandler* next) {
+  return Wrap(next, AuthHandler::Routes::kHttp, {}, options_.metrics_require_key);
+}
+
+void AccessControl::AppendMetrics(TextExposition* out) const {
+  // Without access control the exposition is what it was: no auth families at all.
+  if (!keys_ && http_restrictions_.empty() && grpc_restrictions_.empty()) return;
+  AppendAuthMetrics(counters_, keys_.get(), out);
+}
+
+}  // namespace harrier::auth

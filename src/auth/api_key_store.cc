@@ -1,0 +1,127 @@
+#include "auth/api_key_store.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "server/sha256.h"
+
+namespace harrier::auth {
+
+StatusOr<std::unique_ptr<ApiKeyStore>> ApiKeyStore::Create(const Options& options) {
+  std::unique_ptr<ApiKeyStore> store(new ApiKeyStore(options));
+  {
+    std::lock_guard lock(store->mu_);
+    if (Status loaded = store->Load(); !loaded.ok()) return loaded;
+  }
+  if (options.poll_interval.count() > 0)
+    store->poller_ = std::thread([s = store.get()] { s->Poll(); });
+  return store;
+}
+
+ApiKeyStore::ApiKeyStore(const Options& options)
+    : options_(options), keys_(std::make_shared<const KeySet>()) {}
+
+ApiKeyStore::~ApiKeyStore() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view presented,
+                                          size_t* compared) {
+  const Sha256Digest digest = Sha256(presented);
+  const Key* found = nullptr;
+  size_t count = 0;
+  for (const Key& key : keys) {
+    // No early exit: the time taken does not depend on which key (if any) matched.
+    if (DigestsEqual(key.entry.sha256, digest)) found = &key;
+    ++count;
+  }
+  if (compared != nullptr) *compared = count;
+  return found;
+}
+
+Status ApiKeyStore::Load() {
+  struct stat st {};
+  if (::stat(options_.path.c_str(), &st) != 0) {
+    return NotFound("cannot read the API key file '" + options_.path + "'");
+  }
+  stamp_ = {st.st_ino, st.st_size,
+            int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + int64_t{st.st_mtim.tv_nsec}};
+  std::ifstream in(options_.path, std::ios::binary);
+  if (!in) return NotFound("cannot read the API key file '" + options_.path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  StatusOr<std::vector<ApiKeyEntry>> parsed = ParseApiKeyFile(text.str());
+  if (!parsed.ok()) return parsed.status().WithContext(options_.path);
+
+  const std::shared_ptr<const KeySet> old = keys_.load(std::memory_order_acquire);
+  auto next = std::make_shared<KeySet>();
+  next->reserve(parsed->size());
+  for (ApiKeyEntry& entry : *parsed) {
+    Key key;
+    // The same id with the same limit keeps its bucket: a rotation does not hand a burst back.
+    if (entry.rate_limit.enabled()) {
+      for (const Key& was : *old) {
+        if (was.entry.id == entry.id && was.bucket &&
+            was.entry.rate_limit.per_second == entry.rate_limit.per_second &&
+            was.entry.rate_limit.burst == entry.rate_limit.burst) {
+          key.bucket = was.bucket;
+        }
+      }
+      if (!key.bucket) key.bucket = std::make_shared<TokenBucket>(entry.rate_limit);
+    }
+    auto& counters = counters_[entry.id];
+    if (!counters) counters = std::make_shared<KeyCounters>();
+    key.counters = counters;
+    key.entry = std::move(entry);
+    next->push_back(std::move(key));
+  }
+  const size_t count = next->size();
+  keys_.store(std::move(next), std::memory_order_release);
+  spdlog::info("auth: {} API key(s) from '{}'", count, options_.path);
+  return Status::Ok();
+}
+
+bool ApiKeyStore::CheckForChange() {
+  std::lock_guard lock(mu_);
+  struct stat st {};
+  FileStamp now;
+  if (::stat(options_.path.c_str(), &st) == 0) {
+    now = {st.st_ino, st.st_size,
+           int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + int64_t{st.st_mtim.tv_nsec}};
+  }
+  if (now == stamp_) return false;
+  if (Status loaded = Load(); !loaded.ok()) {
+    stamp_ = now;  // logged once per change of the file, not on every poll
+    failed_reloads_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("auth: the API key file changed but is not used, the previous keys stay: {}",
+                  loaded.message());
+    return false;
+  }
+  reloads_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<KeyCounters>>> ApiKeyStore::AllCounters() const {
+  std::lock_guard lock(mu_);
+  return {counters_.begin(), counters_.end()};
+}
+
+void ApiKeyStore::Poll() {
+  std::unique_lock lock(mu_);
+  while (!stop_cv_.wait_for(lock, options_.poll_interval, [this] { return stop_; })) {
+    lock.unlock();
+    CheckForChange();
+    lock.lock();
+  }
+}
+
+}  // namespace harrier::auth
