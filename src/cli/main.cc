@@ -5,8 +5,10 @@
 //                                                    -> GrpcServer (gRPC)
 //                                                    -> MetricsHandler -> HttpServer (metrics)
 //
-// Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
-// (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
+// Shutdown on the first SIGINT/SIGTERM (core/shutdown_timeline.h): readiness off while requests
+// are still served for --shutdown-delay-secs, then stop accepting, let in-flight HTTP requests
+// finish (bounded by --exit-timeout-secs), drain the model queues, exit 0. A signal during the
+// delay skips the rest of it; one after it exits at once.
 #include <fmt/format.h>
 #include <malloc.h>
 #include <spdlog/pattern_formatter.h>
@@ -15,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -28,6 +31,7 @@
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "cli/serve_flags.h"
 #include "core/json_writer.h"
+#include "core/shutdown_timeline.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/access_log.h"
@@ -127,6 +131,63 @@ sigset_t BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is an error code, not a process exit
   return set;
+}
+
+const char* SignalName(int signal_number) {
+  return signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+// Waits for the shutdown signals and the drain's delay as `timeline` orders, logging each step;
+// returns when the listeners should close. Then a thread of its own waits for one more signal,
+// which exits the process at once with status 1.
+void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimeline* timeline) {
+  for (;;) {
+    int signal_number = 0;
+    ShutdownTimeline::Action action;
+    if (timeline->phase() == ShutdownTimeline::Phase::kServing) {
+      sigwait(&signals, &signal_number);
+      action = timeline->OnSignal(SteadyClock().Now());
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          timeline->DelayLeft(SteadyClock().Now()));
+      timespec wait{static_cast<time_t>(left.count() / 1'000'000'000),
+                    static_cast<long>(left.count() % 1'000'000'000)};
+      signal_number = sigtimedwait(&signals, nullptr, &wait);
+      if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR: wait for the rest
+      action = signal_number > 0 ? timeline->OnSignal(SteadyClock().Now())
+                                 : timeline->OnTime(SteadyClock().Now());
+    }
+    if (action == ShutdownTimeline::Action::kDrain) {
+      spdlog::info(
+          "received {}; readiness off, still serving for {} s (--shutdown-delay-secs), then "
+          "finishing in-flight requests (at most {} s) and exiting",
+          SignalName(signal_number), flags.shutdown_delay_secs, flags.exit_timeout_secs);
+    } else if (action == ShutdownTimeline::Action::kStop) {
+      if (signal_number <= 0) {
+        spdlog::info(
+            "shutdown delay over; finishing in-flight requests (at most {} s), then "
+            "exiting",
+            flags.exit_timeout_secs);
+      } else if (timeline->delay() > Clock::duration::zero()) {
+        spdlog::info(
+            "second signal ({}): skipping the rest of the shutdown delay; finishing "
+            "in-flight requests (at most {} s), then exiting",
+            SignalName(signal_number), flags.exit_timeout_secs);
+      } else {
+        spdlog::info("received {}; finishing in-flight requests (at most {} s), then exiting",
+                     SignalName(signal_number), flags.exit_timeout_secs);
+      }
+      break;
+    }
+  }
+  // Once stopping, a further signal means "now": do not wait for the drain.
+  std::thread([signals, timeline] {
+    int again = 0;
+    sigwait(&signals, &again);
+    if (timeline->OnSignal(SteadyClock().Now()) != ShutdownTimeline::Action::kExitNow) return;
+    spdlog::warn("another signal: exiting without waiting for in-flight requests");
+    std::_Exit(1);
+  }).detach();
 }
 
 int Serve(const ServeFlags& flags) {
@@ -240,7 +301,13 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("system shared memory on (--allow-client-shm)");
   }
 
+  // The drain's order (readiness off, the delay, then the stop); the health handlers of both
+  // front ends read it, so it outlives them.
+  ShutdownTimeline shutdown(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(flags.shutdown_delay_secs)));
+
   kserve::KServeHandler::Options handler_options;
+  handler_options.readiness = &shutdown;
   handler_options.server_version = HARRIER_VERSION;
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
@@ -330,6 +397,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.tls_client_ca_file = flags.tls_client_ca;
   grpc_options.max_receive_message_bytes = flags.max_body_bytes;
   grpc_options.handler.server_version = HARRIER_VERSION;
+  grpc_options.handler.readiness = &shutdown;
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();
   grpc_options.handler.tracer = tracer.get();
@@ -397,17 +465,7 @@ int Serve(const ServeFlags& flags) {
   spdlog::info("listening on metrics {}:{} (GET /metrics)", flags.http_address,
                (*metrics_server)->port());
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  spdlog::info("received {}; finishing in-flight requests (at most {} s), then exiting",
-               signal_number == SIGINT ? "SIGINT" : "SIGTERM", flags.exit_timeout_secs);
-  // A second signal means "now": do not wait for the drain.
-  std::thread([signals] {
-    int again = 0;
-    sigwait(&signals, &again);
-    spdlog::warn("second signal: exiting without waiting for in-flight requests");
-    std::_Exit(1);
-  }).detach();
+  AwaitStop(signals, flags, &shutdown);
 
   (*server)->Stop();  // stop accepting, answer what is in flight, close connections
   (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC

@@ -167,6 +167,13 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
+  serve
+      ->add_option("--shutdown-delay-secs", flags->shutdown_delay_secs,
+                   "On SIGINT/SIGTERM, answer 503 on /v2/health/ready (gRPC ServerReady: false) "
+                   "but keep serving for this long, so that load balancers stop sending, before "
+                   "the listeners close; a second signal skips the rest (docs/deployment.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   // Admission control: docs/admission.md.
   auto rate_limit = [](const std::string& text) {
     auto parsed = harrier::ParseRateLimit(text);

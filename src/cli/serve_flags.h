@@ -46,6 +46,9 @@ struct ServeFlags {
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
   int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;
+  // On SIGTERM/SIGINT, how long readiness reads "not ready" while requests are still served,
+  // before the listeners close (docs/deployment.md, "The drain"); 0: close at once.
+  double shutdown_delay_secs = 0;
   double header_timeout_secs = 10;
   double body_timeout_secs = 30;
   double idle_timeout_secs = 60;
