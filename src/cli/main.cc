@@ -390,7 +390,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.transport.max_connections =
       flags.max_connections > 0 ? flags.max_connections
                                 : std::max<uint64_t>(64, (*server)->max_connections() / 16);
-  grpc_options.address = flags.http_address;
+  grpc_options.address = GrpcAddressOf(flags);
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;
   grpc_options.tls_key_file = flags.tls_key;
@@ -415,8 +415,9 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)", flags.http_address,
-               (*grpc_server)->port(), (*grpc_server)->tls() ? "TLS" : "plaintext",
+  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)",
+               grpc_options.address, (*grpc_server)->port(),
+               (*grpc_server)->tls() ? "TLS" : "plaintext",
                flags.tls_client_ca.empty() ? "" : "; client certificates required",
                grpc_options.transport.max_connections);
 
@@ -445,7 +446,7 @@ int Serve(const ServeFlags& flags) {
       },
   });
   HttpServer::Options metrics_options;
-  metrics_options.address = flags.http_address;
+  metrics_options.address = MetricsAddressOf(flags);
   metrics_options.port = static_cast<uint16_t>(flags.metrics_port);
   metrics_options.io_threads = 1;
   metrics_options.max_body_bytes = 64u << 10;
@@ -462,7 +463,7 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on metrics {}:{} (GET /metrics)", flags.http_address,
+  spdlog::info("listening on metrics {}:{} (GET /metrics)", metrics_options.address,
                (*metrics_server)->port());
 
   AwaitStop(signals, flags, &shutdown);

@@ -2,6 +2,14 @@
 
 namespace harrier {
 
+const std::string& GrpcAddressOf(const ServeFlags& flags) {
+  return flags.grpc_address.empty() ? flags.http_address : flags.grpc_address;
+}
+
+const std::string& MetricsAddressOf(const ServeFlags& flags) {
+  return flags.metrics_address.empty() ? flags.http_address : flags.metrics_address;
+}
+
 // Flag combinations CLI11's per-flag checks cannot see; empty when fine.
 std::string CheckFlagCombinations(const ServeFlags& flags) {
   if (flags.tls_cert.empty() != flags.tls_key.empty())
@@ -51,8 +59,15 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->check(CLI::Range(1, 86400));
   serve->add_option("--load-model", flags->load_models,
                     "In explicit mode, a model to load at start (repeatable; * for all)");
-  serve->add_option("--http-address", flags->http_address, "Address the HTTP server binds")
+  serve
+      ->add_option("--http-address", flags->http_address,
+                   "Address the HTTP (and HTTPS) server binds; also gRPC's and metrics' unless "
+                   "--grpc-address / --metrics-address say otherwise")
       ->capture_default_str();
+  serve->add_option("--grpc-address", flags->grpc_address,
+                    "Address the gRPC server binds (default: --http-address)");
+  serve->add_option("--metrics-address", flags->metrics_address,
+                    "Address the metrics server binds (default: --http-address)");
   serve->add_option("--http-port", flags->http_port, "HTTP port (0: pick a free one)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
