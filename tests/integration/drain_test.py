@@ -91,6 +91,14 @@ class DrainTest(unittest.TestCase):
         try:
             self.assertEqual(fresh(p.port, "GET", "/v2/health/ready")[0], 200)
             self.assertIs(grpc_ready(p.grpc_port), True)
+            # The autoscaling gauges (docs/metrics.md): overload protection is on by default,
+            # so each version has a predicted queue wait beside its queue depth; idle, both 0.
+            metrics = fresh(p.metrics_port, "GET", "/metrics")[1].decode()
+            for model in ("simple", "slow"):
+                labels = '{model="%s",version="1"}' % model
+                for family in ("harrier_queue_depth", "harrier_inflight_requests",
+                               "harrier_predicted_queue_wait_seconds"):
+                    self.assertIn("%s%s 0\n" % (family, labels), metrics)
             kept = http.client.HTTPConnection("127.0.0.1", p.port, timeout=10)
             self.assertTrue(infer_ok(request(kept, "POST", "/v2/models/simple/infer",
                                              SIMPLE_BODY)))
