@@ -15,6 +15,9 @@
 #   make install     install build/harrier and ONNX Runtime into PREFIX (/usr/local): bin/harrier
 #                    with run path $ORIGIN/../lib, lib/libonnxruntime.so.1; any user can run it
 #                    (docs/deployment.md). DESTDIR is honoured.
+#   make image       an OCI image with buildah (--storage-driver vfs), from scratch: make install's
+#                    files, the binary's library closure, a non-root user, the example repository;
+#                    IMAGE (harrier:VERSION) names it (tools/image.sh, docs/deployment.md)
 #   make format      clang-format every source file
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -25,7 +28,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps build models run install test test-unit test-integration test-sanitize bench fuzz format clean
+.PHONY: all deps build models run install image test test-unit test-integration test-sanitize bench fuzz format clean
 
 all: build
 
@@ -48,6 +51,9 @@ run: build models
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+image: build models
+	bash tools/image.sh $(BUILD) $(IMAGE)
 
 test: build models
 	cd $(BUILD) && ctest --output-on-failure -j 2
