@@ -180,11 +180,11 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
       break;
     }
   }
-  // Once stopping, a further signal means "now": do not wait for the drain.
-  std::thread([signals, timeline] {
+  // Once stopping, a further signal means "now" (the timeline's kExitNow): do not wait for the
+  // drain. The thread does not ask the timeline, which Serve() destroys before the process ends.
+  std::thread([signals] {
     int again = 0;
     sigwait(&signals, &again);
-    if (timeline->OnSignal(SteadyClock().Now()) != ShutdownTimeline::Action::kExitNow) return;
     spdlog::warn("another signal: exiting without waiting for in-flight requests");
     std::_Exit(1);
   }).detach();

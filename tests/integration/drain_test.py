@@ -8,7 +8,8 @@ On SIGTERM with a shutdown delay, readiness (GET /v2/health/ready, gRPC ServerRe
 503/false at once while liveness and inference still answer 200, on new connections and on a
 kept-alive one, for the whole delay; then the listeners close, a request in flight when they do
 is still answered, and the process exits 0, no sooner than the delay. A second SIGTERM during the
-delay skips the rest of it, still exiting 0 (docs/deployment.md, "The drain").
+delay skips the rest of it, still exiting 0; one more, while a request is still running, exits 1
+at once (docs/deployment.md, "The drain").
 Python stdlib only (gRPC by hand-written HTTP/2 frames, tools/h2_attacks.py). The last line is
 "N passed, N failed".
 """
@@ -175,6 +176,41 @@ class DrainTest(unittest.TestCase):
                              "an abort:\n" + p.log_text()[-3000:])
             self.assertLess(time.monotonic() - t0, 15, "the rest of the 60 s delay was not skipped")
             self.assertIn("skipping the rest of the shutdown delay", p.log_text())
+        finally:
+            p.terminate()
+
+    def test_a_signal_once_stopping_exits_at_once_with_1(self):
+        p = self.start("drain-abort", ["--shutdown-delay-secs", "30"])
+        try:
+            slow = {}
+
+            def send_slow():
+                try:
+                    slow["answer"] = fresh(p.port, "POST", "/v2/models/slow/infer", SLOW_BODY, 30)
+                except (OSError, http.client.HTTPException) as e:
+                    slow["error"] = e
+            sender = threading.Thread(target=send_slow)
+            sender.start()
+            deadline = time.monotonic() + 10
+            inflight = '\nharrier_inflight_requests{model="slow",version="1"} 1\n'
+            while inflight not in fresh(p.metrics_port, "GET", "/metrics")[1].decode():
+                self.assertLess(time.monotonic(), deadline, "the slow request never ran")
+                time.sleep(0.02)
+
+            def signal_and_wait_for(line):
+                p.proc.send_signal(signal.SIGTERM)
+                until = time.monotonic() + 5
+                while line not in p.log_text():
+                    self.assertLess(time.monotonic(), until, line)
+                    time.sleep(0.01)
+            signal_and_wait_for("readiness off")  # draining
+            signal_and_wait_for("skipping the rest of the shutdown delay")  # stopping
+            t0 = time.monotonic()
+            p.proc.send_signal(signal.SIGTERM)  # while the slow request still runs
+            self.assertEqual(p.proc.wait(timeout=10), 1, p.log_text()[-2000:])
+            self.assertLess(time.monotonic() - t0, 2)
+            sender.join(30)
+            self.assertNotIn("answer", slow, "the request was answered: the third signal waited")
         finally:
             p.terminate()
 
