@@ -12,6 +12,12 @@
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
 #   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
 #                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)
+#   make install     install build/harrier and ONNX Runtime into PREFIX (/usr/local): bin/harrier
+#                    with run path $ORIGIN/../lib, lib/libonnxruntime.so.1; any user can run it
+#                    (docs/deployment.md). DESTDIR is honoured.
+#   make image       an OCI image with buildah (--storage-driver vfs), from scratch: make install's
+#                    files, the binary's library closure, a non-root user, the example repository;
+#                    IMAGE (harrier:VERSION) names it (tools/image.sh, docs/deployment.md)
 #   make format      clang-format every source file
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -20,8 +26,9 @@ HTTP_PORT ?= 8000
 CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHARRIER_WERROR=ON
 DEPS_STAMP := $(BUILD)/.deps-ok
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 
-.PHONY: all deps build models run test test-unit test-integration test-sanitize bench fuzz format clean
+.PHONY: all deps build models run install image test test-unit test-integration test-sanitize bench fuzz format clean
 
 all: build
 
@@ -41,6 +48,12 @@ models: $(DEPS_STAMP)
 
 run: build models
 	$(BUILD)/harrier serve --model-repository examples/models --http-port $(HTTP_PORT)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+image: build models
+	bash tools/image.sh $(BUILD) $(IMAGE)
 
 test: build models
 	cd $(BUILD) && ctest --output-on-failure -j 2

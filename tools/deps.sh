@@ -7,7 +7,11 @@
 #                    curl, wrk, nginx (benchmark floor), grpc++ and its protoc plugin (gRPC),
 #                    nghttp2 + OpenSSL (HTTP/2, TLS) with nghttp/h2load, prometheus (promtool),
 #                    chromium (status page test), libcurl (the OTLP trace exporter), strace
-#                    (the telemetry test), python3-hpack (the gRPC port's HTTP/2 abuse test)
+#                    (the telemetry test), python3-hpack (the gRPC port's HTTP/2 abuse test),
+#                    python3-yaml (the Kubernetes manifests test), haproxy (the scale-out test),
+#                    buildah (make image and its test)
+#   kubectl          Debian's kubernetes-client, unless a kubectl is on PATH already: renders
+#                    deploy/kubernetes and deploy/kserve (kubectl kustomize) for their test
 #   ONNX Runtime     1.29.0 from the npm package com.github.asus4.onnxruntime@0.4.9, whose
 #                    registry integrity hash is checked, unpacked into
 #                    $HARRIER_DEPS/onnxruntime-1.29.0/{include,lib} with the libonnxruntime.so.1 link.
@@ -31,7 +35,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certif
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libssl-dev nghttp2-client openssl prometheus
-  chromium libcurl4-openssl-dev strace python3-hpack zlib1g-dev)
+  chromium libcurl4-openssl-dev strace python3-hpack zlib1g-dev python3-yaml haproxy buildah)
 
 log() { echo "deps: $*" >&2; }
 sudo_() { if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi; }
@@ -45,6 +49,10 @@ if ((${#missing[@]})); then
   sudo_ apt-get update -qq
   sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# kubectl from any source will do (it only renders kustomizations offline); Debian's is
+# kubernetes-client.
+command -v kubectl >/dev/null || { log "kubectl is needed to render deploy/ for its test; installing Debian's kubernetes-client"; sudo_ apt-get update -qq; sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null; }
 
 command -v npm >/dev/null || { log "npm is needed to fetch ONNX Runtime and llama.cpp; installing Debian's npm"; sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
 

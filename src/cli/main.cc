@@ -6,8 +6,10 @@
 //                                  -> MetricsHandler [-> AuthHandler] -> HttpServer (metrics)
 // (AuthHandler: only with --api-key-file or Triton's restricted-API flags; docs/security.md.)
 //
-// Shutdown on the first SIGINT/SIGTERM: stop accepting, let in-flight HTTP requests finish
-// (bounded by --exit-timeout-secs), drain the model queues, exit 0. A second signal exits at once.
+// Shutdown on the first SIGINT/SIGTERM (core/shutdown_timeline.h): readiness off while requests
+// are still served for --shutdown-delay-secs, then stop accepting, let in-flight HTTP requests
+// finish (bounded by --exit-timeout-secs), drain the model queues, exit 0. A signal during the
+// delay skips the rest of it; one after it exits at once.
 #include <fmt/format.h>
 #include <malloc.h>
 #include <spdlog/pattern_formatter.h>
@@ -16,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -30,6 +33,7 @@
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "cli/serve_flags.h"
 #include "core/json_writer.h"
+#include "core/shutdown_timeline.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/access_log.h"
@@ -129,6 +133,63 @@ sigset_t BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is an error code, not a process exit
   return set;
+}
+
+const char* SignalName(int signal_number) {
+  return signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+// Waits for the shutdown signals and the drain's delay as `timeline` orders, logging each step;
+// returns when the listeners should close. Then a thread of its own waits for one more signal,
+// which exits the process at once with status 1.
+void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimeline* timeline) {
+  for (;;) {
+    int signal_number = 0;
+    ShutdownTimeline::Action action;
+    if (timeline->phase() == ShutdownTimeline::Phase::kServing) {
+      sigwait(&signals, &signal_number);
+      action = timeline->OnSignal(SteadyClock().Now());
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          timeline->DelayLeft(SteadyClock().Now()));
+      timespec wait{static_cast<time_t>(left.count() / 1'000'000'000),
+                    static_cast<long>(left.count() % 1'000'000'000)};
+      signal_number = sigtimedwait(&signals, nullptr, &wait);
+      if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR: wait for the rest
+      action = signal_number > 0 ? timeline->OnSignal(SteadyClock().Now())
+                                 : timeline->OnTime(SteadyClock().Now());
+    }
+    if (action == ShutdownTimeline::Action::kDrain) {
+      spdlog::info(
+          "received {}; readiness off, still serving for {} s (--shutdown-delay-secs), then "
+          "finishing in-flight requests (at most {} s) and exiting",
+          SignalName(signal_number), flags.shutdown_delay_secs, flags.exit_timeout_secs);
+    } else if (action == ShutdownTimeline::Action::kStop) {
+      if (signal_number <= 0) {
+        spdlog::info(
+            "shutdown delay over; finishing in-flight requests (at most {} s), then "
+            "exiting",
+            flags.exit_timeout_secs);
+      } else if (timeline->delay() > Clock::duration::zero()) {
+        spdlog::info(
+            "second signal ({}): skipping the rest of the shutdown delay; finishing "
+            "in-flight requests (at most {} s), then exiting",
+            SignalName(signal_number), flags.exit_timeout_secs);
+      } else {
+        spdlog::info("received {}; finishing in-flight requests (at most {} s), then exiting",
+                     SignalName(signal_number), flags.exit_timeout_secs);
+      }
+      break;
+    }
+  }
+  // Once stopping, a further signal means "now" (the timeline's kExitNow): do not wait for the
+  // drain. The thread does not ask the timeline, which Serve() destroys before the process ends.
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("another signal: exiting without waiting for in-flight requests");
+    std::_Exit(1);
+  }).detach();
 }
 
 int Serve(const ServeFlags& flags) {
@@ -256,7 +317,13 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("system shared memory on (--allow-client-shm)");
   }
 
+  // The drain's order (readiness off, the delay, then the stop); the health handlers of both
+  // front ends read it, so it outlives them.
+  ShutdownTimeline shutdown(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(flags.shutdown_delay_secs)));
+
   kserve::KServeHandler::Options handler_options;
+  handler_options.readiness = &shutdown;
   handler_options.server_version = HARRIER_VERSION;
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
@@ -344,13 +411,14 @@ int Serve(const ServeFlags& flags) {
   grpc_options.transport.max_connections =
       flags.max_connections > 0 ? flags.max_connections
                                 : std::max<uint64_t>(64, (*server)->max_connections() / 16);
-  grpc_options.address = flags.http_address;
+  grpc_options.address = GrpcAddressOf(flags);
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;
   grpc_options.tls_key_file = flags.tls_key;
   grpc_options.tls_client_ca_file = flags.tls_client_ca;
   grpc_options.max_receive_message_bytes = flags.max_body_bytes;
   grpc_options.handler.server_version = HARRIER_VERSION;
+  grpc_options.handler.readiness = &shutdown;
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();
   grpc_options.handler.tracer = tracer.get();
@@ -371,8 +439,9 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)", flags.http_address,
-               (*grpc_server)->port(), (*grpc_server)->tls() ? "TLS" : "plaintext",
+  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)",
+               grpc_options.address, (*grpc_server)->port(),
+               (*grpc_server)->tls() ? "TLS" : "plaintext",
                flags.tls_client_ca.empty() ? "" : "; client certificates required",
                grpc_options.transport.max_connections);
 
@@ -402,7 +471,7 @@ int Serve(const ServeFlags& flags) {
       },
   });
   HttpServer::Options metrics_options;
-  metrics_options.address = flags.http_address;
+  metrics_options.address = MetricsAddressOf(flags);
   metrics_options.port = static_cast<uint16_t>(flags.metrics_port);
   metrics_options.io_threads = 1;
   metrics_options.max_body_bytes = 64u << 10;
@@ -422,20 +491,10 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on metrics {}:{} (GET /metrics)", flags.http_address,
+  spdlog::info("listening on metrics {}:{} (GET /metrics)", metrics_options.address,
                (*metrics_server)->port());
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  spdlog::info("received {}; finishing in-flight requests (at most {} s), then exiting",
-               signal_number == SIGINT ? "SIGINT" : "SIGTERM", flags.exit_timeout_secs);
-  // A second signal means "now": do not wait for the drain.
-  std::thread([signals] {
-    int again = 0;
-    sigwait(&signals, &again);
-    spdlog::warn("second signal: exiting without waiting for in-flight requests");
-    std::_Exit(1);
-  }).detach();
+  AwaitStop(signals, flags, &shutdown);
 
   (*server)->Stop();  // stop accepting, answer what is in flight, close connections
   (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC

@@ -2,6 +2,14 @@
 
 namespace harrier {
 
+const std::string& GrpcAddressOf(const ServeFlags& flags) {
+  return flags.grpc_address.empty() ? flags.http_address : flags.grpc_address;
+}
+
+const std::string& MetricsAddressOf(const ServeFlags& flags) {
+  return flags.metrics_address.empty() ? flags.http_address : flags.metrics_address;
+}
+
 // Flag combinations CLI11's per-flag checks cannot see; empty when fine.
 std::string CheckFlagCombinations(const ServeFlags& flags) {
   if (flags.tls_cert.empty() != flags.tls_key.empty())
@@ -53,8 +61,15 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->check(CLI::Range(1, 86400));
   serve->add_option("--load-model", flags->load_models,
                     "In explicit mode, a model to load at start (repeatable; * for all)");
-  serve->add_option("--http-address", flags->http_address, "Address the HTTP server binds")
+  serve
+      ->add_option("--http-address", flags->http_address,
+                   "Address the HTTP (and HTTPS) server binds; also gRPC's and metrics' unless "
+                   "--grpc-address / --metrics-address say otherwise")
       ->capture_default_str();
+  serve->add_option("--grpc-address", flags->grpc_address,
+                    "Address the gRPC server binds (default: --http-address)");
+  serve->add_option("--metrics-address", flags->metrics_address,
+                    "Address the metrics server binds (default: --http-address)");
   serve->add_option("--http-port", flags->http_port, "HTTP port (0: pick a free one)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -169,6 +184,13 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
+  serve
+      ->add_option("--shutdown-delay-secs", flags->shutdown_delay_secs,
+                   "On SIGINT/SIGTERM, answer 503 on /v2/health/ready (gRPC ServerReady: false) "
+                   "but keep serving for this long, so that load balancers stop sending, before "
+                   "the listeners close; a second signal skips the rest (docs/deployment.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   // Admission control: docs/admission.md.
   auto rate_limit = [](const std::string& text) {
     auto parsed = harrier::ParseRateLimit(text);

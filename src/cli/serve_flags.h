@@ -22,6 +22,9 @@ struct ServeFlags {
   int repository_poll_secs = 15;
   std::vector<std::string> load_models;  // explicit mode: loaded at start; "*" = all
   std::string http_address = "0.0.0.0";
+  // Triton's --grpc-address and --metrics-address; "" = --http-address (see GrpcAddressOf).
+  std::string grpc_address;
+  std::string metrics_address;
   int http_port = 8000;
   int grpc_port = 8001;
   int metrics_port = 8002;
@@ -46,6 +49,9 @@ struct ServeFlags {
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
   int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;
+  // On SIGTERM/SIGINT, how long readiness reads "not ready" while requests are still served,
+  // before the listeners close (docs/deployment.md, "The drain"); 0: close at once.
+  double shutdown_delay_secs = 0;
   double header_timeout_secs = 10;
   double body_timeout_secs = 30;
   double idle_timeout_secs = 60;
@@ -100,6 +106,12 @@ struct InlinePolicies {
   InlinePolicy grpc = InlinePolicy::kSoleRequester;
 };
 InlinePolicies InlinePoliciesOf(const ServeFlags& flags);
+
+// The address the gRPC port binds: --grpc-address, else --http-address (which bound every port
+// before --grpc-address existed; Triton's default is 0.0.0.0 whatever --http-address says).
+const std::string& GrpcAddressOf(const ServeFlags& flags);
+// The address the metrics port binds: --metrics-address, else --http-address (Triton's rule).
+const std::string& MetricsAddressOf(const ServeFlags& flags);
 
 // Flag combinations CLI11's per-flag checks cannot see; empty when fine.
 std::string CheckFlagCombinations(const ServeFlags& flags);

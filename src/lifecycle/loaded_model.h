@@ -82,6 +82,8 @@ class LoadedModel : public ServableModel {
   // Requests waiting to run: the scheduler's queue, or the generations waiting for a slot.
   uint64_t queue_depth() const;
   void SnapshotStats(ModelVersionStats* out) const;
+  // The version's admission control; null when it admits everything.
+  const ModelAdmission* admission() const { return options_.admission.get(); }
   // The version's Prometheus histograms and counters (recorded by its ModelStats).
   const ModelMetrics& metrics() const { return stats_.metrics(); }
 

@@ -854,6 +854,10 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     sample.stats = &stats;
     sample.metrics = &v.model->metrics();
     sample.queue_depth = v.model->queue_depth();
+    if (const ModelAdmission* admission = v.model->admission()) {
+      if (auto wait = admission->PredictedQueueWait())
+        sample.predicted_queue_wait_seconds = std::chrono::duration<double>(*wait).count();
+    }
     GenerationStats generation;
     if (GenerativeModel* g = v.model->generative()) {
       generation = g->Stats();

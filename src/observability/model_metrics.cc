@@ -139,6 +139,9 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "Requests waiting in the model version's queue");
   out->Declare("harrier_inflight_requests", Type::kGauge,
                "Requests admitted to the model version and not yet answered (queued or running)");
+  out->Declare("harrier_predicted_queue_wait_seconds", Type::kGauge,
+               "Queue delay overload protection predicts for a request arriving now (versions "
+               "with overload protection on)");
   out->Declare("harrier_model_state", Type::kGauge,
                "1 for the model version's current state (LOADING, READY, UNLOADING, "
                "UNAVAILABLE), 0 for the others");
@@ -216,6 +219,9 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
   out->Add("harrier_queue_depth", labels, sample.queue_depth);
   out->Add("harrier_inflight_requests", labels,
            static_cast<double>(m.in_flight.load(std::memory_order_relaxed)));
+  if (sample.predicted_queue_wait_seconds) {
+    out->Add("harrier_predicted_queue_wait_seconds", labels, *sample.predicted_queue_wait_seconds);
+  }
 
   if (sample.generation != nullptr) {
     const GenerationStats& g = *sample.generation;

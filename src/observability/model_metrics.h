@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "harrier/generation.h"
@@ -89,6 +90,9 @@ struct ModelVersionSample {
   // A version that generates text: its engine's figures (and its generation histograms are
   // exposed); null for a tensor model.
   const GenerationStats* generation = nullptr;
+  // Overload protection's predicted queue delay for a request arriving now; unset when the
+  // version has no overload protection (then no harrier_predicted_queue_wait_seconds sample).
+  std::optional<double> predicted_queue_wait_seconds = std::nullopt;
 };
 
 // Declares every family below (HELP and TYPE), in the order docs/metrics.md lists them. Call

@@ -197,6 +197,12 @@ class ModelAdmission {
   const std::string& name() const { return name_; }
   const ModelAdmissionConfig& config() const { return config_; }
   OverloadLimiter::Snapshot overload() const { return overload_.snapshot(); }
+  // The queue delay overload protection predicts for a request arriving now
+  // (OverloadLimiter::PredictedWait); nullopt when overload protection is off for the model.
+  std::optional<std::chrono::nanoseconds> PredictedQueueWait() const {
+    if (!config_.overload.enabled) return std::nullopt;
+    return overload_.PredictedWait(server_->options().clock->Now());
+  }
 
  private:
   friend class AdmissionController;
@@ -234,6 +240,5 @@ inline void AdmissionTicket::OnComplete(uint64_t queue_ns, uint64_t service_ns) 
 inline void AdmissionTicket::Release() {
   if (model_ != nullptr) std::exchange(model_, nullptr)->Release();
 }
-
 
 }  // namespace harrier

@@ -158,6 +158,13 @@ bool OverloadLimiter::WouldAdmit(Clock::time_point now, Refusal* why) const {
   return false;
 }
 
+std::chrono::nanoseconds OverloadLimiter::PredictedWait(Clock::time_point now) const {
+  if (!options_.enabled) return nanoseconds(0);
+  int64_t predicted = 0;
+  Decide(in_flight_.load(std::memory_order_relaxed), ToNs(now), &predicted);
+  return nanoseconds(predicted);
+}
+
 void OverloadLimiter::Release() {
   if (options_.enabled) in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -125,6 +125,11 @@ class OverloadLimiter {
   bool TryAcquire(Clock::time_point now, bool exempt = false, Refusal* why = nullptr);
   // Would TryAcquire(now) admit a request now? Takes nothing and counts nothing.
   bool WouldAdmit(Clock::time_point now, Refusal* why = nullptr) const;
+  // The queue delay a request arriving at `now` is predicted to wait (the prediction above,
+  // whether or not it would be admitted): 0 with an idle instance for it, before anything is
+  // measured, when off, and at max_limit. Takes nothing. The autoscaling gauge
+  // harrier_predicted_queue_wait_seconds (docs/metrics.md).
+  std::chrono::nanoseconds PredictedWait(Clock::time_point now) const;
   // Gives back a slot taken by TryAcquire. Call once per successful TryAcquire.
   void Release();
 

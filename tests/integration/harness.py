@@ -96,12 +96,16 @@ def parse_args(doc, add_arguments=None):
 
 # The skips a suite may take without failing: each says that this machine forbids something the
 # check needs, never that a tool is missing (tools/deps.sh installs every tool; a missing one is a
-# broken set-up) and never anything the product under test decides. Today only one: a container
-# that does not permit ptrace, so strace cannot trace a child even when it is installed
+# broken set-up) and never anything the product under test decides. Two: a container that does
+# not permit ptrace, so strace cannot trace a child even when it is installed
 # (telemetry_test.py checks that on /bin/true before it starts harrier, so a broken harrier cannot
-# take this skip). Any other skip is counted as a failure.
+# take this skip), and one below. Any other skip is counted as a failure.
 PTRACE_FORBIDDEN = "strace cannot trace here (ptrace not permitted)"
-ALLOWED_SKIPS = (PTRACE_FORBIDDEN,)
+# The image test (image_test.py) runs the image's binary under chroot in a mount namespace of its
+# own, which needs root and CAP_SYS_ADMIN; it checks `unshare -m true` first, so a broken image
+# cannot take this skip.
+MOUNT_FORBIDDEN = "cannot chroot into the image here (not root, or mount namespaces not permitted)"
+ALLOWED_SKIPS = (PTRACE_FORBIDDEN, MOUNT_FORBIDDEN)
 
 
 def summarize(result, server_rc, server_name="harrier"):

@@ -277,6 +277,9 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(self.v("harrier_model_state", state="READY", **labels), 1)
             self.assertEqual(self.v("harrier_model_state", state="UNAVAILABLE", **labels), 0)
             self.assertGreater(self.v("harrier_model_load_duration_seconds", **labels), 0)
+        # This server runs with --overload-protection off: no prediction, so no sample
+        # (integration_drain reads the gauge from a server with it on).
+        self.assertNotIn("harrier_predicted_queue_wait_seconds{", self.text)
 
     def test_process_metrics(self):
         self.assertGreater(self.v("process_cpu_seconds_total"), 0)

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 namespace harrier {
 namespace {
 
@@ -45,13 +47,14 @@ class ModelMetricsExpositionTest : public ::testing::Test {
     metrics_.RecordCancellation(CancellationStage::kRunning);
     metrics_.in_flight = 2;
   }
-  std::string Text() {
+  std::string Text(std::optional<double> predicted_queue_wait_seconds = std::nullopt) {
     TextExposition e;
     DeclareModelMetricFamilies(&e);
     ModelVersionSample sample;
     sample.stats = &stats_;
     sample.metrics = &metrics_;
     sample.queue_depth = 1;
+    sample.predicted_queue_wait_seconds = predicted_queue_wait_seconds;
     AppendModelVersionMetrics(sample, &e);
     return e.Text();
   }
@@ -84,6 +87,17 @@ TEST_F(ModelMetricsExpositionTest, HarrierFamilies) {
   EXPECT_THAT(text, HasSubstr("harrier_execution_total{" + l + "} 4\n"));
   EXPECT_THAT(text, HasSubstr("harrier_queue_depth{" + l + "} 1\n"));
   EXPECT_THAT(text, HasSubstr("harrier_inflight_requests{" + l + "} 2\n"));
+}
+
+// The autoscaling gauges (docs/metrics.md, "Autoscaling"): waiting, in flight, and the
+// predicted queue wait, which only a version with overload protection has.
+TEST_F(ModelMetricsExpositionTest, PredictedQueueWaitOnlyWithOverloadProtection) {
+  const std::string l = "model=\"resnet\",version=\"3\"";
+  const std::string with = Text(0.0125);
+  EXPECT_THAT(with, HasSubstr("# TYPE harrier_predicted_queue_wait_seconds gauge\n"));
+  EXPECT_THAT(with, HasSubstr("harrier_predicted_queue_wait_seconds{" + l + "} 0.0125\n"));
+  EXPECT_THAT(Text(0.0), HasSubstr("harrier_predicted_queue_wait_seconds{" + l + "} 0\n"));
+  EXPECT_THAT(Text(), Not(HasSubstr("harrier_predicted_queue_wait_seconds{")));
 }
 
 TEST_F(ModelMetricsExpositionTest, TritonFamiliesAreCumulativeMicroseconds) {

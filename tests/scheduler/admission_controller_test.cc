@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "core/status_mapping.h"
-
 #include "util/fake_clock.h"
 
 namespace harrier {
@@ -358,10 +358,24 @@ TEST(AdmissionControllerTest, OverloadRefusalAndFeedback) {
   EXPECT_EQ(over.status().message(),
             "model 'm' is overloaded: predicted queue delay 15 ms over its 1.0 ms target "
             "(burst allowance 8x); retry after 1 s");
+  // The autoscaling gauge reads the same prediction (harrier_predicted_queue_wait_seconds).
+  EXPECT_EQ(m->PredictedQueueWait(), std::optional(std::chrono::nanoseconds(milliseconds(15))));
   held.clear();
   EXPECT_EQ(c->in_flight(), 0);
   EXPECT_TRUE(m->Peek("").ok());
   EXPECT_TRUE(m->Admit("").ok());
+}
+
+// Without overload protection there is no prediction, and so no gauge sample.
+TEST(AdmissionControllerTest, NoPredictedQueueWaitWithoutOverloadProtection) {
+  FakeClock clock;
+  auto c = MakeController(NoLimits(&clock));
+  EXPECT_EQ(MakeModel(*c)->PredictedQueueWait(), std::nullopt);
+  AdmissionController::Options on;
+  on.clock = &clock;
+  auto protected_models = MakeController(on);
+  EXPECT_EQ(MakeModel(*protected_models)->PredictedQueueWait(),
+            std::optional(std::chrono::nanoseconds(0)));  // nothing measured yet
 }
 
 // Peek answers what Admit would, with the same message, and takes nothing.
@@ -394,8 +408,7 @@ TEST(AdmissionControllerTest, PeekTakesNothing) {
   // The model's bucket (2 tokens, both taken): its wait, rounded up.
   Status rate = m->Peek("c");
   EXPECT_EQ(rate.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(rate.message().find("rate limit for model 'm' exceeded (2 req/s)"),
-            std::string::npos)
+  EXPECT_NE(rate.message().find("rate limit for model 'm' exceeded (2 req/s)"), std::string::npos)
       << rate.message();
   EXPECT_EQ(RetryAfterSeconds(rate), 1);
   clock.Advance(std::chrono::seconds(1));

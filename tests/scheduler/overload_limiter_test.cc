@@ -177,6 +177,32 @@ TEST(OverloadLimiterTest, PredictsTheWaitFromTheRunInProgressAndTheQueue) {
   EXPECT_EQ(d.s().in_flight, 6);
 }
 
+// The autoscaling gauge's figure: the same prediction as admission's, whether or not a newcomer
+// would be admitted, taking nothing; 0 while an instance is idle, before any measurement, and
+// when off.
+TEST(OverloadLimiterTest, PredictedWaitIsAdmissionsPredictionForTheNextArrival) {
+  Driver d;
+  EXPECT_EQ(d.limiter_.PredictedWait(d.clock_.Now()), nanoseconds(0));  // nothing measured
+  d.Measure(1, milliseconds(20));
+  EXPECT_EQ(d.limiter_.PredictedWait(d.clock_.Now()), nanoseconds(0));  // idle
+  ASSERT_TRUE(d.Admit());
+  d.Start(0, 1);
+  EXPECT_EQ(d.limiter_.PredictedWait(d.clock_.Now()), milliseconds(20));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(d.Admit());
+  EXPECT_EQ(d.limiter_.PredictedWait(d.clock_.Now()), milliseconds(100));  // over the bound
+  EXPECT_EQ(d.s().in_flight, 5);                                           // taken nothing
+  EXPECT_FALSE(d.Admit());
+  EXPECT_EQ(d.s().predicted_wait, milliseconds(100));  // what the refusal said
+  d.clock_.Advance(milliseconds(15));
+  EXPECT_EQ(d.limiter_.PredictedWait(d.clock_.Now()), milliseconds(85));
+
+  FakeClock clock;
+  OverloadLimiter::Options off;
+  off.enabled = false;
+  OverloadLimiter disabled(off, clock.Now());
+  EXPECT_EQ(disabled.PredictedWait(clock.Now()), nanoseconds(0));
+}
+
 // A standing queue with busy instances switches to shedding: the bound becomes T itself, so a
 // newcomer is admitted only behind the second half of the run in progress.
 TEST(OverloadLimiterTest, ShedsToTheTargetOnAStandingQueue) {

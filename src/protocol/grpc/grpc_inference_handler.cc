@@ -50,7 +50,8 @@ Status GrpcInferenceHandler::ServerLive(inference::ServerLiveResponse* response)
 }
 
 Status GrpcInferenceHandler::ServerReady(inference::ServerReadyResponse* response) const {
-  response->set_ready(models_->AllReady());
+  const bool draining = options_.readiness != nullptr && options_.readiness->draining();
+  response->set_ready(!draining && models_->AllReady());
   return Status::Ok();
 }
 

@@ -4,7 +4,8 @@
 // with the fake ModelManager. It mirrors KServeHandler (the REST API) RPC for RPC:
 //
 //   ServerLive            live = true
-//   ServerReady           ready = every model of the repository is ready (never an error)
+//   ServerReady           ready = every model of the repository is ready and the server is not
+//                         draining (never an error)
 //   ModelReady            ready = true; false when the model exists but is not ready;
 //                         kNotFound for an unknown model or version
 //   ServerMetadata        name, version, extensions (the REST API's list)
@@ -40,6 +41,7 @@
 #include "harrier/access_log.h"
 #include "harrier/cancellation.h"
 #include "harrier/model_manager.h"
+#include "harrier/server_readiness.h"
 #include "harrier/status.h"
 #include "harrier/trace.h"
 #include "protocol/grpc/grpc_service.pb.h"
@@ -97,6 +99,9 @@ class GrpcInferenceHandler {
     // Not owned, as above; the REST API's registry. Null: shared memory is off (the
     // SystemSharedMemory RPCs and tensors naming a region are INVALID_ARGUMENT).
     SharedMemoryRegistry* shared_memory = nullptr;
+    // Not owned, as above. While it says draining (a shutdown has begun), ServerReady answers
+    // ready=false and every other RPC is served as before. Null: readiness is the models' alone.
+    const ServerReadiness* readiness = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.

@@ -582,6 +582,9 @@ std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
 }
 
 HttpResponse KServeHandler::ServerReady() const {
+  if (options_.readiness != nullptr && options_.readiness->draining()) {
+    return ErrorResponse(Unavailable("the server is shutting down"));
+  }
   if (!models_->AllReady()) {
     return ErrorResponse(
         Unavailable("the server is not ready: some models are not loaded "

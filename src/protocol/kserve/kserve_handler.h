@@ -5,6 +5,7 @@
 // Routes (docs/api.md has the full reference):
 //   GET  /v2/health/live                                  200
 //   GET  /v2/health/ready                                 200, or 503 when a model is not ready
+//                                                         or the server is draining
 //   GET  /v2                                              server metadata
 //   GET  /v2/models/{m}[/versions/{v}]                    model metadata
 //   GET  /v2/models/{m}[/versions/{v}]/ready              200, 404 unknown, 503 not ready
@@ -52,6 +53,7 @@
 #include "harrier/http_message.h"
 #include "harrier/log_control.h"
 #include "harrier/model_manager.h"
+#include "harrier/server_readiness.h"
 #include "harrier/trace.h"
 #include "protocol/kserve/infer_request_decoder.h"
 #include "shared_memory/shared_memory_registry.h"
@@ -94,6 +96,9 @@ class KServeHandler : public HttpHandler {
     // Which inferences may run on the I/O thread that received it (InferenceRequest::
     // allow_inline; `--inline-execution`; docs/scheduling.md).
     InlinePolicy inline_execution = InlinePolicy::kSoleRequester;
+    // Not owned, as above. While it says draining (a shutdown has begun), GET /v2/health/ready
+    // answers 503 and everything else is served as before. Null: readiness is the models' alone.
+    const ServerReadiness* readiness = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every request in flight.

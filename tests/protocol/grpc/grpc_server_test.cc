@@ -102,6 +102,35 @@ TEST_F(GrpcServerTest, HealthAndMetadata) {
   EXPECT_EQ(mmd.versions(0), "1");
 }
 
+// A shutdown's drain (docs/deployment.md): ServerReady turns false while ServerLive and
+// inference are answered as before.
+TEST_F(GrpcServerTest, ServerReadyIsFalseWhileDrainingAndInferenceIsServed) {
+  struct Draining : ServerReadiness {
+    bool draining() const override { return on; }
+    bool on = false;
+  } readiness;
+  GrpcServer::Options options;
+  options.handler.readiness = &readiness;
+  StartServer(options);
+  auto ready = [&] {
+    grpc::ClientContext context;
+    inference::ServerReadyResponse response;
+    EXPECT_TRUE(stub_->ServerReady(&context, {}, &response).ok());
+    return response.ready();
+  };
+  EXPECT_TRUE(ready());
+  readiness.on = true;
+  EXPECT_FALSE(ready());
+  grpc::ClientContext live_context;
+  inference::ServerLiveResponse live;
+  ASSERT_TRUE(stub_->ServerLive(&live_context, {}, &live).ok());
+  EXPECT_TRUE(live.live());
+  grpc::ClientContext infer_context;
+  inference::ModelInferResponse answer;
+  grpc::Status status = stub_->ModelInfer(&infer_context, EchoRequest(7), &answer);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  server_->Stop(std::chrono::milliseconds(0));  // no call reads `readiness` once it is gone
+}
 TEST_F(GrpcServerTest, ModelReadyStates) {
   struct Row {
     const char* name;

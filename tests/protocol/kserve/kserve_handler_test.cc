@@ -94,6 +94,28 @@ TEST_F(KServeHandlerTest, Health) {
   ExpectError(Call("GET", "/v2/health/ready"), 503, "not ready");
 }
 
+// A shutdown's drain (docs/deployment.md): readiness turns 503 while liveness, metadata and
+// inference are answered as before, so that load balancers stop sending before the listeners go.
+TEST_F(KServeHandlerTest, ReadinessIs503WhileDrainingAndTheRestIsServed) {
+  struct Draining : ServerReadiness {
+    bool draining() const override { return on; }
+    bool on = false;
+  } readiness;
+  KServeHandler::Options options;
+  options.readiness = &readiness;
+  handler_ = std::make_unique<KServeHandler>(&models_, options);
+  EXPECT_EQ(Call("GET", "/v2/health/ready").status, 200);
+  readiness.on = true;
+  ExpectError(Call("GET", "/v2/health/ready"), 503, "shutting down");
+  EXPECT_EQ(Call("GET", "/v2/health/live").status, 200);
+  EXPECT_EQ(Call("GET", "/v2/models/simple/ready").status, 200);
+  EXPECT_EQ(Call("GET", "/v2/models/simple").status, 200);
+  HttpResponse infer =
+      Call("POST", "/v2/models/simple/versions/1/infer",
+           R"({"inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32","data":[1,2]}]})");
+  EXPECT_EQ(infer.status, 200) << infer.body;
+}
+
 TEST_F(KServeHandlerTest, ServerMetadata) {
   HttpResponse r = Call("GET", "/v2");
   EXPECT_EQ(r.status, 200);

@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""The drain made for load balancers, end to end: the real binary and --shutdown-delay-secs.
+
+usage: /usr/bin/python3 tests/integration/drain_test.py --harrier BUILD/harrier \
+           --source-dir SRC --work-dir DIR [-v]
+
+On SIGTERM with a shutdown delay, readiness (GET /v2/health/ready, gRPC ServerReady) turns
+503/false at once while liveness and inference still answer 200, on new connections and on a
+kept-alive one, for the whole delay; then the listeners close, a request in flight when they do
+is still answered, and the process exits 0, no sooner than the delay. A second SIGTERM during the
+delay skips the rest of it, still exiting 0; one more, while a request is still running, exits 1
+at once (docs/deployment.md, "The drain").
+Python stdlib only (gRPC by hand-written HTTP/2 frames, tools/h2_attacks.py). The last line is
+"N passed, N failed".
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real binary on ports it picks
+
+ARGS = None
+REPO = None
+
+SIMPLE_BODY = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [3] * 16},
+]})
+SIMPLE_SUM = [i + 3 for i in range(16)]
+SLOW_BODY = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 1024], "datatype": "FP32", "data": [2.0] * 1024}]})
+
+
+def request(conn, method, path, body=None):
+    """(status, body) on `conn`, an http.client connection that stays open."""
+    headers = {"Content-Type": "application/json"} if body else {}
+    conn.request(method, path, body=body, headers=headers)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def fresh(port, method, path, body=None, timeout=10):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        return request(conn, method, path, body)
+    finally:
+        conn.close()
+
+
+def infer_ok(status_body):
+    status, body = status_body
+    if status != 200:
+        return False
+    return json.loads(body)["outputs"][0]["data"] == SIMPLE_SUM
+
+
+def grpc_ready(port):
+    """gRPC ServerReady's `ready` (True/False), or None without an answer."""
+    import h2_attacks  # tools/ (parse_args put it on sys.path); needs python3-hpack
+    result = h2_attacks.unary_call(port, "ServerReady")
+    if result["status"] != 0:
+        return None
+    # A 5-byte gRPC prefix, then ServerReadyResponse: field 1 (bool) is 08 01 when true and
+    # absent when false (proto3 leaves defaults out).
+    return result["data"][5:] == b"\x08\x01"
+
+
+def refused(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except OSError:
+        return True
+
+
+class DrainTest(unittest.TestCase):
+    def start(self, name, extra):
+        return harness.Harrier(ARGS.harrier, REPO, os.path.join(ARGS.work_dir, name + ".log"),
+                               ["--exit-timeout-secs", "20"] + extra)
+
+    def test_readiness_turns_503_while_inference_is_served_then_exit_0(self):
+        delay = 3.0
+        p = self.start("drain", ["--shutdown-delay-secs", str(delay)])
+        try:
+            self.assertEqual(fresh(p.port, "GET", "/v2/health/ready")[0], 200)
+            self.assertIs(grpc_ready(p.grpc_port), True)
+            # The autoscaling gauges (docs/metrics.md): overload protection is on by default,
+            # so each version has a predicted queue wait beside its queue depth; idle, both 0.
+            metrics = fresh(p.metrics_port, "GET", "/metrics")[1].decode()
+            for model in ("simple", "slow"):
+                labels = '{model="%s",version="1"}' % model
+                for family in ("harrier_queue_depth", "harrier_inflight_requests",
+                               "harrier_predicted_queue_wait_seconds"):
+                    self.assertIn("%s%s 0\n" % (family, labels), metrics)
+            kept = http.client.HTTPConnection("127.0.0.1", p.port, timeout=10)
+            self.assertTrue(infer_ok(request(kept, "POST", "/v2/models/simple/infer",
+                                             SIMPLE_BODY)))
+
+            t0 = time.monotonic()
+            p.proc.send_signal(signal.SIGTERM)
+            # Readiness turns at once (the first probe after the signal, well within 0.5 s).
+            deadline = t0 + 0.5
+            while fresh(p.port, "GET", "/v2/health/ready")[0] != 503:
+                self.assertLess(time.monotonic(), deadline, "readiness still 200 after 0.5 s")
+                time.sleep(0.01)
+            status, body = fresh(p.port, "GET", "/v2/health/ready")
+            self.assertEqual(status, 503)
+            self.assertIn("shutting down", json.loads(body)["error"])
+            self.assertIs(grpc_ready(p.grpc_port), False)
+
+            # For the rest of the delay, requests are served as before: liveness, inference on
+            # new connections and on the kept-alive one (gRPC's port stays open too).
+            served = 0
+            while time.monotonic() < t0 + delay - 0.6:
+                self.assertIsNone(p.proc.poll(), "exited during the shutdown delay")
+                self.assertEqual(fresh(p.port, "GET", "/v2/health/live")[0], 200)
+                self.assertTrue(infer_ok(fresh(p.port, "POST", "/v2/models/simple/infer",
+                                               SIMPLE_BODY)))
+                self.assertTrue(infer_ok(request(kept, "POST", "/v2/models/simple/infer",
+                                                 SIMPLE_BODY)))
+                self.assertEqual(fresh(p.port, "GET", "/v2/health/ready")[0], 503)
+                served += 1
+                time.sleep(0.05)
+            self.assertGreater(served, 5)
+            self.assertIs(grpc_ready(p.grpc_port), False)
+
+            # A slow request (about a second) sent just before the delay ends is in flight when
+            # the listeners close: it is still answered.
+            slow = {}
+
+            def send_slow():
+                slow["answer"] = fresh(p.port, "POST", "/v2/models/slow/infer", SLOW_BODY, 30)
+            sender = threading.Thread(target=send_slow)
+            sender.start()
+            time.sleep(max(0.0, t0 + delay + 0.3 - time.monotonic()))
+            rc = p.proc.wait(timeout=30)
+            elapsed = time.monotonic() - t0
+            sender.join(30)
+            self.assertEqual(rc, 0, p.log_text()[-3000:])
+            self.assertGreaterEqual(elapsed, delay, "exited before the shutdown delay was over")
+            self.assertEqual(slow.get("answer", (None,))[0], 200, slow)
+            self.assertEqual(json.loads(slow["answer"][1])["outputs"][0]["data"][:2], [2.0, 2.0])
+            self.assertTrue(refused(p.port), "the HTTP port still accepts after the exit")
+            kept.close()
+            log = p.log_text()
+            self.assertIn("readiness off, still serving for 3", log)
+            self.assertIn("shutdown delay over", log)
+            if ARGS.verbose:
+                print("drain: %d rounds served during the delay; exit %.2f s after SIGTERM"
+                      % (served, elapsed))
+        finally:
+            p.terminate()
+
+    def test_second_sigterm_skips_the_rest_of_the_delay(self):
+        p = self.start("drain-skip", ["--shutdown-delay-secs", "60"])
+        try:
+            t0 = time.monotonic()
+            p.proc.send_signal(signal.SIGTERM)
+            deadline = t0 + 5
+            while fresh(p.port, "GET", "/v2/health/ready")[0] != 503:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+            self.assertTrue(infer_ok(fresh(p.port, "POST", "/v2/models/simple/infer",
+                                           SIMPLE_BODY)))
+            p.proc.send_signal(signal.SIGTERM)
+            rc = p.proc.wait(timeout=20)
+            self.assertEqual(rc, 0, "a second SIGTERM during the delay is a graceful stop, not "
+                             "an abort:\n" + p.log_text()[-3000:])
+            self.assertLess(time.monotonic() - t0, 15, "the rest of the 60 s delay was not skipped")
+            self.assertIn("skipping the rest of the shutdown delay", p.log_text())
+        finally:
+            p.terminate()
+
+    def test_a_signal_once_stopping_exits_at_once_with_1(self):
+        p = self.start("drain-abort", ["--shutdown-delay-secs", "30"])
+        try:
+            slow = {}
+
+            def send_slow():
+                try:
+                    slow["answer"] = fresh(p.port, "POST", "/v2/models/slow/infer", SLOW_BODY, 30)
+                except (OSError, http.client.HTTPException) as e:
+                    slow["error"] = e
+            sender = threading.Thread(target=send_slow)
+            sender.start()
+            deadline = time.monotonic() + 10
+            inflight = '\nharrier_inflight_requests{model="slow",version="1"} 1\n'
+            while inflight not in fresh(p.metrics_port, "GET", "/metrics")[1].decode():
+                self.assertLess(time.monotonic(), deadline, "the slow request never ran")
+                time.sleep(0.02)
+
+            def signal_and_wait_for(line):
+                p.proc.send_signal(signal.SIGTERM)
+                until = time.monotonic() + 5
+                while line not in p.log_text():
+                    self.assertLess(time.monotonic(), until, line)
+                    time.sleep(0.01)
+            signal_and_wait_for("readiness off")  # draining
+            signal_and_wait_for("skipping the rest of the shutdown delay")  # stopping
+            t0 = time.monotonic()
+            p.proc.send_signal(signal.SIGTERM)  # while the slow request still runs
+            self.assertEqual(p.proc.wait(timeout=10), 1, p.log_text()[-2000:])
+            self.assertLess(time.monotonic() - t0, 2)
+            sender.join(30)
+            self.assertNotIn("answer", slow, "the request was answered: the third signal waited")
+        finally:
+            p.terminate()
+
+    def test_without_a_delay_the_listeners_close_at_once(self):
+        p = self.start("drain-none", [])
+        try:
+            self.assertEqual(fresh(p.port, "GET", "/v2/health/ready")[0], 200)
+            t0 = time.monotonic()
+            p.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(p.proc.wait(timeout=20), 0, p.log_text()[-3000:])
+            self.assertLess(time.monotonic() - t0, 10)
+        finally:
+            p.terminate()
+
+
+def main():
+    global ARGS, REPO
+    ARGS = harness.parse_args(__doc__)
+    REPO = os.path.join(ARGS.work_dir, "repo")
+    harness.generate_repository(ARGS.source_dir, REPO)
+    for name in os.listdir(REPO):
+        if name not in ("simple", "slow"):
+            shutil.rmtree(os.path.join(REPO, name))
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(DrainTest)
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(
+        suite)
+    passed, failed = harness.summarize(result, None)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
