@@ -21,10 +21,11 @@ count where a server sends no usage), the end (data: [DONE]). Per run (all worke
 together, the clock from their start to the last one's end): total tokens/s and the time to
 first token's p50 and p99 (nearest rank).
 
-With --pid, the server's CPU over the run from /proc/PID/task/*/stat (utime + stime, in clock
-ticks: 10 ms each, so a run should spend seconds of server CPU for the figure to be exact),
-summed by thread name from /proc/PID/task/*/comm. cpu_us_per_token is the whole process's CPU
-(/proc/PID/stat, which also counts threads that ended during the run) per token; with
+With --pid, the server's CPU over the run from /proc/PID/task/*/schedstat (the scheduler's own
+count of nanoseconds on a CPU, exact where the clock ticks of /proc/PID/task/*/stat would round
+a thread's few milliseconds to 0 or 10), summed by thread name from /proc/PID/task/*/comm.
+cpu_us_per_token is the whole process's CPU (/proc/PID/stat's utime + stime, in clock ticks,
+which also counts threads that ended during the run) per token; with
 --engine-threads REGEX, server_us_per_token is the CPU of the threads whose name does not match
 it (the main thread always counts as the server's), per token. For Harrier the engine's
 threads are llama.cpp's: the engine thread, named "llama-engine", and ggml's pool workers, which
@@ -72,20 +73,19 @@ def percentile(values, fraction):
     return ordered[int(rank) - 1]
 
 
-def thread_ticks(pid):
-    """{tid: (name, utime + stime ticks)} for the process's live threads."""
+def thread_cpu_ns(pid):
+    """{tid: (name, nanoseconds on a CPU)} for the process's live threads."""
     out = {}
     task = f"/proc/{pid}/task"
     for tid in os.listdir(task):
         try:
             with open(f"{task}/{tid}/comm") as f:
                 name = f.read().strip()
-            with open(f"{task}/{tid}/stat") as f:
-                # The name (field 2) may hold spaces and parentheses: split after its last ')'.
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"{task}/{tid}/schedstat") as f:
+                run_ns = int(f.read().split()[0])
         except FileNotFoundError:  # the thread ended between listdir and open
             continue
-        out[int(tid)] = (name, int(fields[11]) + int(fields[12]))  # utime, stime
+        out[int(tid)] = (name, run_ns)
     return out
 
 
@@ -246,10 +246,10 @@ def main():
             sys.exit(f"stream_load: warm-up failed: {failed[0]}")
 
     tck = os.sysconf("SC_CLK_TCK")
-    before = thread_ticks(args.pid) if args.pid else {}
+    before = thread_cpu_ns(args.pid) if args.pid else {}
     before_total = process_ticks(args.pid) if args.pid else 0
     results, seconds, connections = run(args)
-    after = thread_ticks(args.pid) if args.pid else {}
+    after = thread_cpu_ns(args.pid) if args.pid else {}
     after_total = process_ticks(args.pid) if args.pid else 0
 
     ok = [r for r in results if r.error is None]
@@ -270,23 +270,23 @@ def main():
     by_name = {}
     if args.pid:
         engine = re.compile(args.engine_threads) if args.engine_threads else None
-        server_ticks = 0
-        for tid, (name, ticks) in after.items():
-            spent = ticks - before.get(tid, (name, 0))[1]
+        server_ns = 0
+        for tid, (name, ns) in after.items():
+            spent = ns - before.get(tid, (name, 0))[1]
             label = name + "(main)" if tid == args.pid else name
             by_name[label] = by_name.get(label, 0) + spent
             if engine is None or tid == args.pid or not engine.fullmatch(name):
-                server_ticks += spent
-        per_token = 1e6 / tck / max(tokens, 1)
-        fields["cpu_us_per_token"] = f"{(after_total - before_total) * per_token:.1f}"
-        fields["server_us_per_token"] = f"{server_ticks * per_token:.1f}" if engine else "na"
-        fields["server_cpu_ticks"] = server_ticks if engine else "na"
+                server_ns += spent
+        per_token = 1 / max(tokens, 1)
+        fields["cpu_us_per_token"] = f"{(after_total - before_total) * 1e6 / tck * per_token:.1f}"
+        fields["server_us_per_token"] = f"{server_ns / 1000 * per_token:.2f}" if engine else "na"
+        fields["server_cpu_ms"] = f"{server_ns / 1e6:.1f}" if engine else "na"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
     if by_name:
         spent = sorted(by_name.items(), key=lambda kv: -kv[1])
         print(f"THREADS system={args.system} streams={args.streams} " +
-              " ".join(f"{name.replace(' ', '_')}={ticks * 1000 // tck}ms"
-                       for name, ticks in spent if ticks))
+              " ".join(f"{name.replace(' ', '_')}={ns / 1e6:.1f}ms"
+                       for name, ns in spent if ns))
     for e in errors[:3]:
         print(f"stream_load: {args.system}: {e}", file=sys.stderr)
     if errors:
