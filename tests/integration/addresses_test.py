@@ -107,12 +107,7 @@ def main():
     for name in os.listdir(REPO):
         if name != "simple":
             shutil.rmtree(os.path.join(REPO, name))
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(AddressesTest)
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(
-        suite)
-    passed, failed = harness.summarize(result, None)
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+    return harness.run_cases(AddressesTest, ARGS.verbose)
 
 
 if __name__ == "__main__":

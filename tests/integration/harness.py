@@ -156,3 +156,14 @@ def run_suite(suite, start_server, verbose):
         print("server log: %s" % server.log_path)
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
+
+
+def run_cases(test_case, verbose):
+    """Runs the unittest TestCase class `test_case`, whose tests start and stop their own
+    servers, and prints the "N passed, N failed" line the CTest entries read (what counts as
+    failed: summarize()'s). Returns the exit status."""
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(test_case)
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if verbose else 1).run(suite)
+    passed, failed = summarize(result, None)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1

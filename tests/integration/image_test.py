@@ -143,12 +143,7 @@ class ImageTest(unittest.TestCase):
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(ImageTest)
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(
-        suite)
-    passed, failed = harness.summarize(result, None)
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+    return harness.run_cases(ImageTest, ARGS.verbose)
 
 
 if __name__ == "__main__":

@@ -298,12 +298,7 @@ def main():
         print("%s is missing: tools/deps.sh installs Debian's haproxy" % HAPROXY)
         print("0 passed, 1 failed")
         return 1
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(ScaleOutTest)
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(
-        suite)
-    passed, failed = harness.summarize(result, None)
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+    return harness.run_cases(ScaleOutTest, ARGS.verbose)
 
 
 if __name__ == "__main__":
