@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "core/json_writer.h"
@@ -17,6 +18,21 @@ void AppendNumberOrNull(std::string* out, double value) {
     out->append("null");
   } else {
     AppendJsonNumber(out, value);
+  }
+}
+
+// `,"<prefix>p50_seconds":..,"<prefix>p99_seconds":..` of a histogram in nanoseconds: null
+// without observations, or when `counts` is not a histogram over `bounds` (a version not loaded).
+void AppendP50AndP99(std::string* out, std::string_view prefix, std::span<const uint64_t> counts,
+                     std::span<const uint64_t> bounds) {
+  const bool has_histogram = counts.size() == bounds.size() + 1;
+  for (const auto& [name, q] : {std::pair{"p50_seconds", 0.5}, std::pair{"p99_seconds", 0.99}}) {
+    out->append(",\"");
+    out->append(prefix);
+    out->append(name);
+    out->append("\":");
+    AppendNumberOrNull(out, has_histogram ? HistogramQuantile(q, bounds, counts) / kNsPerSecond
+                                          : std::numeric_limits<double>::quiet_NaN());
   }
 }
 
@@ -74,27 +90,14 @@ std::string DashboardSummaryJson(const std::vector<DashboardVersion>& versions,
     AppendJsonNumber(&out, v.in_flight);
     out.append(",\"traffic\":");
     AppendJsonString(&out, v.traffic);
-    const std::span<const uint64_t> counts = v.request_duration.bucket_counts;
-    const bool has_histogram = v.loaded && counts.size() == latency_bounds.size() + 1;
-    for (const auto& [key, q] :
-         {std::pair{",\"p50_seconds\":", 0.5}, std::pair{",\"p99_seconds\":", 0.99}}) {
-      out.append(key);
-      AppendNumberOrNull(&out, has_histogram
-                                   ? HistogramQuantile(q, latency_bounds, counts) / kNsPerSecond
-                                   : std::numeric_limits<double>::quiet_NaN());
-    }
+    const std::span<const uint64_t> counts =
+        v.loaded ? v.request_duration.bucket_counts : std::span<const uint64_t>();
+    const bool has_histogram = counts.size() == latency_bounds.size() + 1;
+    AppendP50AndP99(&out, "", counts, latency_bounds);
     if (v.loaded && v.generative) {
       out.append(",\"generated_tokens\":");
       AppendJsonNumber(&out, v.generated_tokens);
-      const std::span<const uint64_t> ttft = v.time_to_first_token.bucket_counts;
-      const bool has_ttft = ttft.size() == latency_bounds.size() + 1;
-      for (const auto& [key, q] :
-           {std::pair{",\"ttft_p50_seconds\":", 0.5}, std::pair{",\"ttft_p99_seconds\":", 0.99}}) {
-        out.append(key);
-        AppendNumberOrNull(&out, has_ttft
-                                     ? HistogramQuantile(q, latency_bounds, ttft) / kNsPerSecond
-                                     : std::numeric_limits<double>::quiet_NaN());
-      }
+      AppendP50AndP99(&out, "ttft_", v.time_to_first_token.bucket_counts, latency_bounds);
     }
     out.append(",\"duration_buckets\":[");
     if (has_histogram) {
