@@ -4,8 +4,9 @@
 // says so through ServableModel::generative().
 //
 // A generation reports through its GenerationSink, on the engine's thread: OnStart once, then
-// OnToken per piece of text as it is produced, then OnEnd once (also for a request refused
-// after it was accepted). Sinks must not block: they hand bytes to a ResponseStream or a queue.
+// OnToken per piece of text as it is produced (each preceded by OnTokenLogprobs when the request
+// asked for logprobs), then OnEnd once (also for a request refused after it was accepted). Sinks
+// must not block: they hand bytes to a ResponseStream or a queue.
 #pragma once
 
 #include <chrono>
@@ -61,7 +62,11 @@ struct GenerationRequest {
   int max_tokens = -1;  // -1: until a stop or the context's end
   std::vector<std::string> stop;  // not included in the output
   SamplingParams sampling;
-  bool logprobs = false;  // OnToken's logprob is meaningful only when asked
+  // Log-probabilities: OnToken's logprob, and OnTokenLogprobs with the token's bytes and its
+  // `top_logprobs` likeliest alternatives (>= 0; engines may bound it, OpenAI's APIs ask for at
+  // most 20). Neither is computed unless asked.
+  bool logprobs = false;
+  int top_logprobs = 0;
   std::shared_ptr<CancellationToken> cancellation;  // may be null
   // When the server received the request (steady clock), for time-to-first-token; zero: when
   // Generate() is called.
@@ -76,6 +81,22 @@ struct GenerationRequest {
   std::string client_id;
 };
 
+// One sampled token's log-probabilities, for GenerationSink::OnTokenLogprobs. Bytes are the
+// token's piece exactly as the vocabulary holds it: possibly part of a UTF-8 character, or not
+// UTF-8 at all; whoever writes them as text replaces what is ill-formed.
+struct TokenLogprobs {
+  struct Alternative {
+    std::string bytes;
+    float logprob = 0;  // <= 0; may be -infinity
+  };
+  std::string bytes;  // the sampled token's piece (empty for a special token with no text)
+  float logprob = 0;  // the same value as the OnToken that follows
+  // The likeliest tokens at this position, likeliest first, GenerationRequest::top_logprobs of
+  // them (fewer only if the vocabulary is smaller); the sampled token is among them only if it
+  // is that likely.
+  std::vector<Alternative> top;
+};
+
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
@@ -84,6 +105,13 @@ class GenerationSink {
   // The next piece of generated text: whole UTF-8 code points, never part of a stop string.
   // `logprob` is the sampled token's log-probability when the request asked for logprobs.
   virtual void OnToken(std::string_view text, float logprob) = 0;
+  // Only when the request asked for logprobs: the sampled token's bytes, log-probability and
+  // alternatives, called right before the OnToken of the same token (whose text may be held
+  // back and released by a later OnToken; OnToken is unchanged by this). The engine documents
+  // which sampled tokens it reports (e.g. not an end-of-sequence token). The default ignores
+  // them, so a sink that does not answer logprobs needs nothing; a sink that wraps another must
+  // forward them. `token` is only valid during the call.
+  virtual void OnTokenLogprobs(const TokenLogprobs& token) { (void)token; }
   // The end: why, the token counts, and for kError the engine's status.
   virtual void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) = 0;
 };

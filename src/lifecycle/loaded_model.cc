@@ -53,6 +53,7 @@ class TimingSink final : public GenerationSink {
     last_ = now;
     next_->OnToken(text, logprob);
   }
+  void OnTokenLogprobs(const TokenLogprobs& token) override { next_->OnTokenLogprobs(token); }
   void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
     const Clock::time_point now = clock_->Now();
     if (tokens_ >= 2) stats_->RecordTimePerOutputToken(Ns(first_, last_) / (tokens_ - 1));

@@ -13,7 +13,8 @@ concurrent streams each equal to its own single run; a client that disconnects m
 its sequence at once (the next request on the one-sequence model does not wait for the
 abandoned generation); resumption with GET /v1/streams/{id} and Last-Event-ID, after the end and
 after a disconnect within --generation-disconnect-grace-secs, with nothing generated twice;
-heartbeats on a stream that waits for a sequence; streaming over HTTP/2 (nghttp); Triton's
+heartbeats on a stream that waits for a sequence; completions' logprobs (legacy layout, whole and
+streamed); streaming over HTTP/2 (nghttp); Triton's
 generate and generate_stream; bad input in OpenAI's error shape, and the KServe infer endpoint on
 a generative model pointing at these. Python stdlib and nghttp only. The last line is
 "N passed, N failed".
@@ -189,6 +190,41 @@ class GenerationTests(unittest.TestCase):
         self.assertEqual(answers[0]["usage"]["completion_tokens"], 12)
         self.assertEqual(answers[0]["choices"][0]["finish_reason"], "length")
         self.assertGreater(len(answers[0]["choices"][0]["text"]), 0)
+
+    def test_completion_logprobs_in_the_legacy_layout_whole_and_streamed(self):
+        status, _, body = completion(self.port, "The quick brown fox", 6, logprobs=3)
+        self.assertEqual(status, 200, body)
+        choice = json.loads(body)["choices"][0]
+        lp = choice["logprobs"]
+        self.assertEqual(choice["finish_reason"], "length")
+        self.assertEqual(len(lp["tokens"]), 6)
+        self.assertEqual(len(lp["token_logprobs"]), 6)
+        self.assertEqual(len(lp["text_offset"]), 6)
+        self.assertEqual(lp["text_offset"][0], 0)
+        for token, logprob, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertLessEqual(logprob, 0)
+            self.assertLessEqual(len(top), 3)  # equal texts share a key
+            # Greedy: the chosen token is the likeliest.
+            self.assertEqual(max(top.values()), logprob)
+            self.assertIn(token, top)
+        status, _, data = completion(self.port, "The quick brown fox", 6, logprobs=3, stream=True)
+        self.assertEqual(status, 200, data)
+        events, _ = events_of(data.decode())
+        streamed = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for _, d in events:
+            if d == "[DONE]":
+                continue
+            for c in json.loads(d)["choices"]:
+                for key in streamed:
+                    streamed[key] += (c["logprobs"] or {}).get(key, [])
+        self.assertEqual(streamed, lp)
+        # logprobs 0: the chosen tokens, null alternatives; not sent: null.
+        _, _, body = completion(self.port, "The quick brown fox", 3, logprobs=0)
+        lp0 = json.loads(body)["choices"][0]["logprobs"]
+        self.assertEqual(lp0["top_logprobs"], [None, None, None])
+        self.assertEqual(lp0["token_logprobs"], lp["token_logprobs"][:3])
+        _, _, body = completion(self.port, "The quick brown fox", 3)
+        self.assertIsNone(json.loads(body)["choices"][0]["logprobs"])
 
     def test_chat_stream_events_are_numbered_and_match_the_answer(self):
         body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "Hello"}],

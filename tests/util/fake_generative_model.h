@@ -2,8 +2,11 @@
 // writes "<role>content" per message then "<assistant>". In scripted mode (the default) Generate
 // plays `script` at once on the calling thread: OnStart, one OnToken per piece (up to
 // max_tokens, stopping early when the request's token is cancelled), then OnEnd (length when
-// max_tokens cut it, else stop). In held mode (`hold`) it keeps each request and its sink for the
-// test to drive.
+// max_tokens cut it, else stop). When the request asks for logprobs, each OnToken is preceded
+// by OnTokenLogprobs: the token's bytes (`token_bytes[i]`, or the piece itself when
+// `token_bytes` is shorter), logprob -0.5 (as OnToken's), and request.top_logprobs
+// alternatives: the token itself at -0.5, then "alt1", "alt2", ... at -1, -2, ... In held mode
+// (`hold`) it keeps each request and its sink for the test to drive.
 #pragma once
 
 #include <memory>
@@ -54,6 +57,18 @@ class FakeGenerativeModel : public GenerativeModel {
         sink->OnEnd(FinishReason::kLength, {prompt_tokens, produced, 0}, Status::Ok());
         return Status::Ok();
       }
+      if (request.logprobs) {
+        TokenLogprobs report;
+        report.bytes =
+            produced < static_cast<int>(token_bytes.size()) ? token_bytes[produced] : piece;
+        report.logprob = -0.5f;
+        for (int j = 0; j < request.top_logprobs; ++j) {
+          report.top.push_back(j == 0 ? TokenLogprobs::Alternative{report.bytes, -0.5f}
+                                      : TokenLogprobs::Alternative{"alt" + std::to_string(j),
+                                                                   -1.0f * static_cast<float>(j)});
+        }
+        sink->OnTokenLogprobs(report);
+      }
       sink->OnToken(piece, -0.5f);
       ++produced;
     }
@@ -71,6 +86,9 @@ class FakeGenerativeModel : public GenerativeModel {
   }
 
   std::vector<std::string> script = {"Hello", ",", " world", "!"};
+  // The bytes each token reports with its logprobs, where they differ from its piece (the
+  // piece "" of a token whose text is held back).
+  std::vector<std::string> token_bytes;
   bool hold = false;
   Status refuse;  // not OK: Generate returns it
   std::mutex mu;

@@ -15,6 +15,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <ranges>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -87,11 +88,25 @@ bool IsCancelled(const GenerationRequest& request) {
   return request.cancellation != nullptr && request.cancellation->cancelled();
 }
 
-float LogProbability(const float* logits, int n_vocab, llama_token token) {
+// The log-softmax of one row of logits: logprob(token) = logits[token] - log_normaliser.
+// Summed in double: a vocabulary of 100k+ floats loses precision in float.
+float LogNormaliser(const float* logits, int n_vocab) {
   const float max_logit = *std::max_element(logits, logits + n_vocab);
   double sum = 0;
   for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  return static_cast<float>(logits[token] - max_logit - std::log(sum));
+  return max_logit + static_cast<float>(std::log(sum));
+}
+
+// The `k` likeliest tokens, likeliest first; among equal logits the lower id first, as greedy
+// sampling picks. A partial sort of the ids: O(n_vocab log k), no copy of the logits.
+std::vector<llama_token> TopTokens(const float* logits, int n_vocab, int k) {
+  std::vector<llama_token> top(static_cast<size_t>(std::min(k, n_vocab)));
+  std::ranges::partial_sort_copy(std::views::iota(llama_token{0}, llama_token{n_vocab}), top,
+                                 [logits](llama_token a, llama_token b) {
+                                   return logits[a] > logits[b] ||
+                                          (logits[a] == logits[b] && a < b);
+                                 });
+  return top;
 }
 
 void AddToBatch(llama_batch& batch, llama_token token, llama_pos pos, llama_seq_id seq_id,
@@ -488,21 +503,35 @@ void LlamaEngine::Impl::Step() {
 
 void LlamaEngine::Impl::Sample(Slot& slot, int32_t output_index) {
   Sequence& s = *slot.sequence;
+  const GenerationRequest& request = s.job.request;
   const llama_token token = llama_sampler_sample(s.sampler.get(), context.get(), output_index);
-  const float logprob =
-      s.job.request.logprobs
-          ? LogProbability(llama_get_logits_ith(context.get(), output_index), n_vocab, token)
-          : 0.0f;
+  // The raw logits: the sampler chain works on a copy, so these are before the penalties,
+  // temperature and the filters.
+  const float* logits =
+      request.logprobs ? llama_get_logits_ith(context.get(), output_index) : nullptr;
+  const float log_normaliser = logits != nullptr ? LogNormaliser(logits, n_vocab) : 0.0f;
+  const float logprob = logits != nullptr ? logits[token] - log_normaliser : 0.0f;
   ++s.generated;
   ++totals.generation.generated_tokens_total;
   std::string text;
   std::optional<FinishReason> finish;
-  if (llama_vocab_is_eog(vocab, token)) {
+  const bool end_of_generation = llama_vocab_is_eog(vocab, token);
+  if (end_of_generation) {
     text = s.stop.Flush();
     finish = FinishReason::kStop;
   } else {
-    text = s.stop.Append(Piece(token));
-    const int max_tokens = s.job.request.max_tokens;
+    std::string piece = Piece(token);
+    if (logits != nullptr) {
+      TokenLogprobs report;
+      report.bytes = piece;
+      report.logprob = logprob;
+      for (llama_token alternative : TopTokens(logits, n_vocab, request.top_logprobs)) {
+        report.top.push_back({Piece(alternative), logits[alternative] - log_normaliser});
+      }
+      s.job.sink->OnTokenLogprobs(report);
+    }
+    text = s.stop.Append(piece);
+    const int max_tokens = request.max_tokens;
     // The token would be decoded at position cached.size().
     const bool full = static_cast<int>(slot.cached.size()) >= n_ctx_seq;
     if (s.stop.stopped()) {
@@ -705,6 +734,10 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
   }
   for (const std::string& stop : request.stop) {
     if (stop.empty()) return InvalidArgument("a stop string is empty");
+  }
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
+    return InvalidArgument("top_logprobs must be in 0.." + std::to_string(kMaxTopLogprobs) +
+                           ", not " + std::to_string(request.top_logprobs));
   }
   RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
   if (IsCancelled(request)) return Cancelled("the request was cancelled before it was queued");

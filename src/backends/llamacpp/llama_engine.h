@@ -25,7 +25,17 @@
 // possible start of a stop string, or a character split over tokens), and the final call
 // carries what is left. Text still held back when a request is cancelled, passes its deadline
 // or fails is dropped. logprob is the token's log-probability under the model's distribution
-// (before temperature and the filters), 0 unless the request asked for logprobs.
+// (the log-softmax of its raw logits: before the penalties, temperature and the filters), 0
+// unless the request asked for logprobs.
+//
+// Logprobs (GenerationRequest::logprobs): OnTokenLogprobs runs right before the OnToken of
+// every sampled token but an end-of-generation one (it has no text, and OpenAI reports none).
+// That includes the token that completes a stop string and those held back as its start: their
+// bytes go past the released text, as OpenAI reports the tokens generated, not the text kept.
+// The alternatives (top_logprobs of them) are the likeliest under the same distribution, ties
+// by lower token id, so with greedy sampling and no penalties the sampled token is the first.
+// Cost, only when asked: one pass over the vocabulary for the log-softmax per token, and for
+// alternatives a partial sort of the token ids (O(n_vocab log k)) and k token pieces.
 //
 // When the shared cache is full and no cached cells are left to drop, the youngest live request
 // ends (kError, kResourceExhausted) so that the others can go on: size context_size for
@@ -63,6 +73,9 @@ class LlamaEngine : public GenerativeModel {
   // first tokens are cached there: below that, decoding them again costs less than destroying
   // another conversation's cache (and every prompt shares its first token, BOS).
   static constexpr int kMinReusedPrefixTokens = 16;
+  // The most alternatives per token GenerationRequest::top_logprobs may ask for (OpenAI's chat
+  // limit): each costs a token piece on the engine's thread, which every sequence shares.
+  static constexpr int kMaxTopLogprobs = 20;
 
   struct Options {
     // The GGUF file. Required.
@@ -101,9 +114,10 @@ class LlamaEngine : public GenerativeModel {
 
   // Tokenizes the prompt (on the calling thread) and queues the request. Errors, with nothing
   // queued and the sink never called: kInvalidArgument (max_tokens not -1 or >= 1, an empty
-  // stop string, a sampling parameter out of range, a prompt of no tokens or of more than
-  // context_size), kDeadlineExceeded (the deadline has passed), kCancelled (the token is
-  // cancelled), kResourceExhausted (the queue is full), kUnavailable (shut down).
+  // stop string, a sampling parameter out of range, top_logprobs outside 0..kMaxTopLogprobs,
+  // a prompt of no tokens or of more than context_size), kDeadlineExceeded (the deadline has
+  // passed), kCancelled (the token is cancelled), kResourceExhausted (the queue is full),
+  // kUnavailable (shut down).
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
 
   // The prompt for `messages` in the model's chat format, ending with the start of the

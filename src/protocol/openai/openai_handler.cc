@@ -207,6 +207,21 @@ class Generation : public std::enable_shared_from_this<Generation> {
     if (!choices_[index].ended) record_.SequenceStarted(Clock::now());
   }
 
+  // Before the OnToken of the same token. Kept until that token's text is sent: held-back text
+  // comes later, and a chunk carries the logprobs of the tokens whose text it releases.
+  void OnTokenLogprobs(int index, const TokenLogprobs& token) {
+    std::lock_guard lock(mu_);
+    Choice& c = choices_[index];
+    if (c.ended || !AnswersLogprobs()) return;
+    TokenLogprob& entry = c.logprobs.emplace_back();
+    entry.token = token.bytes;
+    entry.logprob = token.logprob;
+    entry.top.reserve(token.top.size());
+    for (const auto& alternative : token.top) {
+      entry.top.push_back({alternative.bytes, alternative.logprob});
+    }
+  }
+
   void OnToken(int index, std::string_view text) {
     std::lock_guard lock(mu_);
     Choice& c = choices_[index];
@@ -217,20 +232,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
       c.text.append(text);
       return;
     }
-    switch (s_.kind) {
-      case kChat:
-        if (!c.role_sent) {
-          c.role_sent = true;
-          EmitLocked(ChatRoleChunkJson(meta_, index));
-        }
-        EmitLocked(ChatContentChunkJson(meta_, index, text));
-        break;
-      case kCompletion:
-        EmitLocked(CompletionChunkJson(meta_, index, text, nullptr, c.text_offset));
-        c.text_offset += text.size();
-        break;
-      default: EmitLocked(GenerateResponseJson(s_.params.model, VersionString(), text));
+    if (IsTriton(s_.kind)) {
+      EmitLocked(GenerateResponseJson(s_.params.model, VersionString(), text));
+      return;
     }
+    EmitContentLocked(index, text);
   }
 
   void OnEnd(int index, harrier::FinishReason reason, const GenerationUsage& usage,
@@ -250,6 +256,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
                                : status;
         EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
       } else if (reason != harrier::FinishReason::kCancelled) {
+        // Tokens whose text never came (the stop string's): their logprobs still go out.
+        if (!IsTriton(s_.kind) && !c.logprobs.empty()) EmitContentLocked(index, "");
         if (s_.kind == kChat) {
           if (!c.role_sent) {
             c.role_sent = true;
@@ -292,7 +300,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   struct Choice {
     std::string text;
-    std::size_t text_offset = 0;
+    // Non-streaming: every token's; streaming: those whose text is not sent yet.
+    std::vector<TokenLogprob> logprobs;
+    std::size_t logprobs_offset = 0;  // streaming: bytes of the tokens already sent
     bool role_sent = false;
     bool ended = false;
     bool refused = false;  // by the engine at once: it never ran
@@ -300,6 +310,27 @@ class Generation : public std::enable_shared_from_this<Generation> {
     GenerationUsage usage;
     Status status;
   };
+
+  // OpenAI's answers carry logprobs when asked; Triton's generate answers never do.
+  bool AnswersLogprobs() const { return s_.params.logprobs && !IsTriton(s_.kind); }
+
+  // A streamed chat or completions chunk of `text`, with the logprobs of the tokens it
+  // releases when the request asked for them.
+  void EmitContentLocked(int index, std::string_view text) {
+    Choice& c = choices_[index];
+    const std::vector<TokenLogprob>* logprobs = AnswersLogprobs() ? &c.logprobs : nullptr;
+    if (s_.kind == kChat) {
+      if (!c.role_sent) {
+        c.role_sent = true;
+        EmitLocked(ChatRoleChunkJson(meta_, index));
+      }
+      EmitLocked(ChatContentChunkJson(meta_, index, text, logprobs));
+    } else {
+      EmitLocked(CompletionChunkJson(meta_, index, text, logprobs, c.logprobs_offset));
+    }
+    for (const TokenLogprob& t : c.logprobs) c.logprobs_offset += t.token.size();
+    c.logprobs.clear();
+  }
 
   std::string VersionString() const {
     return s_.model ? std::to_string(s_.model->version()) : std::string();
@@ -391,6 +422,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
         for (std::size_t i = 0; i < choices_.size(); ++i) {
           out.push_back(openai::Choice{static_cast<int32_t>(i), std::move(choices_[i].text),
                                        WireReason(choices_[i].reason), std::nullopt});
+          if (AnswersLogprobs()) out.back().logprobs = std::move(choices_[i].logprobs);
         }
         answer = JsonResponse(200, s_.kind == kChat ? ChatCompletionJson(meta_, out, usage)
                                    : s_.kind == kCompletion
@@ -475,6 +507,7 @@ class ChoiceSink : public GenerationSink {
  public:
   ChoiceSink(std::shared_ptr<Generation> g, int index) : g_(std::move(g)), index_(index) {}
   void OnStart(int, int) override { g_->OnStart(index_); }
+  void OnTokenLogprobs(const TokenLogprobs& token) override { g_->OnTokenLogprobs(index_, token); }
   void OnToken(std::string_view text, float) override { g_->OnToken(index_, text); }
   void OnEnd(harrier::FinishReason reason, const GenerationUsage& usage,
              const Status& status) override {
@@ -765,6 +798,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.sampling.presence_penalty = p.presence_penalty;
     if (p.seed) r.sampling.seed = *p.seed + static_cast<uint32_t>(i);
     r.logprobs = p.logprobs;
+    r.top_logprobs = p.top_logprobs;
     r.cancellation = g->engine_token();
     r.received_at = received_at;
     r.deadline = scheduling.deadline;

@@ -93,7 +93,7 @@ void AppendChatLogprobs(std::string* out, const std::vector<TokenLogprob>* logpr
     }
     out->append("]}");
   }
-  out->append("]}");
+  out->append("],\"refusal\":null}");
 }
 
 // Completions' logprobs (the legacy layout): parallel arrays, or null. `text_offset` is where
@@ -118,8 +118,12 @@ void AppendCompletionLogprobs(std::string* out, const std::vector<TokenLogprob>*
   out->append("],\"top_logprobs\":[");
   for (size_t i = 0; i < logprobs->size(); ++i) {
     if (i > 0) out->push_back(',');
-    out->push_back('{');
     const auto& top = (*logprobs)[i].top;
+    if (top.empty()) {  // logprobs: 0 asked for the chosen tokens only
+      out->append("null");
+      continue;
+    }
+    out->push_back('{');
     for (size_t j = 0; j < top.size(); ++j) {
       if (j > 0) out->push_back(',');
       AppendJsonText(out, top[j].token);

@@ -37,11 +37,12 @@ struct Usage {
 };
 
 // The log probability of one generated token, and of the likeliest tokens at its position.
-// Written as OpenAI does: chat's {"content":[{"token","logprob","bytes","top_logprobs"}]},
-// completions' {"tokens","token_logprobs","top_logprobs","text_offset"}. A token is bytes, not
-// always a character: chat's `bytes` carries them exactly, `token` is their text with
-// ill-formed parts replaced. A logprob of -infinity (or NaN) is written as -9999.0, OpenAI's
-// stand-in, since JSON has no infinities.
+// Written as OpenAI does: chat's {"content":[{"token","logprob","bytes","top_logprobs"}],
+// "refusal":null}, completions' {"tokens","token_logprobs","top_logprobs","text_offset"} (a
+// top_logprobs entry is null when `top` is empty: the request asked for no alternatives). A
+// token is bytes, not always a character: chat's `bytes` carries them exactly, `token` is their
+// text with ill-formed parts replaced by U+FFFD. A logprob of -infinity (or NaN) is written as
+// -9999.0, OpenAI's stand-in, since JSON has no infinities.
 struct TokenLogprob {
   struct Alternative {
     std::string token;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +34,9 @@ struct Output {
   int reused_prompt_tokens = -1;
   std::vector<std::string> texts;  // released with each token (one entry per OnToken)
   std::vector<float> logprobs;
+  // OnTokenLogprobs' reports, and for each how many OnTokens had run before it.
+  std::vector<TokenLogprobs> reports;
+  std::vector<size_t> reported_after;
   std::string text;
   bool ended = false;
   FinishReason reason = FinishReason::kError;
@@ -56,6 +60,14 @@ class RecordingSink : public GenerationSink {
       out_.reused_prompt_tokens = reused_prompt_tokens;
     }
     if (on_start) on_start();
+  }
+
+  void OnTokenLogprobs(const TokenLogprobs& token) override {
+    std::lock_guard lock(mu_);
+    EXPECT_TRUE(out_.started) << "OnTokenLogprobs before OnStart";
+    EXPECT_FALSE(out_.ended) << "OnTokenLogprobs after OnEnd";
+    out_.reports.push_back(token);
+    out_.reported_after.push_back(out_.texts.size());
   }
 
   void OnToken(std::string_view text, float logprob) override {
@@ -653,6 +665,101 @@ TEST_F(LlamaEngineTest, LogprobsWhenAsked) {
   const Output without = Run(*engine, Greedy("Probabilities of", 8));
   EXPECT_EQ(without.texts, with.texts);
   for (float lp : without.logprobs) EXPECT_EQ(lp, 0.0f);
+}
+
+TEST_F(LlamaEngineTest, NoLogprobsReportsUnlessAsked) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest request = Greedy("Probabilities of", 6);
+  request.top_logprobs = 5;  // without logprobs: nothing
+  const Output out = Run(*engine, request);
+  EXPECT_EQ(out.texts.size(), 6u);
+  EXPECT_TRUE(out.reports.empty());
+}
+
+TEST_F(LlamaEngineTest, TopLogprobsAreTheLikeliestTokensSortedWithTheGreedyOneFirst) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest request = Greedy("Probabilities of", 8);
+  request.logprobs = true;
+  request.top_logprobs = 5;
+  const Output out = Run(*engine, request);
+  ASSERT_EQ(out.texts.size(), 8u);
+  // One report per token, each right before its OnToken, with the same logprob; no stop
+  // string and no split character here, so the bytes are the text.
+  ASSERT_EQ(out.reports.size(), 8u);
+  std::string bytes;
+  for (size_t i = 0; i < out.reports.size(); ++i) {
+    const TokenLogprobs& r = out.reports[i];
+    EXPECT_EQ(out.reported_after[i], i);
+    EXPECT_EQ(r.logprob, out.logprobs[i]);
+    bytes += r.bytes;
+    ASSERT_EQ(r.top.size(), 5u);
+    double mass = 0;
+    for (size_t j = 0; j < r.top.size(); ++j) {
+      EXPECT_LE(r.top[j].logprob, 0.0f);
+      if (j > 0) {
+        EXPECT_LE(r.top[j].logprob, r.top[j - 1].logprob) << "token " << i;
+      }
+      mass += std::exp(static_cast<double>(r.top[j].logprob));
+    }
+    EXPECT_LE(mass, 1.0 + 1e-5);
+    EXPECT_GT(mass, 0.0);
+    // Greedy with no penalties picks the likeliest: the first alternative is the token itself.
+    EXPECT_EQ(r.top[0].bytes, r.bytes) << "token " << i;
+    EXPECT_EQ(r.top[0].logprob, r.logprob) << "token " << i;
+  }
+  EXPECT_EQ(bytes, out.text);
+  // Asking changes nothing else.
+  const Output plain = Run(*engine, Greedy("Probabilities of", 8));
+  EXPECT_EQ(plain.texts, out.texts);
+
+  // No alternatives asked: the chosen tokens only.
+  request.top_logprobs = 0;
+  const Output chosen = Run(*engine, request);
+  ASSERT_EQ(chosen.reports.size(), 8u);
+  for (const TokenLogprobs& r : chosen.reports) EXPECT_TRUE(r.top.empty());
+  EXPECT_EQ(chosen.reports[3].logprob, out.reports[3].logprob);
+}
+
+TEST_F(LlamaEngineTest, LogprobsReportTheTokenThatCompletesAStopString) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest request = Greedy("In the beginning", 12);
+  request.logprobs = true;
+  const Output free_run = Run(*engine, request);
+  ASSERT_EQ(free_run.reports.size(), 12u);
+  // A stop string: the whole text of a token in the middle, where it first appears.
+  size_t stop_token = 0;
+  std::string before;
+  for (size_t i = 3; i < free_run.texts.size() && stop_token == 0; ++i) {
+    std::string prefix;
+    for (size_t k = 0; k < i; ++k) prefix += free_run.texts[k];
+    if (free_run.texts[i].size() >= 2 && free_run.text.find(free_run.texts[i]) == prefix.size()) {
+      stop_token = i;
+      before = prefix;
+    }
+  }
+  ASSERT_NE(stop_token, 0u) << "no usable stop string in: " << free_run.text;
+  request.stop = {free_run.texts[stop_token]};
+  const Output out = Run(*engine, request);
+  EXPECT_EQ(out.reason, FinishReason::kStop);
+  EXPECT_EQ(out.text, before);
+  ASSERT_EQ(out.reports.size(), stop_token + 1);
+  EXPECT_EQ(out.reports.back().bytes, free_run.texts[stop_token]);
+}
+
+TEST_F(LlamaEngineTest, RefusesTopLogprobsOutOfRange) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  for (int top : {-1, LlamaEngine::kMaxTopLogprobs + 1}) {
+    GenerationRequest request = Greedy("x", 2);
+    request.logprobs = true;
+    request.top_logprobs = top;
+    const Status status = engine->Generate(request, std::make_shared<RecordingSink>());
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << top;
+    EXPECT_THAT(status.message(), HasSubstr("top_logprobs"));
+  }
 }
 
 TEST_F(LlamaEngineTest, ChatTemplateDefaultsToChatML) {

@@ -1,6 +1,7 @@
 // The official `openai` npm package, unmodified apart from its baseURL, against the real binary
 // serving ../shared/models/llama-2-tiny-random.gguf: models list, chat and completions with and
 // without streaming (the streamed text equals the answer's, greedy), usage in the stream,
+// chat logprobs with alternatives (whole and streamed),
 // several choices, a request the client aborts mid-stream, and errors as the SDK raises them.
 //
 //   usage: node openai_test.mjs --harrier BIN --source-dir SRC --work-dir DIR --node-modules DIR
@@ -111,6 +112,40 @@ const tests = {
     assertEqual(text, answer.choices[0].message.content, 'streamed text');
     assertEqual(finish, 'length', 'streamed finish_reason');
     assertEqual(usage?.completion_tokens, 12, 'streamed usage');
+  },
+
+  async chatLogprobs(client) {
+    const request = { model: 'tiny-llama', messages: [{ role: 'user', content: 'Count to five' }],
+      max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const answer = await client.chat.completions.create(request);
+    const choice = answer.choices[0];
+    assertEqual(choice.finish_reason, 'length', 'finish_reason');
+    const content = choice.logprobs?.content;
+    assert(Array.isArray(content), `no logprobs.content: ${JSON.stringify(choice.logprobs)}`);
+    assertEqual(content.length, 8, 'one entry per token');
+    const bytes = [];
+    for (const t of content) {
+      assert(typeof t.token === 'string' && Array.isArray(t.bytes), `entry ${JSON.stringify(t)}`);
+      assert(t.logprob <= 0, `logprob ${t.logprob}`);
+      assertEqual(t.top_logprobs.length, 2, 'alternatives');
+      assert(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob, 'likeliest first');
+      // Greedy: the chosen token is the likeliest.
+      assertEqual(t.top_logprobs[0].token, t.token, 'greedy token first');
+      assertEqual(t.top_logprobs[0].logprob, t.logprob, 'its logprob');
+      bytes.push(...t.bytes);
+    }
+    assertEqual(Buffer.from(bytes).toString('utf8'), choice.message.content, 'bytes are the text');
+
+    const stream = await client.chat.completions.create({ ...request, stream: true });
+    const streamed = [];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) streamed.push(...(c.logprobs?.content ?? []));
+    }
+    assertEqual(streamed, content, 'streamed logprobs');
+
+    const plain = await client.chat.completions.create({ ...request, logprobs: undefined,
+      top_logprobs: undefined });
+    assertEqual(plain.choices[0].logprobs, null, 'logprobs not asked');
   },
 
   async completionsAndChoices(client) {

@@ -470,6 +470,161 @@ TEST_F(OpenAiHandlerTest, ATracedGenerationHasItsStagesAndTokenCountsAndOneAcces
   EXPECT_EQ(log_.records()[2].prompt_tokens, 0);  // a sequence ended: refused before a token
 }
 
+TEST_F(OpenAiHandlerTest, ChatAnswersTheTokensLogprobsAndAlternativesWhenAsked) {
+  simdjson::dom::parser parser;
+  auto r = Call("POST", "/v1/chat/completions",
+                R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],
+                    "logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto logprobs = Parse(parser, r.body)["choices"].at(0)["logprobs"];
+  EXPECT_TRUE(logprobs["refusal"].is_null());
+  auto content = logprobs["content"].get_array().value();
+  ASSERT_EQ(content.size(), 4u) << r.body;
+  const char* const tokens[] = {"Hello", ",", " world", "!"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    auto t = content.at(i);
+    EXPECT_EQ(std::string_view(t["token"]), tokens[i]);
+    EXPECT_EQ(double(t["logprob"]), -0.5);
+    auto top = t["top_logprobs"].get_array().value();
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(std::string_view(top.at(0)["token"]), tokens[i]);
+    EXPECT_EQ(std::string_view(top.at(1)["token"]), "alt1");
+    EXPECT_EQ(double(top.at(1)["logprob"]), -1.0);
+    EXPECT_EQ(top.at(1)["bytes"].get_array().value().size(), 4u);
+  }
+  auto bytes = content.at(0)["bytes"].get_array().value();
+  std::vector<int64_t> hello;
+  for (auto b : bytes) hello.push_back(int64_t(b));
+  EXPECT_EQ(hello, (std::vector<int64_t>{72, 101, 108, 108, 111}));
+
+  // logprobs without top_logprobs: the chosen tokens, no alternatives.
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],"logprobs":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  content = Parse(parser, r.body)["choices"].at(0)["logprobs"]["content"].get_array().value();
+  ASSERT_EQ(content.size(), 4u);
+  EXPECT_EQ(content.at(0)["top_logprobs"].get_array().value().size(), 0u);
+
+  // Not asked: null, and the engine is not asked either.
+  engine_.hold = true;
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],"stream":true})");
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_FALSE(held[0].request.logprobs);
+  held[0].sink->OnStart(1, 0);
+  held[0].sink->OnToken("x", 0);
+  held[0].sink->OnEnd(harrier::FinishReason::kStop, {1, 1, 0}, Status::Ok());
+  engine_.hold = false;
+  r = Call("POST", "/v1/chat/completions",
+           R"({"model":"llm","messages":[{"role":"user","content":"Hi"}]})");
+  EXPECT_TRUE(Parse(parser, r.body)["choices"].at(0)["logprobs"].is_null()) << r.body;
+}
+
+TEST_F(OpenAiHandlerTest, ALogprobsTokenKeepsItsExactBytesBesideItsRepairedText) {
+  // One character over two tokens: the first's text is held back until the second completes it.
+  engine_.script = {"", "\xE4\xBD\xA0"};
+  engine_.token_bytes = {"\xE4\xBD", "\xA0"};
+  const auto r = Call("POST", "/v1/chat/completions",
+                      R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],
+                          "logprobs":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser parser;
+  auto choice = Parse(parser, r.body)["choices"].at(0);
+  EXPECT_EQ(std::string_view(choice["message"]["content"]), "\xE4\xBD\xA0");
+  auto content = choice["logprobs"]["content"].get_array().value();
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(std::string_view(content.at(0)["token"]), "\xEF\xBF\xBD");  // U+FFFD
+  std::vector<int64_t> bytes;
+  const simdjson::dom::array first_bytes = content.at(0)["bytes"].get_array().value();
+  for (auto b : first_bytes) bytes.push_back(int64_t(b));
+  EXPECT_EQ(bytes, (std::vector<int64_t>{0xE4, 0xBD}));
+}
+
+TEST_F(OpenAiHandlerTest, StreamedChatChunksCarryTheLogprobsOfTheTokensTheyRelease) {
+  // "H" is held back and released with "i"; the last token's text never comes (a stop
+  // string's), so its logprobs go in a chunk of no text before the finish.
+  engine_.script = {"", "Hi", "!", ""};
+  engine_.token_bytes = {"H", "i", "!", "\n"};
+  const auto r = Call("POST", "/v1/chat/completions",
+                      R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],
+                          "stream":true,"logprobs":true,"top_logprobs":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(r.stream);
+  StreamReader reader(r.stream);
+  reader.Drain();
+  const auto events = reader.Events();
+  // role, "Hi", "!", "", finish, [DONE]
+  ASSERT_EQ(events.size(), 6u) << reader.text;
+  simdjson::dom::parser parser;
+  auto tokens_of = [&](const std::string& data) {
+    std::vector<std::string> tokens;
+    auto choice = Parse(parser, data)["choices"].at(0);
+    if (choice["logprobs"].is_null()) return std::vector<std::string>{"null"};
+    const simdjson::dom::array entries = choice["logprobs"]["content"].get_array().value();
+    for (auto t : entries) {
+      tokens.emplace_back(std::string_view(t["token"]));
+      EXPECT_EQ(t["top_logprobs"].get_array().value().size(), 1u);
+    }
+    return tokens;
+  };
+  EXPECT_EQ(tokens_of(events[0].data), (std::vector<std::string>{"null"}));  // the role's
+  EXPECT_EQ(tokens_of(events[1].data), (std::vector<std::string>{"H", "i"}));
+  EXPECT_EQ(tokens_of(events[2].data), (std::vector<std::string>{"!"}));
+  EXPECT_EQ(tokens_of(events[3].data), (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(std::string_view(Parse(parser, events[3].data)["choices"].at(0)["delta"]["content"]),
+            "");
+  EXPECT_EQ(tokens_of(events[4].data), (std::vector<std::string>{"null"}));  // the finish
+  EXPECT_EQ(events[5].data, "[DONE]");
+}
+
+TEST_F(OpenAiHandlerTest, CompletionsAnswerLogprobsInTheLegacyLayout) {
+  simdjson::dom::parser parser;
+  auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","logprobs":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  {
+    auto logprobs = Parse(parser, r.body)["choices"].at(0)["logprobs"];
+    std::vector<std::string> tokens;
+    const simdjson::dom::array token_array = logprobs["tokens"].get_array().value();
+    for (auto t : token_array) tokens.emplace_back(std::string_view(t));
+    EXPECT_EQ(tokens, (std::vector<std::string>{"Hello", ",", " world", "!"}));
+    std::vector<int64_t> offsets;
+    const simdjson::dom::array offset_array = logprobs["text_offset"].get_array().value();
+    for (auto o : offset_array) offsets.push_back(int64_t(o));
+    EXPECT_EQ(offsets, (std::vector<int64_t>{0, 5, 6, 12}));
+    auto token_logprobs = logprobs["token_logprobs"].get_array().value();
+    ASSERT_EQ(token_logprobs.size(), 4u);
+    EXPECT_EQ(double(token_logprobs.at(0)), -0.5);
+    auto top = logprobs["top_logprobs"].get_array().value();
+    ASSERT_EQ(top.size(), 4u);
+    EXPECT_EQ(double(top.at(2)[" world"]), -0.5);
+    EXPECT_EQ(double(top.at(2)["alt1"]), -1.0);
+  }
+  // logprobs 0: the chosen tokens, and null for their alternatives.
+  r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","logprobs":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  {
+    auto logprobs = Parse(parser, r.body)["choices"].at(0)["logprobs"];
+    EXPECT_EQ(logprobs["tokens"].get_array().value().size(), 4u);
+    const simdjson::dom::array alternatives = logprobs["top_logprobs"].get_array().value();
+    for (auto t : alternatives) EXPECT_TRUE(t.is_null());
+  }
+  // Streamed: each chunk's tokens, their offsets counted from the choice's start.
+  r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","logprobs":1,"stream":true})");
+  ASSERT_TRUE(r.stream);
+  StreamReader reader(r.stream);
+  reader.Drain();
+  const auto events = reader.Events();
+  ASSERT_EQ(events.size(), 6u) << reader.text;  // 4 texts, finish, [DONE]
+  auto third = Parse(parser, events[2].data)["choices"].at(0)["logprobs"];
+  EXPECT_EQ(std::string_view(third["tokens"].at(0)), " world");
+  EXPECT_EQ(int64_t(third["text_offset"].at(0)), 6);
+  EXPECT_TRUE(Parse(parser, events[4].data)["choices"].at(0)["logprobs"].is_null());
+  // Not asked: null.
+  r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})");
+  EXPECT_TRUE(Parse(parser, r.body)["choices"].at(0)["logprobs"].is_null()) << r.body;
+}
+
 TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
   auto r = Call("POST", "/v2/models/llm/generate",
                 R"({"text_input":"x","parameters":{"max_tokens":3}})");

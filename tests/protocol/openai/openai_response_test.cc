@@ -56,7 +56,8 @@ TEST(OpenAiResponseTest, ChatCompletionWithSeveralChoicesAndLogprobs) {
             R"({"index":1,"message":{"role":"assistant","content":"b"},"logprobs":{"content":[)"
             R"({"token":"b","logprob":-0.5,"bytes":[98],"top_logprobs":[)"
             R"({"token":"b","logprob":-0.5,"bytes":[98]},)"
-            R"({"token":"c","logprob":-9999.0,"bytes":[99]}]}]},"finish_reason":"stop"}],)"
+            R"({"token":"c","logprob":-9999.0,"bytes":[99]}]}],"refusal":null},)"
+            R"("finish_reason":"stop"}],)"
             R"("usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}})");
 }
 
@@ -69,7 +70,7 @@ TEST(OpenAiResponseTest, Completion) {
             R"({"id":"chatcmpl-1","object":"text_completion","created":1700000000,)"
             R"("model":"llama","choices":[{"text":" there","index":0,"logprobs":{)"
             R"("tokens":[" the","re"],"token_logprobs":[-0.25,-1],)"
-            R"("top_logprobs":[{" the":-0.25," a":-2},{}],"text_offset":[0,4]},)"
+            R"("top_logprobs":[{" the":-0.25," a":-2},null],"text_offset":[0,4]},)"
             R"("finish_reason":"stop"}],)"
             R"("usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
 }
@@ -86,10 +87,12 @@ TEST(OpenAiResponseTest, ChatStreamChunks) {
             head + R"("choices":[{"index":2,"delta":{"content":"Hi"},"logprobs":null,)"
                    R"("finish_reason":null}]})");
   const std::vector<TokenLogprob> logprobs = {{"Hi", -0.125f, {}}};
-  EXPECT_EQ(ChatContentChunkJson(meta, 0, "Hi", &logprobs),
-            head + R"("choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[)"
-                   R"({"token":"Hi","logprob":-0.125,"bytes":[72,105],"top_logprobs":[]}]},)"
-                   R"("finish_reason":null}]})");
+  EXPECT_EQ(
+      ChatContentChunkJson(meta, 0, "Hi", &logprobs),
+      head +
+          R"("choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[)"
+          R"({"token":"Hi","logprob":-0.125,"bytes":[72,105],"top_logprobs":[]}],"refusal":null},)"
+          R"("finish_reason":null}]})");
   EXPECT_EQ(ChatFinishChunkJson(meta, 0, FinishReason::kStop),
             head + R"("choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})");
   EXPECT_EQ(ChatUsageChunkJson(meta, Usage{4, 6}),
@@ -120,7 +123,7 @@ TEST(OpenAiResponseTest, CompletionStreamChunks) {
   const std::vector<TokenLogprob> logprobs = {{" upon", -1, {}}};
   EXPECT_EQ(CompletionChunkJson(meta, 1, " upon", &logprobs, 4),
             head + R"("choices":[{"text":" upon","index":1,"logprobs":{"tokens":[" upon"],)"
-                   R"("token_logprobs":[-1],"top_logprobs":[{}],"text_offset":[4]},)"
+                   R"("token_logprobs":[-1],"top_logprobs":[null],"text_offset":[4]},)"
                    R"("finish_reason":null}]})");
   EXPECT_EQ(CompletionFinishChunkJson(meta, 0, FinishReason::kLength),
             head + R"("choices":[{"text":"","index":0,"logprobs":null,)"
