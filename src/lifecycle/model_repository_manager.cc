@@ -677,21 +677,30 @@ Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
   dir.versions = overrides->versions();
   Status s = Reconcile(dir, true, config, overrides);
   if (s.ok()) return s;
-  if (!known) {
-    // A new name that did not load leaves no trace: no index row, no unready server.
+  // Paths inside the private directory mean nothing to the client: say "file:<path>" instead,
+  // in the answer and in the reasons the index shows.
+  const std::string prefix = overrides->path() + "/";
+  auto client_text = [&prefix](std::string text) {
+    for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at))
+      text.replace(at, prefix.size(), "file:");
+    return text;
+  };
+  {
     std::unique_lock lock(mu_);
     auto it = models_.find(name);
-    if (it != models_.end() &&
-        std::none_of(it->second.versions.begin(), it->second.versions.end(),
-                     [](const auto& v) { return v.second.state == ModelState::kReady; }))
-      models_.erase(it);
+    if (it != models_.end()) {
+      const bool serves =
+          std::any_of(it->second.versions.begin(), it->second.versions.end(),
+                      [](const auto& v) { return v.second.state == ModelState::kReady; });
+      if (!known && !serves) {
+        models_.erase(it);  // a new name that did not load leaves no index row, no unready server
+      } else {
+        for (auto& [v, e] : it->second.versions) e.reason = client_text(std::move(e.reason));
+      }
+    }
   }
-  // Paths inside the private directory mean nothing to the client: say "file:<path>" instead.
-  std::string message(s.message());
-  const std::string prefix = overrides->path() + "/";
-  for (size_t at = message.find(prefix); at != std::string::npos; at = message.find(prefix, at))
-    message.replace(at, prefix.size(), "file:");
-  return Status(s.code(), "failed to load '" + name + "': " + message);
+  return Status(s.code(),
+                "failed to load '" + name + "': " + client_text(std::string(s.message())));
 }
 
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,

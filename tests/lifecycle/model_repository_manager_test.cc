@@ -68,13 +68,11 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
-  EXPECT_EQ(
-      ModelRepositoryManager::Create(Options((root_ / "nope").string(), 1)).status().code(),
-      StatusCode::kNotFound);
+  EXPECT_EQ(ModelRepositoryManager::Create(Options((root_ / "nope").string(), 1)).status().code(),
+            StatusCode::kNotFound);
   Write("file", "x");
-  EXPECT_EQ(
-      ModelRepositoryManager::Create(Options((root_ / "file").string(), 1)).status().code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelRepositoryManager::Create(Options((root_ / "file").string(), 1)).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
@@ -656,6 +654,16 @@ TEST_F(FileOverrideTest, AFailedLoadFromFilesLeavesTheServingVersionAndNoDirecto
       << "the private directory is not shown to clients: " << s.ToString();
   EXPECT_EQ(m->Get("a", 1)->get(), before->get());
   EXPECT_TRUE(Written().empty());
+  // A new version that fails: the index names it by its file, version 1 goes on serving.
+  EXPECT_FALSE(Control(*m, true, "a", WithFiles({{"2/model.onnx", "garbage"}})).ok());
+  EXPECT_EQ(m->Get("a", 1)->get(), before->get());
+  const auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].version, 2);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_EQ(rows[1].reason.rfind("file:2/model.onnx", 0), 0u) << rows[1].reason;
+  EXPECT_TRUE(Written().empty());
+  ASSERT_TRUE(Control(*m, true, "a").ok());  // back to the repository: version 1 only
   // Under a new name: no index row is left, and the server stays ready.
   EXPECT_FALSE(Control(*m, true, "new", WithFiles({{"1/model.onnx", "garbage"}})).ok());
   EXPECT_EQ(m->Index().size(), 1u);
@@ -716,8 +724,8 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
     auto a = m.Get("a", 2);
     return a.ok() && a->get() != before && (*a)->max_batch_size() == 8;
   }));
-  EXPECT_TRUE(
-      Eventually([&] { return m.Get("b", std::nullopt).status().code() == StatusCode::kNotFound; }));
+  EXPECT_TRUE(Eventually(
+      [&] { return m.Get("b", std::nullopt).status().code() == StatusCode::kNotFound; }));
   // A corrupt new version changes nothing that serves.
   Write("a/3/model.onnx", "garbage");
   m.PollNow();
@@ -760,7 +768,7 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiRepl
   ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 0, "2": 5}})").ok());
   EXPECT_EQ(route(), 2);
   ASSERT_TRUE(m->ClearTrafficPolicy("a").ok());
-  EXPECT_EQ(route(), 2);  // the latest
+  EXPECT_EQ(route(), 2);                                    // the latest
   EXPECT_EQ(route({{"x-harrier-model-version", "1"}}), 1);  // the header without a policy
 
   // The status page carries each version's note while a policy is set.
