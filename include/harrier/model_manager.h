@@ -18,6 +18,7 @@
 #include "harrier/clock.h"
 #include "harrier/generation.h"
 #include "harrier/inference_request.h"
+#include "harrier/model_file_override.h"
 #include "harrier/status.h"
 
 namespace harrier {
@@ -112,6 +113,9 @@ struct ModelLoadOptions {
   // `parameters.config`: the model's config as JSON, used instead of its config.pbtxt for
   // this load.
   std::optional<std::string> config_json;
+  // `parameters["file:<version>/<name>"]`: the model's files, loaded instead of its directory
+  // in the repository (which it then need not have); needs `config_json`. Empty: none.
+  std::vector<ModelFileOverride> files;
 };
 
 class ModelManager {
@@ -175,8 +179,9 @@ class ModelManager {
   // version of `name` its version policy selects; `done` is called once, when the versions
   // serve (OK) or the load failed (the versions that served before go on serving), from a
   // background thread or the calling one. Errors: kUnavailable when model control is off
-  // (the model control mode is not explicit), kNotFound (no such model directory),
-  // kInvalidArgument (a bad config override), and the load's own failure.
+  // (the model control mode is not explicit), kNotFound (no such model directory, and no file
+  // overrides), kInvalidArgument (a bad config override or file override: nothing changes),
+  // and the load's own failure.
   virtual void LoadModel(std::string_view name, ModelLoadOptions options,
                          std::function<void(Status)> done) {
     (void)name;

@@ -28,6 +28,7 @@
 #include "repository/config_json.h"
 #include "repository/model_config_parser.h"
 #include "repository/model_fingerprint.h"
+#include "repository/override_directory.h"
 #include "repository/repository_relative_paths.h"
 #include "repository/repository_scan.h"
 #include "repository/version_policy.h"
@@ -157,6 +158,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     double load_seconds = -1;            // load and warm-up time; negative: never tried
     uint64_t warmup_failures = 0;        // implicit warm-ups that failed (the version serves)
     uint64_t fingerprint = 0;            // ModelFingerprint() of what it was loaded from
+    // Loaded from a load request's file overrides: the directory they were written to, removed
+    // once no version holds it (after the version is retired). Null: from the repository.
+    std::shared_ptr<const OverrideDirectory> files = nullptr;
   };
   struct ModelEntry {
     std::string platform;
@@ -189,13 +193,19 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   }
 
   // Brings model `dir` to what its directory (or `config_override`) says, availability first:
+  // (`files`: `dir` is that directory of file overrides, which the versions loaded hold.)
   // the versions to (re)load are loaded and warmed while the serving ones keep serving, then
   // swapped in, then the replaced ones are retired. Only versions whose fingerprint changed are
   // reloaded, unless `force`. A version that fails to load leaves a serving version of the same
   // number serving. Returns the first failure (the model's state says the rest). On the
   // lifecycle thread (or LoadAll()'s).
   Status Reconcile(const ModelDirectory& dir, bool force,
-                   const std::optional<inference::ModelConfig>& config_override);
+                   const std::optional<inference::ModelConfig>& config_override,
+                   const std::shared_ptr<const OverrideDirectory>& files);
+  // A load with file overrides: writes them to a directory of their own and loads the model
+  // from it with `config`. The directory is removed again unless a version serves from it.
+  Status LoadFromOverrides(const std::string& name, const inference::ModelConfig& config,
+                           const std::vector<ModelFileOverride>& files);
   // Out of rotation already: waits (up to unload_timeout) for the requests holding handles,
   // then shuts each down, which finishes what is queued, and frees it.
   void Retire(std::vector<std::shared_ptr<LoadedModel>> models);
@@ -207,6 +217,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // models and versions unload.
   void Poll();
   void SetModel(const std::string& name, ModelEntry entry);
+  // Whether a version of `entry` serves from a load request's file overrides: a poll leaves
+  // such a model alone (only a load or an unload replaces it). REQUIRES: mu_ held.
+  static bool FromOverrides(const ModelEntry& entry) {
+    return std::any_of(entry.versions.begin(), entry.versions.end(),
+                       [](const auto& v) { return v.second.files != nullptr; });
+  }
   Status ModelControlAllowed() const;
   // The model's controller, made if it has none yet. On the lifecycle thread (or LoadAll()'s).
   std::shared_ptr<TrafficController> TrafficOf(const std::string& name);
@@ -260,7 +276,7 @@ void ModelRepositoryManagerImpl::LoadAll() {
         continue;
       }
       SetModel(dir.name, std::move(entry));
-      (void)Reconcile(dir, true, std::nullopt);
+      (void)Reconcile(dir, true, std::nullopt, nullptr);
     }
     if (explicit_mode) {
       for (const std::string& n : options_.startup_models) {
@@ -283,7 +299,8 @@ void ModelRepositoryManagerImpl::SetModel(const std::string& name, ModelEntry en
 
 Status ModelRepositoryManagerImpl::Reconcile(
     const ModelDirectory& dir, bool force,
-    const std::optional<inference::ModelConfig>& config_override) {
+    const std::optional<inference::ModelConfig>& config_override,
+    const std::shared_ptr<const OverrideDirectory>& files) {
   // What serves now (pinned), so that it can keep serving through the load.
   // And what failed to load before, from which files: a poll does not retry those until they
   // change.
@@ -374,8 +391,9 @@ Status ModelRepositoryManagerImpl::Reconcile(
             "{}; its first request may be slower (a model_warmup in config.pbtxt replaces it)",
             dir.name, v, ms, result->warmup_failure);
       }
-      loaded[v] = {ModelState::kReady, "", std::move(result->model), ms / 1000.0, warmed ? 0u : 1u,
-                   fingerprints.at(v)};
+      loaded[v] = {
+          ModelState::kReady, "",   std::move(result->model), ms / 1000.0, warmed ? 0u : 1u,
+          fingerprints.at(v), files};
       continue;
     }
     if (first_failure.ok()) first_failure = result.status();
@@ -391,11 +409,14 @@ Status ModelRepositoryManagerImpl::Reconcile(
                  nullptr,
                  ms / 1000.0,
                  0,
-                 fingerprints.at(v)};
+                 fingerprints.at(v),
+                 nullptr};
   }
 
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
+  // The override directories of the replaced versions: removed after they retire.
+  std::vector<std::shared_ptr<const OverrideDirectory>> replaced_files;
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
@@ -412,7 +433,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
       auto old = serving.find(v);
       if (fresh != loaded.end()) {
         versions[v] = std::move(fresh->second);
-        if (old != serving.end()) replaced.push_back(old->second.model);
+        if (old != serving.end()) {
+          replaced.push_back(old->second.model);
+          replaced_files.push_back(old->second.files);
+        }
       } else if (old != serving.end()) {
         versions[v] = old->second;
       } else if (auto failed = failed_before.find(v); failed != failed_before.end()) {
@@ -434,6 +458,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
         versions[v] = e;
       } else {
         replaced.push_back(e.model);
+        replaced_files.push_back(e.files);
       }
     }
     entry.versions = std::move(versions);
@@ -444,6 +469,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   serving.clear();  // its references would hold up the retirement's wait for handles
   ApplyTraffic(dir);
   Retire(std::move(replaced));
+  replaced_files.clear();  // the last references, unless a version still serves from one
   return first_failure;
 }
 
@@ -597,6 +623,11 @@ Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
 void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptions options,
                                            std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
+  // Checked here, before anything is written or queued: a bad request changes nothing.
+  if (auto checked = ValidateFileOverrides(options.files, options.config_json.has_value());
+      !checked.ok()) {
+    return done(checked.status());
+  }
   std::optional<inference::ModelConfig> override;
   if (options.config_json) {
     auto parsed = ParseModelConfigJson(*options.config_json);
@@ -604,12 +635,14 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     override = std::move(parsed).value();
   }
   const bool posted =
-      lifecycle_.Post([this, name = std::string(name), override = std::move(override), done] {
+      lifecycle_.Post([this, name = std::string(name), override = std::move(override),
+                       files = std::move(options.files), done] {
+        if (!files.empty()) return done(LoadFromOverrides(name, *override, files));
         auto dirs = ScanRepository(options_.repository_path);
         if (!dirs.ok()) return done(dirs.status());
         for (const ModelDirectory& dir : *dirs) {
           if (dir.name != name) continue;
-          Status s = Reconcile(dir, true, override);
+          Status s = Reconcile(dir, true, override, nullptr);
           return done(s.ok() ? s
                              : Status(s.code(), "failed to load '" + name +
                                                     "': " + client_paths_.Rewrite(s.message())));
@@ -617,6 +650,57 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
         done(NotFound("failed to load '" + name + "', no version is available"));
       });
   if (!posted) done(Unavailable("the server is shutting down"));
+}
+
+Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
+                                                     const inference::ModelConfig& config,
+                                                     const std::vector<ModelFileOverride>& files) {
+  auto made = OverrideDirectory::Create(options_.override_parent_directory, files);
+  if (!made.ok()) {
+    spdlog::error("model '{}': file overrides not written: {}", name, made.status().message());
+    return Status(made.status().code(),
+                  "failed to load '" + name + "': " + std::string(made.status().message()));
+  }
+  // Shared with the versions that load from it; this reference goes at the end of the load, so
+  // a load that fails leaves no directory behind.
+  std::shared_ptr<const OverrideDirectory> overrides = std::move(made).value();
+  spdlog::info("model '{}': loading from {} file override(s) written to {}", name, files.size(),
+               overrides->path());
+  bool known = false;
+  {
+    std::shared_lock lock(mu_);
+    known = models_.contains(name);
+  }
+  ModelDirectory dir;
+  dir.name = name;
+  dir.path = overrides->path();
+  dir.versions = overrides->versions();
+  Status s = Reconcile(dir, true, config, overrides);
+  if (s.ok()) return s;
+  // Paths inside the private directory mean nothing to the client: say "file:<path>" instead,
+  // in the answer and in the reasons the index shows.
+  const std::string prefix = overrides->path() + "/";
+  auto client_text = [&prefix](std::string text) {
+    for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at))
+      text.replace(at, prefix.size(), "file:");
+    return text;
+  };
+  {
+    std::unique_lock lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end()) {
+      const bool serves =
+          std::any_of(it->second.versions.begin(), it->second.versions.end(),
+                      [](const auto& v) { return v.second.state == ModelState::kReady; });
+      if (!known && !serves) {
+        models_.erase(it);  // a new name that did not load leaves no index row, no unready server
+      } else {
+        for (auto& [v, e] : it->second.versions) e.reason = client_text(std::move(e.reason));
+      }
+    }
+  }
+  return Status(s.code(),
+                "failed to load '" + name + "': " + client_text(std::string(s.message())));
 }
 
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
@@ -630,6 +714,8 @@ void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
 void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
                                         const std::function<void(Status)>& done) {
   std::vector<std::shared_ptr<LoadedModel>> retiring;
+  // Its file overrides' directories, if loaded from some: removed once the versions retired.
+  std::vector<std::shared_ptr<const OverrideDirectory>> files;
   {
     std::unique_lock lock(mu_);
     auto it = models_.find(name);
@@ -644,12 +730,14 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
       e.state = e.model ? ModelState::kUnloading : ModelState::kUnavailable;
       e.reason = e.model ? "unloading" : "unloaded";
       if (e.model) retiring.push_back(std::move(e.model));
+      if (e.files) files.push_back(std::move(e.files));
     }
     if (entry.versions.empty()) entry.reason = "unloaded";
   }
   spdlog::info("model '{}': unloading {} version(s)", name, retiring.size());
   if (done) done(Status::Ok());  // out of rotation: no new request reaches it
   Retire(std::move(retiring));
+  files.clear();
   std::unique_lock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end() || !it->second.unloaded) return;  // loaded again meanwhile
@@ -687,14 +775,21 @@ void ModelRepositoryManagerImpl::Poll() {
       if (shut_down_) return;
       auto it = models_.find(dir.name);
       if (it != models_.end() && it->second.unloaded) continue;
+      if (it != models_.end() && FromOverrides(it->second)) continue;
       if (it == models_.end()) spdlog::info("model '{}' appeared in the repository", dir.name);
     }
-    (void)Reconcile(dir, false, std::nullopt);
+    (void)Reconcile(dir, false, std::nullopt, nullptr);
   }
   for (const std::string& name : known) {
     const bool present = std::any_of(dirs->begin(), dirs->end(),
                                      [&](const ModelDirectory& d) { return d.name == name; });
-    if (!present) Unload(name, true, nullptr);
+    if (present) continue;
+    {
+      std::shared_lock lock(mu_);
+      auto it = models_.find(name);
+      if (it != models_.end() && FromOverrides(it->second)) continue;
+    }
+    Unload(name, true, nullptr);
   }
 }
 
@@ -939,16 +1034,21 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
 void ModelRepositoryManagerImpl::Shutdown() {
   lifecycle_.Stop();  // a load in progress finishes first; none starts after
   std::vector<std::shared_ptr<LoadedModel>> loaded;
+  std::vector<std::shared_ptr<const OverrideDirectory>> files;
   {
     std::unique_lock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
-    for (auto& [name, entry] : models_)
-      for (auto& [v, e] : entry.versions)
+    for (auto& [name, entry] : models_) {
+      for (auto& [v, e] : entry.versions) {
         if (e.model) loaded.push_back(e.model);
+        if (e.files) files.push_back(std::move(e.files));
+      }
+    }
   }
   // Outside the lock: draining runs the queued requests' callbacks.
   for (auto& m : loaded) m->Shutdown();
+  files.clear();  // the server leaves none of the files it wrote behind
 }
 
 }  // namespace

@@ -63,6 +63,10 @@ class ModelRepositoryManager : public ModelManager {
     // How long retiring a version waits for the requests holding its handle before shutting
     // it down anyway (those that then reach it are refused kUnavailable).
     std::chrono::milliseconds unload_timeout{30'000};
+    // Where a load request's file overrides are written (each load in a private directory of
+    // its own, removed when its versions retire or at Shutdown(); docs/model-lifecycle.md).
+    // Empty: $TMPDIR, else /tmp.
+    std::string override_parent_directory;
   };
 
   // kInvalidArgument / kNotFound when the repository path is missing or not a directory:
@@ -77,8 +81,8 @@ class ModelRepositoryManager : public ModelManager {
   // Poll mode: scans the repository now, on the lifecycle thread (returns at once).
   virtual void PollNow() = 0;
 
-  // Stops accepting new requests (kUnavailable), finishes the ones queued or running, and
-  // joins the worker threads. Idempotent.
+  // Stops accepting new requests (kUnavailable), finishes the ones queued or running, joins
+  // the worker threads, and removes the directories of file overrides. Idempotent.
   virtual void Shutdown() = 0;
 
   // Adds every model version's metrics to `out` (docs/metrics.md): the per-version families of

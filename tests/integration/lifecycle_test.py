@@ -17,8 +17,13 @@ the answers' model_version; X-Harrier-Model-Version; sticky clients stay on thei
 shadow copies are compared and dropped; a slow candidate is rolled back by the guard within one
 window while the client sees no error; a version that fails every run (flaky 2) is taken out of
 rotation by its breaker, and with no version left the answer is a fast 503 with Retry-After.
+File overrides (Triton's "file:1/model.onnx" load parameters, base64): dense loaded under another
+name from its own file answers as dense does; bad paths, a missing config and bad base64 are 400s
+that write nothing; a plain load goes back to the repository; the private directory under
+$TMPDIR is gone after an unload, a later load and SIGTERM.
 Python stdlib only. The last line is "N passed, N failed".
 """
+import base64
 import http.client
 import json
 import os
@@ -442,6 +447,90 @@ class TrafficTest(unittest.TestCase):
             self.assertGreater(int(retry_after), 0)
 
 
+class FileOverrideTest(unittest.TestCase):
+    """Triton's file overrides: a load request carrying the model's files (base64) loads the model
+    from a private directory under $TMPDIR, which unload, a later load and SIGTERM remove."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = make_repository("override-repo")
+        cls.tmp = os.path.join(ARGS.work_dir, "override-tmp")
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        os.makedirs(cls.tmp)
+        with open(os.path.join(cls.repo, "dense", "1", "model.onnx"), "rb") as f:
+            cls.model = base64.b64encode(f.read()).decode()
+        env = dict(os.environ, TMPDIR=cls.tmp)
+        cls.server = harness.Harrier(ARGS.harrier, cls.repo,
+                                     os.path.join(ARGS.work_dir, "override.log"),
+                                     ["--model-control-mode", "explicit", "--load-model", "dense"],
+                                     env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.server.terminate()
+        if getattr(cls, "rc", None) is None:
+            cls.rc = rc
+
+    def written(self):
+        return sorted(os.listdir(self.tmp))
+
+    def load(self, name, parameters):
+        return Client(self.server.port).call("POST", "/v2/repository/models/%s/load" % name,
+                                             json.dumps({"parameters": parameters}).encode())
+
+    def test_1_a_model_loads_under_a_new_name_from_its_files_and_unload_removes_them(self):
+        status, body = self.load("copy", {"config": "{}", "file:1/model.onnx": self.model})
+        self.assertEqual(status, 200, body)
+        written = self.written()
+        self.assertEqual(len(written), 1, written)
+        self.assertTrue(written[0].startswith("harrier-override-"), written)
+        self.assertEqual(os.stat(os.path.join(self.tmp, written[0])).st_mode & 0o777, 0o700)
+        c = Client(self.server.port)
+        status, body = c.call("POST", "/v2/models/copy/infer", BODY)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["model_name"], "copy")
+        status, expected = c.call("POST", "/v2/models/dense/infer", BODY)
+        self.assertEqual(body["outputs"][0]["data"], expected["outputs"][0]["data"])
+        self.assertEqual(index_rows(self.server.port)[("copy", "1")]["state"], "READY")
+        status, body = c.call("POST", "/v2/repository/models/copy/unload")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(wait_for(lambda: self.written() == []), self.written())
+        self.assertEqual(index_rows(self.server.port)[("copy", "1")]["reason"], "unloaded")
+
+    def test_2_bad_requests_are_400s_that_change_and_write_nothing(self):
+        cases = [({"file:1/model.onnx": self.model}, "parameters.config must be given"),
+                 ({"config": "{}", "file:../1/model.onnx": self.model}, "'..'"),
+                 ({"config": "{}", "file:/etc/model.onnx": self.model}, "absolute"),
+                 ({"config": "{}", "file:0/model.onnx": self.model}, "version number"),
+                 ({"config": "{}", "file:1/model.onnx": "not base64"}, "not base64")]
+        for parameters, words in cases:
+            status, body = self.load("dense", parameters)
+            self.assertEqual(status, 400, (parameters.keys(), body))
+            self.assertIn(words, body["error"])
+        self.assertEqual(self.written(), [])
+        status, body = Client(self.server.port).call("POST", "/v2/models/dense/infer", BODY)
+        self.assertEqual(status, 200, body)
+
+    def test_3_a_plain_load_after_files_reloads_from_the_repository(self):
+        status, body = self.load("dense", {"config": "{}", "file:1/model.onnx": self.model})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(self.written()), 1)
+        status, body = Client(self.server.port).call("POST", "/v2/repository/models/dense/load")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(wait_for(lambda: self.written() == []), self.written())
+        status, body = Client(self.server.port).call("POST", "/v2/models/dense/infer", BODY)
+        self.assertEqual(status, 200, body)
+
+    def test_4_sigterm_removes_the_directories(self):
+        status, body = self.load("copy", {"config": "{}", "file:1/model.onnx": self.model})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(self.written()), 1)
+        type(self).rc = self.server.terminate()
+        self.assertEqual(self.rc, 0)
+        self.assertEqual(self.written(), [])
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -450,8 +539,10 @@ def main():
     suite.addTests(loader.loadTestsFromTestCase(ExplicitModeTest))
     suite.addTests(loader.loadTestsFromTestCase(PollModeTest))
     suite.addTests(loader.loadTestsFromTestCase(TrafficTest))
+    suite.addTests(loader.loadTestsFromTestCase(FileOverrideTest))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
-    rcs = [getattr(t, "rc", None) for t in (ExplicitModeTest, PollModeTest, TrafficTest)]
+    rcs = [getattr(t, "rc", None)
+           for t in (ExplicitModeTest, PollModeTest, TrafficTest, FileOverrideTest)]
     bad_rc = next((rc for rc in rcs if rc not in (0, None)), None)
     passed, failed = harness.summarize(result, bad_rc if bad_rc is not None else 0)
     print("%d passed, %d failed" % (passed, failed))

@@ -68,13 +68,11 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
-  EXPECT_EQ(
-      ModelRepositoryManager::Create(Options((root_ / "nope").string(), 1)).status().code(),
-      StatusCode::kNotFound);
+  EXPECT_EQ(ModelRepositoryManager::Create(Options((root_ / "nope").string(), 1)).status().code(),
+            StatusCode::kNotFound);
   Write("file", "x");
-  EXPECT_EQ(
-      ModelRepositoryManager::Create(Options((root_ / "file").string(), 1)).status().code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelRepositoryManager::Create(Options((root_ / "file").string(), 1)).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryManagerTest, CorruptModelIsUnavailableWhileOthersServe) {
@@ -538,6 +536,152 @@ TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad
   EXPECT_EQ((*a)->max_batch_size(), 4);
 }
 
+// File overrides (Triton's "file:<version>/<name>" load parameters): the model loads from a
+// private directory under Options::override_parent_directory, which goes with its versions.
+class FileOverrideTest : public ModelRepositoryManagerTest {
+ protected:
+  void SetUp() override {
+    ModelRepositoryManagerTest::SetUp();
+    overrides_ = root_.parent_path() / (root_.filename().string() + "-overrides");
+    fs::remove_all(overrides_);
+    fs::create_directories(overrides_);
+  }
+  void TearDown() override {
+    fs::remove_all(overrides_);
+    ModelRepositoryManagerTest::TearDown();
+  }
+  std::unique_ptr<ModelRepositoryManager> Explicit(std::vector<std::string> startup = {}) {
+    auto o = Options(root_.string(), 2);
+    o.control_mode = ModelControlMode::kExplicit;
+    o.startup_models = std::move(startup);
+    o.override_parent_directory = overrides_.string();
+    auto created = ModelRepositoryManager::Create(o);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    (*created)->LoadAll();
+    return std::move(created).value();
+  }
+  static ModelLoadOptions WithFiles(std::vector<ModelFileOverride> files,
+                                    std::optional<std::string> config = "{}") {
+    ModelLoadOptions o;
+    o.config_json = std::move(config);
+    o.files = std::move(files);
+    return o;
+  }
+  // The override directories that exist now.
+  std::vector<fs::path> Written() const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(overrides_)) out.push_back(e.path());
+    return out;
+  }
+  static int64_t InputWidth(ModelRepositoryManager& m, const std::string& name) {
+    auto md = m.Metadata(name, std::nullopt);
+    EXPECT_TRUE(md.ok()) << md.status().ToString();
+    return md.ok() ? md->inputs.at(0).dims.back() : -1;
+  }
+
+  fs::path overrides_;
+};
+
+TEST_F(FileOverrideTest, LoadsAModelUnderANewNameFromItsFilesAndUnloadRemovesThem) {
+  auto m = Explicit();
+  ASSERT_TRUE(Control(*m, true, "fresh", WithFiles({{"1/model.onnx", "identity FP32 -1 4"}})).ok());
+  auto fresh = m->Get("fresh", std::nullopt);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_TRUE(InferSync(**fresh, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  fresh->reset();
+  const auto written = Written();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_TRUE(fs::is_regular_file(written[0] / "1" / "model.onnx"));
+  EXPECT_TRUE(m->AllReady());
+
+  ASSERT_TRUE(Control(*m, false, "fresh").ok());
+  EXPECT_TRUE(Eventually([&] { return Written().empty(); }));
+  EXPECT_EQ(m->Get("fresh", std::nullopt).status().code(), StatusCode::kUnavailable);
+  // Not in the repository: a plain load has nothing to load it from.
+  EXPECT_EQ(Control(*m, true, "fresh").code(), StatusCode::kNotFound);
+}
+
+TEST_F(FileOverrideTest, ReplacesTheRepositoryVersionThenAPlainLoadGoesBackToTheRepository) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit({"a"});
+  EXPECT_EQ(InputWidth(*m, "a"), 4);
+  ASSERT_TRUE(Control(*m, true, "a", WithFiles({{"1/model.onnx", "identity FP32 -1 8"}})).ok());
+  EXPECT_EQ(InputWidth(*m, "a"), 8);
+  ASSERT_EQ(Written().size(), 1u);
+
+  // A second load with files replaces the first directory with its own.
+  const fs::path first = Written()[0];
+  ASSERT_TRUE(Control(*m, true, "a", WithFiles({{"1/model.onnx", "identity FP32 -1 6"}})).ok());
+  EXPECT_EQ(InputWidth(*m, "a"), 6);
+  ASSERT_EQ(Written().size(), 1u);
+  EXPECT_NE(Written()[0], first);
+
+  // Without files: from the repository again (Triton's behaviour), the directory removed.
+  ASSERT_TRUE(Control(*m, true, "a").ok());
+  EXPECT_EQ(InputWidth(*m, "a"), 4);
+  EXPECT_TRUE(Written().empty());
+}
+
+TEST_F(FileOverrideTest, BadRequestsChangeNothingAndWriteNothing) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit({"a"});
+  auto before = m->Get("a", std::nullopt);
+  ASSERT_TRUE(before.ok());
+  const Status no_config =
+      Control(*m, true, "a", WithFiles({{"1/model.onnx", "identity FP32 -1 8"}}, std::nullopt));
+  EXPECT_EQ(no_config.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_config.message().find("parameters.config must be given"), std::string::npos)
+      << no_config.ToString();
+  EXPECT_EQ(Control(*m, true, "a", WithFiles({{"../1/model.onnx", "x"}})).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Control(*m, true, "a", WithFiles({{"1/model.onnx", "x"}}, R"({"max_batch_size": "x"})"))
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Written().empty());
+  EXPECT_TRUE(fs::is_empty(overrides_));
+  EXPECT_EQ(m->Get("a", std::nullopt)->get(), before->get());
+}
+
+TEST_F(FileOverrideTest, AFailedLoadFromFilesLeavesTheServingVersionAndNoDirectory) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit({"a"});
+  auto before = m->Get("a", 1);
+  ASSERT_TRUE(before.ok());
+  const Status s = Control(*m, true, "a", WithFiles({{"1/model.onnx", "garbage"}}));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("failed to load 'a'"), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.message().find(overrides_.string()), std::string::npos)
+      << "the private directory is not shown to clients: " << s.ToString();
+  EXPECT_EQ(m->Get("a", 1)->get(), before->get());
+  EXPECT_TRUE(Written().empty());
+  // A new version that fails: the index names it by its file, version 1 goes on serving.
+  EXPECT_FALSE(Control(*m, true, "a", WithFiles({{"2/model.onnx", "garbage"}})).ok());
+  EXPECT_EQ(m->Get("a", 1)->get(), before->get());
+  const auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].version, 2);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_EQ(rows[1].reason.rfind("file:2/model.onnx", 0), 0u) << rows[1].reason;
+  EXPECT_TRUE(Written().empty());
+  ASSERT_TRUE(Control(*m, true, "a").ok());  // back to the repository: version 1 only
+  // Under a new name: no index row is left, and the server stays ready.
+  EXPECT_FALSE(Control(*m, true, "new", WithFiles({{"1/model.onnx", "garbage"}})).ok());
+  EXPECT_EQ(m->Index().size(), 1u);
+  EXPECT_TRUE(m->AllReady());
+  EXPECT_EQ(m->Get("new", std::nullopt).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Written().empty());
+}
+
+TEST_F(FileOverrideTest, ShutdownRemovesTheDirectories) {
+  auto m = Explicit();
+  ASSERT_TRUE(Control(*m, true, "x", WithFiles({{"1/model.onnx", "identity FP32 -1 4"}})).ok());
+  ASSERT_TRUE(Control(*m, true, "y", WithFiles({{"2/model.onnx", "identity FP32 -1 4"}})).ok());
+  EXPECT_EQ(Written().size(), 2u);
+  EXPECT_TRUE(m->Get("y", 2).ok());
+  m->Shutdown();
+  EXPECT_TRUE(Written().empty());
+}
+
 TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndModels) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto o = Options(root_.string(), 2);
@@ -580,8 +724,8 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
     auto a = m.Get("a", 2);
     return a.ok() && a->get() != before && (*a)->max_batch_size() == 8;
   }));
-  EXPECT_TRUE(
-      Eventually([&] { return m.Get("b", std::nullopt).status().code() == StatusCode::kNotFound; }));
+  EXPECT_TRUE(Eventually(
+      [&] { return m.Get("b", std::nullopt).status().code() == StatusCode::kNotFound; }));
   // A corrupt new version changes nothing that serves.
   Write("a/3/model.onnx", "garbage");
   m.PollNow();
@@ -624,7 +768,7 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiRepl
   ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 0, "2": 5}})").ok());
   EXPECT_EQ(route(), 2);
   ASSERT_TRUE(m->ClearTrafficPolicy("a").ok());
-  EXPECT_EQ(route(), 2);  // the latest
+  EXPECT_EQ(route(), 2);                                    // the latest
   EXPECT_EQ(route({{"x-harrier-model-version", "1"}}), 1);  // the header without a policy
 
   // The status page carries each version's note while a policy is set.

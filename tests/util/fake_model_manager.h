@@ -126,6 +126,7 @@ class FakeModelManager : public ModelManager {
                  std::function<void(Status)> done) override {
     if (!model_control) return ModelManager::LoadModel(name, std::move(options), std::move(done));
     loads.emplace_back(std::string(name), options.config_json);
+    load_files.push_back(std::move(options.files));
     done(control_status);
   }
   void UnloadModel(std::string_view name, std::function<void(Status)> done) override {
@@ -136,6 +137,7 @@ class FakeModelManager : public ModelManager {
   bool model_control = false;
   Status control_status;
   std::vector<std::pair<std::string, std::optional<std::string>>> loads;  // name, config override
+  std::vector<std::vector<ModelFileOverride>> load_files;                 // each load's files
   std::vector<std::string> unloads;
 
   StatusOr<ModelMetadata> Metadata(std::string_view name, std::optional<int64_t> version) override {

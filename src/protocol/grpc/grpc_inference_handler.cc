@@ -156,11 +156,15 @@ void GrpcInferenceHandler::RepositoryModelLoad(const inference::RepositoryModelL
     if (name == "config" && parameter.has_string_param()) {
       options.config_json = parameter.string_param();
     } else if (name.rfind("file:", 0) == 0) {
-      return done(InvalidArgument("file overrides ('" + name +
-                                  "') are not supported; put the files in the model repository"));
+      // Triton's: the file's content as a bytes_param (the model manager checks the path).
+      if (!parameter.has_bytes_param())
+        return done(InvalidArgument("load parameter '" + name.substr(0, 128) +
+                                    "' must be a bytes_param holding the file's content"));
+      options.files.push_back({name.substr(5), parameter.bytes_param()});
     } else {
-      return done(InvalidArgument("unknown load parameter '" + name +
-                                  "' (expected config, a string_param)"));
+      return done(InvalidArgument("unknown load parameter '" + name.substr(0, 128) +
+                                  "' (expected config, a string_param, or file:<version>/<name>, "
+                                  "a bytes_param)"));
     }
   }
   models_->LoadModel(request.model_name(), std::move(options), std::move(done));

@@ -20,6 +20,7 @@
 #include "protocol/kserve/content_coding.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
+#include "protocol/kserve/model_control_parameters.h"
 #include "protocol/kserve/request_tracing.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
@@ -716,58 +717,13 @@ StatusOr<bool> ReadyOnlyFilter(const std::shared_ptr<const std::string>& body) {
 
 }  // namespace
 
-namespace {
-
-// The optional body of POST /v2/repository/models/{m}/load and /unload (Triton's):
-// {"parameters": {"config": "<the model config as JSON>", "unload_dependents": bool}}.
-// File overrides ("file:<path>" parameters) are refused: Harrier loads only from its repository.
-StatusOr<ModelLoadOptions> ModelControlParameters(const std::shared_ptr<const std::string>& body,
-                                                  bool load) {
-  ModelLoadOptions options;
-  if (!body || body->find_first_not_of(" \t\r\n") == std::string::npos) return options;
-  const std::string what = load ? "the load request" : "the unload request";
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (auto err = parser.parse(simdjson::padded_string(*body)).get(root))
-    return InvalidArgument("invalid JSON in " + what + ": " + simdjson::error_message(err));
-  simdjson::dom::object obj;
-  if (root.get_object().get(obj)) return InvalidArgument(what + " must be a JSON object");
-  for (auto [key, value] : obj) {
-    if (key != "parameters")
-      return InvalidArgument(what + ": unknown field '" + std::string(key) +
-                             "' (expected parameters)");
-    simdjson::dom::object parameters;
-    if (value.get_object().get(parameters))
-      return InvalidArgument(what + ": 'parameters' must be an object");
-    for (auto [name, parameter] : parameters) {
-      if (load && name == "config") {
-        std::string_view config;
-        if (parameter.get_string().get(config))
-          return InvalidArgument(what + ": parameters.config must be a string holding the "
-                                        "model config as JSON");
-        options.config_json = std::string(config);
-      } else if (!load && name == "unload_dependents") {
-        bool ignored = false;  // no model depends on another here (no ensembles yet)
-        if (parameter.get_bool().get(ignored))
-          return InvalidArgument(what + ": parameters.unload_dependents must be a bool");
-      } else if (name.substr(0, 5) == "file:") {
-        return InvalidArgument(what + ": file overrides ('" + std::string(name) +
-                               "') are not supported; put the files in the model repository");
-      } else {
-        return InvalidArgument(what + ": unknown parameter '" + std::string(name) + "'");
-      }
-    }
-  }
-  return options;
-}
-
-}  // namespace
-
 void KServeHandler::RepositoryControl(const Route& route, HttpRequest request,
                                       std::string request_id, HttpResponder respond) const {
   const bool load = route.load;
-  auto parameters = ModelControlParameters(request.body, load);
-  if (!parameters.ok()) return Answer(request, request_id, ErrorResponse(parameters.status()), respond);
+  auto parameters = ParseModelControlParameters(
+      request.body, load ? ModelControlAction::kLoad : ModelControlAction::kUnload);
+  if (!parameters.ok())
+    return Answer(request, request_id, ErrorResponse(parameters.status()), respond);
   // Answered when the load is done (seconds, for a large model), from the lifecycle thread: the
   // I/O thread is not held meanwhile.
   auto pending = std::make_shared<std::tuple<HttpRequest, std::string, HttpResponder>>(

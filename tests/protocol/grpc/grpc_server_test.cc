@@ -245,11 +245,26 @@ TEST_F(GrpcServerTest, ConfigStatisticsIndexAndModelControl) {
     grpc::ClientContext context;
     inference::RepositoryModelLoadRequest req;
     req.set_model_name("echo");
-    (*req.mutable_parameters())["file:1/model.onnx"].set_bytes_param("x");
+    (*req.mutable_parameters())["config"].set_string_param("{}");
+    (*req.mutable_parameters())["file:1/model.onnx"].set_bytes_param(std::string("\0x", 2));
     inference::RepositoryModelLoadResponse resp;
-    EXPECT_EQ(stub_->RepositoryModelLoad(&context, req, &resp).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_EQ(models_.loads.size(), 1u);
+    grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(models_.load_files.size(), 2u);  // Triton's file override: a bytes_param
+    ASSERT_EQ(models_.load_files[1].size(), 1u);
+    EXPECT_EQ(models_.load_files[1][0].path, "1/model.onnx");
+    EXPECT_EQ(models_.load_files[1][0].content, std::string("\0x", 2));
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["file:1/model.onnx"].set_string_param("x");
+    inference::RepositoryModelLoadResponse resp;
+    grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("must be a bytes_param"), std::string::npos);
+    EXPECT_EQ(models_.loads.size(), 2u);
   }
   {
     grpc::ClientContext context;

@@ -221,8 +221,8 @@ TEST_F(KServeHandlerTest, LoadAndUnloadWithoutModelControlAndBadParameters) {
   ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"x":1}})"), 400,
               "unknown parameter 'x'");
   ExpectError(Call("POST", "/v2/repository/models/simple/load",
-                   R"({"parameters":{"file:1/model.onnx":"AAAA"}})"),
-              400, "file overrides");
+                   R"({"parameters":{"file:1/model.onnx":"AA=A"}})"),
+              400, "is not base64");
   ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"config":7}})"),
               400, "parameters.config must be a string");
   ExpectError(Call("POST", "/v2/repository/models/simple/unload",
@@ -234,6 +234,9 @@ TEST_F(KServeHandlerTest, LoadAndUnloadWithoutModelControlAndBadParameters) {
               501, "not supported");
   ExpectError(Call("POST", "/v2/repository/models/simple/unload",
                    R"({"parameters":{"unload_dependents":true}})"),
+              501, "not supported");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load",
+                   R"({"parameters":{"config":"{}","file:1/model.onnx":"AAAA"}})"),
               501, "not supported");
 }
 

@@ -1,0 +1,153 @@
+#include "repository/override_directory.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string_view>
+
+#include "repository/repository_scan.h"
+
+namespace harrier {
+
+namespace {
+
+constexpr size_t kMaxPathBytes = 1024;
+
+std::string ErrnoText(int error) {
+  return std::strerror(error);
+}
+
+Status PathError(const std::string& path, std::string_view rule) {
+  // The path as given, cut short: it comes from the client and goes back into a log line.
+  return InvalidArgument("file override 'file:" + path.substr(0, 128) + "': " + std::string(rule));
+}
+
+// The segments of `path` split on '/', or an error naming the rule it breaks.
+StatusOr<std::vector<std::string_view>> Segments(const std::string& path) {
+  if (path.empty()) return PathError(path, "the path is empty (expected <version>/<file>)");
+  if (path.size() > kMaxPathBytes) return PathError(path, "the path is longer than 1024 bytes");
+  if (path.find('\0') != std::string::npos) return PathError(path, "the path holds a NUL byte");
+  if (path.front() == '/') return PathError(path, "absolute paths are refused");
+  std::vector<std::string_view> segments;
+  std::string_view rest = path;
+  for (;;) {
+    const size_t slash = rest.find('/');
+    const std::string_view segment = rest.substr(0, slash);
+    if (segment.empty()) return PathError(path, "empty path segments are refused");
+    if (segment == "." || segment == "..")
+      return PathError(path, "'.' and '..' segments are refused");
+    segments.push_back(segment);
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  if (segments.size() < 2)
+    return PathError(path, "expected <version>/<file>, e.g. 'file:1/model.onnx'");
+  if (ParseVersionDirectoryName(segments.front()) <= 0)
+    return PathError(path,
+                     "the first segment must be a version number (1, 2, ...; no leading zero)");
+  return segments;
+}
+
+// Writes `content` to a new file `path` (which must not exist), mode 0600.
+Status WriteNewFile(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("cannot create " + path + ": " + ErrnoText(errno));
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return Internal("cannot write " + path + ": " + ErrnoText(error));
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return Internal("cannot write " + path + ": " + ErrnoText(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFileOverride>& files,
+                                                     bool has_config) {
+  if (files.empty()) return std::vector<int64_t>();
+  if (!has_config) {
+    return InvalidArgument(
+        "file overrides ('file:" + files.front().path.substr(0, 128) +
+        "') need the model's config in the same request: parameters.config must be given with "
+        "'file:' parameters");
+  }
+  if (files.size() > kMaxFileOverrides) {
+    return InvalidArgument("a load request may carry at most " + std::to_string(kMaxFileOverrides) +
+                           " file overrides, this one has " + std::to_string(files.size()));
+  }
+  std::set<std::string> paths;
+  std::set<std::string> directories;  // every proper prefix of a path, e.g. "1", "1/sub"
+  std::set<int64_t> versions;
+  for (const ModelFileOverride& file : files) {
+    ASSIGN_OR_RETURN(std::vector<std::string_view> segments, Segments(file.path));
+    if (!paths.insert(file.path).second) return PathError(file.path, "the path is given twice");
+    versions.insert(ParseVersionDirectoryName(segments.front()));
+    std::string prefix;
+    for (size_t i = 0; i + 1 < segments.size(); ++i) {
+      if (i > 0) prefix += '/';
+      prefix += segments[i];
+      directories.insert(prefix);
+    }
+  }
+  for (const std::string& path : paths) {
+    if (directories.contains(path))
+      return PathError(path, "the path is a file and also the directory of another file");
+  }
+  return std::vector<int64_t>(versions.begin(), versions.end());
+}
+
+StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
+    const std::string& parent, const std::vector<ModelFileOverride>& files) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> versions, ValidateFileOverrides(files, true));
+  std::string base = parent;
+  if (base.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    base = tmpdir != nullptr && tmpdir[0] != '\0' ? tmpdir : "/tmp";
+  }
+  std::string pattern = base + "/harrier-override-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
+    return Internal("cannot make a directory for the file overrides under " + base + ": " +
+                    ErrnoText(errno));
+  }
+  // Owned from here: any failure below removes what was written.
+  std::unique_ptr<OverrideDirectory> dir(new OverrideDirectory(pattern, std::move(versions)));
+  for (const ModelFileOverride& file : files) {
+    // Validated above: relative, no '.' or '..', inside `pattern`. The directories are made
+    // one segment at a time, each new or one this loop made.
+    size_t slash = file.path.find('/');
+    while (slash != std::string::npos) {
+      const std::string sub = dir->path_ + "/" + file.path.substr(0, slash);
+      if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST)
+        return Internal("cannot make " + sub + ": " + ErrnoText(errno));
+      slash = file.path.find('/', slash + 1);
+    }
+    RETURN_IF_ERROR(WriteNewFile(dir->path_ + "/" + file.path, file.content));
+  }
+  return dir;
+}
+
+OverrideDirectory::~OverrideDirectory() {
+  std::error_code error;
+  std::filesystem::remove_all(path_, error);  // does not follow symbolic links
+  if (error) {
+    spdlog::error("cannot remove the file overrides' directory {}: {}", path_, error.message());
+  } else {
+    spdlog::info("removed the file overrides' directory {}", path_);
+  }
+}
+
+}  // namespace harrier
