@@ -407,18 +407,28 @@ class GenerationTests(unittest.TestCase):
         self.assertIn("/v1/chat/completions", json.loads(body)["error"])
 
 
-class GraceTests(unittest.TestCase):
-    """A server of its own with --generation-disconnect-grace-secs 10."""
+class OwnServerTests(unittest.TestCase):
+    """Tests against a server of their own, on the suite's repository with the class's FLAGS,
+    logging to LOG in the work directory; its exit status on SIGTERM must be 0."""
+    FLAGS = []
+    LOG = "own.log"
 
     @classmethod
     def setUpClass(cls):
         cls.server = harness.Harrier(ARGS.harrier, SERVER.repo,
-                                     os.path.join(ARGS.work_dir, "grace.log"),
-                                     ["--generation-disconnect-grace-secs", "10"])
+                                     os.path.join(ARGS.work_dir, cls.LOG), cls.FLAGS)
 
     @classmethod
     def tearDownClass(cls):
-        cls.assert_rc = cls.server.terminate()
+        rc = cls.server.terminate()
+        if rc != 0:
+            raise AssertionError("%s exited with %s on SIGTERM (expected 0)" % (cls.LOG, rc))
+
+
+class GraceTests(OwnServerTests):
+    """A server of its own with --generation-disconnect-grace-secs 10."""
+    FLAGS = ["--generation-disconnect-grace-secs", "10"]
+    LOG = "grace.log"
 
     def test_a_client_that_reconnects_within_the_grace_loses_nothing(self):
         port = self.server.port
@@ -439,19 +449,11 @@ class GraceTests(unittest.TestCase):
         self.assertEqual(streamed_text(events), json.loads(plain)["choices"][0]["text"])
 
 
-class AdmissionTests(unittest.TestCase):
+class AdmissionTests(OwnServerTests):
     """A server of its own with a per-client rate limit: generations are admitted like any
     request, and wait for a sequence by priority."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Harrier(ARGS.harrier, SERVER.repo,
-                                     os.path.join(ARGS.work_dir, "admission.log"),
-                                     ["--rate-limit-per-client", "0.01:2"])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.assert_rc = cls.server.terminate()
+    FLAGS = ["--rate-limit-per-client", "0.01:2"]
+    LOG = "admission.log"
 
     def test_a_client_over_its_rate_limit_gets_429_with_retry_after(self):
         port = self.server.port

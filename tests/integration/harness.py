@@ -3,14 +3,36 @@ itself (0), read back from its log, and stopped with SIGTERM; their command line
 a suite against the server with the summary line CTest reads."""
 
 import argparse
+import http.client
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import unittest
+
+
+def free_port():
+    """A loopback TCP port nobody listens on now (for servers that cannot bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_call(port, method, path, body=None, timeout=10):
+    """(status, body bytes) of one HTTP/1.1 request on a connection of its own; a body is sent
+    as JSON."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body,
+                     headers={"Content-Type": "application/json"} if body else {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
 
 
 class Harrier:

@@ -41,12 +41,6 @@ TLS_DIR = None
 CURL = shutil.which("curl") or "/usr/bin/curl"
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(cmd, timeout=60, input_bytes=None):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           input=input_bytes)
@@ -58,9 +52,9 @@ class HarrierProcess:
     def __init__(self, name, extra_args=(), plain=True):
         self.log_path = os.path.join(ARGS.work_dir, name + ".log")
         self.log = open(self.log_path, "wb")
-        self.port = free_port() if plain else None
+        self.port = harness.free_port() if plain else None
         cmd = [ARGS.harrier, "serve", "--model-repository", os.path.join(ARGS.work_dir, "repo-h2"),
-               "--grpc-port", str(free_port()), "--metrics-port", str(free_port()),
+               "--grpc-port", str(harness.free_port()), "--metrics-port", str(harness.free_port()),
                "--http-threads", "2", "--log-verbose", "1"]
         cmd += ["--http-port", str(self.port)] if plain else ["--http-port", "0"]
         self.proc = subprocess.Popen(cmd + list(extra_args), stdout=self.log,

@@ -13,13 +13,11 @@ inference must answer, SIGTERM must exit 0. Podman is not installed here, so the
 run by a container runtime. The image and its container are removed afterwards.
 Python stdlib only (plus buildah). The last line is "N passed, N failed".
 """
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,23 +33,6 @@ IMAGE = "localhost/harrier-image-test:%d" % os.getpid()
 
 def buildah(*args):
     return subprocess.run(BUILDAH + list(args), capture_output=True, text=True, check=True).stdout
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, body=body,
-                     headers={"Content-Type": "application/json"} if body else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
 
 
 class ImageTest(unittest.TestCase):
@@ -96,7 +77,7 @@ class ImageTest(unittest.TestCase):
         type(self).container = buildah("from", IMAGE).strip()
         root = buildah("mount", self.container).strip()
         c = self.config
-        port, grpc, metrics = free_port(), free_port(), free_port()
+        port, grpc, metrics = harness.free_port(), harness.free_port(), harness.free_port()
         command = c["Entrypoint"] + c["Cmd"] + ["--http-port", str(port), "--grpc-port", str(grpc),
                                                 "--metrics-port", str(metrics)]
         script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && '
@@ -111,7 +92,7 @@ class ImageTest(unittest.TestCase):
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    if get(port, "GET", "/v2/health/ready")[0] == 200:
+                    if harness.http_call(port, "GET", "/v2/health/ready")[0] == 200:
                         break
                 except OSError:
                     pass
@@ -123,7 +104,7 @@ class ImageTest(unittest.TestCase):
             body = json.dumps({"inputs": [
                 {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16},
                 {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [2] * 16}]})
-            status, answer = get(port, "POST", "/v2/models/simple/infer", body)
+            status, answer = harness.http_call(port, "POST", "/v2/models/simple/infer", body)
             self.assertEqual(status, 200, answer)
             self.assertEqual(json.loads(answer)["outputs"][0]["data"], [3] * 16)
             # Nothing in it could write to its root, and it needed to write nothing.

@@ -14,7 +14,6 @@ answers 200, an inference answers, and SIGTERM exits 0. The systemd unit example
 (deploy/systemd/harrier.service) is checked with `systemd-analyze verify` against the installed
 binary. Python stdlib only. The last line is "N passed, N failed".
 """
-import http.client
 import json
 import os
 import pwd
@@ -32,17 +31,6 @@ import harness  # noqa: E402 - the real binary on ports it picks
 ARGS = None
 PREFIX = None
 REPO = None
-
-
-def get(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, body=body,
-                     headers={"Content-Type": "application/json"} if body else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
 
 
 def make_world_readable(top):
@@ -93,11 +81,11 @@ class InstallTest(unittest.TestCase):
             with open("/proc/%d/status" % p.proc.pid) as f:
                 uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
             self.assertNotEqual(uid, 0, "the installed server runs as root")
-            self.assertEqual(get(p.port, "GET", "/v2/health/ready")[0], 200)
+            self.assertEqual(harness.http_call(p.port, "GET", "/v2/health/ready")[0], 200)
             body = json.dumps({"inputs": [
                 {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16},
                 {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [2] * 16}]})
-            status, answer = get(p.port, "POST", "/v2/models/simple/infer", body)
+            status, answer = harness.http_call(p.port, "POST", "/v2/models/simple/infer", body)
             self.assertEqual(status, 200, answer)
             self.assertEqual(json.loads(answer)["outputs"][0]["data"], [3] * 16)
         finally:

@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,12 +46,6 @@ BODY = json.dumps({"inputs": [
 EXPECTED = [i + 1 for i in range(16)]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def status_of(port, path):
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -69,7 +62,7 @@ class Replica:
 
     def __init__(self, index, repo):
         self.index, self.repo = index, repo
-        self.port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.port, self.grpc_port, self.metrics_port = harness.free_port(), harness.free_port(), harness.free_port()
         self.proc = None
         self.starts = 0
 
@@ -189,7 +182,7 @@ class ScaleOutTest(unittest.TestCase):
             cls.replicas.append(Replica(i, repo))
         for r in cls.replicas:
             r.start()
-        cls.frontend = free_port()
+        cls.frontend = harness.free_port()
         config = os.path.join(ARGS.work_dir, "haproxy.cfg")
         with open(config, "w") as f:
             f.write(haproxy_config(cls.frontend, cls.replicas))
