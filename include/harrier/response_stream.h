@@ -27,15 +27,13 @@ namespace harrier {
 
 class ResponseStream final : public HttpStreamWriter {
  public:
-  struct Part {
-    std::string bytes;
-    std::function<void(bool written)> on_written;  // may be empty
-  };
-
   // ---- The producer's side (HttpStreamWriter) ----
-  // Queues `bytes` as the next part. `on_written` runs once: true, on the transport's thread,
-  // when the part's last byte is with the kernel; false when it never will be (abandoned), on
-  // whichever thread found out. After Finish(), a write is dropped (on_written(false)).
+  // Appends `bytes` to what waits for the transport (copied into the stream's buffer, so that
+  // the producer's string is freed on the producer's thread and the buffer is reused: a stream
+  // that keeps being written and taken allocates nothing). `on_written` runs once: true, on the
+  // transport's thread, when the part's last byte is with the kernel; false when it never will
+  // be (abandoned), on whichever thread found out. After Finish(), a write is dropped
+  // (on_written(false)).
   void Write(std::string bytes, std::function<void(bool written)> on_written) override;
   // Ends the body after the parts queued. HTTP/2 sends `trailers` in a trailing HEADERS frame;
   // HTTP/1.1 drops them. Once; later calls are ignored.
@@ -50,28 +48,37 @@ class ResponseStream final : public HttpStreamWriter {
   std::size_t pending_bytes() const;
 
   // ---- The transport's side ----
+  // What the transport takes in one go: every part written since the last Take, as one run of
+  // bytes (the parts' boundaries carry no meaning for the body), and the parts' reports.
   struct Taken {
-    std::vector<Part> parts;  // in order; each part's on_written is the transport's to call
-    bool finished = false;    // Finish() was called and no part is left after these
+    std::string bytes;
+    std::vector<std::function<void(bool written)>> on_written;  // the parts' non-empty ones
+    bool finished = false;  // Finish() was called and nothing is left after these bytes
     std::vector<std::pair<std::string, std::string>> trailers;  // with `finished`
+    bool empty() const { return bytes.empty() && on_written.empty() && !finished; }
   };
-  // What has been written since the last call. When it is empty and not finished, the stream
+  // Moves what has been written since the last call into `*taken`, whose `bytes` must be empty
+  // (its capacity becomes the stream's next buffer) and whose `on_written` must be empty. When
+  // nothing is waiting and the stream is not finished, `*taken` stays empty() and the stream
   // remembers that the transport waits: the next Write() or Finish() calls `wake` once (on the
   // producer's thread; it must only post work to the transport's thread).
-  Taken Take();
+  void Take(Taken* taken);
   // Sets the wake-up; before the first Take().
   void Attach(std::function<void()> wake);
-  // Reports a taken part as sent or not (calls its on_written and updates pending_bytes()).
-  void Complete(Part& part, bool written);
-  // The same for a part of `size` bytes whose bytes the transport moved elsewhere.
-  void Complete(std::size_t size, std::function<void(bool written)>& on_written, bool written);
+  // Reports taken bytes as sent or not: their parts' on_written run, pending_bytes() drops by
+  // their size, and `taken` is emptied for the next Take (keeping its buffer's capacity).
+  void Complete(Taken& taken, bool written);
+  // The same for `size` bytes whose buffer the transport moved elsewhere, with their reports.
+  void Complete(std::size_t size, std::vector<std::function<void(bool written)>>& on_written,
+                bool written);
   // The transport gives up: queued parts report on_written(false), later writes are dropped,
   // the wake is released.
   void Abandon();
 
  private:
   mutable std::mutex mu_;
-  std::vector<Part> queued_;                                   // guarded by mu_
+  std::string queued_;                                         // guarded by mu_
+  std::vector<std::function<void(bool)>> queued_reports_;      // guarded by mu_
   std::vector<std::pair<std::string, std::string>> trailers_;  // guarded by mu_
   std::function<void()> wake_;                                 // guarded by mu_
   std::size_t pending_ = 0;                                    // guarded by mu_

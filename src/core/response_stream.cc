@@ -10,12 +10,13 @@ void ResponseStream::Write(std::string bytes, std::function<void(bool written)> 
     std::lock_guard lock(mu_);
     if (!abandoned_ && !finished_) {
       pending_ += bytes.size();
-      queued_.push_back(Part{std::move(bytes), std::move(on_written)});
-      if (waiting_) {
+      queued_ += bytes;
+      if (on_written) queued_reports_.push_back(std::move(on_written));
+      on_written = nullptr;
+      if (waiting_ && (!queued_.empty() || !queued_reports_.empty())) {
         waiting_ = false;
         wake = wake_;
       }
-      on_written = nullptr;
     }
   }
   if (on_written) on_written(false);  // dropped
@@ -47,18 +48,21 @@ std::size_t ResponseStream::pending_bytes() const {
   return pending_;
 }
 
-ResponseStream::Taken ResponseStream::Take() {
+void ResponseStream::Take(Taken* taken) {
+  taken->bytes.clear();
+  taken->on_written.clear();
+  taken->finished = false;
+  taken->trailers.clear();
   std::lock_guard lock(mu_);
-  Taken taken;
-  if (abandoned_) return taken;
-  taken.parts.swap(queued_);
+  if (abandoned_) return;
+  taken->bytes.swap(queued_);
+  taken->on_written.swap(queued_reports_);
   if (finished_ && !finish_taken_) {
     finish_taken_ = true;
-    taken.finished = true;
-    taken.trailers = std::move(trailers_);
+    taken->finished = true;
+    taken->trailers = std::move(trailers_);
   }
-  waiting_ = taken.parts.empty() && !finished_;
-  return taken;
+  waiting_ = taken->bytes.empty() && taken->on_written.empty() && !finished_;
 }
 
 void ResponseStream::Attach(std::function<void()> wake) {
@@ -66,37 +70,38 @@ void ResponseStream::Attach(std::function<void()> wake) {
   wake_ = std::move(wake);
 }
 
-void ResponseStream::Complete(Part& part, bool written) {
-  Complete(part.bytes.size(), part.on_written, written);
+void ResponseStream::Complete(Taken& taken, bool written) {
+  Complete(taken.bytes.size(), taken.on_written, written);
+  taken.bytes.clear();
 }
 
-void ResponseStream::Complete(std::size_t size, std::function<void(bool written)>& on_written,
+void ResponseStream::Complete(std::size_t size,
+                              std::vector<std::function<void(bool written)>>& on_written,
                               bool written) {
   {
     std::lock_guard lock(mu_);
     pending_ -= std::min(pending_, size);
   }
-  if (on_written) {
-    auto fn = std::move(on_written);
-    on_written = nullptr;
-    fn(written);
-  }
+  auto reports = std::move(on_written);
+  on_written.clear();
+  for (auto& fn : reports) fn(written);
 }
 
 void ResponseStream::Abandon() {
-  std::vector<Part> dropped;
+  std::vector<std::function<void(bool)>> dropped;
   std::function<void()> wake;
   {
     std::lock_guard lock(mu_);
     if (abandoned_) return;
     abandoned_ = true;
-    dropped.swap(queued_);
+    dropped.swap(queued_reports_);
+    queued_.clear();
+    queued_.shrink_to_fit();
     pending_ = 0;
     waiting_ = false;
     wake.swap(wake_);  // released outside the lock: it may hold the last reference to anything
   }
-  for (auto& part : dropped)
-    if (part.on_written) part.on_written(false);
+  for (auto& fn : dropped) fn(false);
 }
 
 }  // namespace harrier

@@ -103,23 +103,27 @@ class Http2Connection<Stream>::StreamWriter final : public HttpStreamWriter {
   StreamWriter(std::weak_ptr<Http2Connection> connection, std::shared_ptr<IoThread> io, int32_t id)
       : connection_(std::move(connection)), io_(std::move(io)), id_(id) {}
 
+  // All three go through the thread's coalesced queue, in the order they are called: a
+  // generation's decoupled responses (one per token) wake the thread once per decode step.
   void Write(std::string bytes, std::function<void(bool)> on_written) override {
-    auto part = std::make_unique<Part>(Part{std::move(bytes), std::move(on_written)});
-    asio::post(io_->ioc, [c = connection_, id = id_, part = std::move(part)]() mutable {
+    auto part = std::make_shared<Part>(Part{std::move(bytes), std::move(on_written)});
+    io_->PostCoalesced([c = connection_, id = id_, part = std::move(part)] {
       if (auto conn = c.lock()) {
-        conn->OnStreamWrite(id, std::move(part));
+        conn->OnStreamWrite(id, std::make_unique<Part>(std::move(*part)));
       } else if (part->on_written) {
         part->on_written(false);
       }
     });
   }
   void Finish(std::vector<std::pair<std::string, std::string>> trailers) override {
-    asio::post(io_->ioc, [c = connection_, id = id_, trailers = std::move(trailers)]() mutable {
-      if (auto conn = c.lock()) conn->OnStreamFinish(id, std::move(trailers));
+    auto moved = std::make_shared<std::vector<std::pair<std::string, std::string>>>(
+        std::move(trailers));
+    io_->PostCoalesced([c = connection_, id = id_, moved] {
+      if (auto conn = c.lock()) conn->OnStreamFinish(id, std::move(*moved));
     });
   }
   void Consumed(std::size_t bytes) override {
-    asio::post(io_->ioc, [c = connection_, id = id_, bytes] {
+    io_->PostCoalesced([c = connection_, id = id_, bytes] {
       if (auto conn = c.lock()) conn->OnStreamConsumed(id, bytes);
     });
   }
@@ -838,7 +842,7 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
       s->body_stream = stream;
       s->handler = std::make_shared<ResponseStreamHandler>(stream, s->cancellation);
       auto pump = [connection = this->weak_from_this(), io = io_->shared_from_this(), id] {
-        asio::post(io->ioc, [connection, id] {
+        io->PostCoalesced([connection, id] {
           if (auto c = connection.lock()) c->PumpResponseStream(id);
         });
       };
@@ -1014,17 +1018,18 @@ void Http2Connection<Stream>::PumpResponseStream(int32_t id) {
     StreamState* s = closed_ ? nullptr : Find(id);
     if (s == nullptr || !s->body_stream || s->stream_cancelled || s->finish_queued) return;
     auto stream = s->body_stream;  // `s` may go in OnStreamWrite's Flush: not used after it
-    auto taken = stream->Take();
-    if (taken.parts.empty() && !taken.finished) return;
-    for (auto& part : taken.parts) {
-      // The part's bytes move into the connection's queue; its report goes through the stream,
-      // which counts what is pending.
-      const std::size_t size = part.bytes.size();
+    ResponseStream::Taken taken;
+    stream->Take(&taken);
+    if (taken.empty()) return;
+    if (!taken.bytes.empty() || !taken.on_written.empty()) {
+      // The bytes move into the connection's queue as one part; its report goes through the
+      // stream, which counts what is pending.
+      const std::size_t size = taken.bytes.size();
       std::function<void(bool)> on_written = [stream, size,
-                                              fn = std::move(part.on_written)](bool ok) mutable {
-        stream->Complete(size, fn, ok);
+                                              fns = std::move(taken.on_written)](bool ok) mutable {
+        stream->Complete(size, fns, ok);
       };
-      OnStreamWrite(id, std::make_unique<Part>(Part{std::move(part.bytes), std::move(on_written)}));
+      OnStreamWrite(id, std::make_unique<Part>(Part{std::move(taken.bytes), std::move(on_written)}));
     }
     if (taken.finished) {
       if (StreamState* again = Find(id)) again->body_stream.reset();

@@ -101,8 +101,12 @@ class Http2Connection : public Connection,
   // A streamed response's writer (HttpHandler::OpenStream): every call is posted to the I/O
   // thread, even from it, so that it never runs inside an nghttp2 callback.
   class StreamWriter;
-  // A part of a streamed body: bytes and their report, as ResponseStream queues them.
-  using Part = ResponseStream::Part;
+  // A part of a streamed body: its bytes and their report (called once: true when the last
+  // byte is with the kernel, false when it never will be).
+  struct Part {
+    std::string bytes;
+    std::function<void(bool written)> on_written;  // may be empty
+  };
 
   bool InitSession();
   void Register();

@@ -882,7 +882,7 @@ void BasicHttpConnection<Stream>::StartWrite(HttpResponse response) {
     if (http10_) close_after_response_ = true;
     stream_->Attach(
         [connection = this->weak_from_this(), io = io_->shared_from_this(), sequence = sequence_] {
-          asio::post(io->ioc, [connection, sequence] {
+          io->PostCoalesced([connection, sequence] {
             auto c = connection.lock();
             if (c && c->stream_ && !c->stream_writing_ && c->sequence_ == sequence) c->PumpStream();
           });
@@ -942,67 +942,46 @@ void BasicHttpConnection<Stream>::OnWrite(const error_code& ec, std::size_t n) {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::PumpStream() {
-  auto taken = stream_->Take();
-  if (taken.parts.empty() && !taken.finished) {
+  stream_->Take(&stream_taken_);
+  if (stream_taken_.empty()) {
     // The producer's turn (it wakes us through the stream). Its pace is its own business: no
     // deadline, but a client that leaves meanwhile is noticed.
     ClearDeadline();
     if (!watch_pending_) WatchForDisconnect();
     return;
   }
-  // The framing first, in one string, then the gather list pointing into it and the parts.
-  struct Piece {
-    std::size_t offset, size;  // in stream_framing_ when part is null
-    const std::string* part;
-  };
-  std::vector<Piece> pieces;
-  pieces.reserve(2 * taken.parts.size() + 1);
-  stream_framing_.clear();
-  stream_parts_.clear();
-  auto frame = [&](std::string_view text) {
-    if (!pieces.empty() && pieces.back().part == nullptr) {
-      pieces.back().size += text.size();
-    } else {
-      pieces.push_back({stream_framing_.size(), text.size(), nullptr});
-    }
-    stream_framing_ += text;
-  };
-  for (auto& part : taken.parts) {
-    if (part.bytes.empty()) {  // an empty chunk would end the body
-      stream_->Complete(part, true);
-      continue;
-    }
-    stream_parts_.push_back(std::move(part));
+  // Everything taken goes out as one chunk (the parts' boundaries mean nothing to the body):
+  // one gather write of its size line, its bytes and its end, the last chunk after it when the
+  // stream is finished (no trailers over HTTP/1.1). HTTP/1.0 has no chunks: the close ends it.
+  static constexpr std::string_view kChunkEnd = "\r\n";
+  static constexpr std::string_view kChunkEndAndLast = "\r\n0\r\n\r\n";
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  const std::string& bytes = stream_taken_.bytes;
+  stream_finishing_ = stream_taken_.finished;
+  stream_out_.fill(asio::const_buffer());
+  if (http10_) {
+    stream_out_[1] = asio::buffer(bytes);
+  } else if (!bytes.empty()) {
+    char* const end = std::to_chars(stream_chunk_size_, stream_chunk_size_ + 2 * sizeof(std::size_t),
+                                    bytes.size(), 16)
+                          .ptr;
+    end[0] = '\r';
+    end[1] = '\n';
+    stream_out_[0] = asio::buffer(stream_chunk_size_, static_cast<std::size_t>(end + 2 - stream_chunk_size_));
+    stream_out_[1] = asio::buffer(bytes);
+    stream_out_[2] = asio::buffer(stream_finishing_ ? kChunkEndAndLast : kChunkEnd);
+  } else if (stream_finishing_) {
+    stream_out_[2] = asio::buffer(kLastChunk);
   }
-  for (const auto& part : stream_parts_) {
-    if (!http10_) {
-      char hex[2 * sizeof(std::size_t) + 1];
-      const auto end = std::to_chars(hex, hex + sizeof(hex), part.bytes.size(), 16).ptr;
-      frame(std::string_view(hex, static_cast<std::size_t>(end - hex)));
-      frame("\r\n");
-    }
-    pieces.push_back({0, part.bytes.size(), &part.bytes});
-    if (!http10_) frame("\r\n");
-  }
-  stream_finishing_ = taken.finished;
-  if (taken.finished && !http10_) frame("0\r\n\r\n");  // no trailers over HTTP/1.1
-  if (pieces.empty()) {  // only empty parts: nothing to write, look again
+  if (asio::buffer_size(stream_out_) == 0) {  // reports only, or the end of an HTTP/1.0 body
+    stream_->Complete(stream_taken_, true);
     if (stream_finishing_) {
-      stream_finishing_ = false;
-      stream_.reset();
-      OnWriteDone();
+      EndStream();
       return;
     }
     PumpStream();
     return;
   }
-  stream_out_.clear();
-  for (const auto& p : pieces) {
-    stream_out_.push_back(p.part != nullptr
-                              ? asio::const_buffer(p.part->data(), p.part->size())
-                              : asio::const_buffer(stream_framing_.data() + p.offset, p.size));
-  }
-  stream_out_first_ = 0;
   stream_writing_ = true;
   SetDeadline(Clock::now() + shared_->options.write_timeout);
   StreamWriteSome();
@@ -1010,40 +989,43 @@ void BasicHttpConnection<Stream>::PumpStream() {
 
 template <class Stream>
 void BasicHttpConnection<Stream>::StreamWriteSome() {
-  socket_.async_write_some(
-      std::vector<asio::const_buffer>(stream_out_.begin() + stream_out_first_, stream_out_.end()),
-      [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
-        self->OnStreamWrite(ec, n);
-      });
+  socket_.async_write_some(stream_out_,
+                           [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                             self->OnStreamWrite(ec, n);
+                           });
 }
 
 template <class Stream>
 void BasicHttpConnection<Stream>::OnStreamWrite(const error_code& ec, std::size_t n) {
   if (EndedByWriteError(ec)) return;
-  while (stream_out_first_ < stream_out_.size() && n > 0) {
-    auto& b = stream_out_[stream_out_first_];
+  for (auto& b : stream_out_) {
     const std::size_t k = std::min(n, b.size());
     b += k;
     n -= k;
-    if (b.size() == 0) ++stream_out_first_;
   }
-  while (stream_out_first_ < stream_out_.size() && stream_out_[stream_out_first_].size() == 0)
-    ++stream_out_first_;
-  if (stream_out_first_ < stream_out_.size()) {
+  if (asio::buffer_size(stream_out_) > 0) {
     SetDeadline(Clock::now() + shared_->options.write_timeout);
     StreamWriteSome();
     return;
   }
   stream_writing_ = false;
-  for (auto& part : stream_parts_) stream_->Complete(part, true);
-  stream_parts_.clear();
+  stream_->Complete(stream_taken_, true);
   if (stream_finishing_) {
-    stream_finishing_ = false;
-    stream_.reset();
-    OnWriteDone();
+    EndStream();
     return;
   }
   PumpStream();
+}
+
+// The streamed body is out. Its buffer stays for the connection's next stream unless a burst
+// (a resumed stream's replay, say) made it large.
+template <class Stream>
+void BasicHttpConnection<Stream>::EndStream() {
+  constexpr std::size_t kKeptBufferBytes = 64 * 1024;
+  if (stream_taken_.bytes.capacity() > kKeptBufferBytes) std::string().swap(stream_taken_.bytes);
+  stream_finishing_ = false;
+  stream_.reset();
+  OnWriteDone();
 }
 
 // The client is gone or the response cannot go on: the parts in flight and queued report false.
@@ -1052,8 +1034,7 @@ void BasicHttpConnection<Stream>::AbandonStream() {
   auto stream = std::move(stream_);
   stream_.reset();
   stream->Abandon();
-  for (auto& part : stream_parts_) stream->Complete(part, false);
-  stream_parts_.clear();
+  stream->Complete(stream_taken_, false);
   stream_writing_ = false;
   stream_finishing_ = false;
 }

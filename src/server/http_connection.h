@@ -138,6 +138,7 @@ class BasicHttpConnection : public Connection,
   void OnWriteDone();
   // Streamed responses: takes what the producer has written and writes it (or waits for it).
   void PumpStream();
+  void EndStream();
   void StreamWriteSome();
   void OnStreamWrite(const boost::system::error_code& ec, std::size_t n);
   void AbandonStream();
@@ -211,10 +212,11 @@ class BasicHttpConnection : public Connection,
   // flight, their chunk framing (one string, so that the buffers below point into it without
   // moving) and the gather list.
   std::shared_ptr<ResponseStream> stream_;
-  std::vector<ResponseStream::Part> stream_parts_;
-  std::string stream_framing_;
-  std::vector<boost::asio::const_buffer> stream_out_;
-  std::size_t stream_out_first_ = 0;  // buffers before this one are written
+  ResponseStream::Taken stream_taken_;  // in the write in flight; its buffer is reused
+  char stream_chunk_size_[2 * sizeof(std::size_t) + 2];  // the chunk's "<hex>\r\n"
+  // The write in flight: the chunk's size line, its bytes, its end (and the last chunk).
+  // An array: Asio copies the buffer sequence into its operation, which for a vector allocates.
+  std::array<boost::asio::const_buffer, 3> stream_out_;
   bool stream_writing_ = false;
   bool stream_finishing_ = false;  // the last chunk is in the write in flight
   bool continue_sent_ = false;

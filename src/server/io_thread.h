@@ -7,20 +7,28 @@
 // references to connections, so nothing cycles.
 #pragma once
 
+#include <sys/eventfd.h>
+
 #include <atomic>
 #include <chrono>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "harrier/http_message.h"
+#include "harrier/wake_batch.h"
 #include "server/http_server.h"
 
 namespace harrier::server_internal {
@@ -67,7 +75,14 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
  public:
   // Concurrency hint 1: only this thread runs the context, so Asio can keep handlers posted
   // from it on a thread-private queue (posts from other threads stay safe).
-  IoThread() : ioc(1), work(boost::asio::make_work_guard(ioc)) {}
+  IoThread() : ioc(1), work(boost::asio::make_work_guard(ioc)), wake_(ioc) {
+    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd >= 0) {  // else PostCoalesced falls back to asio::post
+      wake_.assign(fd);
+      wake_fd_ = fd;
+      ArmWake();
+    }
+  }
 
   boost::asio::io_context ioc;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
@@ -89,7 +104,86 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
     return now - other_request_at_ > window;
   }
 
+  // Runs `fn` on this thread soon, never inside the call; from any thread. Calls that come
+  // while an earlier one waits to run are run together, in the order they came, after one
+  // wake-up of the thread: an eventfd the thread's reactor watches. (A cross-thread asio::post
+  // takes the context's lock and interrupts its reactor under it, and the thread, woken, meets
+  // that lock still held: a futex wait and a wake-up each time, for each post.) Inside a
+  // WakeBatch (the generation engine's decode step) the wake-up waits for the batch's end, so
+  // that all the streams of the step on this thread cost it one; without one, a burst still
+  // shares wake-ups as far as the thread is slower than the caller.
+  void PostCoalesced(std::function<void()> fn) {
+    bool wake = false;
+    {
+      std::lock_guard lock(coalesce_mu_);
+      coalesced_.push_back(std::move(fn));
+      wake = !coalesce_posted_;
+      coalesce_posted_ = true;
+    }
+    if (!wake) return;
+    WakeBatch::RunOrDefer([self = shared_from_this()] {
+      if (self->wake_fd_ >= 0) {
+        eventfd_write(self->wake_fd_, 1);
+      } else {
+        boost::asio::post(self->ioc, [self] { self->RunCoalesced(); });
+      }
+    });
+  }
+
  private:
+  // The eventfd's reads: each one that completes runs what has been coalesced since the last.
+  // Armed again first, so that a function that throws (allocation failure: the thread logs it
+  // and goes on) leaves the wake-ups working.
+  void ArmWake() {
+    wake_.async_read_some(boost::asio::buffer(&wake_count_, sizeof(wake_count_)),
+                          [this](const boost::system::error_code& ec, std::size_t) {
+                            if (ec) return;  // closed: the server is going
+                            ArmWake();
+                            RunCoalesced();
+                          });
+  }
+  void RunCoalesced() {
+    {
+      std::lock_guard lock(coalesce_mu_);
+      running_.swap(coalesced_);
+      coalesce_posted_ = false;
+    }
+    std::size_t next = 0;
+    try {
+      while (next < running_.size()) {
+        auto fn = std::move(running_[next++]);
+        fn();
+      }
+    } catch (...) {
+      // The rest still runs, on the next wake-up, ahead of anything queued since.
+      std::vector<std::function<void()>> rest(std::make_move_iterator(running_.begin() + next),
+                                              std::make_move_iterator(running_.end()));
+      running_.clear();
+      bool wake = false;
+      {
+        std::lock_guard lock(coalesce_mu_);
+        coalesced_.insert(coalesced_.begin(), std::make_move_iterator(rest.begin()),
+                          std::make_move_iterator(rest.end()));
+        wake = !coalesced_.empty() && !coalesce_posted_;
+        if (wake) coalesce_posted_ = true;
+      }
+      if (wake && wake_fd_ >= 0) eventfd_write(wake_fd_, 1);
+      if (wake && wake_fd_ < 0)
+        boost::asio::post(ioc, [self = shared_from_this()] { self->RunCoalesced(); });
+      throw;
+    }
+    running_.clear();  // keeps its capacity: the next burst allocates nothing here
+  }
+
+  boost::asio::posix::stream_descriptor wake_;  // the eventfd; destroyed before `ioc`
+  int wake_fd_ = -1;                            // constant after construction
+  uint64_t wake_count_ = 0;                     // the read's buffer (this thread only)
+  std::mutex coalesce_mu_;
+  std::vector<std::function<void()>> coalesced_;  // guarded by coalesce_mu_
+  bool coalesce_posted_ = false;                  // guarded by coalesce_mu_
+  std::vector<std::function<void()>> running_;    // this thread's only
+
+
   // NoteRequest's record: who sent this thread's latest request and when, and when the latest
   // request from anyone else came. Zero (long ago) until a second connection asks.
   const void* last_requester_ = nullptr;

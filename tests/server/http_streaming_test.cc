@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harrier/response_stream.h"
+#include "harrier/wake_batch.h"
 #include "server/http_server.h"
 #include "server/raw_http_client.h"
 
@@ -153,6 +154,34 @@ TEST_F(HttpStreamingTest, PartsWrittenBeforeTheHeadIsOutAndFromAnotherThreadArri
   std::string expected;
   for (int i = 0; i < 2000; ++i) expected += "event " + std::to_string(i) + "\n";
   EXPECT_EQ(body, expected);
+}
+
+TEST_F(HttpStreamingTest, PartsWrittenInsideAWakeBatchGoOutTogetherWhenItEnds) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(Get("/stream")));
+  ASSERT_TRUE(c.ReadHead());
+  auto stream = handler_.Stream();
+  ASSERT_TRUE(stream);
+  // Once the transport waits for the producer, a write would wake it at once. In a batch (as
+  // the generation engine writes a decode step's tokens) the wake-up waits for the batch's
+  // end, and the transport takes everything written by then in one go: one chunk.
+  std::this_thread::sleep_for(milliseconds(50));
+  std::thread producer([stream] {
+    WakeBatch batch;
+    stream->Write("data: a\n\n", {});
+    stream->Write("data: b\n\n", {});
+    std::this_thread::sleep_for(milliseconds(50));  // the transport is not woken meanwhile
+    stream->Write("data: c\n\n", {});
+  });
+  producer.join();
+  auto chunk = c.ReadChunk();
+  ASSERT_TRUE(chunk);
+  EXPECT_EQ(*chunk, "data: a\n\ndata: b\n\ndata: c\n\n");
+  stream->Finish();
+  auto last = c.ReadChunk();
+  ASSERT_TRUE(last);
+  EXPECT_EQ(*last, "");
 }
 
 TEST_F(HttpStreamingTest, EmptyPartsAreSkippedNotSentAsTheLastChunk) {

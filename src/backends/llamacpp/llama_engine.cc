@@ -26,6 +26,7 @@
 #include "backends/llamacpp/stop_matcher.h"
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
+#include "harrier/wake_batch.h"
 
 namespace harrier {
 namespace {
@@ -303,8 +304,11 @@ void LlamaEngine::Impl::Loop() {
     // llama.cpp's C API lets C++ exceptions out of llama_decode (and the sampler, the
     // tokenizer); they end what was running, not the process.
     try {
-      EndExpired();
-      Admit();
+      {
+        WakeBatch wakes;  // the streams of the requests that end or start here, woken together
+        EndExpired();
+        Admit();
+      }
       Step();
     } catch (const std::exception& e) {
       FailActive(Internal(std::string("llama.cpp failed: ") + e.what()));
@@ -494,6 +498,9 @@ void LlamaEngine::Impl::Step() {
       s.decodes_next = false;
     }
   }
+  // Every sequence's token of this step reaches its sink before any transport is woken: each
+  // I/O thread then wakes once per step for all of its streams (harrier/wake_batch.h).
+  WakeBatch wakes;
   for (Slot& slot : slots) {
     if (slot.sequence == nullptr || slot.sequence->output_index < 0) continue;
     Sample(slot, std::exchange(slot.sequence->output_index, -1));

@@ -55,12 +55,12 @@ struct StreamReader {
   bool finished = false;
 
   void Drain() {
-    auto taken = stream->Take();
-    for (auto& part : taken.parts) {
-      text += part.bytes;
-      stream->Complete(part, true);
-    }
-    if (taken.finished) finished = true;
+    ResponseStream::Taken taken;
+    stream->Take(&taken);
+    text += taken.bytes;
+    const bool end = taken.finished;
+    stream->Complete(taken, true);
+    if (end) finished = true;
   }
   std::vector<Event> Events(int* comments = nullptr) const {
     std::vector<Event> out;
