@@ -46,6 +46,7 @@
 #include "protocol/grpc/grpc_server.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/openai/openai_handler.h"
+#include "repository/override_directory.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
 #include "shared_memory/shared_memory_registry.h"
@@ -263,6 +264,8 @@ int Serve(const ServeFlags& flags) {
                      manager.status().message());
     return 1;
   }
+  // Before any load can make one: the file overrides' directories of servers that were killed.
+  RemoveAbandonedOverrideDirectories("");
   (*manager)->LoadAll();  // logs each model's outcome
   int ready = 0, total = 0;
   std::string unavailable;

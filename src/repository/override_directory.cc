@@ -1,6 +1,7 @@
 #include "repository/override_directory.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,27 @@ namespace harrier {
 namespace {
 
 constexpr size_t kMaxPathBytes = 1024;
+constexpr std::string_view kDirectoryPrefix = "harrier-override-";
+
+std::string ParentOrTmp(const std::string& parent) {
+  if (!parent.empty()) return parent;
+  const char* tmpdir = std::getenv("TMPDIR");
+  return tmpdir != nullptr && tmpdir[0] != '\0' ? tmpdir : "/tmp";
+}
+
+// The <pid> of "harrier-override-<pid>-XXXXXX", or -1 when `name` is not such a name.
+pid_t PidInName(std::string_view name) {
+  if (!name.starts_with(kDirectoryPrefix)) return -1;
+  name.remove_prefix(kDirectoryPrefix.size());
+  const size_t dash = name.find('-');
+  if (dash == 0 || dash == std::string_view::npos || name.size() - dash - 1 != 6) return -1;
+  pid_t pid = 0;
+  for (char c : name.substr(0, dash)) {
+    if (c < '0' || c > '9' || pid > 100'000'000) return -1;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
 
 std::string ErrnoText(int error) {
   return std::strerror(error);
@@ -113,12 +135,9 @@ StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFile
 StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
     const std::string& parent, const std::vector<ModelFileOverride>& files) {
   ASSIGN_OR_RETURN(std::vector<int64_t> versions, ValidateFileOverrides(files, true));
-  std::string base = parent;
-  if (base.empty()) {
-    const char* tmpdir = std::getenv("TMPDIR");
-    base = tmpdir != nullptr && tmpdir[0] != '\0' ? tmpdir : "/tmp";
-  }
-  std::string pattern = base + "/harrier-override-XXXXXX";
+  const std::string base = ParentOrTmp(parent);
+  std::string pattern = base + "/" + std::string(kDirectoryPrefix) + std::to_string(::getpid()) +
+                        "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
     return Internal("cannot make a directory for the file overrides under " + base + ": " +
                     ErrnoText(errno));
@@ -138,6 +157,38 @@ StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
     RETURN_IF_ERROR(WriteNewFile(dir->path_ + "/" + file.path, file.content));
   }
   return dir;
+}
+
+int RemoveAbandonedOverrideDirectories(const std::string& parent,
+                                       const std::function<bool(pid_t)>& alive) {
+  const std::string base = ParentOrTmp(parent);
+  auto exists = [&alive](pid_t pid) {
+    if (alive) return alive(pid);
+    return ::kill(pid, 0) == 0 || errno == EPERM;
+  };
+  std::error_code error;
+  std::filesystem::directory_iterator it(base, error);
+  if (error) return 0;  // no such parent yet: nothing was left there
+  int removed = 0;
+  for (const std::filesystem::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    const pid_t pid = PidInName(name);
+    if (pid <= 0) continue;
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+      continue;
+    if (pid != ::getpid() && exists(pid)) continue;
+    std::filesystem::remove_all(entry.path(), error);  // does not follow symbolic links
+    if (error) {
+      spdlog::warn("cannot remove {}, left by a server (pid {}) no longer running: {}",
+                   entry.path().string(), pid, error.message());
+      continue;
+    }
+    spdlog::info("removed {}: file overrides left by a server (pid {}) no longer running",
+                 entry.path().string(), pid);
+    ++removed;
+  }
+  return removed;
 }
 
 OverrideDirectory::~OverrideDirectory() {

@@ -2,16 +2,23 @@
 // checked, then written into a private temporary model directory that lives as long as the
 // versions loaded from it (docs/model-lifecycle.md, "File overrides").
 //
-//   <parent>/harrier-override-XXXXXX/          mkdtemp(3), mode 0700
-//   <parent>/harrier-override-XXXXXX/1/model.onnx   each file mode 0600, directories 0700
+//   <parent>/harrier-override-<pid>-XXXXXX/          mkdtemp(3), mode 0700
+//   <parent>/harrier-override-<pid>-XXXXXX/1/model.onnx   each file 0600, directories 0700
+//
+// <pid> is the server's process id: a directory left behind by a server that did not get to
+// remove it (killed, crashed) is found by the next start and removed
+// (RemoveAbandonedOverrideDirectories).
 //
 // <parent> is $TMPDIR when set, else /tmp (or the one the caller names). The server writes
 // nothing else: every file is created new (O_EXCL, O_NOFOLLOW) inside the directory it just
 // made, and a path that could leave it is refused before anything is written.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +41,16 @@ inline constexpr size_t kMaxFileOverrides = 64;
 // directory of another. Returns the version numbers the files name, ascending, distinct.
 StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFileOverride>& files,
                                                      bool has_config);
+
+// Removes the override directories under `parent` ($TMPDIR, else /tmp, when empty) that servers
+// no longer running left behind: directories (not symbolic links) named
+// harrier-override-<pid>-XXXXXX, owned by this process's user, whose <pid> is not `alive` or is
+// this process's own (a server at start has made none yet: one with its own id comes from an
+// earlier server that had the same id, as in a container restarted with the same /tmp). Call
+// it before the first Create(). Logs and returns how many it removed; errors are logged and
+// skipped. `alive` defaults to kill(pid, 0) (a process that exists, even another user's).
+int RemoveAbandonedOverrideDirectories(const std::string& parent,
+                                       const std::function<bool(pid_t)>& alive = {});
 
 // A temporary model directory holding a load request's files; removed, with everything in it,
 // when the object is destroyed. Not copyable. Thread safety: const methods from any thread.

@@ -449,7 +449,8 @@ class TrafficTest(unittest.TestCase):
 
 class FileOverrideTest(unittest.TestCase):
     """Triton's file overrides: a load request carrying the model's files (base64) loads the model
-    from a private directory under $TMPDIR, which unload, a later load and SIGTERM remove."""
+    from a private directory under $TMPDIR, which unload, a later load and SIGTERM remove, and the
+    next start removes when a killed server left it."""
     server = None
 
     @classmethod
@@ -529,6 +530,39 @@ class FileOverrideTest(unittest.TestCase):
         type(self).rc = self.server.terminate()
         self.assertEqual(self.rc, 0)
         self.assertEqual(self.written(), [])
+
+    def test_5_the_next_start_removes_what_a_killed_server_left(self):
+        env = dict(os.environ, TMPDIR=self.tmp)
+        log = os.path.join(ARGS.work_dir, "override-killed.log")
+        killed = harness.Harrier(ARGS.harrier, self.repo, log,
+                                 ["--model-control-mode", "explicit", "--load-model", "dense"],
+                                 env=env)
+        try:
+            status, body = Client(killed.port).call(
+                "POST", "/v2/repository/models/copy/load",
+                json.dumps({"parameters": {"config": "{}",
+                                           "file:1/model.onnx": self.model}}).encode())
+            self.assertEqual(status, 200, body)
+            left = self.written()
+            self.assertEqual(left, ["harrier-override-%d-%s" % (killed.proc.pid, left[0][-6:])])
+        finally:
+            killed.proc.kill()  # no shutdown: the directory stays behind
+            killed.proc.wait()
+            killed.terminate()
+        self.assertEqual(self.written(), left)
+        # Another server's directory that is still in use is left alone.
+        live = os.path.join(self.tmp, "harrier-override-%d-abcdef" % os.getpid())
+        os.makedirs(live)
+        again = harness.Harrier(ARGS.harrier, self.repo,
+                                os.path.join(ARGS.work_dir, "override-again.log"),
+                                ["--model-control-mode", "explicit", "--load-model", "dense"],
+                                env=env)
+        try:
+            self.assertEqual(self.written(), [os.path.basename(live)])
+            self.assertIn("no longer running", again.log_text())
+        finally:
+            self.assertEqual(again.terminate(), 0)
+            shutil.rmtree(live)
 
 
 def main():

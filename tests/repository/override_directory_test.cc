@@ -97,7 +97,10 @@ TEST_F(OverrideDirectoryTest, WritesPrivateFilesAndRemovesThemWhenDestroyed) {
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   const fs::path dir = (*made)->path();
   EXPECT_EQ(dir.parent_path(), parent_);
-  EXPECT_EQ(dir.filename().string().rfind("harrier-override-", 0), 0u) << dir;
+  // Named for this process, so that a later start can tell it from a live server's.
+  EXPECT_EQ(dir.filename().string().rfind("harrier-override-" + std::to_string(::getpid()) + "-", 0),
+            0u)
+      << dir;
   EXPECT_EQ((*made)->versions(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(Read(dir / "1/model.onnx"), bytes);
   EXPECT_EQ(Read(dir / "3/sub/extra.bin"), "e");
@@ -124,6 +127,46 @@ TEST_F(OverrideDirectoryTest, AParentThatCannotBeWrittenIsAnInternalError) {
   auto made = OverrideDirectory::Create((parent_ / "missing").string(), {{"1/m", ""}});
   EXPECT_EQ(made.status().code(), StatusCode::kInternal);
   EXPECT_NE(made.status().message().find("missing"), std::string::npos);
+}
+
+TEST_F(OverrideDirectoryTest, AStartRemovesOnlyDirectoriesThatDeadServersLeft) {
+  auto dir = [&](const std::string& name) {
+    fs::create_directories(parent_ / name / "1");
+    std::ofstream(parent_ / name / "1" / "model.onnx") << "m";
+    return parent_ / name;
+  };
+  const fs::path dead = dir("harrier-override-111-abcdef");
+  const fs::path alive = dir("harrier-override-222-abcdef");
+  const fs::path own = dir("harrier-override-" + std::to_string(::getpid()) + "-abcdef");
+  const fs::path short_suffix = dir("harrier-override-111-abcde");  // not mkdtemp's six
+  const fs::path not_ours = dir("harrier-override-test-111-abcdef");
+  const fs::path elsewhere = dir("elsewhere");
+  fs::create_directory_symlink(elsewhere, parent_ / "harrier-override-333-abcdef");
+  std::ofstream(parent_ / "harrier-override-444-abcdef") << "a file";
+
+  const int removed = RemoveAbandonedOverrideDirectories(
+      parent_.string(), [](pid_t pid) { return pid == 222; });
+  EXPECT_EQ(removed, 2);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(own));  // a server at start has made none: an earlier one with its id
+  EXPECT_TRUE(fs::exists(alive / "1" / "model.onnx"));
+  EXPECT_TRUE(fs::exists(short_suffix));
+  EXPECT_TRUE(fs::exists(not_ours));
+  EXPECT_TRUE(fs::is_symlink(parent_ / "harrier-override-333-abcdef"));  // never followed
+  EXPECT_TRUE(fs::exists(elsewhere / "1" / "model.onnx"));
+  EXPECT_TRUE(fs::is_regular_file(parent_ / "harrier-override-444-abcdef"));
+}
+
+TEST_F(OverrideDirectoryTest, TheDefaultLivenessCheckKeepsARunningProcesssDirectory) {
+  // The parent of this process is alive; an id above the kernel's limit never is.
+  const fs::path parents = parent_ / ("harrier-override-" + std::to_string(::getppid()) + "-abcdef");
+  const fs::path nobodys = parent_ / "harrier-override-99999999-abcdef";
+  fs::create_directories(parents);
+  fs::create_directories(nobodys);
+  EXPECT_EQ(RemoveAbandonedOverrideDirectories(parent_.string()), 1);
+  EXPECT_TRUE(fs::exists(parents));
+  EXPECT_FALSE(fs::exists(nobodys));
+  EXPECT_EQ(RemoveAbandonedOverrideDirectories((parent_ / "missing").string()), 0);
 }
 
 TEST_F(OverrideDirectoryTest, DefaultsToTmpdir) {
