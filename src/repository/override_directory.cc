@@ -69,8 +69,13 @@ StatusOr<std::vector<std::string_view>> Segments(const std::string& path) {
     if (slash == std::string_view::npos) break;
     rest.remove_prefix(slash + 1);
   }
-  if (segments.size() < 2)
-    return PathError(path, "expected <version>/<file>, e.g. 'file:1/model.onnx'");
+  if (segments.size() == 1) {  // a file at the model's top level, beside its versions
+    if (ParseVersionDirectoryName(segments.front()) > 0)
+      return PathError(path, "a version number names a directory: expected <version>/<file>");
+    if (segments.front() == "config.pbtxt")
+      return PathError(path, "the config comes as parameters.config, not as a file");
+    return segments;
+  }
   if (ParseVersionDirectoryName(segments.front()) <= 0)
     return PathError(path,
                      "the first segment must be a version number (1, 2, ...; no leading zero)");
@@ -117,7 +122,7 @@ StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFile
   for (const ModelFileOverride& file : files) {
     ASSIGN_OR_RETURN(std::vector<std::string_view> segments, Segments(file.path));
     if (!paths.insert(file.path).second) return PathError(file.path, "the path is given twice");
-    versions.insert(ParseVersionDirectoryName(segments.front()));
+    if (segments.size() > 1) versions.insert(ParseVersionDirectoryName(segments.front()));
     std::string prefix;
     for (size_t i = 0; i + 1 < segments.size(); ++i) {
       if (i > 0) prefix += '/';
@@ -128,6 +133,11 @@ StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFile
   for (const std::string& path : paths) {
     if (directories.contains(path))
       return PathError(path, "the path is a file and also the directory of another file");
+  }
+  if (versions.empty()) {
+    return PathError(files.front().path,
+                     "the files name no version: at least one must be <version>/<file>, e.g. "
+                     "'file:1/model.onnx'");
   }
   return std::vector<int64_t>(versions.begin(), versions.end());
 }

@@ -34,11 +34,13 @@ inline constexpr size_t kMaxFileOverrides = 64;
 
 // Checks a load request's file overrides, changing nothing. kInvalidArgument, naming the rule
 // and the path: files without `has_config` (Triton's rule: a model loaded from files needs its
-// config in the request), more than kMaxFileOverrides files, a path that is not
+// config in the request), more than kMaxFileOverrides files, a path that is neither
 // "<version>/<name>[/<name>...]" with a version directory name as the repository scan reads it
-// (a positive decimal number without a leading zero), an absolute path, an empty, "." or ".."
-// segment, a NUL byte, a path longer than 1024 bytes, the same path twice, or a path that is a
-// directory of another. Returns the version numbers the files name, ascending, distinct.
+// (a positive decimal number without a leading zero) nor one top-level "<name>" (a labels file,
+// say; not a version number, not config.pbtxt), files that name no version, an absolute path,
+// an empty, "." or ".." segment, a NUL byte, a path longer than 1024 bytes, the same path
+// twice, or a path that is a directory of another. Returns the version numbers the files name,
+// ascending, distinct.
 StatusOr<std::vector<int64_t>> ValidateFileOverrides(const std::vector<ModelFileOverride>& files,
                                                      bool has_config);
 

@@ -43,6 +43,10 @@ TEST(ValidateFileOverridesTest, AcceptsVersionedRelativePaths) {
   ASSERT_TRUE(versions.ok()) << versions.status().ToString();
   EXPECT_EQ(*versions, (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE(ValidateFileOverrides({}, false).ok());  // no files: nothing to check
+  // A file at the model's top level (the labels a config's label_filename names) beside them.
+  versions = ValidateFileOverrides({{"1/model.onnx", "x"}, {"labels.txt", "cat\ndog\n"}}, true);
+  ASSERT_TRUE(versions.ok()) << versions.status().ToString();
+  EXPECT_EQ(*versions, (std::vector<int64_t>{1}));
 }
 
 TEST(ValidateFileOverridesTest, RefusesEachBrokenRuleNamingIt) {
@@ -60,7 +64,9 @@ TEST(ValidateFileOverridesTest, RefusesEachBrokenRuleNamingIt) {
       {{{"1//model.onnx", ""}}, true, "empty path segments"},
       {{{"1/model.onnx/", ""}}, true, "empty path segments"},
       {{{"", ""}}, true, "the path is empty"},
-      {{{"model.onnx", ""}}, true, "expected <version>/<file>"},
+      {{{"model.onnx", ""}}, true, "name no version"},
+      {{{"labels.txt", ""}, {"notes.txt", ""}}, true, "name no version"},
+      {{{"1/model.onnx", ""}, {"config.pbtxt", ""}}, true, "parameters.config"},
       {{{"1", ""}}, true, "expected <version>/<file>"},
       {{{"0/model.onnx", ""}}, true, "version number"},
       {{{"01/model.onnx", ""}}, true, "version number"},
@@ -92,8 +98,9 @@ TEST(ValidateFileOverridesTest, CapsTheNumberOfFiles) {
 
 TEST_F(OverrideDirectoryTest, WritesPrivateFilesAndRemovesThemWhenDestroyed) {
   const std::string bytes("\x00\x01onnx\xff", 7);
-  auto made = OverrideDirectory::Create(parent_.string(),
-                                        {{"1/model.onnx", bytes}, {"3/sub/extra.bin", "e"}});
+  auto made = OverrideDirectory::Create(
+      parent_.string(),
+      {{"1/model.onnx", bytes}, {"3/sub/extra.bin", "e"}, {"labels.txt", "cat\n"}});
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   const fs::path dir = (*made)->path();
   EXPECT_EQ(dir.parent_path(), parent_);
@@ -104,6 +111,7 @@ TEST_F(OverrideDirectoryTest, WritesPrivateFilesAndRemovesThemWhenDestroyed) {
   EXPECT_EQ((*made)->versions(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(Read(dir / "1/model.onnx"), bytes);
   EXPECT_EQ(Read(dir / "3/sub/extra.bin"), "e");
+  EXPECT_EQ(Read(dir / "labels.txt"), "cat\n");
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
