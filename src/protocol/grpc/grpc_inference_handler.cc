@@ -427,14 +427,7 @@ class StreamGenerationSink final : public GenerationSink {
   }
   void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
     record_.SequenceEnded(usage);
-    Status outcome = Status::Ok();
-    if (reason == FinishReason::kCancelled) {
-      outcome = Cancelled("the call was cancelled");
-    } else if (reason == FinishReason::kDeadline) {
-      outcome = DeadlineExceeded("the request's deadline passed");
-    } else if (reason == FinishReason::kError) {
-      outcome = status.ok() ? Internal("the generation failed") : status;
-    }
+    const Status outcome = FinishStatus(reason, status);
     inference::ModelStreamInferResponse last = Head(true);
     if (!outcome.ok()) last.set_error_message(outcome.message());
     response_bytes_ += last.ByteSizeLong();
