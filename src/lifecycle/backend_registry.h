@@ -47,15 +47,13 @@ class BackendRegistry {
   void AddGenerativeBackend(GenerativeBackend* backend);
 
   // The default tensor backend (the first added); null: none.
-  Backend* default_tensor_backend() const {
-    return tensor_.empty() ? nullptr : tensor_.front();
-  }
+  Backend* default_tensor_backend() const { return tensor_.empty() ? nullptr : tensor_.front(); }
 
   struct Choice {
     bool generative = false;
-    Backend* tensor = nullptr;                // a tensor model's backend (!generative)
-    GenerativeBackend* generator = nullptr;   // a text generator's; null when missing
-    std::string_view missing;                 // a generator this build has not ("llama.cpp")
+    Backend* tensor = nullptr;               // a tensor model's backend (!generative)
+    GenerativeBackend* generator = nullptr;  // a text generator's; null when missing
+    std::string_view missing;                // a generator this build has not ("llama.cpp")
   };
   // `version_dir`: the version's directory, ending in '/'. REQUIRES: a tensor backend is added.
   Choice Choose(const inference::ModelConfig& config, const std::string& version_dir,

@@ -124,8 +124,7 @@ std::shared_ptr<TracedRequest> InferenceObservers::ReleaseTrace() {
   return trace_ ? trace_->Release() : nullptr;
 }
 
-StatusOr<std::shared_ptr<ServableModel>> InferenceFlow::RouteCall(
-    const InferenceCall& call) const {
+StatusOr<std::shared_ptr<ServableModel>> InferenceFlow::RouteCall(const InferenceCall& call) const {
   // Failures before a version is known count under model="" (ModelManager::RecordUnroutedFailure);
   // from there on in the version's statistics and metrics.
   if (!call.version.ok()) {
@@ -134,8 +133,8 @@ StatusOr<std::shared_ptr<ServableModel>> InferenceFlow::RouteCall(
   }
   static const ModelManager::RequestHeaders kNoHeaders;
   // The version is the call's, or the traffic policy's choice (docs/routing.md).
-  StatusOr<std::shared_ptr<ServableModel>> model =
-      models_->Route(call.model, *call.version, call.headers != nullptr ? *call.headers : kNoHeaders);
+  StatusOr<std::shared_ptr<ServableModel>> model = models_->Route(
+      call.model, *call.version, call.headers != nullptr ? *call.headers : kNoHeaders);
   if (!model.ok()) models_->RecordUnroutedFailure(model.status().code());
   return model;
 }

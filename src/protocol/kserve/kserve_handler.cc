@@ -333,6 +333,7 @@ class RestInferCodec {
     selection_.outputs = request->outputs;
     selection_.binary_data_output = request->binary_data_output;
     max_batch_size_ = model.max_batch_size();
+    request_ = nullptr;  // the handler's, and done with: the callback's copy must not read it
     return Status::Ok();
   }
   InferenceOutcome Refuse(const Status& s) {
