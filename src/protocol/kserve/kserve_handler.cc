@@ -324,7 +324,7 @@ class RestInferCodec {
                                  model.max_batch_size());
   }
   Status Prepare(ServableModel& model, InferenceRequest* request) {
-    request->model_name = model_;
+    request->model_name = std::string(model_);
     request->model_version = version_;
     RETURN_IF_ERROR(ApplySchedulingFields(*request_, request));
     // What the response needs of the request, which the model now owns and may free.
@@ -366,7 +366,9 @@ class RestInferCodec {
  private:
   const KServeHandler::Options* options_;
   ModelManager* models_;
-  std::string model_;  // the route's, as in the URL
+  // The route's, as in the URL; like `request_`, read until the request is prepared only (a view,
+  // so that a long name is copied once, into the request).
+  std::string_view model_;
   std::optional<int64_t> version_;
   HttpRequest* request_;  // until InferenceFlow::Run returns
   HttpResponder respond_;
