@@ -91,7 +91,9 @@ int main(int argc, char** argv) {
   if (!backend.ok() || !admission.ok()) return 1;
   harrier::ModelRepositoryManager::Options manager_options;
   manager_options.repository_path = repository;
-  manager_options.backend = backend->get();
+  harrier::BackendRegistry backends;
+  backends.AddTensorBackend(backend->get());
+  manager_options.backends = &backends;
   manager_options.admission = admission->get();
   auto manager = harrier::ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) return 1;

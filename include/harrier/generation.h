@@ -51,6 +51,13 @@ enum class FinishReason {
 // "stop", "length", "cancelled", "deadline", "error" (OpenAI's words for the first two).
 std::string_view FinishReasonName(FinishReason reason);
 
+// What a generation that ended for `reason` reports as its outcome, whichever front end ran it
+// and whoever reads it (the client's error, the access line, the model's statistics): Ok for
+// kStop and kLength; kCancelled "the generation was cancelled"; kDeadlineExceeded "the request's
+// deadline passed"; for kError the engine's `status`, or kInternal "the generation failed" when
+// the engine gave none.
+Status FinishStatus(FinishReason reason, const Status& status);
+
 struct GenerationUsage {
   int prompt_tokens = 0;
   int completion_tokens = 0;

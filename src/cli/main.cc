@@ -246,9 +246,13 @@ int Serve(const ServeFlags& flags) {
 
   ModelRepositoryManager::Options manager_options;
   manager_options.repository_path = flags.model_repository;
-  manager_options.backend = backend->get();
+  // The engines this build has, chosen per model by its config's backend or platform, or its
+  // model file (lifecycle/backend_registry.h).
+  BackendRegistry backends;
+  backends.AddTensorBackend(backend->get());
   LlamaCppBackend llamacpp_backend;  // GGUF models (docs/generation.md)
-  manager_options.generative_backend = &llamacpp_backend;
+  backends.AddGenerativeBackend(&llamacpp_backend);
+  manager_options.backends = &backends;
   manager_options.admission = admission->get();
   manager_options.pin_instance_workers = flags.cpu_affinity == "on";
   manager_options.inline_execution_max_us = flags.inline_execution_max_us;

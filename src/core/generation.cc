@@ -13,4 +13,15 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "error";
 }
 
+Status FinishStatus(FinishReason reason, const Status& status) {
+  switch (reason) {
+    case FinishReason::kStop:
+    case FinishReason::kLength: return Status::Ok();
+    case FinishReason::kCancelled: return Cancelled("the generation was cancelled");
+    case FinishReason::kDeadline: return DeadlineExceeded("the request's deadline passed");
+    case FinishReason::kError: break;
+  }
+  return status.ok() ? Internal("the generation failed") : status;
+}
+
 }  // namespace harrier

@@ -58,12 +58,7 @@ class TimingSink final : public GenerationSink {
     const Clock::time_point now = clock_->Now();
     if (tokens_ >= 2) stats_->RecordTimePerOutputToken(Ns(first_, last_) / (tokens_ - 1));
     stats_->RequestFinished();
-    const StatusCode code = reason == FinishReason::kStop || reason == FinishReason::kLength
-                                ? StatusCode::kOk
-                            : reason == FinishReason::kCancelled ? StatusCode::kCancelled
-                            : reason == FinishReason::kDeadline  ? StatusCode::kDeadlineExceeded
-                            : status.ok()                        ? StatusCode::kInternal
-                                                                 : status.code();
+    const StatusCode code = FinishStatus(reason, status).code();
     if (code == StatusCode::kOk) {
       ModelStats::Durations d;
       d.compute_infer_ns = Ns(received_, now);

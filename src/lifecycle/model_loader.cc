@@ -226,9 +226,10 @@ ModelLoader::ModelLoader(const Options& options)
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version,
     std::shared_ptr<TrafficController> traffic) {
-  if (IsGenerative(dir, base_config, version))
-    return LoadGenerativeVersion(dir, base_config, version, std::move(traffic));
-  Backend& backend = *options_.backend;
+  const BackendRegistry::Choice choice = Choose(dir, base_config, version);
+  if (choice.generative)
+    return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic));
+  Backend& backend = *choice.tensor;
   inference::ModelConfig config = base_config;
   const std::string filename = config.default_model_filename().empty()
                                    ? std::string(backend.default_model_filename())
@@ -304,11 +305,6 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
 
 namespace {
 
-bool IsRegularFile(const std::string& path) {
-  auto type = LocalFileSystem().GetFileType(path);
-  return type.ok() && *type == FileType::kRegular;
-}
-
 // The implicit warm-up of a generator: one greedy token, waited for.
 class WarmupSink : public GenerationSink {
  public:
@@ -322,44 +318,38 @@ class WarmupSink : public GenerationSink {
 
 }  // namespace
 
+BackendRegistry::Choice ModelLoader::Choose(const ModelDirectory& dir,
+                                            const inference::ModelConfig& config,
+                                            int64_t version) const {
+  return options_.backends->Choose(config, dir.path + "/" + std::to_string(version) + "/",
+                                   LocalFileSystem());
+}
+
 bool ModelLoader::IsGenerative(const ModelDirectory& dir, const inference::ModelConfig& config,
                                int64_t version) const {
-  if (options_.generative_backend == nullptr) {
-    return config.backend() == "llama.cpp" ||
-           (config.backend().empty() && config.platform().empty() &&
-            IsRegularFile(dir.path + "/" + std::to_string(version) + "/model.gguf") &&
-            !IsRegularFile(dir.path + "/" + std::to_string(version) + "/" +
-                           std::string(options_.backend->default_model_filename())));
-  }
-  const GenerativeBackend& g = *options_.generative_backend;
-  if (config.backend() == g.name() || config.platform() == g.platform()) return true;
-  if (!config.backend().empty() || !config.platform().empty()) return false;
-  const std::string version_dir = dir.path + "/" + std::to_string(version) + "/";
-  const std::string file = config.default_model_filename().empty()
-                               ? std::string(g.default_model_filename())
-                               : config.default_model_filename();
-  return IsRegularFile(version_dir + file) &&
-         !IsRegularFile(version_dir + std::string(options_.backend->default_model_filename()));
+  return Choose(dir, config, version).generative;
 }
 
 std::string_view ModelLoader::PlatformFor(const ModelDirectory& dir,
                                           const inference::ModelConfig& config) const {
   const int64_t latest = dir.versions.empty() ? 1 : dir.versions.back();
-  if (options_.generative_backend != nullptr && IsGenerative(dir, config, latest))
-    return options_.generative_backend->platform();
-  return options_.backend->platform();
+  const BackendRegistry::Choice choice = Choose(dir, config, latest);
+  if (choice.generator != nullptr) return choice.generator->platform();
+  // A generator the build lacks is reported as the default backend's until it fails to load.
+  if (choice.tensor == nullptr) return options_.backends->default_tensor_backend()->platform();
+  return choice.tensor->platform();
 }
 
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
     const ModelDirectory& dir, inference::ModelConfig config, int64_t version,
-    std::shared_ptr<TrafficController> traffic) {
+    const BackendRegistry::Choice& choice, std::shared_ptr<TrafficController> traffic) {
   const std::string where = dir.config_path.empty() ? dir.path : dir.config_path;
-  if (options_.generative_backend == nullptr) {
-    return Unimplemented(where +
-                         ": this model generates text (llama.cpp), and this build of the server "
-                         "has no llama.cpp engine");
+  if (choice.generator == nullptr) {
+    const std::string engine(choice.missing);
+    return Unimplemented(where + ": this model generates text (" + engine +
+                         "), and this build of the server has no " + engine + " engine");
   }
-  GenerativeBackend& backend = *options_.generative_backend;
+  GenerativeBackend& backend = *choice.generator;
   if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
     return InvalidArgument(where + ": a " + std::string(backend.name()) +
                            " model takes text, not tensors: its config has no input, output "

@@ -1,6 +1,6 @@
 // ModelLoader: one model version from its repository directory to a warmed-up LoadedModel —
 // the completed config (auto-complete from the model file), the instances built through the
-// Backend, the scheduler's batching policy, admission, and the warm-up runs on every instance.
+// Backend the registry chooses for it, the scheduler's batching policy, admission, and the warm-up runs on every instance.
 // The model repository manager decides what to load and when; this is how.
 //
 // Thread safety: LoadVersion() may be called from several threads at once (the CPU
@@ -16,6 +16,7 @@
 
 #include "harrier/backend.h"
 #include "harrier/status.h"
+#include "lifecycle/backend_registry.h"
 #include "lifecycle/loaded_model.h"
 #include "repository/model_config.pb.h"
 #include "repository/repository_scan.h"
@@ -26,10 +27,10 @@ namespace harrier {
 class ModelLoader {
  public:
   struct Options {
-    Backend* backend = nullptr;  // required; not owned
-    // Models that generate text (a GGUF file, or `backend: "llama.cpp"`); null: such a model
-    // fails to load, saying that this build has no such engine. Not owned.
-    GenerativeBackend* generative_backend = nullptr;
+    // The engines this build has, chosen from per version (backend_registry.h): required, with
+    // at least one tensor backend; not owned. A text generator whose engine the build lacks
+    // fails to load, saying so.
+    const BackendRegistry* backends = nullptr;
     // Instances x intra-op threads are sized not to exceed it unless a config says otherwise.
     int usable_cores = 1;
     AdmissionController* admission = nullptr;  // not owned; null: no admission control
@@ -56,9 +57,9 @@ class ModelLoader {
                                       const inference::ModelConfig& config, int64_t version,
                                       std::shared_ptr<TrafficController> traffic = nullptr);
 
-  // Whether version `version` of `dir` with `config` is a text generator's: the config names
-  // the generative backend, or names no backend or platform while the version directory holds
-  // the generative backend's default file and not the tensor backend's.
+  // Whether version `version` of `dir` with `config` is a text generator's
+  // (BackendRegistry::Choose: the config names a generator, or names no backend or platform
+  // while the version directory holds a generator's model file and no tensor backend's).
   bool IsGenerative(const ModelDirectory& dir, const inference::ModelConfig& config,
                     int64_t version) const;
   // The platform the model's index entry and metadata report (before any version loaded).
@@ -66,8 +67,11 @@ class ModelLoader {
                                const inference::ModelConfig& config) const;
 
  private:
+  BackendRegistry::Choice Choose(const ModelDirectory& dir, const inference::ModelConfig& config,
+                                 int64_t version) const;
   StatusOr<LoadedVersion> LoadGenerativeVersion(const ModelDirectory& dir,
                                                 inference::ModelConfig config, int64_t version,
+                                                const BackendRegistry::Choice& choice,
                                                 std::shared_ptr<TrafficController> traffic);
 
   const Options options_;

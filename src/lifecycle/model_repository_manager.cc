@@ -183,8 +183,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   }
   static ModelLoader::Options LoaderOptions(const Options& options) {
     ModelLoader::Options o;
-    o.backend = options.backend;
-    o.generative_backend = options.generative_backend;
+    o.backends = options.backends;
     o.usable_cores = options.usable_cores;
     o.admission = options.admission;
     o.pin_instance_workers = options.pin_instance_workers;
@@ -1055,7 +1054,8 @@ void ModelRepositoryManagerImpl::Shutdown() {
 
 StatusOr<std::unique_ptr<ModelRepositoryManager>> ModelRepositoryManager::Create(
     const Options& options) {
-  if (options.backend == nullptr) return InvalidArgument("ModelRepositoryManager needs a backend");
+  if (options.backends == nullptr || options.backends->default_tensor_backend() == nullptr)
+    return InvalidArgument("ModelRepositoryManager needs a backend");
   auto type = LocalFileSystem().GetFileType(options.repository_path);
   if (!type.ok()) return type.status();
   if (*type == FileType::kNotFound)

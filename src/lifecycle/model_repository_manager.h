@@ -19,6 +19,7 @@
 
 #include "harrier/backend.h"
 #include "harrier/model_manager.h"
+#include "lifecycle/backend_registry.h"
 #include "observability/dashboard_summary.h"
 #include "harrier/status.h"
 #include "observability/text_exposition.h"
@@ -37,9 +38,10 @@ class ModelRepositoryManager : public ModelManager {
  public:
   struct Options {
     std::string repository_path;  // required
-    Backend* backend = nullptr;   // required; not owned, must outlive the manager
-    // Text generators (llama.cpp; docs/generation.md); null: none. Not owned, as above.
-    GenerativeBackend* generative_backend = nullptr;
+    // The engines this build has (tensor backends, text generators; backend_registry.h), chosen
+    // per model version: required, with at least one tensor backend; not owned, must outlive
+    // the manager.
+    const BackendRegistry* backends = nullptr;
     // Cores the server may use (cgroup quota aware); 0 = detect. Instances x intra-op threads
     // are sized not to exceed it unless a model's config says otherwise.
     int usable_cores = 0;

@@ -1,7 +1,7 @@
 // libFuzzer target: W3C trace context as clients send it (core/trace_context.cc via
 // harrier/trace.h): the input's first line is a traceparent header value, the rest a tracestate
 // value. Both go through ParseTraceparent and ValidTracestate, and through TracedRequest::Start
-// (protocol/kserve/request_tracing.h) with a tracer that traces everything, as the REST and gRPC
+// (protocol/common/traced_request.h) with a tracer that traces everything, as the REST and gRPC
 // front ends call it.
 //
 // Findings besides the sanitizers': a parsed traceparent that is not valid or does not print
@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "harrier/trace.h"
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/traced_request.h"
 
 namespace {
 
@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
          " against its documented rules");
 
   {
-    auto traced = harrier::kserve::TracedRequest::Start(tracer, traceparent, tracestate);
+    auto traced = harrier::TracedRequest::Start(tracer, traceparent, tracestate);
     if (traced == nullptr) Fail("a tracer that traces everything was not asked");
   }  // the record is submitted when the last holder lets go
   const harrier::RequestTrace& record = tracer->last;

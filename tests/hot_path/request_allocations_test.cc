@@ -357,7 +357,9 @@ class RequestAllocationsTest : public ::testing::Test {
     backend_ = std::move(backend).value().release();
     ModelRepositoryManager::Options options;
     options.repository_path = repository_;
-    options.backend = backend_;
+    backends_ = new BackendRegistry;
+    backends_->AddTensorBackend(backend_);
+    options.backends = backends_;
     options.usable_cores = 1;
     auto manager = ModelRepositoryManager::Create(options);
     if (!manager.ok()) return;
@@ -369,9 +371,11 @@ class RequestAllocationsTest : public ::testing::Test {
     delete handler_;
     if (manager_ != nullptr) manager_->Shutdown();
     delete manager_;
+    delete backends_;
     delete backend_;
     handler_ = nullptr;
     manager_ = nullptr;
+    backends_ = nullptr;
     backend_ = nullptr;
   }
 
@@ -447,6 +451,7 @@ class RequestAllocationsTest : public ::testing::Test {
   static inline bool engine_found_ = false;
   static inline std::string repository_;
   static inline OnnxRuntimeBackend* backend_ = nullptr;
+  static inline BackendRegistry* backends_ = nullptr;
   static inline ModelRepositoryManager* manager_ = nullptr;
   static inline kserve::KServeHandler* handler_ = nullptr;
   static inline std::string kHeaderLength;

@@ -39,7 +39,7 @@ class ModelRepositoryManagerTest : public ::testing::Test {
   ModelRepositoryManager::Options Options(std::string path, int cores) {
     ModelRepositoryManager::Options o;
     o.repository_path = std::move(path);
-    o.backend = &backend_;
+    o.backends = &backends_;
     o.usable_cores = cores;
     return o;
   }
@@ -65,6 +65,11 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 
   fs::path root_;
   testing::FakeBackend backend_;
+  BackendRegistry backends_ = [this] {
+    BackendRegistry r;
+    r.AddTensorBackend(&backend_);
+    return r;
+  }();
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
@@ -132,6 +137,22 @@ TEST_F(ModelRepositoryManagerTest, SymlinkLoopIsLoggedAndListedUnavailable) {
   EXPECT_NE(rows[1].reason.find("symbolic link loop"), std::string::npos) << rows[1].reason;
   EXPECT_EQ(m->Get("loop", std::nullopt).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(log.Find(spdlog::level::warn, "model 'loop'").size(), 1u);
+}
+
+// The engine is chosen per model: a GGUF version is a text generator's, which a registry
+// without one refuses by name, while the tensor model beside it loads.
+TEST_F(ModelRepositoryManagerTest, AGeneratorTheBuildLacksIsRefusedByName) {
+  Write("tensor/1/model.onnx", "identity FP32 -1 4");
+  Write("text/1/model.gguf", "gguf");
+  auto m = Load();
+  std::map<std::string, ModelVersionState> rows;
+  for (const ModelVersionState& row : m->Index()) rows[row.name] = row;
+  EXPECT_EQ(rows["tensor"].state, ModelState::kReady);
+  EXPECT_EQ(rows["text"].state, ModelState::kUnavailable);
+  EXPECT_NE(rows["text"].reason.find("this model generates text (llama.cpp), and this build of "
+                                     "the server has no llama.cpp engine"),
+            std::string::npos)
+      << rows["text"].reason;
 }
 
 // What clients read (index, Get()'s errors, the status page) names files relative to the
@@ -394,9 +415,11 @@ TEST(ModelRepositoryManagerPinningTest, PinnedInstancesLoadAndServe) {
   std::ofstream(root / "m" / "1" / "model.onnx") << "identity FP32 -1 4";
   std::ofstream(root / "m" / "config.pbtxt") << "instance_group [{ count: 3 kind: KIND_CPU }]";
   testing::FakeBackend backend;
+  BackendRegistry backends;
+  backends.AddTensorBackend(&backend);
   ModelRepositoryManager::Options options;
   options.repository_path = root.string();
-  options.backend = &backend;
+  options.backends = &backends;
   options.usable_cores = 1;
   options.pin_instance_workers = true;
   auto m = ModelRepositoryManager::Create(options);

@@ -80,10 +80,10 @@ StatusOr<Clock::time_point> Deadline(const HttpRequest& request, Clock::time_poi
   return received + std::chrono::duration_cast<Clock::duration>(*parsed);
 }
 
-std::shared_ptr<kserve::TracedRequest> StartTrace(Tracer* tracer, std::string_view traceparent,
+std::shared_ptr<TracedRequest> StartTrace(Tracer* tracer, std::string_view traceparent,
                                                   std::string_view tracestate) {
   if (tracer == nullptr) return nullptr;
-  return kserve::TracedRequest::Start(tracer, traceparent, tracestate);
+  return TracedRequest::Start(tracer, traceparent, tracestate);
 }
 
 template <class Request, class Response, class Call>
@@ -175,7 +175,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   struct Slot {
     inference::ModelInferRequest request;
     inference::ModelStreamInferResponse response;
-    std::shared_ptr<kserve::TracedRequest> trace;  // null: untraced
+    std::shared_ptr<TracedRequest> trace;  // null: untraced
   };
 
   void DispatchReady() {
@@ -353,7 +353,7 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
     if (call.trace) {
       // W3C Trace Context Level 2's traceresponse, as over REST: the server span.
       head.headers.emplace_back("traceresponse", call.trace->TraceResponse());
-      head.on_sent = kserve::TracedRequest::OnSent(call.trace);
+      head.on_sent = TracedRequest::OnSent(call.trace);
     }
     h.ModelInfer(
         &state->request, std::move(call), &state->response,

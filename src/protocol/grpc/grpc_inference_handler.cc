@@ -42,7 +42,10 @@ GrpcInferenceHandler::GrpcInferenceHandler(ModelManager* models, Options options
     : models_(models), options_([&] {
         if (options.extensions.empty()) options.extensions = kserve::DefaultKServeExtensions();
         return std::move(options);
-      }()) {}
+      }()),
+      flow_(models, {.access_log = options_.access_log,
+                     .shared_memory = options_.shared_memory,
+                     .inline_execution = options_.inline_execution}) {}
 
 Status GrpcInferenceHandler::ServerLive(inference::ServerLiveResponse* response) const {
   response->set_live(true);
@@ -222,175 +225,116 @@ Status GrpcInferenceHandler::CudaSharedMemoryRegister(
 
 namespace {
 
-// What the access log line of one call collects on its way; only made when the log is on.
-struct CallLog {
-  std::string request_id;
-  std::string key_id;
-  std::string_view method;
-  std::string target;  // the call's path, "/inference.GRPCInferenceService/ModelInfer"
-  std::string model;
-  int64_t model_version = 0;
-  std::string input_shapes_json;
-  uint64_t request_bytes = 0;
-  std::chrono::steady_clock::time_point received_at;
-  InferenceTiming timing;
-  uint64_t output_ns = 0;
-  uint64_t total_ns = 0;
-};
+// ModelInfer's half of the inference flow: the protobuf messages in and out.
+class GrpcInferCodec {
+ public:
+  GrpcInferCodec(inference::ModelInferRequest* request, inference::ModelInferResponse* response,
+                 const kserve::DecodeLimits* limits, InferCallContext* call,
+                 std::function<void(Status)> done)
+      : request_(request),
+        response_(response),
+        limits_(limits),
+        deadline_(call->deadline),
+        client_id_(std::move(call->client_id)),
+        done_(std::move(done)) {}
 
-uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
-  return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
-}
+  Status Check() const {
+    if (client_id_.size() > kserve::kMaxClientIdBytes) {
+      return InvalidArgument("metadata x-client-id is longer than " +
+                             std::to_string(kserve::kMaxClientIdBytes) + " bytes");
+    }
+    return Status::Ok();
+  }
+  // `request_` is read here only: it is the transport's, valid until `done` runs.
+  StatusOr<std::unique_ptr<InferenceRequest>> Decode(ServableModel&,
+                                                     const SharedMemoryContext& shared_memory) {
+    StatusOr<DecodedInferRequest> decoded =
+        DecodeModelInferRequest(request_, *limits_, shared_memory);
+    if (!decoded.ok()) return decoded.status();
+    form_ = decoded->output_form;
+    return std::move(decoded->request);
+  }
+  Status Prepare(ServableModel& model, InferenceRequest* request) {
+    if (deadline_ < request->deadline) request->deadline = deadline_;
+    request->client_id = std::move(client_id_);
+    // What the response needs of the request, which the model now owns and may free.
+    selection_.model_name = request->model_name;
+    selection_.id = request->id;
+    selection_.outputs = request->outputs;
+    max_batch_size_ = model.max_batch_size();
+    return Status::Ok();
+  }
+  InferenceOutcome Refuse(const Status& s) {
+    status_ = s;
+    return {static_cast<int>(GrpcStatusCodeFor(s.code())), s, 0};
+  }
+  InferenceOutcome Encode(StatusOr<InferenceResponse> result,
+                          std::span<const SharedMemoryOutput> shared_memory) {
+    status_ = result.ok() ? EncodeModelInferResponse(std::move(result).value(), selection_,
+                                                     max_batch_size_, form_, response_,
+                                                     shared_memory)
+                          : result.status();
+    // A failed call's response message is never sent: its size is not counted.
+    return {static_cast<int>(GrpcStatusCodeFor(status_.code())), status_,
+            status_.ok() ? response_->ByteSizeLong() : 0};
+  }
+  // The trace is the transport's to finish (it holds its own reference).
+  void Send(InferenceAnswer) { done_(std::move(status_)); }
+
+ private:
+  inference::ModelInferRequest* request_;
+  inference::ModelInferResponse* response_;
+  const kserve::DecodeLimits* limits_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::string client_id_;
+  InferenceRequest selection_;
+  int64_t max_batch_size_ = 0;
+  OutputForm form_ = OutputForm::kRaw;
+  Status status_;
+  std::function<void(Status)> done_;
+};
 
 }  // namespace
 
 void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, InferCallContext call,
                                       inference::ModelInferResponse* response,
                                       std::function<void(Status)> done) const {
-  // Traced (the transport started the trace): the record's request-side fields now; the outcome
-  // and the encode when `done` runs. A stage not reached by then (refused before the model) ends
-  // at the refusal.
-  std::shared_ptr<kserve::TracedRequest> trace = std::move(call.trace);
-  if (trace != nullptr) {
-    RequestTrace& t = trace->record();
-    t.name = call.method;
-    t.protocol = "grpc";
-    t.transport = "gRPC";
-    t.target = "/inference.GRPCInferenceService/" + std::string(call.method);
-    t.request_id = call.request_id;
-    t.key_id = call.key_id;
-    t.model = request->model_name();
-    t.request_bytes = request->ByteSizeLong();
-    t.received = call.received_at;  // gRPC hands over the whole message at once
-    t.body_received = call.received_at;
-    done = [trace, response, done = std::move(done)](Status status) {
-      RequestTrace& t = trace->record();
-      const auto now = std::chrono::steady_clock::now();
-      if (t.decoded == RequestTrace::TimePoint{}) t.decoded = now;
-      if (t.encoded == RequestTrace::TimePoint{}) t.encoded = now;
-      t.status = static_cast<int>(GrpcStatusCodeFor(status.code()));
-      t.error = status.message();
-      if (status.ok()) t.response_bytes = response->ByteSizeLong();
-      done(std::move(status));
-    };
+  const bool observed = options_.access_log != nullptr || call.trace != nullptr;
+  // Built only for the access line or the span.
+  const std::string target =
+      observed ? "/inference.GRPCInferenceService/" + std::string(call.method) : std::string();
+  const uint64_t request_bytes = observed ? request->ByteSizeLong() : 0;
+  if (call.trace != nullptr) {
+    TraceHead head;
+    head.name = call.method;
+    head.protocol = "grpc";
+    head.transport = "gRPC";
+    head.target = target;
+    head.request_id = call.request_id;
+    head.key_id = call.key_id;
+    head.model = request->model_name();
+    head.request_bytes = request_bytes;
+    head.received = call.received_at;  // gRPC hands over the whole message at once
+    head.body_received = call.received_at;
+    call.trace->SetHead(head);
   }
-  std::shared_ptr<CallLog> log;
-  if (options_.access_log != nullptr) {
-    log = std::make_shared<CallLog>();
-    log->request_id = std::move(call.request_id);
-    log->key_id = call.key_id;
-    log->method = call.method;
-    log->target = "/inference.GRPCInferenceService/" + std::string(call.method);
-    log->model = request->model_name();
-    log->request_bytes = request->ByteSizeLong();
-    log->received_at = call.received_at;
-    done = [access_log = options_.access_log, log, response,
-            done = std::move(done)](Status status) {
-      AccessRecord record;
-      record.request_id = log->request_id;
-      record.protocol = "grpc";
-      record.method = log->method;
-      record.target = log->target;
-      record.status = static_cast<int>(GrpcStatusCodeFor(status.code()));
-      record.error = status.message();
-      record.key_id = log->key_id;
-      record.model = log->model;
-      record.model_version = log->model_version;
-      record.input_shapes_json = log->input_shapes_json;
-      record.request_bytes = log->request_bytes;
-      if (status.ok()) {
-        record.response_bytes = response->ByteSizeLong();
-        record.timing = log->timing;
-        record.output_ns = log->output_ns;
-        record.total_ns = log->total_ns;
-      }
-      access_log->Write(record);
-      done(std::move(status));
-    };
-  }
-  if (call.client_id.size() > kserve::kMaxClientIdBytes) {
-    return done(InvalidArgument("metadata x-client-id is longer than " +
-                                std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
-  }
-  // The model first: an unknown model is answered without decoding the tensors.
-  // Failures before a version is known count under model="" (as over REST); from there on
-  // in the version's statistics and metrics.
-  StatusOr<std::optional<int64_t>> version = ParseModelVersion(request->model_version());
-  if (!version.ok()) {
-    models_->RecordUnroutedFailure(version.status().code());
-    return done(version.status());
-  }
-  static const ModelManager::RequestHeaders kNoHeaders;
-  auto model = models_->Route(request->model_name(), *version,
-                              call.headers != nullptr ? *call.headers : kNoHeaders);
-  if (!model.ok()) {
-    models_->RecordUnroutedFailure(model.status().code());
-    return done(model.status());
-  }
-  if (log) log->model_version = (*model)->version();
-  if (trace) {
-    trace->record().model = (*model)->name();
-    trace->record().model_version = (*model)->version();
-  }
-
-  const SharedMemoryContext shared_memory{options_.shared_memory, (*model)->name()};
-  StatusOr<DecodedInferRequest> decoded =
-      DecodeModelInferRequest(request, options_.decode_limits, shared_memory);
-  if (!decoded.ok()) {
-    (*model)->RecordFailure(decoded.status().code(), call.received_at);
-    return done(decoded.status());
-  }
-  std::unique_ptr<InferenceRequest> infer_request = std::move(decoded->request);
-  // Pinned until the response is encoded into them, whatever unregisters them meanwhile.
-  StatusOr<std::vector<SharedMemoryOutput>> shared_memory_outputs =
-      ResolveSharedMemoryOutputs(shared_memory, infer_request->outputs);
-  if (!shared_memory_outputs.ok()) {
-    (*model)->RecordFailure(shared_memory_outputs.status().code(), call.received_at);
-    return done(shared_memory_outputs.status());
-  }
-  if (log) log->input_shapes_json = kserve::InputShapesJson(infer_request->inputs);
-  infer_request->received_at = call.received_at;
-  infer_request->allow_inline = AllowsInline(options_.inline_execution, call.sole_requester);
-  if (call.deadline < infer_request->deadline) infer_request->deadline = call.deadline;
-  infer_request->cancellation = std::move(call.cancellation);
-  infer_request->client_id = std::move(call.client_id);
-
-  // What the response needs of the request, which the model now owns and may free.
-  InferenceRequest selection;
-  selection.model_name = infer_request->model_name;
-  selection.id = infer_request->id;
-  selection.outputs = infer_request->outputs;
-  const int64_t max_batch_size = (*model)->max_batch_size();
-  const OutputForm form = decoded->output_form;
-  if (trace) {
-    infer_request->trace = trace->server();
-    trace->record().decoded = std::chrono::steady_clock::now();
-  }
-
-  (*model)->Infer(
-      std::move(infer_request),
-      [selection = std::move(selection),
-       shared_memory_outputs = std::move(shared_memory_outputs).value(), max_batch_size, form,
-       response, log, trace, done = std::move(done)](StatusOr<InferenceResponse> result) {
-        const auto encode_start = std::chrono::steady_clock::now();
-        if (trace) trace->record().batch_end = encode_start;
-        if (!result.ok()) return done(result.status());
-        const InferenceTiming timing = result->timing;
-        Status encoded =
-            EncodeModelInferResponse(std::move(result).value(), selection, max_batch_size, form,
-                                     response, shared_memory_outputs);
-        if (trace) {
-          trace->SetInferenceTiming(timing);
-          trace->record().encoded = std::chrono::steady_clock::now();
-        }
-        if (log) {
-          const auto end = std::chrono::steady_clock::now();
-          log->timing = timing;
-          log->output_ns = Ns(encode_start, end);
-          log->total_ns = Ns(log->received_at, end);
-        }
-        done(std::move(encoded));
-      });
+  InferenceCall flow_call;
+  flow_call.protocol = "grpc";
+  flow_call.method = call.method;
+  flow_call.target = target;
+  flow_call.request_id = std::move(call.request_id);
+  flow_call.key_id = call.key_id;
+  flow_call.model = request->model_name();
+  flow_call.version = ParseModelVersion(request->model_version());
+  flow_call.unrouted_log_model = request->model_name();
+  flow_call.request_bytes = request_bytes;
+  flow_call.received_at = call.received_at;
+  flow_call.headers = call.headers;
+  flow_call.cancellation = std::move(call.cancellation);
+  flow_call.sole_requester = call.sole_requester;
+  flow_call.trace = std::move(call.trace);
+  flow_.Run(std::move(flow_call),
+            GrpcInferCodec(request, response, &options_.decode_limits, &call, std::move(done)));
 }
 
 namespace {
@@ -427,14 +371,7 @@ class StreamGenerationSink final : public GenerationSink {
   }
   void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
     record_.SequenceEnded(usage);
-    Status outcome = Status::Ok();
-    if (reason == FinishReason::kCancelled) {
-      outcome = Cancelled("the call was cancelled");
-    } else if (reason == FinishReason::kDeadline) {
-      outcome = DeadlineExceeded("the request's deadline passed");
-    } else if (reason == FinishReason::kError) {
-      outcome = status.ok() ? Internal("the generation failed") : status;
-    }
+    const Status outcome = FinishStatus(reason, status);
     inference::ModelStreamInferResponse last = Head(true);
     if (!outcome.ok()) last.set_error_message(outcome.message());
     response_bytes_ += last.ByteSizeLong();

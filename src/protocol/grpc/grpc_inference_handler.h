@@ -46,7 +46,8 @@
 #include "harrier/trace.h"
 #include "protocol/grpc/grpc_service.pb.h"
 #include "protocol/kserve/infer_request_decoder.h"
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/inference_flow.h"
+#include "protocol/common/traced_request.h"
 #include "shared_memory/shared_memory_registry.h"
 
 namespace harrier::grpc_frontend {
@@ -73,11 +74,11 @@ struct InferCallContext {
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   // The RPC, for the access log.
   std::string_view method = "ModelInfer";
-  // Set by the transport when the call is traced (kserve::TracedRequest::Start with the call's
+  // Set by the transport when the call is traced (TracedRequest::Start with the call's
   // `traceparent` / `tracestate` metadata); null otherwise. ModelInfer fills in the record up to
   // the encode; the transport holds its own reference and finishes it when gRPC reports the
   // response written.
-  std::shared_ptr<kserve::TracedRequest> trace;
+  std::shared_ptr<TracedRequest> trace;
 };
 
 class GrpcInferenceHandler {
@@ -156,6 +157,8 @@ class GrpcInferenceHandler {
  private:
   ModelManager* const models_;
   const Options options_;
+  // ModelInfer's path to the model, shared with the REST front end (protocol/common/).
+  const InferenceFlow flow_;
 };
 
 }  // namespace harrier::grpc_frontend

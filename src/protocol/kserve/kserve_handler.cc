@@ -21,7 +21,7 @@
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/model_control_parameters.h"
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/traced_request.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
 #include "protocol/kserve/shared_memory_endpoints.h"
@@ -206,10 +206,6 @@ constexpr std::string_view kRequestIdHeader = "X-Request-Id";
 // W3C Trace Context Level 2: the server span of a traced request.
 constexpr std::string_view kTraceResponseHeader = "traceresponse";
 
-uint64_t Ns(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
-  return to > from ? std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count() : 0;
-}
-
 // The message of an error body {"error":"..."} (for the access log; errors only).
 std::string ErrorMessageOf(const HttpResponse& response) {
   if (response.status < 400) return {};
@@ -220,29 +216,6 @@ std::string ErrorMessageOf(const HttpResponse& response) {
   }
   return std::string(message);
 }
-
-}  // namespace
-
-std::string InputShapesJson(const std::vector<Tensor>& inputs) {
-  std::string out = "[";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i) out.push_back(',');
-    out.append("{\"name\":");
-    AppendJsonString(&out, inputs[i].name);
-    out.append(",\"datatype\":\"");
-    out.append(DataTypeName(inputs[i].dtype));
-    out.append("\",\"shape\":[");
-    for (size_t d = 0; d < inputs[i].shape.size(); ++d) {
-      if (d) out.push_back(',');
-      AppendJsonNumber(&out, inputs[i].shape[d]);
-    }
-    out.append("]}");
-  }
-  out.push_back(']');
-  return out;
-}
-
-namespace {
 
 // Runs in the model's callback: classification, then encoding. `*failure` is the error when
 // the response is one.
@@ -286,48 +259,125 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
   return http;
 }
 
-// The access log line of an inference refused before it reached the model (by admission at
-// Precheck, or while decoding): no input shapes, no stage durations.
-void LogRefusal(AccessLog* log, std::string_view request_id, const HttpRequest& request,
-                const HttpResponse& response, const Status& s, const ServableModel& model,
-                uint64_t request_bytes) {
-  AccessRecord record;
-  record.request_id = request_id;
-  record.protocol = "http";
-  record.method = request.method;
-  record.target = request.target;
-  record.status = response.status;
-  record.error = s.message();
-  record.key_id = request.auth_key_id;
-  record.model = model.name();
-  record.model_version = model.version();
-  record.request_bytes = request_bytes;
-  record.response_bytes = response.body.size();
-  log->Write(record);
-}
-
-// A traced inference's record as far as the request itself tells: its name (the route's model
+// A traced inference's head, as far as the request itself tells: its name (the route's model
 // and version, as in the URL), protocol and transport, and when it was received.
 void BeginInferTrace(const std::string& model, std::optional<int64_t> version,
                      const HttpRequest& request, const std::string& request_id,
-                     std::chrono::steady_clock::time_point handler_entry, RequestTrace* t) {
-  t->name = "POST /v2/models/" + model;
-  if (version) t->name += "/versions/" + std::to_string(*version);
-  t->name += "/infer";
-  t->protocol = "http";
-  t->transport = HttpVersionName(request.version);
-  if (t->transport.empty()) t->transport = "HTTP";  // the transport did not say which
-  t->target = request.target;
-  t->request_id = request_id;
-  t->key_id = request.auth_key_id;
-  t->model = model;
-  t->model_version = version.value_or(0);
-  t->request_bytes = request.body ? request.body->size() : 0;
+                     std::chrono::steady_clock::time_point handler_entry, TracedRequest* trace) {
+  std::string name = "POST /v2/models/" + model;
+  if (version) name += "/versions/" + std::to_string(*version);
+  name += "/infer";
+  TraceHead head;
+  head.name = name;
+  head.protocol = "http";
+  head.transport = HttpVersionName(request.version);
+  if (head.transport.empty()) head.transport = "HTTP";  // the transport did not say which
+  head.target = request.target;
+  head.request_id = request_id;
+  head.key_id = request.auth_key_id;
+  head.model = model;
+  head.model_version = version.value_or(0);
+  head.request_bytes = request.body ? request.body->size() : 0;
   // A transport that does not stamp the request: the handler's entry stands for both.
   const auto zero = std::chrono::steady_clock::time_point{};
-  t->received = request.received_at != zero ? request.received_at : handler_entry;
-  t->body_received = request.body_received_at != zero ? request.body_received_at : handler_entry;
+  head.received = request.received_at != zero ? request.received_at : handler_entry;
+  head.body_received = request.body_received_at != zero ? request.body_received_at : handler_entry;
+  trace->SetHead(head);
 }
+
+// POST .../infer's half of the inference flow (protocol/common/inference_flow.h): the KServe
+// JSON and binary bodies in, the HTTP response out. `request_` is read while the flow decodes
+// and prepares the request only (until InferenceFlow::Run returns); what the answer needs is
+// copied into the codec by then.
+class RestInferCodec {
+ public:
+  RestInferCodec(const KServeHandler::Options* options, ModelManager* models,
+                 std::string_view model, std::optional<int64_t> version, HttpRequest* request,
+                 HttpResponder respond)
+      : options_(options),
+        models_(models),
+        model_(model),
+        version_(version),
+        request_(request),
+        respond_(std::move(respond)) {
+    if (const std::string_view accept = request->Header("accept-encoding"); !accept.empty())
+      response_coding_ = NegotiateContentCoding(accept);
+  }
+
+  Status Check() const { return Status::Ok(); }
+  StatusOr<std::unique_ptr<InferenceRequest>> Decode(ServableModel& model,
+                                                     const SharedMemoryContext& shared_memory) {
+    const HttpRequest& request = *request_;
+    std::shared_ptr<const std::string> body =
+        request_->body ? std::move(request_->body) : std::make_shared<const std::string>();
+    RETURN_IF_ERROR(DecodeBodyContent(request, options_->max_body_bytes, &body));
+    ASSIGN_OR_RETURN(const size_t header_length, JsonHeaderLength(request, body->size()));
+    // Triton's raw binary request (a header length of 0): the body is the only input's bytes,
+    // its shape from the model's metadata (looked up for raw requests only).
+    const bool raw = header_length == 0 && request.HasHeader("inference-header-content-length");
+    if (!raw) {
+      return DecodeInferRequest(std::move(body), header_length, options_->decode_limits,
+                                shared_memory);
+    }
+    ASSIGN_OR_RETURN(harrier::ModelMetadata metadata, models_->Metadata(model_, version_));
+    return DecodeRawInferRequest(std::move(body), model.name(), metadata.inputs,
+                                 model.max_batch_size());
+  }
+  Status Prepare(ServableModel& model, InferenceRequest* request) {
+    request->model_name = std::string(model_);
+    request->model_version = version_;
+    RETURN_IF_ERROR(ApplySchedulingFields(*request_, request));
+    // What the response needs of the request, which the model now owns and may free.
+    selection_.model_name = request->model_name;
+    selection_.id = request->id;
+    selection_.outputs = request->outputs;
+    selection_.binary_data_output = request->binary_data_output;
+    max_batch_size_ = model.max_batch_size();
+    request_ = nullptr;  // the handler's, and done with: the callback's copy must not read it
+    return Status::Ok();
+  }
+  InferenceOutcome Refuse(const Status& s) {
+    response_ = ErrorResponse(s);
+    return {response_.status, s, response_.body.size()};
+  }
+  InferenceOutcome Encode(StatusOr<InferenceResponse> result,
+                          std::span<const SharedMemoryOutput> shared_memory) {
+    Status failure;
+    response_ = InferResponse(std::move(result), selection_, shared_memory, max_batch_size_,
+                              &failure);
+    EncodeResponseContent(response_coding_, &response_);
+    succeeded_ = failure.ok();
+    return {response_.status, std::move(failure), response_.body.size()};
+  }
+  void Send(InferenceAnswer answer) {
+    if (answer.completed && succeeded_) {
+      response_.headers.emplace_back(
+          "Server-Timing", FormatServerTiming(answer.timing.timing, answer.timing.output_ns,
+                                              answer.timing.total_ns));
+    }
+    if (answer.trace != nullptr) {
+      response_.headers.emplace_back(kTraceResponseHeader, answer.trace->TraceResponse());
+      response_.on_sent = TracedRequest::OnSent(std::move(answer.trace));
+    }
+    response_.headers.emplace_back(kRequestIdHeader, std::move(answer.request_id));
+    respond_(std::move(response_));
+  }
+
+ private:
+  const KServeHandler::Options* options_;
+  ModelManager* models_;
+  // The route's, as in the URL; like `request_`, read until the request is prepared only (a view,
+  // so that a long name is copied once, into the request).
+  std::string_view model_;
+  std::optional<int64_t> version_;
+  HttpRequest* request_;  // until InferenceFlow::Run returns
+  HttpResponder respond_;
+  ContentCoding response_coding_ = ContentCoding::kIdentity;
+  InferenceRequest selection_;
+  int64_t max_batch_size_ = 0;
+  HttpResponse response_;
+  bool succeeded_ = false;
+};
 
 }  // namespace
 
@@ -453,7 +503,11 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
 }
 
 KServeHandler::KServeHandler(ModelManager* models, Options options)
-    : models_(models), options_(std::move(options)) {}
+    : models_(models),
+      options_(std::move(options)),
+      flow_(models, {.access_log = options_.access_log,
+                     .shared_memory = options_.shared_memory,
+                     .inline_execution = options_.inline_execution}) {}
 
 void KServeHandler::Answer(const HttpRequest& request, std::string_view request_id,
                            HttpResponse response, const HttpResponder& respond) const {
@@ -576,8 +630,15 @@ std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
       ResolveRequestId(head.Header("x-request-id"), RequestIdGenerator::Process());
   response.headers.emplace_back(kRequestIdHeader, request_id);
   if (options_.access_log != nullptr) {
-    LogRefusal(options_.access_log, request_id, head, response, admission, **model,
-               /*request_bytes=*/0);  // the body is never read
+    InferenceCall call;  // request_bytes 0: the body is never read
+    call.protocol = "http";
+    call.method = head.method;
+    call.target = head.target;
+    call.key_id = head.auth_key_id;
+    InferenceAccessLine line(options_.access_log, call);
+    line.Routed(**model);
+    line.Finished(request_id, {response.status, admission, response.body.size()}, nullptr,
+                  std::chrono::steady_clock::now());
   }
   return response;
 }
@@ -781,183 +842,31 @@ HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
 
 void KServeHandler::Infer(const Route& route, HttpRequest request, std::string request_id,
                           HttpResponder respond) const {
-  const auto received_at = std::chrono::steady_clock::now();
-  AccessLog* const access_log = options_.access_log;
-  const uint64_t request_bytes = request.body ? request.body->size() : 0;
+  InferenceCall call;
+  call.protocol = "http";
+  call.method = request.method;
+  call.target = request.target;
+  call.key_id = request.auth_key_id;
+  call.model = route.model;
+  call.version = route.version;
+  call.request_bytes = request.body ? request.body->size() : 0;
+  call.received_at = std::chrono::steady_clock::now();
+  call.headers = &request.headers;
+  call.cancellation = std::move(request.cancellation);
+  call.sole_requester = request.sole_requester;
   // Null unless this request is traced: an untraced request allocates nothing for tracing.
-  std::shared_ptr<TracedRequest> trace;
   if (options_.tracer != nullptr) {
-    trace = TracedRequest::Start(options_.tracer, request.Header("traceparent"),
-                                 request.Header("tracestate"));
-  }
-  if (trace != nullptr) {
-    BeginInferTrace(route.model, route.version, request, request_id, received_at, &trace->record());
-  }
-  // A refused request's trace: the stage it reached ends now, the response goes out now.
-  auto trace_refusal = [&trace](const Status& s, HttpResponse* response) {
-    RequestTrace& t = trace->record();
-    t.decoded = std::chrono::steady_clock::now();
-    t.encoded = t.decoded;
-    t.status = response->status;
-    t.error = s.message();
-    t.response_bytes = response->body.size();
-    response->headers.emplace_back(kTraceResponseHeader, trace->TraceResponse());
-    response->on_sent = TracedRequest::OnSent(std::move(trace));
-  };
-  // The model first: an unknown model is answered without parsing a large body. The version
-  // is the URL's, or the traffic policy's choice (docs/routing.md).
-  auto model = models_->Route(route.model, route.version, request.headers);
-  if (!model.ok()) {
-    models_->RecordUnroutedFailure(model.status().code());
-    HttpResponse response = ErrorResponse(model.status());
-    if (trace != nullptr) trace_refusal(model.status(), &response);
-    return Answer(request, request_id, std::move(response), respond);
-  }
-  if (trace != nullptr) {
-    trace->record().model = (*model)->name();
-    trace->record().model_version = (*model)->version();
-  }
-  // Refusals from here until Infer() count in the version's statistics and metrics.
-  auto refuse = [&](const Status& s) {
-    (*model)->RecordFailure(s.code(), received_at);
-    HttpResponse response = ErrorResponse(s);
-    response.headers.emplace_back(kRequestIdHeader, request_id);
-    if (trace != nullptr) trace_refusal(s, &response);
-    if (access_log != nullptr) {
-      LogRefusal(access_log, request_id, request, response, s, **model, request_bytes);
+    call.trace = TracedRequest::Start(options_.tracer, request.Header("traceparent"),
+                                      request.Header("tracestate"));
+    if (call.trace != nullptr) {
+      BeginInferTrace(route.model, route.version, request, request_id, call.received_at,
+                      call.trace.get());
     }
-    respond(std::move(response));
-  };
-
-  std::shared_ptr<const std::string> body =
-      request.body ? std::move(request.body) : std::make_shared<const std::string>();
-  if (Status s = DecodeBodyContent(request, options_.max_body_bytes, &body); !s.ok())
-    return refuse(s);
-  StatusOr<size_t> header_length = JsonHeaderLength(request, body->size());
-  if (!header_length.ok()) return refuse(header_length.status());
-  // Triton's raw binary request (a header length of 0): the body is the only input's bytes, its
-  // shape from the model's metadata (looked up for raw requests only).
-  const bool raw = *header_length == 0 && request.HasHeader("inference-header-content-length");
-  const SharedMemoryContext shared_memory{options_.shared_memory, route.model};
-  auto decoded = [&]() -> StatusOr<std::unique_ptr<InferenceRequest>> {
-    if (!raw) {
-      return DecodeInferRequest(std::move(body), *header_length, options_.decode_limits,
-                                shared_memory);
-    }
-    ASSIGN_OR_RETURN(harrier::ModelMetadata metadata,
-                     models_->Metadata(route.model, route.version));
-    return DecodeRawInferRequest(std::move(body), (*model)->name(), metadata.inputs,
-                                 (*model)->max_batch_size());
-  }();
-  if (!decoded.ok()) return refuse(decoded.status());
-  std::unique_ptr<InferenceRequest> infer_request = std::move(decoded).value();
-  // Pinned until the response is encoded into them, whatever unregisters them meanwhile.
-  StatusOr<std::vector<SharedMemoryOutput>> shared_memory_outputs =
-      ResolveSharedMemoryOutputs(shared_memory, infer_request->outputs);
-  if (!shared_memory_outputs.ok()) return refuse(shared_memory_outputs.status());
-  infer_request->model_name = route.model;
-  infer_request->model_version = route.version;
-  infer_request->received_at = received_at;
-  infer_request->cancellation = std::move(request.cancellation);
-  infer_request->allow_inline = AllowsInline(options_.inline_execution, request.sole_requester);
-  if (Status s = ApplySchedulingFields(request, infer_request.get()); !s.ok()) return refuse(s);
-
-  // What the response and its log line need of the request, which the model now owns and may
-  // free. The log's part is built only when the access log is on.
-  struct Answering {
-    InferenceRequest selection;
-    std::vector<SharedMemoryOutput> shared_memory_outputs;
-    int64_t max_batch_size = 0;
-    std::string request_id;
-    std::chrono::steady_clock::time_point received_at;
-    // Access log only.
-    std::string method;
-    std::string target;
-    std::string key_id;
-    std::string model;
-    int64_t model_version = 0;
-    std::string input_shapes_json;
-    uint64_t request_bytes = 0;
-    ContentCoding response_coding = ContentCoding::kIdentity;
-    // Traced requests only.
-    std::shared_ptr<TracedRequest> trace;
-  } answering;
-  answering.selection.model_name = infer_request->model_name;
-  answering.selection.id = infer_request->id;
-  answering.selection.outputs = infer_request->outputs;
-  answering.selection.binary_data_output = infer_request->binary_data_output;
-  answering.shared_memory_outputs = std::move(shared_memory_outputs).value();
-  answering.max_batch_size = (*model)->max_batch_size();
-  answering.request_id = std::move(request_id);
-  answering.received_at = received_at;
-  if (const std::string_view accept = request.Header("accept-encoding"); !accept.empty())
-    answering.response_coding = NegotiateContentCoding(accept);
-  if (access_log != nullptr) {
-    answering.method = request.method;
-    answering.target = request.target;
-    answering.key_id = request.auth_key_id;
-    answering.model = (*model)->name();
-    answering.model_version = (*model)->version();
-    answering.input_shapes_json = InputShapesJson(infer_request->inputs);
-    answering.request_bytes = request_bytes;
   }
-  if (trace != nullptr) {
-    infer_request->trace = trace->server();
-    trace->record().decoded = std::chrono::steady_clock::now();
-    answering.trace = std::move(trace);
-  }
-
-  (*model)->Infer(std::move(infer_request), [a = std::move(answering), access_log,
-                                             respond = std::move(respond)](
-                                                StatusOr<InferenceResponse> result) mutable {
-    const auto encode_start = std::chrono::steady_clock::now();
-    const InferenceTiming timing = result.ok() ? result->timing : InferenceTiming{};
-    Status failure;
-    HttpResponse http = InferResponse(std::move(result), a.selection, a.shared_memory_outputs,
-                                      a.max_batch_size, &failure);
-    a.shared_memory_outputs.clear();  // the regions are written: unpin them now
-    EncodeResponseContent(a.response_coding, &http);
-    const auto encoded = std::chrono::steady_clock::now();
-    const uint64_t output_ns = Ns(encode_start, encoded);
-    const uint64_t total_ns = Ns(a.received_at, encoded);
-    if (failure.ok()) {
-      http.headers.emplace_back("Server-Timing", FormatServerTiming(timing, output_ns, total_ns));
-    }
-    if (access_log != nullptr) {
-      AccessRecord record;
-      record.request_id = a.request_id;
-      record.protocol = "http";
-      record.method = a.method;
-      record.target = a.target;
-      record.status = http.status;
-      record.error = failure.message();
-      record.key_id = a.key_id;
-      record.model = a.model;
-      record.model_version = a.model_version;
-      record.input_shapes_json = a.input_shapes_json;
-      record.request_bytes = a.request_bytes;
-      record.response_bytes = http.body.size();
-      if (failure.ok()) {
-        record.timing = timing;
-        record.output_ns = output_ns;
-        record.total_ns = total_ns;
-      }
-      access_log->Write(record);
-    }
-    if (a.trace != nullptr) {
-      RequestTrace& t = a.trace->record();
-      a.trace->SetInferenceTiming(timing);  // all zero when the request did not run
-      t.batch_end = encode_start;
-      t.encoded = encoded;
-      t.status = http.status;
-      t.error = failure.message();
-      t.response_bytes = http.body.size();
-      http.headers.emplace_back(kTraceResponseHeader, a.trace->TraceResponse());
-      http.on_sent = TracedRequest::OnSent(std::move(a.trace));
-    }
-    http.headers.emplace_back(kRequestIdHeader, std::move(a.request_id));
-    respond(std::move(http));
-  });
+  call.request_id = std::move(request_id);
+  RestInferCodec codec(&options_, models_, route.model, route.version, &request,
+                       std::move(respond));
+  flow_.Run(std::move(call), std::move(codec));
 }
 
 }  // namespace harrier::kserve

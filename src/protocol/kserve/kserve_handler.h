@@ -55,6 +55,7 @@
 #include "harrier/model_manager.h"
 #include "harrier/server_readiness.h"
 #include "harrier/trace.h"
+#include "protocol/common/inference_flow.h"
 #include "protocol/kserve/infer_request_decoder.h"
 #include "shared_memory/shared_memory_registry.h"
 
@@ -66,10 +67,6 @@ namespace harrier::kserve {
 // works, but load and unload do not (501), and a client that sees the extension would expect them
 // to.
 std::vector<std::string> DefaultKServeExtensions();
-
-// [{"name":..,"datatype":..,"shape":[..]},..] of decoded inputs: AccessRecord's
-// input_shapes_json, for the REST and gRPC front ends alike.
-std::string InputShapesJson(const std::vector<Tensor>& inputs);
 
 class KServeHandler : public HttpHandler {
  public:
@@ -140,6 +137,8 @@ class KServeHandler : public HttpHandler {
 
   ModelManager* const models_;
   const Options options_;
+  // POST .../infer's path to the model, shared with the gRPC front end (protocol/common/).
+  const InferenceFlow flow_;
 };
 
 }  // namespace harrier::kserve

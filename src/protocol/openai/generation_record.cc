@@ -21,15 +21,15 @@ uint64_t Ns(GenerationRecord::TimePoint from, GenerationRecord::TimePoint to) {
 }  // namespace
 
 GenerationRecord GenerationRecord::Start(AccessLog* log, Tracer* tracer, Head head,
-                                         std::shared_ptr<kserve::TracedRequest> trace) {
+                                         std::shared_ptr<TracedRequest> trace) {
   if (!IsSet(head.received)) head.received = Clock::now();
   if (!IsSet(head.body_received)) head.body_received = head.received;
   if (trace == nullptr)
-    trace = kserve::TracedRequest::Start(tracer, head.traceparent, head.tracestate);
+    trace = TracedRequest::Start(tracer, head.traceparent, head.tracestate);
   head.traceparent = {};
   head.tracestate = {};
   if (trace != nullptr) {
-    RequestTrace& t = trace->record();
+    TraceHead t;
     t.name = head.span_name;
     t.protocol = head.protocol;
     t.transport = head.transport;
@@ -40,12 +40,13 @@ GenerationRecord GenerationRecord::Start(AccessLog* log, Tracer* tracer, Head he
     t.request_bytes = head.request_bytes;
     t.received = head.received;
     t.body_received = head.body_received;
+    trace->SetHead(t);
   }
   return GenerationRecord(log, std::move(head), std::move(trace));
 }
 
 GenerationRecord::GenerationRecord(AccessLog* log, Head head,
-                                   std::shared_ptr<kserve::TracedRequest> trace)
+                                   std::shared_ptr<TracedRequest> trace)
     : log_(log), head_(std::move(head)), trace_(std::move(trace)), model_(head_.model) {}
 
 std::string GenerationRecord::TraceResponse() const {
@@ -122,7 +123,7 @@ std::function<void(bool, GenerationRecord::TimePoint)> GenerationRecord::Finish(
   t.completion_tokens = completion_tokens_;
   t.reused_prompt_tokens = reused_prompt_tokens_;
   t.encoded = now;
-  return kserve::TracedRequest::OnSent(std::move(trace_));
+  return TracedRequest::OnSent(std::move(trace_));
 }
 
 }  // namespace harrier::openai

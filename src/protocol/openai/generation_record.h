@@ -24,7 +24,7 @@
 #include "harrier/access_log.h"
 #include "harrier/generation.h"
 #include "harrier/trace.h"
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/traced_request.h"
 
 namespace harrier::openai {
 
@@ -53,7 +53,7 @@ class GenerationRecord {
   // that has already started the request's trace (gRPC's, per stream request) passes it as
   // `trace` (the tracer is then not asked); the record fills it in.
   static GenerationRecord Start(AccessLog* log, Tracer* tracer, Head head,
-                                std::shared_ptr<kserve::TracedRequest> trace = nullptr);
+                                std::shared_ptr<TracedRequest> trace = nullptr);
 
   // The traceresponse header's value; empty when the request is not traced.
   std::string TraceResponse() const;
@@ -77,11 +77,11 @@ class GenerationRecord {
                                                       uint64_t response_bytes);
 
  private:
-  GenerationRecord(AccessLog* log, Head head, std::shared_ptr<kserve::TracedRequest> trace);
+  GenerationRecord(AccessLog* log, Head head, std::shared_ptr<TracedRequest> trace);
 
   AccessLog* log_;
   Head head_;
-  std::shared_ptr<kserve::TracedRequest> trace_;  // null: untraced
+  std::shared_ptr<TracedRequest> trace_;  // null: untraced
   std::string model_;
   int64_t version_ = 0;
   TimePoint first_start_, first_token_, last_token_;

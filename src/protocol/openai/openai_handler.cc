@@ -251,9 +251,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     record_.SequenceEnded(usage);
     if (streaming() && !finished_) {
       if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline) {
-        const Status why = reason == harrier::FinishReason::kDeadline
-                               ? DeadlineExceeded("the request's deadline passed")
-                               : status;
+        const Status why = FinishStatus(reason, status);
         EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
       } else if (reason != harrier::FinishReason::kCancelled) {
         // Tokens whose text never came (the stop string's): their logprobs still go out.
@@ -385,11 +383,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
                       c.reason == harrier::FinishReason::kDeadline ||
                       c.reason == harrier::FinishReason::kCancelled)) {
         failed = true;
-        failure = c.reason == harrier::FinishReason::kDeadline
-                      ? DeadlineExceeded("the request's deadline passed")
-                  : c.reason == harrier::FinishReason::kCancelled
-                      ? Cancelled("the generation was cancelled")
-                      : c.status;
+        failure = FinishStatus(c.reason, c.status);
       }
     }
     const Usage usage{total.prompt_tokens, total.completion_tokens};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "protocol/grpc/grpc_service.grpc.pb.h"
+#include "protocol/kserve/scheduling_fields.h"
 #include "util/fake_model_manager.h"
 #include "util/recording_access_log.h"
 
@@ -426,6 +427,22 @@ TEST_F(GrpcServerTest, ModelInferErrorsMapToGrpcCodes) {
   EXPECT_EQ(stub_->ModelInfer(&context2, short_raw, &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(model_->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
+  // A version that is not a number is unrouted; an x-client-id over the limit is counted nowhere.
+  models_.unrouted_failures.clear();
+  model_->recorded_failures.clear();
+  grpc::ClientContext context3;
+  inference::ModelInferRequest bad_version = EchoRequest(1);
+  bad_version.set_model_version("one");
+  EXPECT_EQ(stub_->ModelInfer(&context3, bad_version, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(models_.unrouted_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
+  grpc::ClientContext context4;
+  context4.AddMetadata("x-client-id", std::string(kserve::kMaxClientIdBytes + 1, 'c'));
+  grpc::Status long_id = stub_->ModelInfer(&context4, EchoRequest(1), &resp);
+  EXPECT_EQ(long_id.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(long_id.error_message().find("x-client-id is longer than"), std::string::npos);
+  EXPECT_EQ(models_.unrouted_failures.size(), 1u);
+  EXPECT_TRUE(model_->recorded_failures.empty());
 }
 
 TEST_F(GrpcServerTest, MessagesOverTheLimitAreRefused) {

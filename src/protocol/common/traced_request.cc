@@ -1,9 +1,9 @@
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/traced_request.h"
 
 #include <optional>
 #include <utility>
 
-namespace harrier::kserve {
+namespace harrier {
 
 std::shared_ptr<TracedRequest> TracedRequest::Start(Tracer* tracer, std::string_view traceparent,
                                                     std::string_view tracestate) {
@@ -29,6 +29,20 @@ TracedRequest::~TracedRequest() {
   if (!submitted_) tracer_->Submit(std::move(record_));
 }
 
+void TracedRequest::SetHead(const TraceHead& head) {
+  record_.name = head.name;
+  record_.protocol = head.protocol;
+  record_.transport = head.transport;
+  record_.target = head.target;
+  record_.request_id = head.request_id;
+  record_.key_id = head.key_id;
+  record_.model = head.model;
+  record_.model_version = head.model_version;
+  record_.request_bytes = head.request_bytes;
+  record_.received = head.received;
+  record_.body_received = head.body_received;
+}
+
 void TracedRequest::SetInferenceTiming(const InferenceTiming& timing) {
   record_.batch_start = timing.batch_start;
   record_.infer_start = timing.infer_start;
@@ -50,4 +64,4 @@ std::function<void(bool, TracedRequest::TimePoint)> TracedRequest::OnSent(
   return [trace = std::move(trace)](bool sent, TimePoint at) { trace->Finish(sent, at); };
 }
 
-}  // namespace harrier::kserve
+}  // namespace harrier

@@ -1,5 +1,7 @@
-// TracedRequest: the record of one traced inference request (include/harrier/trace.h) while the
-// REST and gRPC front ends fill it in, and the guarantee that it reaches the Tracer exactly once.
+// TracedRequest: the record of one traced request (include/harrier/trace.h) while the front ends
+// and InferenceFlow (or, for a generation, openai::GenerationRecord) fill it in, and the guarantee
+// that it reaches the Tracer exactly once. Transport-neutral (every front end uses it), hence in
+// protocol/common/ rather than under one protocol.
 //
 // A front end calls TracedRequest::Start() when the request comes in. Untraced (no tracer, or the
 // tracer's sampling says no) it gets null and allocates nothing more. Traced, it holds the record
@@ -24,7 +26,23 @@
 #include "harrier/inference_request.h"
 #include "harrier/trace.h"
 
-namespace harrier::kserve {
+namespace harrier {
+
+// What a request says about itself when it comes in: the head of its span, the same fields
+// whichever front end took it (TracedRequest::SetHead). Views, copied by SetHead.
+struct TraceHead {
+  std::string_view name;        // the span's name: "POST /v2/models/m/infer", "ModelInfer"
+  std::string_view protocol;    // "http" or "grpc"
+  std::string_view transport;   // "HTTP/1.1", "HTTP/2", "gRPC"
+  std::string_view target;      // the request target, or the full gRPC method
+  std::string_view request_id;  // as answered
+  std::string_view key_id;      // the API key's id; empty: none
+  std::string_view model;       // as the request names it (before routing)
+  int64_t model_version = 0;    // as the request names it; 0: none
+  uint64_t request_bytes = 0;   // the body (gRPC: the request message)
+  std::chrono::steady_clock::time_point received;       // the head was in
+  std::chrono::steady_clock::time_point body_received;  // the whole request was in
+};
 
 class TracedRequest {
  public:
@@ -43,6 +61,9 @@ class TracedRequest {
   TracedRequest& operator=(const TracedRequest&) = delete;
 
   RequestTrace& record() { return record_; }
+  // Fills the record's head fields (name, protocol, transport, target, request id, key id, model,
+  // version, request bytes, received, body received) from `head`.
+  void SetHead(const TraceHead& head);
   const SpanContext& server() const { return record_.server; }
   // The response header `traceresponse` (W3C Trace Context Level 2): the server span.
   std::string TraceResponse() const { return FormatTraceparent(record_.server); }
@@ -64,4 +85,4 @@ class TracedRequest {
   bool submitted_ = false;
 };
 
-}  // namespace harrier::kserve
+}  // namespace harrier

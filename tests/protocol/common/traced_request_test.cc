@@ -1,6 +1,6 @@
 // TracedRequest: whom Start() traces, what it takes from the headers, and that the record reaches
 // the tracer exactly once, whoever finishes it.
-#include "protocol/kserve/request_tracing.h"
+#include "protocol/common/traced_request.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "util/fake_tracer.h"
 
-namespace harrier::kserve {
+namespace harrier {
 namespace {
 
 using ::harrier::testing::FakeTracer;
@@ -91,5 +91,39 @@ TEST(TracedRequestTest, InferenceTimingIsCopied) {
   EXPECT_EQ(r.batch_peers, timing.batch_peers);
 }
 
+TEST(TracedRequestTest, SetHeadFillsEveryHeadField) {
+  FakeTracer tracer;
+  auto traced = TracedRequest::Start(&tracer, kSampled, "");
+  ASSERT_NE(traced, nullptr);
+  const TimePoint received = std::chrono::steady_clock::now();
+  TraceHead head;
+  head.name = "POST /v2/models/m/infer";
+  head.protocol = "http";
+  head.transport = "HTTP/2";
+  head.target = "/v2/models/m/infer";
+  head.request_id = "rid";
+  head.key_id = "k";
+  head.model = "m";
+  head.model_version = 2;
+  head.request_bytes = 17;
+  head.received = received;
+  head.body_received = received + std::chrono::microseconds(5);
+  traced->SetHead(head);
+  const RequestTrace& t = traced->record();
+  EXPECT_EQ(t.name, "POST /v2/models/m/infer");
+  EXPECT_EQ(t.protocol, "http");
+  EXPECT_EQ(t.transport, "HTTP/2");
+  EXPECT_EQ(t.target, "/v2/models/m/infer");
+  EXPECT_EQ(t.request_id, "rid");
+  EXPECT_EQ(t.key_id, "k");
+  EXPECT_EQ(t.model, "m");
+  EXPECT_EQ(t.model_version, 2);
+  EXPECT_EQ(t.request_bytes, 17u);
+  EXPECT_EQ(t.received, received);
+  EXPECT_EQ(t.body_received, received + std::chrono::microseconds(5));
+  // The server span Start chose is not the head's.
+  EXPECT_TRUE(t.server.valid());
+}
+
 }  // namespace
-}  // namespace harrier::kserve
+}  // namespace harrier
