@@ -418,11 +418,11 @@ void ModelScheduler::Execute(ModelInstance& instance,
     if (members.size() == 1) {
       // Alone: the run is cancelled with the request's own token.
       RunContext context{members[0]->request->cancellation.get()};
-      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+      status = instance.Run(inputs, members[0]->outputs_to_compute(), &outputs, context);
     } else {
       BatchCancellation cancellation(members);
       RunContext context{cancellation.token()};
-      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+      status = instance.Run(inputs, members[0]->outputs_to_compute(), &outputs, context);
     }
   }
   const Clock::time_point ran_at = clock_->Now();
