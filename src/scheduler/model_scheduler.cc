@@ -5,10 +5,29 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/block_pool.h"
 #include "core/thread_spawner.h"
 #include "scheduler/batch_tensors.h"
 
 namespace harrier {
+
+namespace {
+
+// ScheduledRequest's pool; never destroyed, so that a request freed during exit still finds it.
+BlockPool& ScheduledRequestPool() {
+  static BlockPool* const pool = new BlockPool(sizeof(ScheduledRequest), 256);
+  return *pool;
+}
+
+}  // namespace
+
+void* ScheduledRequest::operator new(std::size_t size) {
+  return ScheduledRequestPool().Allocate(size);
+}
+
+void ScheduledRequest::operator delete(void* p, std::size_t size) noexcept {
+  ScheduledRequestPool().Free(p, size);
+}
 namespace {
 
 uint64_t Ns(Clock::time_point from, Clock::time_point to) {

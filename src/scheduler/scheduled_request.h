@@ -6,6 +6,7 @@
 // ModelScheduler::Options::on_complete, exactly once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,6 +47,11 @@ struct ScheduledRequest {
   bool delay_on_timeout = false;
   uint64_t cancel_callback_id = 0;  // registered on request->cancellation; 0 = none
   uint64_t order = 0;               // answer position under preserve_ordering; 0 = answer at once
+
+  // From a pool (issue 10): one is made per request and freed on a worker, so in a steady state
+  // it costs no allocation. The pool keeps at most 256 free ones (model_scheduler.cc).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
 
   // The outputs to compute, in response order.
   std::span<const std::string> outputs_to_compute() const {
