@@ -9,6 +9,9 @@
 // delete as usual. Blocks in use are not counted: the pool never limits what may be allocated,
 // only what it keeps.
 //
+// Under AddressSanitizer the pools keep nothing (kBlockPoolsKeepBlocks): every block goes back to
+// operator delete, so that a use after free is still caught.
+//
 // Ownership: each PoolAllocator holds a shared_ptr to its pool, so a block freed after its
 // creator is gone (a response dropped late, a handler destroyed with a stopped io_context)
 // still finds the pool alive; the pool frees its blocks when the last holder goes.
@@ -23,10 +26,22 @@
 
 namespace harrier {
 
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kBlockPoolsKeepBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kBlockPoolsKeepBlocks = false;
+#else
+inline constexpr bool kBlockPoolsKeepBlocks = true;
+#endif
+#else
+inline constexpr bool kBlockPoolsKeepBlocks = true;
+#endif
+
 class BlockPool {
  public:
   BlockPool(std::size_t block_size, std::size_t max_free)
-      : block_size_(block_size), max_free_(max_free) {
+      : block_size_(block_size), max_free_(kBlockPoolsKeepBlocks ? max_free : 0) {
     free_.reserve(max_free_);
   }
   ~BlockPool() {

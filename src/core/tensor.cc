@@ -70,7 +70,7 @@ constexpr std::align_val_t kAlign{64};
 // kFreeSmallBuffers; larger buffers are allocated as they always were. Never destroyed, so that
 // a buffer freed during exit still finds them; any thread.
 constexpr size_t kSmallBufferBytes = 256;
-constexpr size_t kFreeSmallBuffers = 256;
+constexpr size_t kFreeSmallBuffers = kBlockPoolsKeepBlocks ? 256 : 0;
 
 class SmallBufferPool {
  public:

@@ -28,6 +28,7 @@ void* ScheduledRequest::operator new(std::size_t size) {
 void ScheduledRequest::operator delete(void* p, std::size_t size) noexcept {
   ScheduledRequestPool().Free(p, size);
 }
+
 namespace {
 
 uint64_t Ns(Clock::time_point from, Clock::time_point to) {
