@@ -11,7 +11,9 @@
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <vector>
+#include <utility>
+
+#include "harrier/inline_vector.h"
 
 namespace harrier {
 
@@ -42,8 +44,10 @@ class CancellationToken {
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
-  std::vector<std::pair<uint64_t, std::function<void()>>> callbacks_;  // guarded by mu_
-  uint64_t next_id_ = 1;                                                // guarded by mu_
+  // Guarded by mu_. Inline: a request registers one or two (the scheduler's queue, the backend's
+  // run), and a registration must not cost an allocation per request (issue 10).
+  InlineVector<std::pair<uint64_t, std::function<void()>>, 4> callbacks_;
+  uint64_t next_id_ = 1;     // guarded by mu_
   uint64_t running_id_ = 0;  // the callback Cancel() is running now; guarded by mu_
   // Unregister() calls blocked in done_cv_.wait (waiting_unregisters()); guarded by mu_.
   int waiting_unregisters_ = 0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -80,6 +81,12 @@ struct InferenceRequest {
   // execution (docs/scheduling.md, "Inline execution"): set by front ends from their
   // InlinePolicy (`--inline-execution`).
   bool allow_inline = false;
+
+  // From a pool (src/core/inference_request.cc; issue 10): a codec makes one per request and
+  // the model's worker frees it, so in a steady state it costs no allocation. The pool keeps at
+  // most 256 free ones; any thread.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
 };
 
 // Which of a front end's requests may run inline (InferenceRequest::allow_inline;

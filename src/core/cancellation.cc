@@ -25,13 +25,18 @@ uint64_t CancellationToken::OnCancel(std::function<void()> fn) {
     fn();
     return id;
   }
-  callbacks_.emplace_back(id, std::move(fn));
+  callbacks_.push_back({id, std::move(fn)});
   return id;
 }
 
 void CancellationToken::Unregister(uint64_t id) {
   std::unique_lock lock(mu_);
-  std::erase_if(callbacks_, [id](const auto& entry) { return entry.first == id; });
+  for (size_t i = 0; i < callbacks_.size(); ++i) {
+    if (callbacks_[i].first == id) {
+      callbacks_.erase_at(i);
+      break;  // ids are unique
+    }
+  }
   if (running_id_ != id) return;
   // Counted only while the wait has released mu_, so that a reader (who takes mu_) sees a
   // non-zero count only when an Unregister() is really blocked.

@@ -1,7 +1,11 @@
 #include "harrier/tensor.h"
 
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
+
+#include "core/block_pool.h"
 
 namespace harrier {
 
@@ -56,9 +60,68 @@ void AppendBytesElement(std::string* out, std::string_view element) {
   out->append(element);
 }
 
+namespace {
+
+constexpr std::align_val_t kAlign{64};
+
+// Small tensor buffers (a JSON input's values, a short BYTES output: one or two per request) come
+// from a free list of 64-byte aligned blocks, and their shared_ptr control blocks from a
+// BlockPool, so that in a steady state they cost no allocation (issue 10). Each keeps at most
+// kFreeSmallBuffers; larger buffers are allocated as they always were. Never destroyed, so that
+// a buffer freed during exit still finds them; any thread.
+constexpr size_t kSmallBufferBytes = 256;
+constexpr size_t kFreeSmallBuffers = kBlockPoolsKeepBlocks ? 256 : 0;
+
+class SmallBufferPool {
+ public:
+  SmallBufferPool() { free_.reserve(kFreeSmallBuffers); }
+  std::byte* Allocate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        std::byte* p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    return static_cast<std::byte*>(::operator new[](kSmallBufferBytes, kAlign));
+  }
+  void Free(std::byte* p) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (free_.size() < kFreeSmallBuffers) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    ::operator delete[](p, kAlign);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::byte*> free_;  // guarded by mu_; capacity reserved at construction
+};
+
+SmallBufferPool& SmallBuffers() {
+  static SmallBufferPool* const pool = new SmallBufferPool;
+  return *pool;
+}
+
+const std::shared_ptr<BlockPool>& SmallBufferOwners() {
+  static const auto* const pool =
+      new std::shared_ptr<BlockPool>(BlockPool::Make(64, kFreeSmallBuffers));
+  return *pool;
+}
+
+}  // namespace
+
 std::shared_ptr<std::byte[]> AllocateTensorBuffer(size_t size) {
-  constexpr std::align_val_t kAlign{64};
-  auto* p = static_cast<std::byte*>(::operator new[](size == 0 ? 1 : size, kAlign));
+  if (size <= kSmallBufferBytes) {
+    return std::shared_ptr<std::byte[]>(
+        SmallBuffers().Allocate(), [](std::byte* q) { SmallBuffers().Free(q); },
+        PoolAllocator<std::byte>(SmallBufferOwners()));
+  }
+  auto* p = static_cast<std::byte*>(::operator new[](size, kAlign));
   return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, kAlign); });
 }
 

@@ -186,7 +186,9 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
 LoadedModel::LoadedModel(Options options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &SteadyClock()),
-      stats_(options_.io.max_batch_size) {}
+      stats_(options_.io.max_batch_size) {
+  for (const IoSpec& o : options_.io.outputs) all_output_names_.push_back(o.name);
+}
 
 LoadedModel::~LoadedModel() {
   Shutdown();
@@ -246,13 +248,14 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
   }
   auto scheduled = std::make_unique<ScheduledRequest>();
   scheduled->ticket = std::move(ticket);
-  if (Status s =
-          ValidateAndPrepare(options_.io, options_.name, request.get(), &scheduled->output_names);
+  if (Status s = ValidateAndPrepare(options_.io, options_.name, request.get(),
+                                    &scheduled->output_names, AllOutputs::kLeftEmpty);
       !s.ok()) {
     stats_.RecordFailure(Ns(request->received_at, clock_->Now()), s.code());
     done(std::move(s));
     return;
   }
+  if (request->outputs.empty()) scheduled->all_outputs = &all_output_names_;
   scheduled->request = std::move(request);
   scheduled->done = std::move(done);
   scheduled->compute_input_ns = Ns(validate_start, clock_->Now());

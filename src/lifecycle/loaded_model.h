@@ -100,6 +100,9 @@ class LoadedModel : public ServableModel {
   const Clock* const clock_;
   std::unique_ptr<ModelScheduler> scheduler_;  // set by Create(); null for a generator
   std::unique_ptr<GenerativeModel> metered_;   // set by Create() for a generator
+  // Every output's name, in the model's order: what a request that asks for all of them computes
+  // (ScheduledRequest::all_outputs points here). Filled by the constructor.
+  std::vector<std::string> all_output_names_;
 
   ModelStats stats_;
 };

@@ -100,7 +100,7 @@ std::vector<int64_t> ModelIO::ClientShape(const IoSpec& spec) const {
 }
 
 Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
-                          std::vector<std::string>* output_names) {
+                          std::vector<std::string>* output_names, AllOutputs all_outputs) {
   // The labels of the error messages are formatted only for an error: a valid request
   // allocates none of them.
   const auto model = [model_name] { return "model '" + std::string(model_name) + "'"; };
@@ -214,7 +214,9 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
 
   output_names->clear();
   if (request->outputs.empty()) {
-    for (const auto& o : io.outputs) output_names->push_back(o.name);
+    if (all_outputs == AllOutputs::kListed) {
+      for (const auto& o : io.outputs) output_names->push_back(o.name);
+    }
     return Status::Ok();
   }
   for (const RequestedOutput& o : request->outputs) {

@@ -41,10 +41,14 @@ struct ModelIO {
 // 1..max_batch_size), data size equal to what dtype x shape needs (BYTES: a well-formed
 // serialization), requested outputs known and not repeated. Applies `reshape` to input shapes
 // (an input with a reshape may also come in the reshape's shape: a rank-0 request for a scalar).
-// Fills `output_names` with the outputs to compute, in response order.
+// Fills `output_names` with the outputs to compute, in response order — except, with
+// AllOutputs::kLeftEmpty, when the request asks for every output (`outputs` empty): then it is
+// left empty and the caller uses the model's own list (LoadedModel: no names copied per request).
 // Errors: kInvalidArgument with a message that names the model, the tensor and both values.
+enum class AllOutputs { kListed, kLeftEmpty };
 Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, InferenceRequest* request,
-                          std::vector<std::string>* output_names);
+                          std::vector<std::string>* output_names,
+                          AllOutputs all_outputs = AllOutputs::kListed);
 
 // Presents the model's outputs as the config declares them, as Triton does: an output with a
 // `reshape` gets its batch dim (when batching) followed by its config `dims`, variable dims

@@ -26,6 +26,7 @@ BatchFormer::BatchFormer(BatchingPolicy policy)
                          : *std::max_element(policy_.preferred_batch_sizes.begin(),
                                              policy_.preferred_batch_sizes.end())),
       adaptive_(Us(policy_.target_p99_us), std::max<int64_t>(1, policy_.max_batch_size)) {
+  spare_nodes_.reserve(kSpareNodes);
   const uint64_t levels = std::max<uint64_t>(1, policy_.priority_levels);
   levels_.resize(levels);
   for (uint64_t i = 0; i < levels; ++i) {
@@ -67,9 +68,28 @@ Status BatchFormer::Enqueue(std::unique_ptr<ScheduledRequest>& request, Clock::t
   next_expiry_ = std::min({next_expiry_, r.deadline, r.policy_timeout});
   adaptive_.RecordArrival(now);
   const uint64_t seq = r.seq;
-  level.pending.emplace(seq, std::move(request));
+  Insert(&level.pending, seq, std::move(request));
   ++size_;
   return Status::Ok();
+}
+
+void BatchFormer::Insert(Queue* queue, uint64_t seq, std::unique_ptr<ScheduledRequest> r) {
+  if (spare_nodes_.empty()) {
+    queue->emplace(seq, std::move(r));
+    return;
+  }
+  Queue::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.key() = seq;
+  node.mapped() = std::move(r);
+  queue->insert(std::move(node));
+}
+
+std::unique_ptr<ScheduledRequest> BatchFormer::Extract(Queue* queue, Queue::iterator it) {
+  Queue::node_type node = queue->extract(it);
+  std::unique_ptr<ScheduledRequest> r = std::move(node.mapped());
+  if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
+  return r;
 }
 
 std::unique_ptr<ScheduledRequest> BatchFormer::Remove(uint64_t seq) {
@@ -77,8 +97,7 @@ std::unique_ptr<ScheduledRequest> BatchFormer::Remove(uint64_t seq) {
     for (auto* queue : {&level.pending, &level.delayed}) {
       auto it = queue->find(seq);
       if (it == queue->end()) continue;
-      std::unique_ptr<ScheduledRequest> r = std::move(it->second);
-      queue->erase(it);
+      std::unique_ptr<ScheduledRequest> r = Extract(queue, it);
       --size_;
       return r;
     }
@@ -91,8 +110,7 @@ std::unique_ptr<ScheduledRequest> BatchFormer::Take(const ScheduledRequest* r) {
   for (auto* queue : {&level.pending, &level.delayed}) {
     auto it = queue->find(r->seq);
     if (it == queue->end() || it->second.get() != r) continue;
-    std::unique_ptr<ScheduledRequest> taken = std::move(it->second);
-    queue->erase(it);
+    std::unique_ptr<ScheduledRequest> taken = Extract(queue, it);
     --size_;
     return taken;
   }
@@ -106,17 +124,20 @@ void BatchFormer::Sweep(Clock::time_point now, Decision* decision) {
     for (auto it = level.pending.begin(); it != level.pending.end();) {
       ScheduledRequest& r = *it->second;
       if (r.deadline <= now || (r.policy_timeout <= now && !r.delay_on_timeout)) {
+        const bool deadline = r.deadline <= now;
+        const auto next = std::next(it);
         decision->rejected.emplace_back(
-            std::move(it->second),
-            DeadlineExceeded(r.deadline <= now ? "the request's deadline passed while it was queued"
-                                               : "the request timed out in the queue"));
-        it = level.pending.erase(it);
+            Extract(&level.pending, it),
+            DeadlineExceeded(deadline ? "the request's deadline passed while it was queued"
+                                      : "the request timed out in the queue"));
+        it = next;
         --size_;
       } else if (r.policy_timeout <= now) {
         r.policy_timeout = Clock::time_point::max();
         next_expiry_ = std::min(next_expiry_, r.deadline);
-        level.delayed.emplace(it->first, std::move(it->second));
-        it = level.pending.erase(it);
+        const auto next = std::next(it);
+        level.delayed.insert(level.pending.extract(it));  // the same node, moved
+        it = next;
       } else {
         next_expiry_ = std::min({next_expiry_, r.deadline, r.policy_timeout});
         ++it;
@@ -124,10 +145,11 @@ void BatchFormer::Sweep(Clock::time_point now, Decision* decision) {
     }
     for (auto it = level.delayed.begin(); it != level.delayed.end();) {
       if (it->second->deadline <= now) {
+        const auto next = std::next(it);
         decision->rejected.emplace_back(
-            std::move(it->second),
+            Extract(&level.delayed, it),
             DeadlineExceeded("the request's deadline passed while it was queued"));
-        it = level.delayed.erase(it);
+        it = next;
         --size_;
       } else {
         next_expiry_ = std::min(next_expiry_, it->second->deadline);
@@ -143,9 +165,8 @@ ScheduledRequest* BatchFormer::Head(Decision* decision) {
       while (!queue->empty()) {
         auto it = queue->begin();
         if (!IsCancelled(*it->second)) return it->second.get();
-        decision->rejected.emplace_back(std::move(it->second),
+        decision->rejected.emplace_back(Extract(queue, it),
                                         Cancelled("the request was cancelled while queued"));
-        queue->erase(it);
         --size_;
       }
     }

@@ -70,12 +70,18 @@ class BatchFormer {
   const BatchingPolicy& policy() const { return policy_; }
 
  private:
+  using Queue = std::map<uint64_t, std::unique_ptr<ScheduledRequest>>;
   struct Level {
     QueuePolicy policy;
-    std::map<uint64_t, std::unique_ptr<ScheduledRequest>> pending;  // by seq = arrival order
-    std::map<uint64_t, std::unique_ptr<ScheduledRequest>> delayed;  // DELAY timeout passed
+    Queue pending;  // by seq = arrival order
+    Queue delayed;  // DELAY timeout passed
     size_t size() const { return pending.size() + delayed.size(); }
   };
+
+  // Queues `r` under `seq`, in a recycled node when there is one.
+  void Insert(Queue* queue, uint64_t seq, std::unique_ptr<ScheduledRequest> r);
+  // Takes the request at `it` out of `queue` (which `it` must belong to) and keeps its node.
+  std::unique_ptr<ScheduledRequest> Extract(Queue* queue, Queue::iterator it);
 
   // Answers expired requests, moves DELAY-timed-out ones, recomputes next_expiry_.
   void Sweep(Clock::time_point now, Decision* decision);
@@ -91,6 +97,10 @@ class BatchFormer {
   // No queued deadline or policy timeout ends before this; the sweep is skipped until then.
   Clock::time_point next_expiry_ = Clock::time_point::max();
   AdaptiveDelay adaptive_;
+  // Map nodes of requests that left the queue, reused by the next ones: a queued request costs no
+  // allocation of its own (issue 10). At most kSpareNodes (reserved at construction).
+  static constexpr size_t kSpareNodes = 64;
+  std::vector<Queue::node_type> spare_nodes_;
   // Scratch for NextDecision(), kept to reuse its capacity.
   std::vector<ScheduledRequest*> members_, cancelled_;
 };

@@ -1,5 +1,6 @@
 #include "scheduler/batch_tensors.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -24,7 +25,9 @@ bool SameNonBatchDims(const Shape& a, const Shape& b) {
 bool BatchCompatible(const ScheduledRequest& a, const ScheduledRequest& b) {
   const InferenceRequest& ra = *a.request;
   const InferenceRequest& rb = *b.request;
-  if (ra.inputs.size() != rb.inputs.size() || a.output_names != b.output_names) return false;
+  if (ra.inputs.size() != rb.inputs.size() ||
+      !std::ranges::equal(a.outputs_to_compute(), b.outputs_to_compute()))
+    return false;
   for (size_t i = 0; i < ra.inputs.size(); ++i) {
     const Tensor& ta = ra.inputs[i];
     const Tensor* tb = FindInput(rb, ta.name, i);

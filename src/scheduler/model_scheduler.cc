@@ -5,10 +5,30 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/block_pool.h"
 #include "core/thread_spawner.h"
 #include "scheduler/batch_tensors.h"
 
 namespace harrier {
+
+namespace {
+
+// ScheduledRequest's pool; never destroyed, so that a request freed during exit still finds it.
+BlockPool& ScheduledRequestPool() {
+  static BlockPool* const pool = new BlockPool(sizeof(ScheduledRequest), 256);
+  return *pool;
+}
+
+}  // namespace
+
+void* ScheduledRequest::operator new(std::size_t size) {
+  return ScheduledRequestPool().Allocate(size);
+}
+
+void ScheduledRequest::operator delete(void* p, std::size_t size) noexcept {
+  ScheduledRequestPool().Free(p, size);
+}
+
 namespace {
 
 uint64_t Ns(Clock::time_point from, Clock::time_point to) {
@@ -418,11 +438,11 @@ void ModelScheduler::Execute(ModelInstance& instance,
     if (members.size() == 1) {
       // Alone: the run is cancelled with the request's own token.
       RunContext context{members[0]->request->cancellation.get()};
-      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+      status = instance.Run(inputs, members[0]->outputs_to_compute(), &outputs, context);
     } else {
       BatchCancellation cancellation(members);
       RunContext context{cancellation.token()};
-      status = instance.Run(inputs, members[0]->output_names, &outputs, context);
+      status = instance.Run(inputs, members[0]->outputs_to_compute(), &outputs, context);
     }
   }
   const Clock::time_point ran_at = clock_->Now();

@@ -6,8 +6,10 @@
 // ModelScheduler::Options::on_complete, exactly once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,9 +22,13 @@ namespace harrier {
 struct ScheduledRequest {
   // --- Set by the caller ---------------------------------------------------------------------
   std::unique_ptr<InferenceRequest> request;  // validated (ValidateAndPrepare)
-  std::vector<std::string> output_names;      // in response order
-  InferCallback done;                         // called by the owner of on_complete, not here
-  uint64_t compute_input_ns = 0;              // validation time before Submit(), for statistics
+  std::vector<std::string> output_names;      // in response order, unless all_outputs is set
+  // Set when the request asks for every output: the model's own list of them, in its order, which
+  // outlives the request (LoadedModel's), so that the usual request copies no names (issue 10).
+  // output_names is empty then.
+  const std::vector<std::string>* all_outputs = nullptr;
+  InferCallback done;             // called by the owner of on_complete, not here
+  uint64_t compute_input_ns = 0;  // validation time before Submit(), for statistics
   // Admission (scheduler/admission_controller.h): held until the request is answered;
   // empty when the model has no admission control.
   AdmissionTicket ticket;
@@ -41,6 +47,17 @@ struct ScheduledRequest {
   bool delay_on_timeout = false;
   uint64_t cancel_callback_id = 0;  // registered on request->cancellation; 0 = none
   uint64_t order = 0;               // answer position under preserve_ordering; 0 = answer at once
+
+  // From a pool (issue 10): one is made per request and freed on a worker, so in a steady state
+  // it costs no allocation. The pool keeps at most 256 free ones (model_scheduler.cc).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
+
+  // The outputs to compute, in response order.
+  std::span<const std::string> outputs_to_compute() const {
+    if (all_outputs != nullptr) return *all_outputs;
+    return output_names;
+  }
 };
 
 // What happened to one request, reported with its result.

@@ -50,6 +50,10 @@ constexpr std::size_t kWatchBufferBytes = 4 * kReadChunk;
 // and a few more); more still work, with the vector growing.
 constexpr std::size_t kExpectedHeaders = 8;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+// A body buffer the connection keeps for its next request (BasicHttpConnection::body_ and the
+// holder's string) is dropped when it grew past this, so that an idle connection holds at most
+// twice this much after a large upload.
+constexpr std::size_t kKeepBodyCapacity = 1024 * 1024;
 
 // The server owns message framing; these headers from a handler are ignored.
 bool IsFramingHeader(std::string_view name) {
@@ -234,6 +238,12 @@ void BasicHttpConnection<Stream>::StartRequest() {
   // One allocation for the usual handful of headers instead of a growing vector's three or four.
   request_.headers.reserve(kExpectedHeaders);
   body_.clear();
+  if (body_.capacity() > kKeepBodyCapacity) std::string().swap(body_);
+  for (auto& holder : body_holders_) {
+    if (holder != nullptr && holder->capacity() > kKeepBodyCapacity) {
+      holder.reset();  // whoever still holds it frees it
+    }
+  }
   parser_.emplace(&request_, &body_, shared_->options.max_body_bytes,
                   shared_->options.max_header_bytes);
   body_received_ = 0;
@@ -692,13 +702,14 @@ void BasicHttpConnection<Stream>::Dispatch() {
   if (MaybeUpgrade()) return;
   phase_ = Phase::kHandling;
   ClearDeadline();  // the handler's time is the scheduler's business, not a read timeout
-  cancellation_ = std::make_shared<CancellationToken>();
+  cancellation_ =
+      std::allocate_shared<CancellationToken>(PoolAllocator<CancellationToken>(io_->token_pool));
   request_.cancellation = cancellation_;
   if (body_.empty()) {
     request_.body = EmptyBody();
   } else {
     if (body_.capacity() < body_.size() + kBodyPadding) body_.reserve(body_.size() + kBodyPadding);
-    request_.body = std::make_shared<const std::string>(std::move(body_));
+    request_.body = HoldBody();
   }
   parser_.reset();
 
@@ -727,6 +738,34 @@ void BasicHttpConnection<Stream>::Dispatch() {
     return;
   }
   if (phase_ == Phase::kHandling) WatchForDisconnect();
+}
+
+template <class Stream>
+std::shared_ptr<const std::string> BasicHttpConnection<Stream>::HoldBody() {
+  // A holder nobody else holds any more (the last request's is often still with the model's
+  // worker, which lets go of it just after its answer); else a new one in the next slot, the old
+  // one freed by its last holder.
+  std::shared_ptr<std::string>* holder = nullptr;
+  for (auto& h : body_holders_) {
+    if (h != nullptr && h.use_count() == 1) {
+      holder = &h;
+      break;
+    }
+  }
+  if (holder != nullptr) {
+    // The relaxed count read plus this fence order the other holders' last reads (their
+    // releasing decrements) before the swap below writes the string.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  } else {
+    holder = &body_holders_[next_body_holder_];
+    next_body_holder_ = (next_body_holder_ + 1) % body_holders_.size();
+    *holder = std::make_shared<std::string>();
+  }
+  // The body moves into the holder; body_ takes the holder's old string (an earlier body, with
+  // its capacity) for the next request to read into.
+  (*holder)->swap(body_);
+  body_.clear();
+  return *holder;
 }
 
 template <class Stream>
@@ -795,16 +834,18 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) c
     return;
   }
   // After the server stopped this lands in a stopped io_context and is destroyed with it; it
-  // holds only a weak reference, so nothing is kept alive in a cycle.
-  asio::post(io->ioc, [connection = connection, sequence = sequence,
-                       response = std::move(response)]() mutable {
-    if (auto c = connection.lock()) {
-      c->OnResponse(sequence, std::move(response));
-    } else {
-      spdlog::debug("http: dropping a response: its connection is closed");
-      ReportSent(&response, false, {});
-    }
-  });
+  // holds only a weak reference, so nothing is kept alive in a cycle. Its memory comes from the
+  // I/O thread's post pool: Asio recycles a handler's memory only on its own threads, and this
+  // is most often a model's worker (issue 10).
+  asio::post(io->ioc, PooledHandler(io->post_pool, [connection = connection, sequence = sequence,
+                                                    response = std::move(response)]() mutable {
+               if (auto c = connection.lock()) {
+                 c->OnResponse(sequence, std::move(response));
+               } else {
+                 spdlog::debug("http: dropping a response: its connection is closed");
+                 ReportSent(&response, false, {});
+               }
+             }));
 }
 
 template <class Stream>
@@ -901,10 +942,13 @@ template <class Stream>
 void BasicHttpConnection<Stream>::WriteSome() {
   // One gather write (sendmsg with two iovecs) for header and body; Asio tries it at once, so a
   // response that fits the socket buffer costs one system call.
-  socket_.async_write_some(out_,
-                           [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
-                             self->OnWrite(ec, n);
-                           });
+  // Its operation's memory from the thread's pool: with responses posted from a worker through
+  // that pool too, Asio's per-thread cache no longer has a block for it (issue 10).
+  socket_.async_write_some(
+      out_, PooledHandler(io_->post_pool,
+                          [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
+                            self->OnWrite(ec, n);
+                          }));
 }
 
 // A write's completion: true when the connection is closed (by now, or by this failed write:

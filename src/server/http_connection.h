@@ -127,6 +127,8 @@ class BasicHttpConnection : public Connection,
   void ReadBodyDirect();
   void OnBodyRead(const boost::system::error_code& ec, std::size_t n);
   void Dispatch();
+  // body_ as the request's shared body (in one of body_holders_). REQUIRES: body_ not empty.
+  std::shared_ptr<const std::string> HoldBody();
   void WatchForDisconnect();
   void OnWatchRead(const boost::system::error_code& ec, std::size_t n);
   void CancelWatch();
@@ -188,6 +190,13 @@ class BasicHttpConnection : public Connection,
   boost::beast::flat_buffer buffer_;
   HttpRequest request_;
   std::string body_;
+  // The shared strings the last requests' bodies were handed over in (HttpRequest::body), each
+  // reused for a later body once nobody else holds it, so that a body costs no allocation
+  // (issue 10); when both are still held, one is replaced, the old one freed by its last holder.
+  // HoldBody() hands them out. Two: the previous request's is often still held when the next
+  // arrives.
+  std::array<std::shared_ptr<std::string>, 2> body_holders_;
+  std::size_t next_body_holder_ = 0;  // the slot a new holder takes
   std::optional<RequestParser> parser_;
   uint64_t body_received_ = 0;  // Content-Length bodies read directly into body_
   uint64_t body_expected_ = 0;

@@ -10,11 +10,11 @@
 #include <sys/eventfd.h>
 
 #include <atomic>
-#include <chrono>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/block_pool.h"
+#include "harrier/cancellation.h"
 #include "harrier/http_message.h"
 #include "harrier/wake_batch.h"
 #include "server/http_server.h"
@@ -90,6 +92,18 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   // The open connections of this thread; touched only on this thread (or after it is joined).
   // Destroyed before `ioc` (declared after it), so sockets never outlive their context.
   std::list<std::shared_ptr<Connection>> connections;
+
+  // Recycled memory for what every request on this thread makes and another thread may free
+  // (issue 10, docs/performance.md); each keeps at most kPooledBlocks free blocks. Any thread.
+  //   token_pool: a request's CancellationToken with its shared_ptr control block
+  //               (std::allocate_shared), freed by the request's last holder.
+  //   post_pool:  a response posted to this thread from another one (PooledHandler), freed
+  //               here once it has run (or with the io_context, if it never does).
+  static constexpr std::size_t kPooledBlocks = 64;
+  static constexpr std::size_t kTokenBlockBytes = sizeof(CancellationToken) + 64;
+  static constexpr std::size_t kPostBlockBytes = 512;
+  const std::shared_ptr<BlockPool> token_pool = BlockPool::Make(kTokenBlockBytes, kPooledBlocks);
+  const std::shared_ptr<BlockPool> post_pool = BlockPool::Make(kPostBlockBytes, kPooledBlocks);
 
   // Records that `requester` (a connection) sent a request at `now`, and says whether it is
   // this thread's sole requester (HttpRequest::sole_requester): no other connection on this
@@ -189,6 +203,26 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   const void* last_requester_ = nullptr;
   std::chrono::steady_clock::time_point last_request_at_{};
   std::chrono::steady_clock::time_point other_request_at_{};
+};
+
+// A completion handler whose operation memory comes from `pool` (its associated allocator): a
+// post from a thread that is not Asio's own otherwise costs an allocation, and so does an
+// operation that finds Asio's small per-thread cache empty.
+template <class F>
+class PooledHandler {
+ public:
+  using allocator_type = PoolAllocator<void>;
+  PooledHandler(std::shared_ptr<BlockPool> pool, F f)
+      : allocator_(std::move(pool)), f_(std::move(f)) {}
+  allocator_type get_allocator() const noexcept { return allocator_; }
+  template <class... Args>
+  void operator()(Args&&... args) {
+    f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  allocator_type allocator_;
+  F f_;
 };
 
 }  // namespace harrier::server_internal

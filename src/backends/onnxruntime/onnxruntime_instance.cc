@@ -326,7 +326,8 @@ StatusOr<Tensor> OnnxRuntimeInstance::ConvertOutput(Ort::Value value, const std:
   }
 
   out.size_bytes = count * DataTypeByteSize(*dtype);
-  auto holder = std::make_shared<Ort::Value>(std::move(value));
+  auto holder =
+      std::allocate_shared<Ort::Value>(PoolAllocator<Ort::Value>(owner_pool_), std::move(value));
   out.data = static_cast<const std::byte*>(holder->GetTensorRawData());
   for (const auto& input : input_spans_) {
     if (Overlaps(input, out.data, out.size_bytes)) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/onnxruntime/onnxruntime_session_config.h"
+#include "core/block_pool.h"
 #include "harrier/backend.h"
 #include "harrier/status.h"
 #include "harrier/tensor.h"
@@ -96,6 +97,12 @@ class OnnxRuntimeInstance final : public ModelInstance {
   std::vector<std::span<const std::byte>> input_spans_;
   std::vector<Scratch> scratch_;        // one per model input
   std::vector<size_t> string_lengths_;  // STRING output serialization
+  // The blocks of output owners (a shared_ptr control block holding the Ort::Value), recycled
+  // when a response lets go of its outputs, on whatever thread: an output costs no allocation
+  // of Harrier's own beyond its shape (issue 10). Keeps at most kFreeOwners.
+  static constexpr size_t kOwnerBlockBytes = 64;
+  static constexpr size_t kFreeOwners = 16;
+  std::shared_ptr<BlockPool> owner_pool_ = BlockPool::Make(kOwnerBlockBytes, kFreeOwners);
 
   std::atomic<uint64_t> inputs_borrowed_{0};
   std::atomic<uint64_t> inputs_copied_{0};

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "harrier/inline_vector.h"
 #include "protocol/kserve/float16.h"
 
 namespace harrier::kserve {
@@ -55,6 +56,38 @@ std::string Quote(std::string_view s) {
   q += "'";
   return q;
 }
+
+// What an error message calls the part of the request being decoded: a fixed text ("request"),
+// "inputs[2]" (or "outputs[2]") until the tensor's name is read, then "input 'name'"
+// ("output 'name'"). Formatted only when a message is built: a valid request allocates no
+// label (issue 10; "input 'name'" is over a short string's inline size for most names).
+class Label {
+ public:
+  Label(const char* fixed) : kind_(fixed) {}  // NOLINT: implicit, as the text it stands for
+  Label(std::string_view kind, size_t index) : kind_(kind), index_(index), indexed_(true) {}
+  // From now on the tensor is called by its name; `name` must outlive the label.
+  void Name(std::string_view name) {
+    name_ = name;
+    named_ = true;
+  }
+  std::string str() const {
+    if (named_) return std::string(kind_) + " " + Quote(name_);
+    if (indexed_) return std::string(kind_) + "s[" + std::to_string(index_) + "]";
+    return std::string(kind_);
+  }
+  friend std::string operator+(const Label& label, std::string_view text) {
+    std::string s = label.str();
+    s.append(text);
+    return s;
+  }
+
+ private:
+  std::string_view kind_;
+  std::string_view name_;
+  size_t index_ = 0;
+  bool indexed_ = false;
+  bool named_ = false;
+};
 
 std::string_view JsonTypeName(element_type t) {
   switch (t) {
@@ -107,7 +140,7 @@ constexpr std::string_view IntTypeName() {
 
 class SinkBase {
  public:
-  SinkBase(const std::string& label, int64_t expected) : label_(label), expected_(expected) {}
+  SinkBase(const Label& label, int64_t expected) : label_(label), expected_(expected) {}
   int64_t count() const { return count_; }
 
  protected:
@@ -124,7 +157,7 @@ class SinkBase {
                            " is out of range for " + std::string(type));
   }
 
-  const std::string& label_;
+  const Label& label_;
   const int64_t expected_;
   int64_t count_ = 0;
 };
@@ -132,7 +165,7 @@ class SinkBase {
 template <typename T>
 class IntSink : public SinkBase {
  public:
-  IntSink(const std::string& label, int64_t expected, std::byte* out)
+  IntSink(const Label& label, int64_t expected, std::byte* out)
       : SinkBase(label, expected), out_(out) {}
 
   Status Add(element e) {
@@ -172,7 +205,7 @@ enum class FloatKind { kFp16, kBf16, kFp32, kFp64 };
 template <FloatKind kKind>
 class FloatSink : public SinkBase {
  public:
-  FloatSink(const std::string& label, int64_t expected, std::byte* out)
+  FloatSink(const Label& label, int64_t expected, std::byte* out)
       : SinkBase(label, expected), out_(out) {}
 
   Status Add(element e) {
@@ -204,7 +237,7 @@ class FloatSink : public SinkBase {
 
 class BoolSink : public SinkBase {
  public:
-  BoolSink(const std::string& label, int64_t expected, std::byte* out)
+  BoolSink(const Label& label, int64_t expected, std::byte* out)
       : SinkBase(label, expected), out_(out) {}
   Status Add(element e) {
     if (count_ == expected_) return TooMany();
@@ -222,7 +255,7 @@ class BoolSink : public SinkBase {
 // simdjson has already rejected invalid UTF-8 (raw or through escapes).
 class BytesSink : public SinkBase {
  public:
-  BytesSink(const std::string& label, int64_t expected, std::string* out, uint64_t byte_budget)
+  BytesSink(const Label& label, int64_t expected, std::string* out, uint64_t byte_budget)
       : SinkBase(label, expected), out_(out), byte_budget_(byte_budget) {}
   bool over_budget() const { return over_budget_; }
   Status Add(element e) {
@@ -245,7 +278,7 @@ class BytesSink : public SinkBase {
 };
 
 template <typename Sink>
-Status WalkData(array arr, size_t depth, size_t max_depth, const std::string& label, Sink& sink) {
+Status WalkData(array arr, size_t depth, size_t max_depth, const Label& label, Sink& sink) {
   bool first = true;
   bool nested = false;
   for (element e : arr) {
@@ -290,20 +323,55 @@ class Decoder {
  private:
   Status DecodeInput(element e, size_t index, InferenceRequest* request);
   Status DecodeOutput(element e, size_t index, InferenceRequest* request);
-  Status DecodeData(element data, const std::string& label, int64_t elements, Tensor* tensor);
+  Status DecodeData(element data, const Label& label, int64_t elements, Tensor* tensor);
   template <typename Sink>
-  Status FillFixed(array data, const std::string& label, int64_t elements, Tensor* tensor);
-  Status ChargeBytes(uint64_t bytes, const std::string& label);
+  Status FillFixed(array data, const Label& label, int64_t elements, Tensor* tensor);
+  Status ChargeBytes(uint64_t bytes, const Label& label);
 
   const DecodeLimits& limits_;
   const SharedMemoryContext& shared_memory_;
   const size_t json_size_;
   uint64_t total_bytes_ = 0;
-  std::vector<PendingBinary> binary_;
+  InlineVector<PendingBinary, 4> binary_;
 };
 
 // Parameters: a JSON object whose values are bool, integer, number or string.
-Status DecodeParameters(element e, const std::string& where, Parameters* out) {
+bool AddParameter(Parameters* out, std::string_view key, ParameterValue value) {
+  return out->emplace(std::string(key), std::move(value)).second;
+}
+
+// A tensor's parameters, checked as DecodeParameters checks them, without a map: the few a
+// tensor carries (binary_data_size, the shared-memory three) are looked up and dropped, so a
+// flat array over the DOM's keys serves (a map costs a node, and a key string over 15 bytes, per
+// parameter per request).
+class FlatParameters {
+ public:
+  const ParameterValue* Find(std::string_view key) const {
+    for (const auto& [k, v] : entries_)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  bool Add(std::string_view key, ParameterValue value) {
+    if (Find(key) != nullptr) return false;
+    entries_.push_back({key, std::move(value)});
+    return true;
+  }
+  Parameters ToMap() const {
+    Parameters map;
+    for (const auto& [k, v] : entries_) map.emplace(std::string(k), v);
+    return map;
+  }
+
+ private:
+  InlineVector<std::pair<std::string_view, ParameterValue>, 4> entries_;  // keys in the DOM
+};
+
+bool AddParameter(FlatParameters* out, std::string_view key, ParameterValue value) {
+  return out->Add(key, std::move(value));
+}
+
+template <typename Out>
+Status DecodeParameters(element e, const Label& where, Out* out) {
   if (e.is_null()) return Status::Ok();
   object obj;
   if (e.get_object().get(obj)) {
@@ -324,7 +392,7 @@ Status DecodeParameters(element e, const std::string& where, Parameters* out) {
                                " must be a bool, number or string, got " +
                                std::string(JsonTypeName(value.type())));
     }
-    if (!out->emplace(std::string(key), std::move(v)).second) {
+    if (!AddParameter(out, key, std::move(v))) {
       return InvalidArgument(where + ": parameter " + Quote(key) + " appears twice");
     }
   }
@@ -333,9 +401,8 @@ Status DecodeParameters(element e, const std::string& where, Parameters* out) {
 
 // Finds the known fields of an object; rejects unknown and repeated ones.
 template <size_t N>
-Status SplitFields(object obj, const std::array<std::string_view, N>& names,
-                   const std::string& where, std::array<element, N>* fields,
-                   std::array<bool, N>* present) {
+Status SplitFields(object obj, const std::array<std::string_view, N>& names, const Label& where,
+                   std::array<element, N>* fields, std::array<bool, N>* present) {
   present->fill(false);
   for (auto [key, value] : obj) {
     size_t i = 0;
@@ -404,7 +471,7 @@ Status Decoder::DecodeRoot(element root, InferenceRequest* request) {
   return Status::Ok();
 }
 
-Status Decoder::ChargeBytes(uint64_t bytes, const std::string& label) {
+Status Decoder::ChargeBytes(uint64_t bytes, const Label& label) {
   if (bytes > limits_.max_total_input_bytes - total_bytes_) {
     return PayloadTooLarge(label + ": inputs would hold more than " +
                            std::to_string(limits_.max_total_input_bytes) +
@@ -415,7 +482,7 @@ Status Decoder::ChargeBytes(uint64_t bytes, const std::string& label) {
 }
 
 Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) {
-  std::string label = "inputs[" + std::to_string(index) + "]";
+  Label label("input", index);
   object obj;
   if (e.get_object().get(obj)) {
     return InvalidArgument(label + " must be an object, got " +
@@ -435,7 +502,7 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
     return InvalidArgument(label + ": 'name' must be a non-empty string");
   }
   tensor.name = std::string(name);
-  label = "input " + Quote(name);
+  label.Name(name);
   for (const Tensor& other : request->inputs) {
     if (other.name == tensor.name) return InvalidArgument(label + " appears twice in 'inputs'");
   }
@@ -481,12 +548,17 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
                            " elements (the server's limit per tensor)");
   }
 
-  Parameters params;
+  FlatParameters params;
   if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &params));
-  ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> shared_memory, SharedMemoryRefOf(params, label));
+  std::optional<SharedMemoryRef> shared_memory;
+  if (params.Find("shared_memory_region") != nullptr ||
+      params.Find("shared_memory_offset") != nullptr ||
+      params.Find("shared_memory_byte_size") != nullptr) {  // else SharedMemoryRefOf: nullopt
+    ASSIGN_OR_RETURN(shared_memory, SharedMemoryRefOf(params.ToMap(), label.str()));
+  }
   std::optional<int64_t> binary_size;
-  if (auto it = params.find("binary_data_size"); it != params.end()) {
-    const int64_t* size = std::get_if<int64_t>(&it->second);
+  if (const ParameterValue* value = params.Find("binary_data_size"); value != nullptr) {
+    const int64_t* size = std::get_if<int64_t>(value);
     if (!size || *size < 0) {
       return InvalidArgument(label + ": parameter 'binary_data_size' must be an integer >= 0");
     }
@@ -515,7 +587,7 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
 }
 
 template <typename Sink>
-Status Decoder::FillFixed(array data, const std::string& label, int64_t elements, Tensor* tensor) {
+Status Decoder::FillFixed(array data, const Label& label, int64_t elements, Tensor* tensor) {
   const size_t bytes = static_cast<size_t>(elements) * DataTypeByteSize(tensor->dtype);
   RETURN_IF_ERROR(ChargeBytes(bytes, label));
   // Every JSON value takes at least two bytes ("0,"): a claim the header cannot hold is
@@ -539,8 +611,7 @@ Status Decoder::FillFixed(array data, const std::string& label, int64_t elements
   return Status::Ok();
 }
 
-Status Decoder::DecodeData(element data_el, const std::string& label, int64_t elements,
-                           Tensor* tensor) {
+Status Decoder::DecodeData(element data_el, const Label& label, int64_t elements, Tensor* tensor) {
   array data;
   if (data_el.get_array().get(data)) {
     return InvalidArgument(label + ": 'data' must be an array, got " +
@@ -590,7 +661,7 @@ Status Decoder::DecodeData(element data_el, const std::string& label, int64_t el
 }
 
 Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request) {
-  std::string label = "outputs[" + std::to_string(index) + "]";
+  Label label("output", index);
   object obj;
   if (e.get_object().get(obj)) {
     return InvalidArgument(label + " must be an object, got " +
@@ -609,7 +680,7 @@ Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request)
     return InvalidArgument(label + ": 'name' must be a non-empty string");
   }
   out.name = std::string(name);
-  label = "output " + Quote(name);
+  label.Name(name);
   for (const RequestedOutput& other : request->outputs) {
     if (other.name == out.name) return InvalidArgument(label + " appears twice in 'outputs'");
   }
@@ -638,7 +709,8 @@ Status Decoder::AttachBinary(const std::string& body, size_t json_size, Inferenc
   uint64_t offset = 0;
   for (const PendingBinary& p : binary_) {
     Tensor& t = request->inputs[p.input_index];
-    const std::string label = "input " + Quote(t.name);
+    Label label("input", p.input_index);
+    label.Name(t.name);
     if (p.size > available - offset) {
       return InvalidArgument(label + ": 'binary_data_size' is " + std::to_string(p.size) +
                              " but only " + std::to_string(available - offset) +
@@ -646,7 +718,7 @@ Status Decoder::AttachBinary(const std::string& body, size_t json_size, Inferenc
     }
     if (t.dtype == DataType::kBytes) {
       Status s = ValidateBytesTensor({base + offset, p.size}, p.elements);
-      if (!s.ok()) return s.WithContext(label);
+      if (!s.ok()) return s.WithContext(label.str());
     } else {
       const uint64_t expected = static_cast<uint64_t>(p.elements) * DataTypeByteSize(t.dtype);
       if (p.size != expected) {

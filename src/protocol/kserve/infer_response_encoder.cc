@@ -6,6 +6,7 @@
 
 #include "core/json_writer.h"
 #include "core/utf8.h"
+#include "harrier/inline_vector.h"
 #include "protocol/kserve/float16.h"
 
 namespace harrier::kserve {
@@ -171,12 +172,11 @@ StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
                                               std::span<const SharedMemoryOutput> shared_memory) {
   const std::string& id = response.id.empty() ? request.id : response.id;
   struct Plan {
-    int64_t elements;
-    bool binary;
-    const SharedMemoryOutput* shared_memory;  // null: the data travels in the body
+    int64_t elements = 0;
+    bool binary = false;
+    const SharedMemoryOutput* shared_memory = nullptr;  // null: the data travels in the body
   };
-  std::vector<Plan> plan;
-  plan.reserve(response.outputs.size());
+  InlineVector<Plan, 8> plan;  // a model's few outputs: no allocation
 
   // Size the body before writing it, so that the reserve below is the only allocation.
   size_t json_max = 128 + JsonStringMaxSize(response.model_name.size()) +
