@@ -224,6 +224,9 @@ struct PackedRecord {
   int64_t model_version;
   uint64_t request_bytes, response_bytes;
   uint64_t queue_ns, input_ns, infer_ns, output_ns, total_ns;
+  // A generation's (AccessRecord's): prompt_tokens -1 for anything else.
+  int64_t prompt_tokens, completion_tokens;
+  uint64_t first_token_ns;
   // request_id, protocol, method, target, error, model, input_shapes_json, key_id
   uint32_t lengths[8];
 };
@@ -249,6 +252,9 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
   packed.infer_ns = record.timing.compute_infer_ns;
   packed.output_ns = record.output_ns;
   packed.total_ns = record.total_ns;
+  packed.prompt_tokens = record.prompt_tokens;
+  packed.completion_tokens = record.completion_tokens;
+  packed.first_token_ns = record.first_token_ns;
   size_t size = sizeof(packed);
   for (int k = 0; k < 8; ++k) {
     packed.lengths[k] = static_cast<uint32_t>(std::min<size_t>(strings[k].size(), 1u << 20));
@@ -299,6 +305,9 @@ void AsyncAccessLog::FormatPacked() {
     r.timing.compute_infer_ns = packed.infer_ns;
     r.output_ns = packed.output_ns;
     r.total_ns = packed.total_ns;
+    r.prompt_tokens = packed.prompt_tokens;
+    r.completion_tokens = packed.completion_tokens;
+    r.first_token_ns = packed.first_token_ns;
     const std::chrono::system_clock::time_point time{std::chrono::microseconds(packed.time_us)};
     if (format_ == LogFormat::kJson) {
       text_.append("{\"time\":\"");

@@ -22,6 +22,7 @@ a generative model pointing at these. Python stdlib and nghttp only. The last li
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -345,6 +346,21 @@ class GenerationTests(unittest.TestCase):
         self.assertEqual(streamed_text(events_of(body[:body.find("data: [DONE]") + 12] + "\n\n")[0]),
                          text)
 
+    def test_the_access_line_of_a_generation_has_its_tokens_and_first_token_time(self):
+        _, headers, _ = completion(self.port, "Logged", 3, stream=True)
+        request_id = headers["x-request-id"]
+        pattern = re.compile(r"request_id=%s .*target=/v1/completions status=200 .*"
+                             r"prompt_tokens=(\d+) completion_tokens=3 ttft_us=(\d+) total_us=\d+"
+                             % request_id)
+        found = []
+        deadline = time.monotonic() + 10  # the access log writes in the background
+        while not found and time.monotonic() < deadline:
+            found = pattern.findall(SERVER.log_text())
+            time.sleep(0.05)
+        self.assertTrue(found, "no access line with the token counts for " + request_id)
+        self.assertGreater(int(found[0][0]), 0)
+        self.assertGreater(int(found[0][1]), 0)
+
     def test_triton_generate_and_generate_stream(self):
         status, _, body = call(self.port, "POST", "/v2/models/tiny-llama/generate",
                                {"text_input": "Triton says", "parameters": {"max_tokens": 5,
@@ -527,7 +543,7 @@ def main():
     def start():
         global SERVER
         SERVER = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "harrier.log"),
-                                 ["--generation-heartbeat-secs", "0.05"])
+                                 ["--generation-heartbeat-secs", "0.05", "--access-log", "on"])
         SERVER.repo = repo
         return SERVER
 

@@ -178,6 +178,36 @@ TEST(AsyncAccessLogTest, TheApiKeyIdIsWrittenOffTheRequestPathToo) {
   std::filesystem::remove(path);
 }
 
+TEST(AsyncAccessLogTest, AGenerationsTokenCountsAndFirstTokenTimeAreWrittenToo) {
+  // They were left out of the packed record once (session 9 found every real generation line
+  // without them, while the handler's tests, which record the AccessRecord itself, passed).
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_gen_test_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  {
+    AsyncAccessLog::Options options;
+    options.format = LogFormat::kText;
+    options.file = path;
+    auto log = AsyncAccessLog::Create(options);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    AccessRecord r = Inference();
+    r.target = "/v1/completions";
+    r.prompt_tokens = 12;
+    r.completion_tokens = 34;
+    r.first_token_ns = 56'000;
+    r.total_ns = 789'000;
+    (*log)->Write(r);
+  }
+  const std::vector<std::string> lines = Lines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(" prompt_tokens=12 completion_tokens=34 ttft_us=56 total_us=789"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(lines[0].find("queue_us"), std::string::npos) << lines[0];
+  std::filesystem::remove(path);
+}
+
 TEST(AsyncAccessLogTest, AFileThatCannotBeOpenedIsAnError) {
   AsyncAccessLog::Options options;
   options.file = std::filesystem::temp_directory_path().string();  // a directory
