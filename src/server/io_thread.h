@@ -135,16 +135,18 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
       coalesce_posted_ = true;
     }
     if (!wake) return;
-    WakeBatch::RunOrDefer([self = shared_from_this()] {
-      if (self->wake_fd_ >= 0) {
-        eventfd_write(self->wake_fd_, 1);
-      } else {
-        boost::asio::post(self->ioc, [self] { self->RunCoalesced(); });
-      }
-    });
+    WakeBatch::RunOrDefer([self = shared_from_this()] { self->Wake(); });
   }
 
  private:
+  // Has RunCoalesced run on this thread: through the eventfd, or asio::post without one.
+  void Wake() {
+    if (wake_fd_ >= 0) {
+      eventfd_write(wake_fd_, 1);
+    } else {
+      boost::asio::post(ioc, [self = shared_from_this()] { self->RunCoalesced(); });
+    }
+  }
   // The eventfd's reads: each one that completes runs what has been coalesced since the last.
   // Armed again first, so that a function that throws (allocation failure: the thread logs it
   // and goes on) leaves the wake-ups working.
@@ -170,20 +172,16 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
       }
     } catch (...) {
       // The rest still runs, on the next wake-up, ahead of anything queued since.
-      std::vector<std::function<void()>> rest(std::make_move_iterator(running_.begin() + next),
-                                              std::make_move_iterator(running_.end()));
-      running_.clear();
       bool wake = false;
       {
         std::lock_guard lock(coalesce_mu_);
-        coalesced_.insert(coalesced_.begin(), std::make_move_iterator(rest.begin()),
-                          std::make_move_iterator(rest.end()));
+        coalesced_.insert(coalesced_.begin(), std::make_move_iterator(running_.begin() + next),
+                          std::make_move_iterator(running_.end()));
         wake = !coalesced_.empty() && !coalesce_posted_;
         if (wake) coalesce_posted_ = true;
       }
-      if (wake && wake_fd_ >= 0) eventfd_write(wake_fd_, 1);
-      if (wake && wake_fd_ < 0)
-        boost::asio::post(ioc, [self = shared_from_this()] { self->RunCoalesced(); });
+      running_.clear();
+      if (wake) Wake();
       throw;
     }
     running_.clear();  // keeps its capacity: the next burst allocates nothing here
