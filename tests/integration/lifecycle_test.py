@@ -461,11 +461,14 @@ class FileOverrideTest(unittest.TestCase):
         os.makedirs(cls.tmp)
         with open(os.path.join(cls.repo, "dense", "1", "model.onnx"), "rb") as f:
             cls.model = base64.b64encode(f.read()).decode()
-        env = dict(os.environ, TMPDIR=cls.tmp)
-        cls.server = harness.Harrier(ARGS.harrier, cls.repo,
-                                     os.path.join(ARGS.work_dir, "override.log"),
-                                     ["--model-control-mode", "explicit", "--load-model", "dense"],
-                                     env=env)
+        cls.server = cls.start("override.log")
+
+    @classmethod
+    def start(cls, log_name):
+        """A server on the suite's repository, explicit mode, $TMPDIR the suite's directory."""
+        return harness.Harrier(ARGS.harrier, cls.repo, os.path.join(ARGS.work_dir, log_name),
+                               ["--model-control-mode", "explicit", "--load-model", "dense"],
+                               env=dict(os.environ, TMPDIR=cls.tmp))
 
     @classmethod
     def tearDownClass(cls):
@@ -476,9 +479,10 @@ class FileOverrideTest(unittest.TestCase):
     def written(self):
         return sorted(os.listdir(self.tmp))
 
-    def load(self, name, parameters):
-        return Client(self.server.port).call("POST", "/v2/repository/models/%s/load" % name,
-                                             json.dumps({"parameters": parameters}).encode())
+    def load(self, name, parameters, server=None):
+        return Client((server or self.server).port).call(
+            "POST", "/v2/repository/models/%s/load" % name,
+            json.dumps({"parameters": parameters}).encode())
 
     def test_1_a_model_loads_under_a_new_name_from_its_files_and_unload_removes_them(self):
         status, body = self.load("copy", {"config": "{}", "file:1/model.onnx": self.model})
@@ -532,16 +536,10 @@ class FileOverrideTest(unittest.TestCase):
         self.assertEqual(self.written(), [])
 
     def test_5_the_next_start_removes_what_a_killed_server_left(self):
-        env = dict(os.environ, TMPDIR=self.tmp)
-        log = os.path.join(ARGS.work_dir, "override-killed.log")
-        killed = harness.Harrier(ARGS.harrier, self.repo, log,
-                                 ["--model-control-mode", "explicit", "--load-model", "dense"],
-                                 env=env)
+        killed = self.start("override-killed.log")
         try:
-            status, body = Client(killed.port).call(
-                "POST", "/v2/repository/models/copy/load",
-                json.dumps({"parameters": {"config": "{}",
-                                           "file:1/model.onnx": self.model}}).encode())
+            status, body = self.load("copy", {"config": "{}", "file:1/model.onnx": self.model},
+                                     killed)
             self.assertEqual(status, 200, body)
             left = self.written()
             self.assertEqual(left, ["harrier-override-%d-%s" % (killed.proc.pid, left[0][-6:])])
@@ -553,10 +551,7 @@ class FileOverrideTest(unittest.TestCase):
         # Another server's directory that is still in use is left alone.
         live = os.path.join(self.tmp, "harrier-override-%d-abcdef" % os.getpid())
         os.makedirs(live)
-        again = harness.Harrier(ARGS.harrier, self.repo,
-                                os.path.join(ARGS.work_dir, "override-again.log"),
-                                ["--model-control-mode", "explicit", "--load-model", "dense"],
-                                env=env)
+        again = self.start("override-again.log")
         try:
             self.assertEqual(self.written(), [os.path.basename(live)])
             self.assertIn("no longer running", again.log_text())

@@ -132,6 +132,26 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
+// `record` written through an AsyncAccessLog in the text format, as the file's lines: the
+// packed path a real server's records take (the record may die right after Write).
+std::vector<std::string> WrittenAsText(const AccessRecord& record, const std::string& name) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()))).string();
+  std::filesystem::remove(path);
+  {
+    AsyncAccessLog::Options options;
+    options.format = LogFormat::kText;
+    options.file = path;
+    auto log = AsyncAccessLog::Create(options);
+    EXPECT_TRUE(log.ok()) << log.status().ToString();
+    if (!log.ok()) return {};
+    (*log)->Write(record);
+  }  // destruction writes out what is buffered
+  std::vector<std::string> lines = Lines(path);
+  std::filesystem::remove(path);
+  return lines;
+}
+
 TEST(AsyncAccessLogTest, WritesOneJsonLinePerRecordToAFile) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("access_log_test_" + std::to_string(getpid())))
@@ -157,55 +177,29 @@ TEST(AsyncAccessLogTest, WritesOneJsonLinePerRecordToAFile) {
 }
 
 TEST(AsyncAccessLogTest, TheApiKeyIdIsWrittenOffTheRequestPathToo) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("access_log_key_test_" + std::to_string(getpid())))
-          .string();
-  std::filesystem::remove(path);
-  {
-    AsyncAccessLog::Options options;
-    options.format = LogFormat::kText;
-    options.file = path;
-    auto log = AsyncAccessLog::Create(options);
-    ASSERT_TRUE(log.ok()) << log.status().ToString();
-    AccessRecord r = Inference();
-    const std::string key_id = "team-a";  // packed with the record, so it may die after Write
-    r.key_id = key_id;
-    (*log)->Write(r);
-  }
-  const std::vector<std::string> lines = Lines(path);
+  AccessRecord r = Inference();
+  const std::string key_id = "team-a";  // packed with the record, so it may die after Write
+  r.key_id = key_id;
+  const std::vector<std::string> lines = WrittenAsText(r, "access_log_key_test");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(" status=200 key=team-a model=simple "), std::string::npos) << lines[0];
-  std::filesystem::remove(path);
 }
 
 TEST(AsyncAccessLogTest, AGenerationsTokenCountsAndFirstTokenTimeAreWrittenToo) {
   // They were left out of the packed record once (session 9 found every real generation line
   // without them, while the handler's tests, which record the AccessRecord itself, passed).
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("access_log_gen_test_" + std::to_string(getpid())))
-          .string();
-  std::filesystem::remove(path);
-  {
-    AsyncAccessLog::Options options;
-    options.format = LogFormat::kText;
-    options.file = path;
-    auto log = AsyncAccessLog::Create(options);
-    ASSERT_TRUE(log.ok()) << log.status().ToString();
-    AccessRecord r = Inference();
-    r.target = "/v1/completions";
-    r.prompt_tokens = 12;
-    r.completion_tokens = 34;
-    r.first_token_ns = 56'000;
-    r.total_ns = 789'000;
-    (*log)->Write(r);
-  }
-  const std::vector<std::string> lines = Lines(path);
+  AccessRecord r = Inference();
+  r.target = "/v1/completions";
+  r.prompt_tokens = 12;
+  r.completion_tokens = 34;
+  r.first_token_ns = 56'000;
+  r.total_ns = 789'000;
+  const std::vector<std::string> lines = WrittenAsText(r, "access_log_gen_test");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(" prompt_tokens=12 completion_tokens=34 ttft_us=56 total_us=789"),
             std::string::npos)
       << lines[0];
   EXPECT_EQ(lines[0].find("queue_us"), std::string::npos) << lines[0];
-  std::filesystem::remove(path);
 }
 
 TEST(AsyncAccessLogTest, AFileThatCannotBeOpenedIsAnError) {
