@@ -191,6 +191,10 @@ struct LlamaEngine::Impl {
   int n_ctx_seq = 0;  // the most one sequence may hold
   int n_batch = 0;
   int n_vocab = 0;
+  // Whether one slot's cells can be shared into another (ChooseSlot's `share`): not where the
+  // memory is recurrent state, nor with a sliding window, whose cache forgets a sequence's old
+  // positions that a prefix shared later would still need.
+  bool share_prefixes = false;
   std::string chat_template;  // the GGUF's, or empty for kDefaultChatTemplate
 
   // The engine thread's own.
@@ -369,8 +373,8 @@ void LlamaEngine::Impl::Admit() {
     for (const Slot& slot : slots) {
       states.push_back({slot.sequence == nullptr, slot.cached, slot.last_used});
     }
-    const SlotChoice choice =
-        ChooseSlot(states, job.prompt, static_cast<size_t>(kMinReusedPrefixTokens));
+    const SlotChoice choice = ChooseSlot(
+        states, job.prompt, static_cast<size_t>(kMinReusedPrefixTokens), share_prefixes);
     if (choice.slot < 0) return;  // every slot is taken
     Slot& slot = slots[choice.slot];
     size_t reused = choice.reused_tokens;
@@ -379,7 +383,14 @@ void LlamaEngine::Impl::Admit() {
     // Generate refused prompts longer than a sequence may be.
     const auto to_decode = static_cast<int>(job.prompt.size() - reused);
     if (active > 0 && to_decode > CellsForNewRequest(reused)) return;
-    if (reused < slot.cached.size()) {
+    if (choice.share_from >= 0) {
+      // The other slot's first cells become this one's too (in the unified cache a cell holds
+      // a set of sequences): nothing is copied, and the other slot keeps them.
+      const Slot& from = slots[choice.share_from];
+      llama_memory_seq_rm(memory, slot.seq_id, -1, -1);
+      llama_memory_seq_cp(memory, from.seq_id, slot.seq_id, 0, static_cast<llama_pos>(reused));
+      slot.cached.assign(from.cached.begin(), from.cached.begin() + static_cast<ptrdiff_t>(reused));
+    } else if (reused < slot.cached.size()) {
       // Partial removal fails where the memory cannot forget a suffix (recurrent state).
       if (!llama_memory_seq_rm(memory, slot.seq_id, static_cast<llama_pos>(reused), -1)) {
         llama_memory_seq_rm(memory, slot.seq_id, -1, -1);
@@ -694,6 +705,9 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   impl->n_ctx_seq = std::min(impl->n_ctx, static_cast<int>(llama_n_ctx_seq(impl->context.get())));
   impl->n_batch = static_cast<int>(llama_n_batch(impl->context.get()));
   impl->n_vocab = llama_vocab_n_tokens(impl->vocab);
+  impl->share_prefixes = !llama_model_is_recurrent(impl->model.get()) &&
+                         !llama_model_is_hybrid(impl->model.get()) &&
+                         llama_model_n_swa(impl->model.get()) == 0;
 
   if (const char* tmpl = llama_model_chat_template(impl->model.get(), nullptr); tmpl != nullptr) {
     const llama_chat_message probe{"user", "hi"};

@@ -69,9 +69,11 @@ struct LlamaEngineStats {
 
 class LlamaEngine : public GenerativeModel {
  public:
-  // A free slot's cache is reused for a new request when at least this many of its prompt's
+  // A free slot's cache is taken over by a new request when at least this many of its prompt's
   // first tokens are cached there: below that, decoding them again costs less than destroying
-  // another conversation's cache (and every prompt shares its first token, BOS).
+  // another conversation's cache (and every prompt shares its first token, BOS). A shorter
+  // prefix, and one a busy slot holds, is shared into the slot the request takes instead
+  // (ChooseSlot), where the model allows it.
   static constexpr int kMinReusedPrefixTokens = 16;
   // The most alternatives per token GenerationRequest::top_logprobs may ask for (OpenAI's chat
   // limit): each costs a token piece on the engine's thread, which every sequence shares.

@@ -14,7 +14,7 @@ size_t ReusablePrefix(std::span<const int32_t> cached, std::span<const int32_t> 
 }  // namespace
 
 SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32_t> prompt,
-                      size_t min_reused_tokens) {
+                      size_t min_reused_tokens, bool share) {
   SlotChoice best_reuse;  // the longest shared prefix
   int empty = -1;
   int least_recent = -1;
@@ -30,11 +30,21 @@ SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32
     if (least_recent < 0 || slot.last_used < slots[least_recent].last_used) least_recent = i;
   }
   if (best_reuse.slot < 0) return {};
-  if (best_reuse.reused_tokens > 0 && best_reuse.reused_tokens >= min_reused_tokens) {
+  SlotChoice shared;  // the longest prefix of any slot, free or busy, when sharing
+  if (share) {
+    for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
+      const size_t reused = ReusablePrefix(slots[i].cached, prompt);
+      if (reused > shared.reused_tokens) shared = {i, reused};
+    }
+  }
+  if (best_reuse.reused_tokens > 0 && best_reuse.reused_tokens >= min_reused_tokens &&
+      best_reuse.reused_tokens >= shared.reused_tokens) {
     return best_reuse;
   }
   const int chosen = empty >= 0 ? empty : least_recent;
-  return {chosen, ReusablePrefix(slots[chosen].cached, prompt)};
+  const size_t own = ReusablePrefix(slots[chosen].cached, prompt);
+  if (shared.reused_tokens > own) return {chosen, shared.reused_tokens, shared.slot};
+  return {chosen, own};
 }
 
 }  // namespace harrier

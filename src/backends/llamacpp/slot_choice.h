@@ -18,7 +18,8 @@ struct SlotState {
 
 struct SlotChoice {
   int slot = -1;             // index into the slots; -1 when none is free
-  size_t reused_tokens = 0;  // prompt tokens the slot's cache already holds
+  size_t reused_tokens = 0;  // prompt tokens whose KV cells the slot starts with
+  int share_from = -1;       // >= 0: those cells are another slot's, shared into this one
 };
 
 // Among the free slots: the one whose cache shares the longest prefix with `prompt`, when that
@@ -26,7 +27,13 @@ struct SlotChoice {
 // empty slot, or else the least recently used one (whose cache is then dropped, bar whatever
 // prefix it happens to share). The reused prefix stops one token short of the whole prompt: the
 // last prompt token is always decoded, for the logits the first output token is sampled from.
+//
+// With `share`, a slot's cells can also be shared into another (llama_memory_seq_cp: in a
+// unified KV cache a cell belongs to a set of sequences, so nothing is copied and the owner
+// loses nothing). Then a longer prefix held by any other slot, free or busy, is shared into the
+// slot chosen as above, unless that slot's own prefix is at least as long: a short prefix is
+// reused without dropping anyone's cache, and a long one without taking its slot.
 SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32_t> prompt,
-                      size_t min_reused_tokens);
+                      size_t min_reused_tokens, bool share = false);
 
 }  // namespace harrier

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "util/fake_clock.h"
@@ -492,6 +493,65 @@ TEST_F(LlamaEngineTest, SharedPrefixIsReusedAndGivesTheSameOutput) {
   const Output again = Run(*engine, Greedy(second, 16));
   EXPECT_EQ(again.reused_prompt_tokens, again.prompt_tokens - 1);
   EXPECT_EQ(again.texts, fresh.texts);
+}
+
+// A prefix too short to take over a slot's cache (below kMinReusedPrefixTokens) is shared into
+// the empty slot the request takes: decoded once, the same output, and the first slot's cache
+// still whole for its own next request.
+TEST_F(LlamaEngineTest, ShortPrefixIsSharedFromAnotherSlotAndGivesTheSameOutput) {
+  const std::string first = "Seven ships sailed to the north";
+  const std::string second = "Seven ships burned in the harbour";
+
+  Output fresh;
+  {
+    auto engine = Engine(Options(1));
+    ASSERT_NE(engine, nullptr);
+    fresh = Run(*engine, Greedy(second, 16));
+    EXPECT_EQ(fresh.reused_prompt_tokens, 0);
+  }
+  auto engine = Engine(Options(2));
+  ASSERT_NE(engine, nullptr);
+  const Output a = Run(*engine, Greedy(first, 16));
+  const Output b = Run(*engine, Greedy(second, 16));
+  const int shared = engine->CountTokens("Seven ships").value();  // BOS and the two words
+  ASSERT_LT(shared, LlamaEngine::kMinReusedPrefixTokens);
+  EXPECT_GE(b.reused_prompt_tokens, shared);
+  EXPECT_LT(b.reused_prompt_tokens, b.prompt_tokens);
+  EXPECT_EQ(b.texts, fresh.texts);
+  // Both slots hold a cache now: the first request's prompt again reuses all of it but the last
+  // token, so sharing took nothing from its slot.
+  const Output a_again = Run(*engine, Greedy(first, 16));
+  EXPECT_EQ(a_again.reused_prompt_tokens, a_again.prompt_tokens - 1);
+  EXPECT_EQ(a_again.texts, a.texts);
+  const Output b_again = Run(*engine, Greedy(second, 16));
+  EXPECT_EQ(b_again.reused_prompt_tokens, b_again.prompt_tokens - 1);
+  EXPECT_EQ(b_again.texts, fresh.texts);
+}
+
+// While one request generates, another whose prompt starts with the first's whole prompt takes
+// those cells from the busy slot: the same output as alone.
+TEST_F(LlamaEngineTest, PrefixIsSharedFromABusySlot) {
+  const std::string first = "Green tea and old maps were all the";
+  const std::string second = first + " travellers carried across the mountains";
+  Output fresh;
+  {
+    auto engine = Engine(Options(1));
+    ASSERT_NE(engine, nullptr);
+    fresh = Run(*engine, Greedy(second, 12));
+  }
+  auto engine = Engine(Options(2));
+  ASSERT_NE(engine, nullptr);
+  auto long_one = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Generate(Greedy(first, 200), long_one).ok());
+  // Once the first request has started generating, its prompt's cells are all there.
+  while (long_one->Snapshot().texts.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const Output b = Run(*engine, Greedy(second, 12));
+  const int first_tokens = engine->CountTokens(first).value();
+  EXPECT_GE(b.reused_prompt_tokens, first_tokens);
+  EXPECT_EQ(b.texts, fresh.texts);
+  long_one->Wait();
 }
 
 TEST_F(LlamaEngineTest, RefusesBadRequests) {
