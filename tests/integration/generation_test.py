@@ -191,6 +191,10 @@ class GenerationTests(unittest.TestCase):
         self.assertEqual(answers[0]["usage"]["completion_tokens"], 12)
         self.assertEqual(answers[0]["choices"][0]["finish_reason"], "length")
         self.assertGreater(len(answers[0]["choices"][0]["text"]), 0)
+        # The second one's prompt was in the KV cache (shared from the first's slot), all of it
+        # but the last token, which is decoded for the first output token's logits.
+        usage = answers[1]["usage"]
+        self.assertEqual(usage["prompt_tokens_details"]["cached_tokens"], usage["prompt_tokens"] - 1)
 
     def test_completion_logprobs_in_the_legacy_layout_whole_and_streamed(self):
         status, _, body = completion(self.port, "The quick brown fox", 6, logprobs=3)

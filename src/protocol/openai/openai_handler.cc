@@ -379,6 +379,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     for (const auto& c : choices_) {
       total.prompt_tokens = std::max(total.prompt_tokens, c.usage.prompt_tokens);
       total.completion_tokens += c.usage.completion_tokens;
+      total.reused_prompt_tokens = std::max(total.reused_prompt_tokens, c.usage.reused_prompt_tokens);
       if (!failed && (c.reason == harrier::FinishReason::kError ||
                       c.reason == harrier::FinishReason::kDeadline ||
                       c.reason == harrier::FinishReason::kCancelled)) {
@@ -386,7 +387,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
         failure = FinishStatus(c.reason, c.status);
       }
     }
-    const Usage usage{total.prompt_tokens, total.completion_tokens};
+    const Usage usage{total.prompt_tokens, total.completion_tokens, total.reused_prompt_tokens};
     int status = 200;
     std::string error;
     HttpResponder respond;

@@ -31,7 +31,9 @@ void AppendUsage(std::string* out, const Usage& usage) {
   AppendJsonNumber(out, usage.completion_tokens);
   out->append(",\"total_tokens\":");
   AppendJsonNumber(out, usage.prompt_tokens + usage.completion_tokens);
-  out->push_back('}');
+  out->append(",\"prompt_tokens_details\":{\"cached_tokens\":");
+  AppendJsonNumber(out, usage.cached_tokens);
+  out->append("}}");
 }
 
 // A chunk's end: "usage": null when the client asked for the usage chunk, then the brace.

@@ -34,6 +34,9 @@ std::string_view FinishReasonName(FinishReason reason);
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // total_tokens is written as the sum
+  // Of prompt_tokens: taken from the KV cache, not decoded (OpenAI's
+  // prompt_tokens_details.cached_tokens).
+  int64_t cached_tokens = 0;
 };
 
 // The log probability of one generated token, and of the likeliest tokens at its position.

@@ -34,11 +34,12 @@ TEST(OpenAiResponseTest, ChatCompletion) {
   Choice choice;
   choice.text = "Hello!";
   choice.finish_reason = FinishReason::kLength;
-  EXPECT_EQ(ChatCompletionJson(Meta(), std::span(&choice, 1), Usage{5, 2}),
+  EXPECT_EQ(ChatCompletionJson(Meta(), std::span(&choice, 1), Usage{5, 2, 3}),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1700000000,)"
             R"("model":"llama","choices":[{"index":0,"message":{"role":"assistant",)"
             R"("content":"Hello!"},"logprobs":null,"finish_reason":"length"}],)"
-            R"("usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}})");
+            R"("usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,)"
+            R"("prompt_tokens_details":{"cached_tokens":3}}})");
 }
 
 TEST(OpenAiResponseTest, ChatCompletionWithSeveralChoicesAndLogprobs) {
@@ -58,7 +59,8 @@ TEST(OpenAiResponseTest, ChatCompletionWithSeveralChoicesAndLogprobs) {
             R"({"token":"b","logprob":-0.5,"bytes":[98]},)"
             R"({"token":"c","logprob":-9999.0,"bytes":[99]}]}],"refusal":null},)"
             R"("finish_reason":"stop"}],)"
-            R"("usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}})");
+            R"("usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,)"
+            R"("prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(OpenAiResponseTest, Completion) {
@@ -72,7 +74,8 @@ TEST(OpenAiResponseTest, Completion) {
             R"("tokens":[" the","re"],"token_logprobs":[-0.25,-1],)"
             R"("top_logprobs":[{" the":-0.25," a":-2},null],"text_offset":[0,4]},)"
             R"("finish_reason":"stop"}],)"
-            R"("usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
+            R"("usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,)"
+            R"("prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(OpenAiResponseTest, ChatStreamChunks) {
@@ -97,7 +100,7 @@ TEST(OpenAiResponseTest, ChatStreamChunks) {
             head + R"("choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})");
   EXPECT_EQ(ChatUsageChunkJson(meta, Usage{4, 6}),
             head + R"("choices":[],"usage":{"prompt_tokens":4,"completion_tokens":6,)"
-                   R"("total_tokens":10}})");
+                   R"("total_tokens":10,"prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(OpenAiResponseTest, ChunksCarryNullUsageWhenTheClientAskedForTheUsageChunk) {
@@ -109,7 +112,7 @@ TEST(OpenAiResponseTest, ChunksCarryNullUsageWhenTheClientAskedForTheUsageChunk)
     EXPECT_THAT(chunk, MatchesRegex(R"(.*\],"usage":null\}$)")) << chunk;
   }
   // The usage chunk has its figures, whatever the flag.
-  EXPECT_THAT(ChatUsageChunkJson(meta, Usage{1, 1}), MatchesRegex(R"(.*"total_tokens":2\}\}$)"));
+  EXPECT_THAT(ChatUsageChunkJson(meta, Usage{1, 1}), MatchesRegex(R"(.*"total_tokens":2,.*\}\}\}$)"));
 }
 
 TEST(OpenAiResponseTest, CompletionStreamChunks) {
@@ -130,7 +133,7 @@ TEST(OpenAiResponseTest, CompletionStreamChunks) {
                    R"("finish_reason":"length"}]})");
   EXPECT_EQ(CompletionUsageChunkJson(meta, Usage{2, 3}),
             head + R"("choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3,)"
-                   R"("total_tokens":5}})");
+                   R"("total_tokens":5,"prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(OpenAiResponseTest, TextIsEscaped) {
