@@ -248,6 +248,7 @@ class EndpointTests(HarrierTestCase):
         self.assertEqual(version.stdout.strip(), "harrier " + doc["version"])
         self.assertIn("binary_tensor_data", doc["extensions"])
         self.assertIn("classification", doc["extensions"])
+        self.assertIn("model_repository", doc["extensions"])
 
     def test_model_metadata(self):
         for version in (None, 1):

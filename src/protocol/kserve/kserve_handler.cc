@@ -29,7 +29,8 @@
 namespace harrier::kserve {
 
 std::vector<std::string> DefaultKServeExtensions() {
-  return {"binary_tensor_data", "classification", "model_configuration", "statistics"};
+  return {"binary_tensor_data", "classification",   "model_configuration",
+          "statistics",         "model_repository", "model_repository(unload_dependents)"};
 }
 
 namespace {

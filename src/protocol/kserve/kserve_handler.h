@@ -61,11 +61,12 @@
 
 namespace harrier::kserve {
 
-// "binary_tensor_data", "classification", "model_configuration", "statistics": exactly what
-// KServeHandler implements whatever its options. The composition root adds "logging" and, with
-// a shared-memory registry, "system_shared_memory". "model_repository" is left out: the index
-// works, but load and unload do not (501), and a client that sees the extension would expect them
-// to.
+// "binary_tensor_data", "classification", "model_configuration", "statistics",
+// "model_repository" and "model_repository(unload_dependents)": exactly what KServeHandler
+// implements whatever its options (load and unload answer Triton's 503 outside explicit mode, as
+// Triton's do while it lists the extension; with no ensembles there are no dependents to unload).
+// The composition root adds "logging" and, with a shared-memory registry,
+// "system_shared_memory".
 std::vector<std::string> DefaultKServeExtensions();
 
 class KServeHandler : public HttpHandler {

@@ -121,7 +121,8 @@ TEST_F(KServeHandlerTest, ServerMetadata) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(HeaderOf(r, "Content-Type"), "application/json");
   EXPECT_EQ(r.body, R"({"name":"harrier","version":"1.2.3","extensions":["binary_tensor_data",)"
-                    R"("classification","model_configuration","statistics"]})");
+                    R"("classification","model_configuration","statistics","model_repository",)"
+                    R"js("model_repository(unload_dependents)"]})js");
 }
 
 TEST_F(KServeHandlerTest, ModelMetadata) {
