@@ -192,8 +192,8 @@ struct LlamaEngine::Impl {
   int n_batch = 0;
   int n_vocab = 0;
   // Whether one slot's cells can be shared into another (ChooseSlot's `share`): not where the
-  // memory is recurrent state, nor with a sliding window, whose cache forgets a sequence's old
-  // positions that a prefix shared later would still need.
+  // memory is recurrent state. (A sliding-window model's cache is full-size, swa_full, so it
+  // forgets no position a reused or shared prefix needs.)
   bool share_prefixes = false;
   std::string chat_template;  // the GGUF's, or empty for kDefaultChatTemplate
 
@@ -690,6 +690,10 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   context_params.n_threads = impl->threads;
   context_params.n_threads_batch = impl->threads;
   context_params.kv_unified = true;
+  // llama.cpp's default, stated because prefix reuse and sharing rely on it: a sliding-window
+  // model keeps every position's cells (a smaller cache drops those that slid out of the window,
+  // which a later request reusing that prefix would need).
+  context_params.swa_full = true;
   context_params.no_perf = true;
   impl->context.reset(llama_init_from_model(impl->model.get(), context_params));
   if (impl->context == nullptr) {
@@ -705,9 +709,8 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   impl->n_ctx_seq = std::min(impl->n_ctx, static_cast<int>(llama_n_ctx_seq(impl->context.get())));
   impl->n_batch = static_cast<int>(llama_n_batch(impl->context.get()));
   impl->n_vocab = llama_vocab_n_tokens(impl->vocab);
-  impl->share_prefixes = !llama_model_is_recurrent(impl->model.get()) &&
-                         !llama_model_is_hybrid(impl->model.get()) &&
-                         llama_model_n_swa(impl->model.get()) == 0;
+  impl->share_prefixes =
+      !llama_model_is_recurrent(impl->model.get()) && !llama_model_is_hybrid(impl->model.get());
 
   if (const char* tmpl = llama_model_chat_template(impl->model.get(), nullptr); tmpl != nullptr) {
     const llama_chat_message probe{"user", "hi"};
