@@ -12,12 +12,12 @@
 #include <string>
 #include <string_view>
 
-#include "protocol/kserve/content_coding.h"
+#include "protocol/common/content_coding.h"
 
 namespace {
 
 using harrier::StatusCode;
-using harrier::kserve::ContentCoding;
+using harrier::ContentCoding;
 
 [[noreturn]] void Fail(const char* what) {
   std::fprintf(stderr, "content_coding_fuzzer: %s\n", what);
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const ContentCoding coding = data[0] % 2 == 0 ? ContentCoding::kGzip : ContentCoding::kDeflate;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
-  auto decoded = harrier::kserve::DecodeContent(body, coding, kLimit, kPadding);
+  auto decoded = harrier::DecodeContent(body, coding, kLimit, kPadding);
   if (!decoded.ok()) {
     const StatusCode code = decoded.status().code();
     if (code != StatusCode::kInvalidArgument && code != StatusCode::kPayloadTooLarge)
@@ -42,12 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (decoded->size() > kLimit) Fail("decoded past the limit");
   if (decoded->capacity() < decoded->size() + kPadding) Fail("no padding after the body");
-  auto encoded = harrier::kserve::EncodeContent(*decoded, coding);
+  auto encoded = harrier::EncodeContent(*decoded, coding);
   if (!encoded) Fail("EncodeContent failed");
-  auto again = harrier::kserve::DecodeContent(*encoded, coding, kLimit, 0);
+  auto again = harrier::DecodeContent(*encoded, coding, kLimit, 0);
   if (!again.ok() || *again != *decoded) Fail("the round trip changed the body");
   // The header parsers see the same bytes as header values.
-  (void)harrier::kserve::ParseContentEncoding(body.substr(0, 64));
-  (void)harrier::kserve::NegotiateContentCoding(body.substr(0, 256));
+  (void)harrier::ParseContentEncoding(body.substr(0, 64));
+  (void)harrier::NegotiateContentCoding(body.substr(0, 256));
   return 0;
 }

@@ -36,7 +36,7 @@ HttpResponse Head(std::string request_id) {
 // single HEADERS frame clients report as trailing metadata only.
 HttpResponse Failed(HttpResponse head, const Status& status) {
   if (status.code() == StatusCode::kUnimplemented)
-    head.headers.emplace_back("grpc-accept-encoding", "identity");
+    head.headers.emplace_back("grpc-accept-encoding", kAcceptedMessageEncodings);
   head.body.clear();
   head.trailers = StatusFields(status);
   return head;
@@ -52,17 +52,21 @@ std::string Framed(const google::protobuf::MessageLite& message) {
   return out;
 }
 
-// A unary call's one message, in place in `body`.
-StatusOr<std::string_view> UnaryMessage(const std::string& body, std::size_t max_bytes) {
+// A unary call's one message: in place in `body`, or decompressed into `*storage` when the
+// call's grpc-encoding compressed it.
+StatusOr<std::string_view> UnaryMessage(const HttpRequest& request, std::size_t max_bytes,
+                                        std::string* storage) {
+  const std::string& body = *request.body;
   if (body.size() < kMessagePrefixBytes)
     return Status(StatusCode::kInternal, "the request carries no message");
-  ASSIGN_OR_RETURN(const std::size_t length, ReadMessagePrefix(body.data(), max_bytes));
-  if (body.size() != kMessagePrefixBytes + length) {
-    return Status(StatusCode::kInternal, body.size() < kMessagePrefixBytes + length
+  ASSIGN_OR_RETURN(const MessagePrefix prefix, ReadMessagePrefix(body.data(), max_bytes));
+  if (body.size() != kMessagePrefixBytes + prefix.length) {
+    return Status(StatusCode::kInternal, body.size() < kMessagePrefixBytes + prefix.length
                                              ? "the request's message is cut short"
                                              : "a unary call carries exactly one message");
   }
-  return std::string_view(body).substr(kMessagePrefixBytes, length);
+  return MessageBytes(prefix, std::string_view(body).substr(kMessagePrefixBytes),
+                      ParseMessageEncoding(request.Header("grpc-encoding")), max_bytes, storage);
 }
 
 Status CannotParse(std::string_view type) {
@@ -133,7 +137,8 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         tracestate_(head.Header("tracestate")),
         deadline_(deadline),
         max_inflight_(options.max_stream_inflight == 0 ? 1 : options.max_stream_inflight),
-        reader_(options.max_receive_message_bytes),
+        reader_(options.max_receive_message_bytes,
+                ParseMessageEncoding(head.Header("grpc-encoding"))),
         token_(std::make_shared<CancellationToken>()) {}
 
   void OnBody(std::string_view bytes) override {
@@ -317,7 +322,8 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
                                            "ModelStreamInfer needs an HTTP/2 stream of its own")));
     return;
   }
-  auto message = UnaryMessage(*request.body, options_.max_receive_message_bytes);
+  std::string decompressed;  // the message, when the call compressed it
+  auto message = UnaryMessage(request, options_.max_receive_message_bytes, &decompressed);
   if (!message.ok()) {
     respond(Failed(std::move(head), message.status()));
     return;

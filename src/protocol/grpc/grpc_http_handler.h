@@ -19,9 +19,11 @@
 // sent back. A refusal that says when to retry carries `retry-after` (seconds).
 //
 // Errors: grpc-message is cut to 1 KiB and percent-encoded. A message that does not parse is
-// INTERNAL (as grpc-go and grpc-java answer), a compressed one UNIMPLEMENTED (this server
-// announces `grpc-accept-encoding: identity`), one over Options::max_receive_message_bytes
-// RESOURCE_EXHAUSTED; an unknown method UNIMPLEMENTED. The transport's own refusals (a header
+// INTERNAL (as grpc-go and grpc-java answer), one over Options::max_receive_message_bytes
+// (decompressed, for a compressed one) RESOURCE_EXHAUSTED; an unknown method UNIMPLEMENTED.
+// Compressed messages (`grpc-encoding: gzip` or `deflate`, as Triton's clients send them with
+// compression_algorithm) are decompressed; another encoding is UNIMPLEMENTED, and such answers
+// announce `grpc-accept-encoding: identity,deflate,gzip`. Responses are not compressed. The transport's own refusals (a header
 // block or body over its limits, a stalled body) are turned into a grpc-status as well
 // (TransportError). A request that is not gRPC gets HTTP 415 (wrong content type), 405 (not a
 // POST) or 505 (not HTTP/2), each with a grpc-status too.

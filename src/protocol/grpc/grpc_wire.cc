@@ -3,7 +3,16 @@
 #include <algorithm>
 #include <charconv>
 
+#include "protocol/common/content_coding.h"
+
 namespace harrier::grpc_frontend {
+
+MessageEncoding ParseMessageEncoding(std::string_view grpc_encoding) {
+  if (grpc_encoding.empty() || grpc_encoding == "identity") return MessageEncoding::kIdentity;
+  if (grpc_encoding == "gzip") return MessageEncoding::kGzip;
+  if (grpc_encoding == "deflate") return MessageEncoding::kDeflate;
+  return MessageEncoding::kUnsupported;
+}
 
 void WriteMessagePrefix(std::size_t length, char* out) {
   const auto n = static_cast<uint32_t>(length);
@@ -14,21 +23,46 @@ void WriteMessagePrefix(std::size_t length, char* out) {
   out[4] = static_cast<char>(n);
 }
 
-StatusOr<uint32_t> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes) {
+StatusOr<MessagePrefix> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(prefix);
-  if (p[0] != 0) {
-    return Status(StatusCode::kUnimplemented,
-                  p[0] == 1 ? "compressed messages are not supported: send them uncompressed "
-                              "(grpc-accept-encoding: identity)"
-                            : "the message's compressed flag is neither 0 nor 1");
-  }
+  if (p[0] > 1) return Status(StatusCode::kInternal, "the message's compressed flag is neither 0 nor 1");
   const uint32_t length = uint32_t{p[1]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 8 | p[4];
   if (length > max_message_bytes) {
     return Status(StatusCode::kPayloadTooLarge, "received message larger than max (" +
                                                     std::to_string(length) + " vs. " +
                                                     std::to_string(max_message_bytes) + ")");
   }
-  return length;
+  return MessagePrefix{p[0] == 1, length};
+}
+
+StatusOr<std::string_view> MessageBytes(const MessagePrefix& prefix, std::string_view bytes,
+                                        MessageEncoding encoding, std::size_t max_message_bytes,
+                                        std::string* storage) {
+  if (!prefix.compressed) return bytes;
+  ContentCoding coding = ContentCoding::kIdentity;
+  switch (encoding) {
+    case MessageEncoding::kGzip: coding = ContentCoding::kGzip; break;
+    case MessageEncoding::kDeflate: coding = ContentCoding::kDeflate; break;
+    case MessageEncoding::kIdentity:
+      return Status(StatusCode::kInternal,
+                    "a compressed message on a call whose grpc-encoding is identity");
+    case MessageEncoding::kUnsupported:
+      return Status(StatusCode::kUnimplemented,
+                    "the message's grpc-encoding is not supported: this server accepts " +
+                        std::string(kAcceptedMessageEncodings));
+  }
+  auto decoded = DecodeContent(bytes, coding, max_message_bytes, 0);
+  if (!decoded.ok()) {
+    if (decoded.status().code() == StatusCode::kPayloadTooLarge) {
+      return Status(StatusCode::kPayloadTooLarge,
+                    "received message decompresses to more than the max (" +
+                        std::to_string(max_message_bytes) + " bytes)");
+    }
+    return Status(StatusCode::kInternal,
+                  "the message cannot be decompressed: " + decoded.status().message());
+  }
+  *storage = std::move(decoded).value();
+  return std::string_view(*storage);
 }
 
 std::string FrameMessage(std::string_view message) {
@@ -53,13 +87,24 @@ void MessageReader::Split() {
       error_ = prefix.status();
       break;
     }
-    const uint32_t length = *prefix;
+    const uint32_t length = prefix->length;
     if (buffer_.size() - at - kMessagePrefixBytes < length) {
       // Incomplete: reserve for the whole of it once, so that a large message is copied once.
       if (at == 0) buffer_.reserve(kMessagePrefixBytes + length);
       break;
     }
-    ready_.emplace_back(buffer_, at + kMessagePrefixBytes, length);
+    const std::string_view bytes(buffer_.data() + at + kMessagePrefixBytes, length);
+    if (prefix->compressed) {
+      std::string decompressed;
+      auto message = MessageBytes(*prefix, bytes, encoding_, max_message_bytes_, &decompressed);
+      if (!message.ok()) {
+        error_ = message.status();
+        break;
+      }
+      ready_.push_back({std::move(decompressed), kMessagePrefixBytes + length});
+    } else {
+      ready_.push_back({std::string(bytes), kMessagePrefixBytes + length});
+    }
     at += kMessagePrefixBytes + length;
   }
   if (!error_.ok()) {
@@ -78,9 +123,9 @@ std::optional<std::string> MessageReader::Next() {
     next_ready_ = 0;
     return std::nullopt;
   }
-  std::string message = std::move(ready_[next_ready_++]);
-  buffered_ -= kMessagePrefixBytes + message.size();
-  return message;
+  Ready& ready = ready_[next_ready_++];
+  buffered_ -= ready.wire_bytes;
+  return std::move(ready.message);
 }
 
 StatusOr<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value) {

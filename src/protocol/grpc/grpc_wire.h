@@ -22,16 +22,41 @@ namespace harrier::grpc_frontend {
 
 // Every message is a 1-byte compressed flag, a 4-byte big-endian length, then the bytes.
 inline constexpr std::size_t kMessagePrefixBytes = 5;
+// The message encodings this server decodes, as it announces them (grpc-accept-encoding).
+inline constexpr std::string_view kAcceptedMessageEncodings = "identity,deflate,gzip";
+
+// A call's message encoding, from its grpc-encoding header (gRPC's compression.md): what its
+// messages whose compressed flag is 1 are compressed with. Responses are never compressed
+// (identity is always acceptable to a client; Triton compresses none by default either).
+enum class MessageEncoding { kIdentity, kGzip, kDeflate, kUnsupported };
+// "" (no header) and "identity": kIdentity; "gzip", "deflate"; anything else kUnsupported (an
+// error only once a compressed message comes: uncompressed ones are read as usual).
+MessageEncoding ParseMessageEncoding(std::string_view grpc_encoding);
+
+struct MessagePrefix {
+  bool compressed = false;
+  uint32_t length = 0;  // of the bytes as sent (compressed ones: before decompression)
+};
 // grpc-message is cut to this many bytes (before percent-encoding, on a UTF-8 boundary), so that
 // an error that echoes a huge name cannot make a header block no client accepts.
 inline constexpr std::size_t kMaxStatusMessageBytes = 1024;
 
 // Writes the 5-byte prefix of an uncompressed message of `length` bytes at `out`.
 void WriteMessagePrefix(std::size_t length, char* out);
-// The length a 5-byte prefix (at `prefix`) announces: kUnimplemented when the message is
-// compressed (or the flag is neither 0 nor 1), kPayloadTooLarge when it is over
-// `max_message_bytes`.
-StatusOr<uint32_t> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes);
+// What a 5-byte prefix (at `prefix`) announces: kInternal when the flag is neither 0 nor 1,
+// kPayloadTooLarge when the length is over `max_message_bytes`.
+StatusOr<MessagePrefix> ReadMessagePrefix(const char* prefix, std::size_t max_message_bytes);
+
+// A message's bytes as its prefix and the call's encoding say: `bytes` itself when it is not
+// compressed, else decompressed into `*storage` (and a view of it), at most `max_message_bytes`
+// of them. Errors, as gRPC's servers answer them: kUnimplemented for an encoding this server
+// does not decode (the answer's grpc-accept-encoding names the ones it does), kInternal for a
+// compressed message on a call whose encoding is identity or for bytes that are not a complete
+// stream of that encoding, kPayloadTooLarge as soon as the decompressed size passes the limit
+// (a compression bomb costs at most the limit).
+StatusOr<std::string_view> MessageBytes(const MessagePrefix& prefix, std::string_view bytes,
+                                        MessageEncoding encoding, std::size_t max_message_bytes,
+                                        std::string* storage);
 
 // `message` with its 5-byte prefix (uncompressed).
 std::string FrameMessage(std::string_view message);
@@ -40,15 +65,18 @@ std::string FrameMessage(std::string_view message);
 class MessageReader {
  public:
   // `max_message_bytes`: a larger message is an error (kPayloadTooLarge) as soon as its prefix
-  // is in, before its bytes are buffered.
-  explicit MessageReader(std::size_t max_message_bytes) : max_message_bytes_(max_message_bytes) {}
+  // is in, before its bytes are buffered; a compressed one also once it decompresses past it.
+  // `encoding`: the call's (grpc-encoding), for its compressed messages.
+  explicit MessageReader(std::size_t max_message_bytes,
+                         MessageEncoding encoding = MessageEncoding::kIdentity)
+      : max_message_bytes_(max_message_bytes), encoding_(encoding) {}
 
   // Appends bytes. After an error, everything is ignored and error() stays set.
   void Append(std::string_view bytes);
-  // The next complete message, moved out (nullopt: none complete yet).
+  // The next complete message, decompressed, moved out (nullopt: none complete yet).
   std::optional<std::string> Next();
-  // kPayloadTooLarge (over the limit) or kUnimplemented (a compressed message: this server
-  // announces `grpc-accept-encoding: identity` and decompresses nothing); OK otherwise.
+  // MessageBytes's and ReadMessagePrefix's errors for the first message that had one; OK
+  // otherwise.
   const Status& error() const { return error_; }
   // Whether bytes of an unfinished message are buffered (a body that ends here is cut short).
   bool partial() const { return !buffer_.empty(); }
@@ -58,9 +86,15 @@ class MessageReader {
  private:
   void Split();
 
+  struct Ready {
+    std::string message;     // decompressed
+    std::size_t wire_bytes;  // as it came, prefix included (what buffered_bytes() counts)
+  };
+
   const std::size_t max_message_bytes_;
+  const MessageEncoding encoding_;
   std::string buffer_;  // an incomplete message (prefix included)
-  std::vector<std::string> ready_;
+  std::vector<Ready> ready_;
   std::size_t next_ready_ = 0;
   std::size_t buffered_ = 0;
   Status error_ = Status::Ok();

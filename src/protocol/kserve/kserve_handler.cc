@@ -17,7 +17,7 @@
 #include "core/status_mapping.h"
 #include "core/utf8.h"
 #include "protocol/kserve/classification.h"
-#include "protocol/kserve/content_coding.h"
+#include "protocol/common/content_coding.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/model_control_parameters.h"

@@ -455,6 +455,36 @@ test('request parameters: accepted and refused', async () => {
   await goodRequestStillSucceeds(c);
 });
 
+// What Triton's clients do with compression_algorithm: every message compressed, the call's
+// grpc-encoding naming how (grpc-js: grpc.default_compression_algorithm, 1 deflate, 2 gzip).
+for (const [name, algorithm] of [['deflate', 1], ['gzip', 2]]) {
+  test(`compressed messages (${name}): ModelInfer and ModelStreamInfer`, async () => {
+    const options = { 'grpc.default_compression_algorithm': algorithm };
+    const cc = client(await server.grpcPort(), undefined, options);
+    try {
+      checkSimple(await unary(cc, 'ModelInfer', simpleRaw(A, B, { id: `z-${name}` })));
+      const call = cc.ModelStreamInfer();
+      const got = [];
+      const done = new Promise((resolve, reject) => {
+        call.on('data', (r) => got.push(r));
+        call.on('error', reject);
+        call.on('end', resolve);
+      });
+      for (let i = 0; i < 5; i++) call.write(simpleRaw(A.map((x) => x + i), B, { id: String(i) }));
+      call.end();
+      await done;
+      assertEqual(got.length, 5, 'responses');
+      for (const r of got) {
+        assertEqual(r.error_message, '', 'error_message');
+        const i = Number(r.infer_response.id);
+        checkSimple(r.infer_response, A.map((x) => x + i), B);
+      }
+    } finally {
+      cc.close();
+    }
+  });
+}
+
 test('ModelStreamInfer: 1,000 requests, each answer matches its input; an error in between', async () => {
   const N = 1000;
   const call = c.ModelStreamInfer();

@@ -4,6 +4,10 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/common/content_coding.h"
 
 namespace harrier::grpc_frontend {
 namespace {
@@ -37,16 +41,77 @@ TEST(MessageReaderTest, AMessageOverTheLimitIsRefusedFromItsPrefix) {
   EXPECT_EQ(reader.buffered_bytes(), 0u);
 }
 
-TEST(MessageReaderTest, CompressedMessagesAreUnimplemented) {
-  MessageReader reader(100);
-  std::string framed = FrameMessage("abc");
+// `message` compressed in `coding`, framed with the compressed flag.
+std::string FrameCompressed(std::string_view message, ContentCoding coding) {
+  std::string framed = FrameMessage(*EncodeContent(message, coding));
   framed[0] = 1;
-  reader.Append(framed);
-  EXPECT_EQ(reader.error().code(), StatusCode::kUnimplemented);
-  MessageReader other(100);
+  return framed;
+}
+
+TEST(MessageReaderTest, CompressedMessagesAreDecompressedWithTheCallsEncoding) {
+  const std::string big(5000, 'x');  // compresses to far fewer bytes
+  for (auto [encoding, coding] : {std::pair{MessageEncoding::kGzip, ContentCoding::kGzip},
+                                  std::pair{MessageEncoding::kDeflate, ContentCoding::kDeflate}}) {
+    const std::string body =
+        FrameCompressed("hello", coding) + FrameMessage("plain") + FrameCompressed(big, coding);
+    for (std::size_t piece : {std::size_t{1}, std::size_t{7}, body.size()}) {
+      MessageReader reader(8192, encoding);
+      std::vector<std::string> got;
+      for (std::size_t at = 0; at < body.size(); at += piece) {
+        reader.Append(std::string_view(body).substr(at, piece));
+        EXPECT_LE(reader.buffered_bytes(), body.size());  // counted as they came, not inflated
+        while (auto m = reader.Next()) got.push_back(*m);
+      }
+      ASSERT_TRUE(reader.error().ok()) << reader.error().ToString();
+      EXPECT_EQ(reader.buffered_bytes(), 0u);
+      EXPECT_EQ(got, (std::vector<std::string>{"hello", "plain", big})) << "piece " << piece;
+    }
+  }
+}
+
+TEST(MessageReaderTest, CompressedMessageErrorsAreTheOnesGrpcServersAnswer) {
+  const std::string gzipped = FrameCompressed("abc", ContentCoding::kGzip);
+  // No grpc-encoding (identity) but the flag set: INTERNAL, as the gRPC spec says.
+  MessageReader identity(100);
+  identity.Append(gzipped);
+  EXPECT_EQ(identity.error().code(), StatusCode::kInternal);
+  // An encoding this server lacks: UNIMPLEMENTED, naming what it accepts.
+  MessageReader snappy(100, ParseMessageEncoding("snappy"));
+  snappy.Append(FrameMessage("uncompressed is fine"));
+  EXPECT_TRUE(snappy.error().ok());
+  snappy.Append(gzipped);
+  EXPECT_EQ(snappy.error().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(snappy.error().message().find("identity,deflate,gzip"), std::string::npos);
+  // Bytes that are not gzip: INTERNAL.
+  MessageReader garbage(100, MessageEncoding::kGzip);
+  std::string framed = FrameMessage("not gzip at all");
+  framed[0] = 1;
+  garbage.Append(framed);
+  EXPECT_EQ(garbage.error().code(), StatusCode::kInternal);
+  // A flag that is neither 0 nor 1: INTERNAL.
+  MessageReader flag(100);
   framed[0] = 7;
-  other.Append(framed);
-  EXPECT_EQ(other.error().code(), StatusCode::kUnimplemented);
+  flag.Append(framed);
+  EXPECT_EQ(flag.error().code(), StatusCode::kInternal);
+}
+
+TEST(MessageReaderTest, ACompressionBombStopsAtTheLimit) {
+  const std::string bomb = FrameCompressed(std::string(1 << 20, '\0'), ContentCoding::kGzip);
+  ASSERT_LT(bomb.size(), 8192u);  // 1 MiB of zeros in ~4.5 KiB (zlib level 1)
+  MessageReader reader(64 * 1024, MessageEncoding::kGzip);
+  reader.Append(bomb);
+  EXPECT_EQ(reader.error().code(), StatusCode::kPayloadTooLarge);
+  EXPECT_FALSE(reader.Next().has_value());
+  EXPECT_EQ(reader.buffered_bytes(), 0u);
+}
+
+TEST(MessageEncodingTest, Names) {
+  EXPECT_EQ(ParseMessageEncoding(""), MessageEncoding::kIdentity);
+  EXPECT_EQ(ParseMessageEncoding("identity"), MessageEncoding::kIdentity);
+  EXPECT_EQ(ParseMessageEncoding("gzip"), MessageEncoding::kGzip);
+  EXPECT_EQ(ParseMessageEncoding("deflate"), MessageEncoding::kDeflate);
+  EXPECT_EQ(ParseMessageEncoding("snappy"), MessageEncoding::kUnsupported);
+  EXPECT_EQ(ParseMessageEncoding("gzip, deflate"), MessageEncoding::kUnsupported);
 }
 
 TEST(MessageReaderTest, APartialMessageIsReported) {

@@ -1,7 +1,9 @@
-// Content codings of KServe REST bodies (RFC 9110 §8.4.1), with zlib: a request body sent with
-// `Content-Encoding: gzip` or `deflate` is decoded before it is parsed, and an inference
+// Content codings (RFC 9110 §8.4.1), with zlib, for every front end: a KServe REST body sent
+// with `Content-Encoding: gzip` or `deflate` is decoded before it is parsed, and an inference
 // response is encoded when the request's `Accept-Encoding` asks for one, as Triton's HTTP
-// endpoint does. The decoded size is bounded, so a compression bomb costs at most the limit.
+// endpoint does; a gRPC message compressed with its call's `grpc-encoding` (gzip, deflate) is
+// decoded the same way (protocol/grpc/grpc_wire.h). The decoded size is bounded, so a
+// compression bomb costs at most the limit.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +14,7 @@
 
 #include "harrier/status.h"
 
-namespace harrier::kserve {
+namespace harrier {
 
 enum class ContentCoding { kIdentity, kGzip, kDeflate };
 
@@ -44,4 +46,4 @@ StatusOr<std::string> DecodeContent(std::string_view encoded, ContentCoding codi
 // nullopt if zlib fails (the response then goes out unencoded).
 std::optional<std::string> EncodeContent(std::string_view body, ContentCoding coding);
 
-}  // namespace harrier::kserve
+}  // namespace harrier

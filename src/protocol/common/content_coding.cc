@@ -1,4 +1,4 @@
-#include "protocol/kserve/content_coding.h"
+#include "protocol/common/content_coding.h"
 
 #include <zlib.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/http_text.h"
 
-namespace harrier::kserve {
+namespace harrier {
 namespace {
 
 // zlib's window bits: 15 (a 32 KiB window), +16 for a gzip wrapper, negative for raw deflate.
@@ -180,4 +180,4 @@ std::optional<std::string> EncodeContent(std::string_view body, ContentCoding co
   return out;
 }
 
-}  // namespace harrier::kserve
+}  // namespace harrier

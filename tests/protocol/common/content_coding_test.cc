@@ -1,11 +1,11 @@
-#include "protocol/kserve/content_coding.h"
+#include "protocol/common/content_coding.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <string>
 
-namespace harrier::kserve {
+namespace harrier {
 namespace {
 
 // zlib's own compressor, independent of EncodeContent: `window_bits` 15 zlib, 31 gzip, -15 raw.
@@ -140,4 +140,4 @@ TEST(ContentCodingTest, RejectsWhatIsNotAWholeStream) {
 }
 
 }  // namespace
-}  // namespace harrier::kserve
+}  // namespace harrier
