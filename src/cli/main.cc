@@ -431,10 +431,9 @@ int Serve(const ServeFlags& flags) {
   grpc_options.handler.tracer = tracer.get();
   grpc_options.handler.inline_execution = InlinePoliciesOf(flags).grpc;
   grpc_options.handler.shared_memory = shared_memory.get();
-  if (shared_memory) {
-    grpc_options.handler.extensions = kserve::DefaultKServeExtensions();
-    grpc_options.handler.extensions.push_back("system_shared_memory");
-  }
+  grpc_options.handler.log_control = &log_control;
+  // The REST list: logging (the LogSettings RPC) and shared memory are served on both ports.
+  grpc_options.handler.extensions = handler_options.extensions;
   grpc_options.wrap_handler = [&access_control](HttpHandler* grpc) {
     return (*access_control)->WrapGrpc(grpc);
   };

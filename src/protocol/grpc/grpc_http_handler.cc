@@ -473,6 +473,10 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
         [&](const CudaSharedMemoryUnregisterRequest&, CudaSharedMemoryUnregisterResponse*) {
           return Status::Ok();  // no CUDA region can exist here: nothing to unregister
         });
+  } else if (method == "LogSettings") {
+    answer = Unary<LogSettingsRequest, LogSettingsResponse>(
+        *message, std::move(head), "LogSettingsRequest",
+        [&](const LogSettingsRequest& q, LogSettingsResponse* r) { return h.LogSettings(q, r); });
   } else {
     answer = Failed(std::move(head),
                     Status(StatusCode::kUnimplemented, "unknown method " + std::string(method) +

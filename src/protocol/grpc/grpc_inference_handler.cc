@@ -12,6 +12,7 @@
 #include "harrier/generation.h"
 #include "protocol/grpc/infer_codec.h"
 #include "protocol/kserve/kserve_handler.h"
+#include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/shared_memory_endpoints.h"
 #include "protocol/openai/generation_record.h"
@@ -221,6 +222,35 @@ Status GrpcInferenceHandler::CudaSharedMemoryStatus(
 Status GrpcInferenceHandler::CudaSharedMemoryRegister(
     const inference::CudaSharedMemoryRegisterRequest& request) const {
   return kserve::CudaSharedMemoryRegister(request.name());
+}
+
+Status GrpcInferenceHandler::LogSettings(const inference::LogSettingsRequest& request,
+                                         inference::LogSettingsResponse* response) const {
+  if (options_.log_control == nullptr) {
+    return Status(StatusCode::kUnimplemented, "this server has no log settings to change");
+  }
+  harrier::LogSettings wanted = options_.log_control->Get();
+  using Value = inference::LogSettingsRequest::SettingValue;
+  for (const auto& [key, value] : request.settings()) {
+    kserve::LogSettingValue v;
+    switch (value.parameter_choice_case()) {
+      case Value::kBoolParam: v = value.bool_param(); break;
+      case Value::kUint32Param: v = int64_t{value.uint32_param()}; break;
+      case Value::kStringParam: v = std::string_view(value.string_param()); break;
+      case Value::PARAMETER_CHOICE_NOT_SET: break;
+    }
+    RETURN_IF_ERROR(kserve::ApplyLogSetting(key, v, &wanted));
+  }
+  if (!request.settings().empty()) RETURN_IF_ERROR(options_.log_control->Set(wanted));
+  const harrier::LogSettings now = options_.log_control->Get();
+  auto& out = *response->mutable_settings();
+  out["log_file"].set_string_param(now.log_file);
+  out["log_info"].set_bool_param(now.log_info);
+  out["log_warning"].set_bool_param(now.log_warning);
+  out["log_error"].set_bool_param(now.log_error);
+  out["log_verbose_level"].set_uint32_param(static_cast<uint32_t>(now.log_verbose_level));
+  out["log_format"].set_string_param(now.log_format);
+  return Status::Ok();
 }
 
 namespace {

@@ -15,11 +15,13 @@
 //   ModelStatistics       as GET /v2/models[/{m}[/versions/{v}]]/stats; empty name: every model
 //   RepositoryIndex       every model version and its state (`ready`: ready ones only)
 //   RepositoryModelLoad/Unload   as POST /v2/repository/models/{m}/load|unload (parameters
-//                         `config` as a string_param; file overrides are INVALID_ARGUMENT)
+//                         `config` as a string_param, file overrides as bytes_params)
 //   SystemSharedMemoryStatus/Register/Unregister   as the REST systemsharedmemory endpoints
 //                         (kserve/shared_memory_endpoints.h), over Options::shared_memory
 //   CudaSharedMemoryStatus/Register   no GPU: status of all is empty, of one region and
 //                         register kInvalidArgument (Unregister is answered by the transport)
+//   LogSettings           as GET/POST /v2/logging, over Options::log_control: the request's
+//                         settings applied (none: only read), every setting answered
 //   ModelInfer            decode (infer_codec.h), run on the model, encode
 //   ModelGenerate         a ModelStreamInfer request to a model that generates text: its
 //                         tokens as Triton's decoupled responses (docs/generation.md)
@@ -40,6 +42,7 @@
 
 #include "harrier/access_log.h"
 #include "harrier/cancellation.h"
+#include "harrier/log_control.h"
 #include "harrier/model_manager.h"
 #include "harrier/server_readiness.h"
 #include "harrier/status.h"
@@ -103,6 +106,9 @@ class GrpcInferenceHandler {
     // Not owned, as above. While it says draining (a shutdown has begun), ServerReady answers
     // ready=false and every other RPC is served as before. Null: readiness is the models' alone.
     const ServerReadiness* readiness = nullptr;
+    // Not owned, as above; the REST API's (GET/POST /v2/logging). Null: LogSettings is
+    // UNIMPLEMENTED.
+    LogControl* log_control = nullptr;
   };
 
   // `models` is not owned and must outlive the handler and every call in flight.
@@ -135,6 +141,8 @@ class GrpcInferenceHandler {
       const inference::SystemSharedMemoryUnregisterRequest& request) const;
   Status CudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& request) const;
   Status CudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request) const;
+  Status LogSettings(const inference::LogSettingsRequest& request,
+                     inference::LogSettingsResponse* response) const;
 
   // Decodes `request` (its raw_input_contents are moved out), runs it on the model and fills
   // `response`. `done` is called exactly once: on the calling thread for errors found before the

@@ -23,6 +23,40 @@ std::string LogSettingsJson(const LogSettings& s) {
   return out;
 }
 
+Status ApplyLogSetting(std::string_view key, const LogSettingValue& value, LogSettings* s) {
+  auto want_bool = [&](bool* field) -> Status {
+    if (!std::holds_alternative<bool>(value)) {
+      return InvalidArgument("logging request: '" + std::string(key) + "' must be a bool");
+    }
+    *field = std::get<bool>(value);
+    return Status::Ok();
+  };
+  auto want_string = [&](std::string* field) -> Status {
+    if (!std::holds_alternative<std::string_view>(value)) {
+      return InvalidArgument("logging request: '" + std::string(key) + "' must be a string");
+    }
+    *field = std::string(std::get<std::string_view>(value));
+    return Status::Ok();
+  };
+  if (key == "log_info") return want_bool(&s->log_info);
+  if (key == "log_warning") return want_bool(&s->log_warning);
+  if (key == "log_error") return want_bool(&s->log_error);
+  if (key == "log_file") return want_string(&s->log_file);
+  if (key == "log_format") return want_string(&s->log_format);
+  if (key == "log_verbose_level") {
+    const int64_t* level = std::get_if<int64_t>(&value);
+    if (level == nullptr || *level < 0 || *level > 1000) {
+      return InvalidArgument(
+          "logging request: 'log_verbose_level' must be an integer from 0 to 1000");
+    }
+    s->log_verbose_level = static_cast<int>(*level);
+    return Status::Ok();
+  }
+  return InvalidArgument("logging request: unknown field '" + std::string(key) +
+                         "' (expected log_file, log_info, log_warning, log_error, "
+                         "log_verbose_level, log_format)");
+}
+
 StatusOr<LogSettings> ApplyLogSettingsJson(std::string_view body, LogSettings current) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
@@ -35,44 +69,18 @@ StatusOr<LogSettings> ApplyLogSettingsJson(std::string_view body, LogSettings cu
     return InvalidArgument("the logging request must be a JSON object");
   }
   for (auto [key, value] : obj) {
-    auto want_bool = [&, key = key, value = value](bool* field) -> Status {
-      if (value.get_bool().get(*field)) {
-        return InvalidArgument("logging request: '" + std::string(key) + "' must be a bool");
-      }
-      return Status::Ok();
-    };
-    auto want_string = [&, key = key, value = value](std::string* field) -> Status {
-      std::string_view v;
-      if (value.get_string().get(v)) {
-        return InvalidArgument("logging request: '" + std::string(key) + "' must be a string");
-      }
-      *field = std::string(v);
-      return Status::Ok();
-    };
-    Status s;
-    if (key == "log_info") {
-      s = want_bool(&current.log_info);
-    } else if (key == "log_warning") {
-      s = want_bool(&current.log_warning);
-    } else if (key == "log_error") {
-      s = want_bool(&current.log_error);
-    } else if (key == "log_verbose_level") {
-      int64_t level = 0;
-      if (value.get_int64().get(level) || level < 0 || level > 1000) {
-        return InvalidArgument(
-            "logging request: 'log_verbose_level' must be an integer from 0 to 1000");
-      }
-      current.log_verbose_level = static_cast<int>(level);
-    } else if (key == "log_file") {
-      s = want_string(&current.log_file);
-    } else if (key == "log_format") {
-      s = want_string(&current.log_format);
-    } else {
-      return InvalidArgument("logging request: unknown field '" + std::string(key) +
-                             "' (expected log_file, log_info, log_warning, log_error, "
-                             "log_verbose_level, log_format)");
+    LogSettingValue v;
+    bool b = false;
+    int64_t n = 0;
+    std::string_view text;
+    if (!value.get_bool().get(b)) {
+      v = b;
+    } else if (!value.get_int64().get(n)) {
+      v = n;
+    } else if (!value.get_string().get(text)) {
+      v = text;
     }
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(ApplyLogSetting(key, v, &current));
   }
   return current;
 }

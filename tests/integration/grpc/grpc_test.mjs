@@ -313,7 +313,8 @@ test('ServerMetadata', async () => {
   const md = await unary(c, 'ServerMetadata', {});
   assertEqual(md.name, 'harrier', 'name');
   assert(md.version.length > 0, 'a version');
-  for (const e of ['binary_tensor_data', 'classification', 'model_configuration', 'statistics'])
+  for (const e of ['binary_tensor_data', 'classification', 'model_configuration', 'statistics',
+    'model_repository', 'logging', 'system_shared_memory'])
     assert(md.extensions.includes(e), `extension ${e} in ${md.extensions}`);
 });
 
@@ -323,6 +324,21 @@ async function rest(target) {
   assertEqual(r.status, 200, `GET ${target}`);
   return r.json();
 }
+
+// Triton's logging extension, as tritonclient's get_log_settings / update_log_settings call it.
+test('LogSettings: read, changed, seen by REST, refused without a change', async () => {
+  const value = (v) => v[v.parameter_choice];
+  const read = await unary(c, 'LogSettings', {});
+  const expected = await rest('/v2/logging');
+  for (const [k, v] of Object.entries(expected)) assertEqual(value(read.settings[k]), v, k);
+  const changed = await unary(c, 'LogSettings', { settings: { log_verbose_level: { uint32_param: 1 } } });
+  assertEqual(value(changed.settings.log_verbose_level), 1, 'changed');
+  assertEqual((await rest('/v2/logging')).log_verbose_level, 1, 'REST sees it');
+  await expectCode(unary(c, 'LogSettings', { settings: { log_info: { string_param: 'yes' } } }),
+    Code.INVALID_ARGUMENT, 'a string for a bool');
+  await unary(c, 'LogSettings', { settings: { log_verbose_level: { uint32_param: 0 } } });
+  assertEqual((await rest('/v2/logging')).log_verbose_level, 0, 'back to 0');
+});
 
 test('ModelMetadata: as the REST API', async () => {
   for (const name of ['simple', 'identity_bytes', 'slow']) {

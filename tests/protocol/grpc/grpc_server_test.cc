@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -132,6 +133,60 @@ TEST_F(GrpcServerTest, ServerReadyIsFalseWhileDrainingAndInferenceIsServed) {
   EXPECT_TRUE(status.ok()) << status.error_message();
   server_->Stop(std::chrono::milliseconds(0));  // no call reads `readiness` once it is gone
 }
+// Triton's logging extension over gRPC: the same settings and rules as GET/POST /v2/logging.
+TEST_F(GrpcServerTest, LogSettingsReadAndChangeTheLogControlsSettings) {
+  struct RecordingLogControl : LogControl {
+    LogSettings Get() const override { return settings; }
+    Status Set(const LogSettings& s) override {
+      ++sets;
+      if (s.log_format != settings.log_format) return InvalidArgument("log_format is fixed");
+      settings = s;
+      return Status::Ok();
+    }
+    LogSettings settings;
+    int sets = 0;
+  } control;
+  GrpcServer::Options options;
+  options.handler.log_control = &control;
+  StartServer(options);
+  using Request = inference::LogSettingsRequest;
+  auto call = [&](const Request& request, inference::LogSettingsResponse* response) {
+    grpc::ClientContext context;
+    return stub_->LogSettings(&context, request, response);
+  };
+
+  inference::LogSettingsResponse read;
+  ASSERT_TRUE(call(Request(), &read).ok());
+  EXPECT_EQ(control.sets, 0);  // nothing asked: nothing set
+  ASSERT_EQ(read.settings().size(), 6u);
+  EXPECT_TRUE(read.settings().at("log_info").bool_param());
+  EXPECT_EQ(read.settings().at("log_verbose_level").uint32_param(), 0u);
+  EXPECT_EQ(read.settings().at("log_format").string_param(), "text");
+  EXPECT_EQ(read.settings().at("log_file").string_param(), "");
+
+  Request change;
+  (*change.mutable_settings())["log_verbose_level"].set_uint32_param(2);
+  (*change.mutable_settings())["log_info"].set_bool_param(true);
+  inference::LogSettingsResponse changed;
+  ASSERT_TRUE(call(change, &changed).ok());
+  EXPECT_EQ(control.settings.log_verbose_level, 2);
+  EXPECT_EQ(changed.settings().at("log_verbose_level").uint32_param(), 2u);
+
+  // Refusals change nothing: a wrong type, an unknown name, what the control refuses.
+  for (auto fill : std::vector<std::function<void(Request*)>>{
+           [](Request* r) { (*r->mutable_settings())["log_info"].set_string_param("yes"); },
+           [](Request* r) { (*r->mutable_settings())["log_colour"].set_bool_param(true); },
+           [](Request* r) { (*r->mutable_settings())["log_format"].set_string_param("json"); }}) {
+    Request bad;
+    fill(&bad);
+    inference::LogSettingsResponse response;
+    const grpc::Status status = call(bad, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_EQ(control.settings.log_verbose_level, 2);
+    EXPECT_EQ(control.settings.log_format, "text");
+  }
+}
+
 TEST_F(GrpcServerTest, ModelReadyStates) {
   struct Row {
     const char* name;
