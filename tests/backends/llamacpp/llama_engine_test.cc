@@ -159,6 +159,15 @@ class LlamaEngineTest : public ::testing::Test {
     return engine.ok() ? std::move(engine).value() : nullptr;
   }
 
+  // `request` on an engine of its own, with nothing cached: what every reuse must give.
+  static Output Alone(GenerationRequest request) {
+    auto engine = Engine(Options(1));
+    if (engine == nullptr) return {};
+    Output out = Run(*engine, std::move(request));
+    EXPECT_EQ(out.reused_prompt_tokens, 0);
+    return out;
+  }
+
   static Output Run(LlamaEngine& engine, GenerationRequest request) {
     auto sink = std::make_shared<RecordingSink>();
     const Status status = engine.Generate(std::move(request), sink);
@@ -466,13 +475,7 @@ TEST_F(LlamaEngineTest, SharedPrefixIsReusedAndGivesTheSameOutput) {
   const std::string first = prefix + " What colour is the sky?";
   const std::string second = prefix + " How far away is the moon?";
 
-  Output fresh;
-  {
-    auto engine = Engine(Options(1));
-    ASSERT_NE(engine, nullptr);
-    fresh = Run(*engine, Greedy(second, 16));
-    EXPECT_EQ(fresh.reused_prompt_tokens, 0);
-  }
+  const Output fresh = Alone(Greedy(second, 16));
   auto engine = Engine(Options(1));
   ASSERT_NE(engine, nullptr);
   const Output a = Run(*engine, Greedy(first, 16));
@@ -502,13 +505,7 @@ TEST_F(LlamaEngineTest, ShortPrefixIsSharedFromAnotherSlotAndGivesTheSameOutput)
   const std::string first = "Seven ships sailed to the north";
   const std::string second = "Seven ships burned in the harbour";
 
-  Output fresh;
-  {
-    auto engine = Engine(Options(1));
-    ASSERT_NE(engine, nullptr);
-    fresh = Run(*engine, Greedy(second, 16));
-    EXPECT_EQ(fresh.reused_prompt_tokens, 0);
-  }
+  const Output fresh = Alone(Greedy(second, 16));
   auto engine = Engine(Options(2));
   ASSERT_NE(engine, nullptr);
   const Output a = Run(*engine, Greedy(first, 16));
@@ -533,12 +530,7 @@ TEST_F(LlamaEngineTest, ShortPrefixIsSharedFromAnotherSlotAndGivesTheSameOutput)
 TEST_F(LlamaEngineTest, PrefixIsSharedFromABusySlot) {
   const std::string first = "Green tea and old maps were all the";
   const std::string second = first + " travellers carried across the mountains";
-  Output fresh;
-  {
-    auto engine = Engine(Options(1));
-    ASSERT_NE(engine, nullptr);
-    fresh = Run(*engine, Greedy(second, 12));
-  }
+  const Output fresh = Alone(Greedy(second, 12));
   auto engine = Engine(Options(2));
   ASSERT_NE(engine, nullptr);
   auto long_one = std::make_shared<RecordingSink>();
