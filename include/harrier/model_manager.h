@@ -68,7 +68,13 @@ struct ModelVersionStats {
 };
 
 // A ready model version, pinned for as long as the handle lives. Do not hold a handle longer
-// than one request: unloading waits for handles to drop.
+// than one request: unloading waits for handles to drop. Releasing the last handle of a
+// version the manager has not shut down destroys it, which joins its threads (model workers, a
+// generation engine's loop): so never release a handle from a callback the version runs on one
+// of its own threads (a completion callback, a generation sink's OnToken/OnEnd) unless another
+// handle outlives it. The manager shuts every version down before it drops its own handle, and
+// front ends that keep a handle past a request's callbacks release it on their own threads
+// (the OpenAI handler's timer thread, for a stream that waits for a reconnect).
 class ServableModel {
  public:
   virtual ~ServableModel() = default;
