@@ -689,6 +689,9 @@ TEST_F(FileOverrideTest, AFailedLoadFromFilesLeavesTheServingVersionAndNoDirecto
   EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
   EXPECT_EQ(rows[1].reason.rfind("file:2/model.onnx", 0), 0u) << rows[1].reason;
   EXPECT_TRUE(Written().empty());
+  // Dropped first: the reload below retires the version it holds, which would wait the whole
+  // unload_timeout (30 s) for this handle.
+  before->reset();
   ASSERT_TRUE(Control(*m, true, "a").ok());  // back to the repository: version 1 only
   // Under a new name: no index row is left, and the server stays ready.
   EXPECT_FALSE(Control(*m, true, "new", WithFiles({{"1/model.onnx", "garbage"}})).ok());
