@@ -13,6 +13,7 @@ void LifecycleExecutor::Start(Options options) {
   options_.threads = std::max(options_.threads, 1);
   {
     std::lock_guard lock(mu_);
+    if (stopping_) return;  // stopped first: what was posted never runs
     next_periodic_ = std::chrono::steady_clock::now() + options_.interval;
   }
   // From the caller's thread, at its (normal) priority; each thread lowers its own.

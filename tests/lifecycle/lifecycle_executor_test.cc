@@ -144,6 +144,16 @@ TEST(LifecycleExecutorTest, StopRunsWhatWasPostedThenRefusesMore) {
   EXPECT_EQ(ran.load(), 20);
 }
 
+TEST(LifecycleExecutorTest, StoppedBeforeStartRunsNothing) {
+  LifecycleExecutor executor;
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(executor.Post("a", [&] { ++ran; }));
+  executor.Stop();
+  executor.Start(Threads(2));
+  executor.Stop();
+  EXPECT_EQ(ran.load(), 0);
+}
+
 // The periodic task (the poll) is posted only when nothing else is queued or running, and the
 // work it posts is done before the next one is due.
 TEST(LifecycleExecutorTest, ThePeriodicTaskRunsOnlyWhenIdle) {
