@@ -262,6 +262,7 @@ int Serve(const ServeFlags& flags) {
                                      : ModelControlMode::kNone;
   manager_options.poll_interval = std::chrono::seconds(flags.repository_poll_secs);
   manager_options.startup_models = flags.load_models;
+  manager_options.load_thread_count = flags.model_load_thread_count;
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,

@@ -59,6 +59,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Seconds between repository polls in poll mode")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
+  serve
+      ->add_option("--model-load-thread-count", flags->model_load_thread_count,
+                   "Models loaded at once, at start and through the load API (each model's "
+                   "loads and unloads still one at a time, in order)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   serve->add_option("--load-model", flags->load_models,
                     "In explicit mode, a model to load at start (repeatable; * for all)");
   serve

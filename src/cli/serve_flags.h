@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harrier/inference_request.h"
+#include "lifecycle/model_repository_manager.h"
 #include "protocol/kserve/infer_request_decoder.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
@@ -21,6 +22,8 @@ struct ServeFlags {
   std::string model_control_mode = "none";  // none | poll | explicit
   int repository_poll_secs = 15;
   std::vector<std::string> load_models;  // explicit mode: loaded at start; "*" = all
+  // Triton's --model-load-thread-count: models loaded at once (at least 1).
+  int model_load_thread_count = ModelRepositoryManager::Options{}.load_thread_count;
   std::string http_address = "0.0.0.0";
   // Triton's --grpc-address and --metrics-address; "" = --http-address (see GrpcAddressOf).
   std::string grpc_address;

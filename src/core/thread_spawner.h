@@ -1,7 +1,7 @@
 // SpawnThread: starts a thread at the CPU priority the process started with, whatever the
 // priority of the thread that asks.
 //
-// The model lifecycle thread runs at nice +10 so that loads yield to inference
+// The model lifecycle threads run at nice +10 so that loads yield to inference
 // (docs/model-lifecycle.md), and a Linux thread inherits its creator's nice value — which an
 // unprivileged process cannot lower again. So every thread a load creates that outlives it (a
 // version's worker threads, ONNX Runtime's intra-op pool) is started through here: from a

@@ -3,14 +3,11 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -20,6 +17,7 @@
 
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
+#include "lifecycle/lifecycle_executor.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
 #include "lifecycle/reconcile_plan.h"
@@ -41,77 +39,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs tasks one at a time on a thread of its own, at a lower CPU priority than inference
-// (nice +10), and a periodic task (the repository poll) between them. Loads and unloads never
-// run on an I/O, gRPC or model worker thread.
-class LifecycleThread {
- public:
-  ~LifecycleThread() { Stop(); }
+// The key the repository polls' scans are posted under (lifecycle_executor.h): one scan at a
+// time, so that the per-model work they post is queued in scan order. No model is named so: a
+// model's name is a directory name, which holds no '/'.
+constexpr std::string_view kPollKey = "/poll";
 
-  // `periodic` runs every `interval` when set (the first run one interval after Start()).
-  void Start(std::function<void()> periodic, std::chrono::milliseconds interval) {
-    periodic_ = std::move(periodic);
-    interval_ = interval;
-    thread_ = std::thread([this] { Run(); });
+// Runs fn(0) .. fn(count - 1) on `threads` threads: the caller's and threads - 1 more that it
+// starts (and joins before returning), each taking the next index. At the caller's priority:
+// for the loads at start, before anything serves (the lifecycle threads lower theirs).
+void RunOnThreads(int threads, size_t count, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < std::min(static_cast<size_t>(std::max(threads, 1)), count); ++t) {
+    helpers.emplace_back([&work] {
+      pthread_setname_np(pthread_self(), "model-load");
+      work();
+    });
   }
-  // False once stopping: the task will not run.
-  bool Post(std::function<void()> task) {
-    std::lock_guard lock(mu_);
-    if (stopping_) return false;
-    tasks_.push_back(std::move(task));
-    cv_.notify_one();
-    return true;
-  }
-  // Runs the tasks already posted, then joins. Idempotent.
-  void Stop() {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_ && !thread_.joinable()) return;
-      stopping_ = true;
-      cv_.notify_one();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void Run() {
-    pthread_setname_np(pthread_self(), "model-lifecycle");
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // best effort
-    auto next_poll = std::chrono::steady_clock::now() + interval_;
-    std::unique_lock lock(mu_);
-    for (;;) {
-      if (!tasks_.empty()) {
-        std::function<void()> task = std::move(tasks_.front());
-        tasks_.pop_front();
-        lock.unlock();
-        task();
-        lock.lock();
-        continue;
-      }
-      if (stopping_) return;
-      if (periodic_ && std::chrono::steady_clock::now() >= next_poll) {
-        lock.unlock();
-        periodic_();
-        lock.lock();
-        next_poll = std::chrono::steady_clock::now() + interval_;
-        continue;
-      }
-      if (periodic_) {
-        cv_.wait_until(lock, next_poll);
-      } else {
-        cv_.wait(lock);
-      }
-    }
-  }
-
-  std::function<void()> periodic_;  // constant after Start()
-  std::chrono::milliseconds interval_{0};
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
-};
+  work();
+  for (std::thread& t : helpers) t.join();
+}
 
 class ModelRepositoryManagerImpl : public ModelRepositoryManager {
  public:
@@ -119,7 +69,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
       : options_(WithCores(options)),
         client_paths_(options.repository_path),
         loader_(LoaderOptions(options_)) {
-    // Before the lifecycle thread lowers its priority: the threads loads start are created at
+    // Before the lifecycle threads lower their priority: the threads loads start are created at
     // this (normal) one.
     InitThreadSpawner();
   }
@@ -196,8 +146,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // the versions to (re)load are loaded and warmed while the serving ones keep serving, then
   // swapped in, then the replaced ones are retired. Only versions whose fingerprint changed are
   // reloaded, unless `force`. A version that fails to load leaves a serving version of the same
-  // number serving. Returns the first failure (the model's state says the rest). On the
-  // lifecycle thread (or LoadAll()'s).
+  // number serving. Returns the first failure (the model's state says the rest). On a lifecycle
+  // thread under the model's key, or at start in LoadAll(): never two at once for one model
+  // (what serves is read at the start and swapped at the end).
   Status Reconcile(const ModelDirectory& dir, bool force,
                    const std::optional<inference::ModelConfig>& config_override,
                    const std::shared_ptr<const OverrideDirectory>& files);
@@ -212,9 +163,12 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // UNAVAILABLE "unloaded". `forget`: remove the model from the index too (gone from the
   // repository). `done` (may be empty) is called once the versions are out of rotation.
   void Unload(const std::string& name, bool forget, const std::function<void(Status)>& done);
-  // One scan of the repository in poll mode: new models load, changed versions reload, removed
-  // models and versions unload.
+  // One scan of the repository in poll mode, under kPollKey: posts each model's part under its
+  // key — PollModel() for each model directory (new models load, changed versions reload,
+  // removed versions unload), PollRemoved() for each model no longer in the repository.
   void Poll();
+  void PollModel(const ModelDirectory& dir);
+  void PollRemoved(const std::string& name);
   void SetModel(const std::string& name, ModelEntry entry);
   // Whether a version of `entry` serves from a load request's file overrides: a poll leaves
   // such a model alone (only a load or an unload replaces it). REQUIRES: mu_ held.
@@ -223,7 +177,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                        [](const auto& v) { return v.second.files != nullptr; });
   }
   Status ModelControlAllowed() const;
-  // The model's controller, made if it has none yet. On the lifecycle thread (or LoadAll()'s).
+  // The model's controller, made if it has none yet. Under mu_, from any thread.
   std::shared_ptr<TrafficController> TrafficOf(const std::string& name);
   // The READY version numbers of `name`, ascending.
   std::vector<int64_t> ReadyVersions(std::string_view name) const;
@@ -249,7 +203,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   bool shut_down_ = false;                                 // guarded by mu_
 
   FailureCounters unrouted_failures_;  // relaxed atomics
-  LifecycleThread lifecycle_;          // started by LoadAll(); stopped by Shutdown()
+  // Loads, unloads and polls, each model's in order (lifecycle_executor.h): started by
+  // LoadAll(), stopped by Shutdown(). Last: destroyed (stopped) first.
+  LifecycleExecutor lifecycle_;
 };
 
 void ModelRepositoryManagerImpl::LoadAll() {
@@ -265,6 +221,7 @@ void ModelRepositoryManagerImpl::LoadAll() {
         if (n == "*" || n == name) return true;
       return false;
     };
+    std::vector<const ModelDirectory*> to_load;
     for (const ModelDirectory& dir : *dirs) {
       ModelEntry entry;
       if (explicit_mode && !named(dir.name)) {
@@ -275,8 +232,12 @@ void ModelRepositoryManagerImpl::LoadAll() {
         continue;
       }
       SetModel(dir.name, std::move(entry));
-      (void)Reconcile(dir, true, std::nullopt, nullptr);
+      to_load.push_back(&dir);
     }
+    // --model-load-thread-count models at once, each by one thread; with one, in name order on
+    // this thread.
+    RunOnThreads(options_.load_thread_count, to_load.size(),
+                 [&](size_t i) { (void)Reconcile(*to_load[i], true, std::nullopt, nullptr); });
     if (explicit_mode) {
       for (const std::string& n : options_.startup_models) {
         std::shared_lock lock(mu_);
@@ -285,10 +246,14 @@ void ModelRepositoryManagerImpl::LoadAll() {
       }
     }
   }
-  lifecycle_.Start(options_.control_mode == ModelControlMode::kPoll
-                       ? std::function<void()>([this] { Poll(); })
-                       : std::function<void()>(),
-                   options_.poll_interval);
+  LifecycleExecutor::Options executor;
+  executor.threads = options_.load_thread_count;
+  if (options_.control_mode == ModelControlMode::kPoll) {
+    executor.periodic = [this] { Poll(); };
+    executor.periodic_key = std::string(kPollKey);
+    executor.interval = options_.poll_interval;
+  }
+  lifecycle_.Start(std::move(executor));
 }
 
 void ModelRepositoryManagerImpl::SetModel(const std::string& name, ModelEntry entry) {
@@ -633,9 +598,9 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     if (!parsed.ok()) return done(parsed.status().WithContext("parameters.config"));
     override = std::move(parsed).value();
   }
-  const bool posted =
-      lifecycle_.Post([this, name = std::string(name), override = std::move(override),
-                       files = std::move(options.files), done] {
+  const bool posted = lifecycle_.Post(
+      std::string(name), [this, name = std::string(name), override = std::move(override),
+                          files = std::move(options.files), done] {
         if (!files.empty()) return done(LoadFromOverrides(name, *override, files));
         auto dirs = ScanRepository(options_.repository_path);
         if (!dirs.ok()) return done(dirs.status());
@@ -705,8 +670,8 @@ Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
                                              std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
-  const bool posted =
-      lifecycle_.Post([this, name = std::string(name), done] { Unload(name, false, done); });
+  const bool posted = lifecycle_.Post(
+      std::string(name), [this, name = std::string(name), done] { Unload(name, false, done); });
   if (!posted) done(Unavailable("the server is shutting down"));
 }
 
@@ -754,7 +719,7 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
 }
 
 void ModelRepositoryManagerImpl::PollNow() {
-  lifecycle_.Post([this] { Poll(); });
+  lifecycle_.Post(std::string(kPollKey), [this] { Poll(); });
 }
 
 void ModelRepositoryManagerImpl::Poll() {
@@ -766,30 +731,44 @@ void ModelRepositoryManagerImpl::Poll() {
   std::vector<std::string> known;
   {
     std::shared_lock lock(mu_);
+    if (shut_down_) return;
     for (const auto& [name, entry] : models_) known.push_back(name);
   }
-  for (const ModelDirectory& dir : *dirs) {
-    {
-      std::shared_lock lock(mu_);
-      if (shut_down_) return;
-      auto it = models_.find(dir.name);
-      if (it != models_.end() && it->second.unloaded) continue;
-      if (it != models_.end() && FromOverrides(it->second)) continue;
-      if (it == models_.end()) spdlog::info("model '{}' appeared in the repository", dir.name);
-    }
-    (void)Reconcile(dir, false, std::nullopt, nullptr);
-  }
+  // Each model's part runs under its key, behind what was posted for it before: models apply in
+  // parallel, each one's plan in order (the new version serves, then the old one retires).
+  std::vector<std::string> removed;
   for (const std::string& name : known) {
     const bool present = std::any_of(dirs->begin(), dirs->end(),
                                      [&](const ModelDirectory& d) { return d.name == name; });
-    if (present) continue;
-    {
-      std::shared_lock lock(mu_);
-      auto it = models_.find(name);
-      if (it != models_.end() && FromOverrides(it->second)) continue;
-    }
-    Unload(name, true, nullptr);
+    if (!present) removed.push_back(name);
   }
+  for (ModelDirectory& dir : *dirs) {
+    std::string name = dir.name;
+    lifecycle_.Post(std::move(name), [this, dir = std::move(dir)] { PollModel(dir); });
+  }
+  for (const std::string& name : removed)
+    lifecycle_.Post(name, [this, name] { PollRemoved(name); });
+}
+
+void ModelRepositoryManagerImpl::PollModel(const ModelDirectory& dir) {
+  {
+    std::shared_lock lock(mu_);
+    if (shut_down_) return;
+    auto it = models_.find(dir.name);
+    if (it != models_.end() && it->second.unloaded) return;
+    if (it != models_.end() && FromOverrides(it->second)) return;
+    if (it == models_.end()) spdlog::info("model '{}' appeared in the repository", dir.name);
+  }
+  (void)Reconcile(dir, false, std::nullopt, nullptr);
+}
+
+void ModelRepositoryManagerImpl::PollRemoved(const std::string& name) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || FromOverrides(it->second)) return;
+  }
+  Unload(name, true, nullptr);
 }
 
 StatusOr<const ModelRepositoryManagerImpl::ModelEntry*> ModelRepositoryManagerImpl::FindModel(
@@ -1031,7 +1010,7 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
 }
 
 void ModelRepositoryManagerImpl::Shutdown() {
-  lifecycle_.Stop();  // a load in progress finishes first; none starts after
+  lifecycle_.Stop();  // the loads in progress or queued finish first; none is queued after
   std::vector<std::shared_ptr<LoadedModel>> loaded;
   std::vector<std::shared_ptr<const OverrideDirectory>> files;
   {

@@ -6,6 +6,9 @@
 // them up, and marks the version READY. A model that fails is UNAVAILABLE with a reason naming
 // the file and the problem; the others still serve.
 //
+// Loads, unloads and polls run on Options::load_thread_count lifecycle threads (nice +10),
+// several models at once, each model's operations one at a time in the order they were asked.
+//
 // Thread safety: every method may be called from any thread once LoadAll() has returned.
 #pragma once
 
@@ -62,6 +65,12 @@ class ModelRepositoryManager : public ModelManager {
     std::vector<std::string> startup_models;
     // kPoll: how often the repository is scanned (--repository-poll-secs).
     std::chrono::milliseconds poll_interval{15'000};
+    // --model-load-thread-count: how many models load (reload, unload, retire) at once, at start
+    // and after; one model's operations still run one at a time, in the order asked
+    // (docs/model-lifecycle.md, "Threads"). 1: one at a time, as a single thread would. At least
+    // 1. The default, 2, is the development machine's core count: a load is CPU-bound (reading,
+    // session creation, warm-up), so more at once than there are cores only slices them finer.
+    int load_thread_count = 2;
     // How long retiring a version waits for the requests holding its handle before shutting
     // it down anyway (those that then reach it are refused kUnavailable).
     std::chrono::milliseconds unload_timeout{30'000};
@@ -75,12 +84,13 @@ class ModelRepositoryManager : public ModelManager {
   // the only failures that stop the server.
   static StatusOr<std::unique_ptr<ModelRepositoryManager>> Create(const Options& options);
 
-  // Loads every model in the repository (in explicit mode, those of startup_models); returns
-  // when each is READY or UNAVAILABLE. Then starts the lifecycle thread that runs loads,
-  // unloads and (in poll mode) the repository polls.
+  // Loads every model in the repository (in explicit mode, those of startup_models),
+  // load_thread_count at once on the calling thread and threads it starts, at its priority;
+  // returns when each is READY or UNAVAILABLE. Then starts the lifecycle threads that run
+  // loads, unloads and (in poll mode) the repository polls.
   virtual void LoadAll() = 0;
 
-  // Poll mode: scans the repository now, on the lifecycle thread (returns at once).
+  // Poll mode: scans the repository now, on a lifecycle thread (returns at once).
   virtual void PollNow() = 0;
 
   // Stops accepting new requests (kUnavailable), finishes the ones queued or running, joins

@@ -90,7 +90,7 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
   if (!options.on_complete) return InvalidArgument("a model scheduler needs on_complete");
   std::unique_ptr<ModelScheduler> s(new ModelScheduler(std::move(instances), options));
   for (size_t i = 0; i < s->instances_.size(); ++i) {
-    // At the normal priority even when a load on the (nice +10) lifecycle thread creates it.
+    // At the normal priority even when a load on a (nice +10) lifecycle thread creates it.
     s->workers_.push_back(SpawnThread([p = s.get(), i] { p->WorkerLoop(i); }));
     // Linux limits thread names to 15 characters.
     std::string thread_name = ("w" + std::to_string(i) + ":" + options.name).substr(0, 15);

@@ -21,6 +21,8 @@ File overrides (Triton's "file:1/model.onnx" load parameters, base64): dense loa
 name from its own file answers as dense does; bad paths, a missing config and bad base64 are 400s
 that write nothing; a plain load goes back to the repository; the private directory under
 $TMPDIR is gone after an unload, a later load and SIGTERM.
+Parallel loads (--model-load-thread-count 2): five models all READY at start; two load requests
+at once; a count that is not a positive integer stops the start.
 Python stdlib only. The last line is "N passed, N failed".
 """
 import base64
@@ -28,6 +30,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -560,6 +563,77 @@ class FileOverrideTest(unittest.TestCase):
             shutil.rmtree(live)
 
 
+class ParallelLoadTest(unittest.TestCase):
+    """--model-load-thread-count 2: several models load at start, two at a time, and the server is
+    ready once all are; the load API takes two models at once; bad counts stop the start."""
+
+    def make_repository(self, name, copies):
+        repo = make_repository(name)
+        for i in range(2, copies + 1):
+            shutil.copytree(os.path.join(repo, "dense"), os.path.join(repo, "dense%d" % i))
+        return repo
+
+    def test_1_every_model_is_ready_at_start_with_two_threads(self):
+        repo = self.make_repository("parallel-repo", 4)  # dense, dense2..4, simple
+        server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "parallel.log"),
+                                 ["--model-load-thread-count", "2"])
+        try:
+            rows = index_rows(server.port)
+            self.assertEqual(sorted(rows), [("dense", "1"), ("dense2", "1"), ("dense3", "1"),
+                                            ("dense4", "1"), ("simple", "1")])
+            self.assertEqual({r["state"] for r in rows.values()}, {"READY"}, rows)
+            c = Client(server.port)
+            self.assertEqual(c.call("GET", "/v2/health/ready")[0], 200)
+            for model in ("dense", "dense2", "dense3", "dense4"):
+                status, body = c.call("POST", "/v2/models/%s/infer" % model, BODY)
+                self.assertEqual(status, 200, (model, body))
+            self.assertIn("5 of 5 model version(s) ready", server.log_text())
+        finally:
+            self.assertEqual(server.terminate(), 0)
+
+    def test_2_the_load_api_loads_two_models_at_once_in_explicit_mode(self):
+        repo = self.make_repository("parallel-explicit-repo", 3)
+        server = harness.Harrier(ARGS.harrier, repo,
+                                 os.path.join(ARGS.work_dir, "parallel-explicit.log"),
+                                 ["--model-load-thread-count", "2", "--model-control-mode",
+                                  "explicit", "--load-model", "dense", "--load-model", "simple"])
+        try:
+            rows = index_rows(server.port)
+            self.assertEqual(rows[("dense", "1")]["state"], "READY")
+            self.assertEqual(rows[("simple", "1")]["state"], "READY")
+            answers = {}
+
+            def load(model):
+                answers[model] = Client(server.port).call(
+                    "POST", "/v2/repository/models/%s/load" % model)[0]
+
+            threads = [threading.Thread(target=load, args=(m,)) for m in ("dense2", "dense3")]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(answers, {"dense2": 200, "dense3": 200})
+            rows = index_rows(server.port)
+            self.assertEqual({r["state"] for r in rows.values()}, {"READY"}, rows)
+            # One model's unload then load, asked back to back, answer in that order.
+            c = Client(server.port)
+            self.assertEqual(c.call("POST", "/v2/repository/models/dense2/unload")[0], 200)
+            self.assertEqual(c.call("POST", "/v2/repository/models/dense2/load")[0], 200)
+            self.assertEqual(c.call("POST", "/v2/models/dense2/infer", BODY)[0], 200)
+        finally:
+            self.assertEqual(server.terminate(), 0)
+
+    def test_3_a_count_that_is_not_a_positive_integer_stops_the_start(self):
+        repo = self.make_repository("parallel-bad-repo", 1)
+        for bad in ("0", "-2", "1.5", "four"):
+            r = subprocess.run([ARGS.harrier, "serve", "--model-repository", repo,
+                                "--model-load-thread-count", bad],
+                               capture_output=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertIn(b"--model-load-thread-count", r.stderr, (bad, r.stderr))
+            self.assertNotIn(b"listening on", r.stderr + r.stdout)
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -569,6 +643,7 @@ def main():
     suite.addTests(loader.loadTestsFromTestCase(PollModeTest))
     suite.addTests(loader.loadTestsFromTestCase(TrafficTest))
     suite.addTests(loader.loadTestsFromTestCase(FileOverrideTest))
+    suite.addTests(loader.loadTestsFromTestCase(ParallelLoadTest))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
     rcs = [getattr(t, "rc", None)
            for t in (ExplicitModeTest, PollModeTest, TrafficTest, FileOverrideTest)]

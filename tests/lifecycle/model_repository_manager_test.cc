@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "observability/text_exposition.h"
@@ -686,6 +689,9 @@ TEST_F(FileOverrideTest, AFailedLoadFromFilesLeavesTheServingVersionAndNoDirecto
   EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
   EXPECT_EQ(rows[1].reason.rfind("file:2/model.onnx", 0), 0u) << rows[1].reason;
   EXPECT_TRUE(Written().empty());
+  // Dropped first: the reload below retires the version it holds, which would wait the whole
+  // unload_timeout (30 s) for this handle.
+  before->reset();
   ASSERT_TRUE(Control(*m, true, "a").ok());  // back to the repository: version 1 only
   // Under a new name: no index row is left, and the server stays ready.
   EXPECT_FALSE(Control(*m, true, "new", WithFiles({{"1/model.onnx", "garbage"}})).ok());
@@ -835,6 +841,153 @@ TEST_F(ModelRepositoryManagerTest, AShadowedRequestIsAnsweredByItsVersionAndComp
   EXPECT_EQ(figure("shed"), 0);
   EXPECT_NE(m->TrafficJson("a")->find(R"("last_max_abs_difference":0})"), std::string::npos)
       << *m->TrafficJson("a");  // the same model: identical answers
+}
+
+// ---- Parallel loads (--model-load-thread-count) ---------------------------------------------
+
+// Holds the loads whose model file's path contains `held` (every load when empty) as they create
+// their first instance, until Release(); counts how many were in there at once.
+class LoadGate {
+ public:
+  explicit LoadGate(std::string held = "") : held_(std::move(held)) {}
+  void Enter(const std::string& path) {
+    std::unique_lock lock(mu_);
+    entered_.insert(path);
+    max_inside_ = std::max(max_inside_, ++inside_);
+    cv_.notify_all();
+    if (path.find(held_) != std::string::npos) cv_.wait(lock, [&] { return released_; });
+    --inside_;
+  }
+  // Whether `n` different model files have entered within `timeout`.
+  bool WaitEntered(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return entered_.size() >= n; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  int max_inside() {
+    std::lock_guard lock(mu_);
+    return max_inside_;
+  }
+
+ private:
+  const std::string held_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> entered_;
+  int inside_ = 0;
+  int max_inside_ = 0;
+  bool released_ = false;
+};
+
+class ParallelLoadTest : public ModelRepositoryManagerTest {
+ protected:
+  void SetUp() override {
+    ModelRepositoryManagerTest::SetUp();
+    Write("a/1/model.onnx", "identity FP32 -1 4");
+    Write("b/1/model.onnx", "identity FP32 -1 4");
+  }
+  std::unique_ptr<ModelRepositoryManager> Create(int threads, ModelControlMode mode,
+                                                 std::vector<std::string> startup = {}) {
+    auto o = Options(root_.string(), 2);
+    o.load_thread_count = threads;
+    o.control_mode = mode;
+    o.startup_models = std::move(startup);
+    auto m = ModelRepositoryManager::Create(o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return std::move(m).value();
+  }
+  void Gate(LoadGate* gate) {
+    backend_.on_create_instance = [gate](const std::string& path) { gate->Enter(path); };
+  }
+};
+
+TEST_F(ParallelLoadTest, TwoModelsLoadAtOnceAtStartWithTwoThreads) {
+  LoadGate gate;
+  Gate(&gate);
+  auto m = Create(2, ModelControlMode::kNone);
+  std::thread start([&] { m->LoadAll(); });
+  // Both held inside a load at the same time: they overlap.
+  EXPECT_TRUE(gate.WaitEntered(2, std::chrono::seconds(10)));
+  gate.Release();
+  start.join();
+  EXPECT_EQ(gate.max_inside(), 2);
+  EXPECT_TRUE(m->AllReady());
+}
+
+TEST_F(ParallelLoadTest, OneThreadLoadsOneModelAtATimeAtStart) {
+  LoadGate gate;
+  Gate(&gate);
+  auto m = Create(1, ModelControlMode::kNone);
+  std::thread start([&] { m->LoadAll(); });
+  ASSERT_TRUE(gate.WaitEntered(1, std::chrono::seconds(10)));
+  // Bounded: with one thread the second load cannot start while the first is held.
+  EXPECT_FALSE(gate.WaitEntered(2, std::chrono::milliseconds(300)));
+  gate.Release();
+  start.join();
+  EXPECT_EQ(gate.max_inside(), 1);
+  EXPECT_TRUE(m->AllReady());
+}
+
+TEST_F(ParallelLoadTest, LoadRequestsForTwoModelsRunAtOnceWithTwoThreads) {
+  auto m = Create(2, ModelControlMode::kExplicit);
+  m->LoadAll();  // none named: nothing loads at start
+  LoadGate gate;
+  Gate(&gate);
+  std::promise<Status> a, b;
+  m->LoadModel("a", {}, [&](Status s) { a.set_value(s); });
+  m->LoadModel("b", {}, [&](Status s) { b.set_value(s); });
+  EXPECT_TRUE(gate.WaitEntered(2, std::chrono::seconds(10)));
+  gate.Release();
+  EXPECT_TRUE(a.get_future().get().ok());
+  EXPECT_TRUE(b.get_future().get().ok());
+  EXPECT_EQ(gate.max_inside(), 2);
+  EXPECT_TRUE(m->Get("a", std::nullopt).ok());
+  EXPECT_TRUE(m->Get("b", std::nullopt).ok());
+}
+
+// A load then an unload of one model keep their order with several threads: the unload waits
+// for the load, while another model's load goes past both.
+TEST_F(ParallelLoadTest, OneModelsLoadAndUnloadKeepTheirOrderWhileAnotherLoads) {
+  auto m = Create(4, ModelControlMode::kExplicit);
+  m->LoadAll();
+  LoadGate gate("/a/");  // holds a's load only
+  Gate(&gate);
+  std::mutex mu;
+  std::vector<std::string> answers;
+  std::promise<void> all_done;
+  auto answer = [&](std::string what) {
+    return [&, what](Status s) {
+      EXPECT_TRUE(s.ok()) << what << ": " << s.ToString();
+      std::lock_guard l(mu);
+      answers.push_back(what);
+      if (answers.size() == 4) all_done.set_value();
+    };
+  };
+  m->LoadModel("a", {}, answer("load a"));
+  ASSERT_TRUE(gate.WaitEntered(1, std::chrono::seconds(10)));
+  m->UnloadModel("a", answer("unload a"));
+  m->LoadModel("a", {}, answer("load a again"));
+  std::promise<Status> b;
+  m->LoadModel("b", {}, [&](Status s) { b.set_value(s); });
+  ASSERT_TRUE(b.get_future().get().ok());  // past a's held load
+  {
+    std::lock_guard l(mu);
+    EXPECT_TRUE(answers.empty());  // a's unload waits for its load
+  }
+  m->UnloadModel("b", answer("unload b"));
+  gate.Release();
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::vector<std::string> a_answers;
+  for (const std::string& s : answers)
+    if (s.find(" a") != std::string::npos) a_answers.push_back(s);
+  EXPECT_EQ(a_answers, (std::vector<std::string>{"load a", "unload a", "load a again"}));
+  EXPECT_TRUE(m->Get("a", std::nullopt).ok());  // the last word was a load
+  EXPECT_TRUE(Eventually(
+      [&] { return m->Get("b", std::nullopt).status().code() == StatusCode::kUnavailable; }));
 }
 
 }  // namespace

@@ -4,13 +4,16 @@
 //   "zero_fails <DTYPE> <dims...>" the same, but Run fails (kInvalidArgument) when INPUT0 is
 //                                  all zero bytes, as a graph that divides by its input does
 //   anything else                   kInvalidArgument, as a corrupt model would be
-// Counts instances and runs so tests can check warm-up and sizing.
+// Counts instances and runs so tests can check warm-up and sizing; `on_create_instance`, when set,
+// is called with the model file's path as each instance is created (a test's latch, to hold a
+// load there).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -77,6 +80,7 @@ class FakeBackend : public Backend {
   StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& path,
                                                           const InstanceOptions& options) override {
     RETURN_IF_ERROR(Inspect(path).status());
+    if (on_create_instance) on_create_instance(path);
     {
       std::lock_guard l(mu_);
       last_options_ = options;
@@ -93,6 +97,8 @@ class FakeBackend : public Backend {
     return last_options_;
   }
 
+  // Set before the first load, not changed while one runs.
+  std::function<void(const std::string& path)> on_create_instance;
   std::atomic<int> instances_created{0};
   std::atomic<int> runs{0};
 

@@ -272,7 +272,7 @@ void LlamaEngine::Impl::Run(std::promise<Status>* ready) {
   // (/proc/PID/task/*/comm, top -H, perf) tells the engine's threads from the server's.
   pthread_setname_np(pthread_self(), "llama-engine");
   // The pool is created here, on a thread SpawnThread started at the normal priority, because
-  // its threads inherit the creator's (a load runs on the nice +10 lifecycle thread). Polling
+  // its threads inherit the creator's (a load runs on a nice +10 lifecycle thread). Polling
   // off: its threads sleep between graphs instead of spinning on cores other models share.
   ggml_threadpool_params params = ggml_threadpool_params_default(threads);
   params.poll = 0;

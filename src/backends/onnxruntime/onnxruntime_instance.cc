@@ -69,7 +69,7 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
     Ort::SessionOptions session_options;
     ApplySessionConfig(config, &session_options);
     // The session's intra-op pool threads start at the normal CPU priority even when the load
-    // runs on the (nice +10) model lifecycle thread (core/thread_spawner.h).
+    // runs on a (nice +10) model lifecycle thread (core/thread_spawner.h).
     session_options.SetCustomCreateThreadFn(CreatePoolThread);
     session_options.SetCustomJoinThreadFn(JoinPoolThread);
     Ort::Session session(*env, model_path.c_str(), session_options);

@@ -418,7 +418,7 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
         });
   } else if (method == "RepositoryModelLoad" || method == "RepositoryModelUnload") {
     // Answered when the model manager is done (a load takes as long as the model's set-up),
-    // from its lifecycle thread: the I/O thread is not held meanwhile.
+    // from one of its lifecycle threads: the I/O thread is not held meanwhile.
     auto answered = [head, respond](Status status) mutable {
       if (!status.ok()) return respond(Failed(std::move(head), status));
       head.body = Framed(RepositoryModelLoadResponse());  // both answers are empty messages

@@ -128,7 +128,7 @@ class GrpcInferenceHandler {
   Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
                          inference::RepositoryIndexResponse* response) const;
   // As POST /v2/repository/models/{m}/load|unload; `done` is called once, when the model
-  // manager is done (from its lifecycle thread, or at once for a refusal).
+  // manager is done (from one of its lifecycle threads, or at once for a refusal).
   void RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                            std::function<void(Status)> done) const;
   void RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,

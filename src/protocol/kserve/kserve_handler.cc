@@ -786,7 +786,7 @@ void KServeHandler::RepositoryControl(const Route& route, HttpRequest request,
       request.body, load ? ModelControlAction::kLoad : ModelControlAction::kUnload);
   if (!parameters.ok())
     return Answer(request, request_id, ErrorResponse(parameters.status()), respond);
-  // Answered when the load is done (seconds, for a large model), from the lifecycle thread: the
+  // Answered when the load is done (seconds, for a large model), from a lifecycle thread: the
   // I/O thread is not held meanwhile.
   auto pending = std::make_shared<std::tuple<HttpRequest, std::string, HttpResponder>>(
       std::move(request), std::move(request_id), std::move(respond));

@@ -1,0 +1,52 @@
+#include "cli/serve_flags.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace harrier {
+namespace {
+
+// Parses `serve` with `args` (after the subcommand) as main.cc does; the exit code CLI11_PARSE
+// would return (0: parsed).
+int Parse(std::vector<std::string> args, ServeFlags* flags) {
+  CLI::App app{"harrier"};
+  app.require_subcommand(1);
+  CLI::App* serve = app.add_subcommand("serve");
+  AddServeFlags(serve, flags);
+  args.insert(args.begin(), {"serve", "--model-repository", "/repo"});
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return e.get_exit_code();
+  }
+  return 0;
+}
+
+TEST(ServeFlagsTest, ModelLoadThreadCountDefaultsToTwoAndTakesAPositiveInteger) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({}, &flags), 0);
+  EXPECT_EQ(flags.model_load_thread_count, 2);
+  EXPECT_EQ(flags.model_load_thread_count, ModelRepositoryManager::Options{}.load_thread_count);
+  for (const char* n : {"1", "4", "256"}) {
+    ServeFlags given;
+    ASSERT_EQ(Parse({"--model-load-thread-count", n}, &given), 0) << n;
+    EXPECT_EQ(given.model_load_thread_count, std::stoi(n));
+  }
+}
+
+TEST(ServeFlagsTest, ModelLoadThreadCountRefusesZeroNegativeAndNonIntegers) {
+  // As every range-checked flag: CLI11's ValidationError, which main() returns as the exit code
+  // (docs/server.md: "CLI11's own codes (non-zero) for malformed flags").
+  const int refused = CLI::ValidationError("x").get_exit_code();
+  ASSERT_NE(refused, 0);
+  for (const char* n : {"0", "-1", "257", "1.5", "two", ""}) {
+    ServeFlags flags;
+    EXPECT_EQ(Parse({"--model-load-thread-count", n}, &flags), refused) << "'" << n << "'";
+  }
+}
+
+}  // namespace
+}  // namespace harrier
