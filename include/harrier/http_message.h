@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harrier/cancellation.h"
+#include "harrier/http_headers.h"
 
 namespace harrier {
 
@@ -78,8 +79,9 @@ class ResponseStream;  // harrier/response_stream.h
 
 struct HttpResponse {
   int status = 200;
-  std::vector<std::pair<std::string, std::string>>
-      headers;  // Content-Length is added by the server
+  // Content-Length is added by the server. Names and values are copied in (harrier/http_headers.h:
+  // the usual handful costs no allocation).
+  HttpHeaders headers;
   std::string body;
   // HTTP/2 only: fields sent after the body in a trailing HEADERS frame (gRPC's grpc-status).
   // When set, no content-length is sent. HTTP/1.1 drops them (it writes no trailers).

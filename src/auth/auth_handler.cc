@@ -1,6 +1,7 @@
 #include "auth/auth_handler.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -226,7 +227,7 @@ HttpResponse AuthHandler::Refuse(const HttpRequest& head, const Decision& d) con
     record.status = r.status;
     if (grpc) {  // the access log holds a gRPC call's grpc-status
       for (const auto& [k, v] : r.headers)
-        if (k == "grpc-status") record.status = std::atoi(v.c_str());
+        if (k == "grpc-status") std::from_chars(v.data(), v.data() + v.size(), record.status);
     }
     record.error = d.message;
     record.key_id = d.key_id;

@@ -98,10 +98,12 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   //   token_pool: a request's CancellationToken with its shared_ptr control block
   //               (std::allocate_shared), freed by the request's last holder.
   //   post_pool:  a response posted to this thread from another one (PooledHandler), freed
-  //               here once it has run (or with the io_context, if it never does).
+  //               here once it has run (or with the io_context, if it never does). A block
+  //               holds the HttpResponse (its headers inline, harrier/http_headers.h) and
+  //               Asio's operation around it.
   static constexpr std::size_t kPooledBlocks = 64;
   static constexpr std::size_t kTokenBlockBytes = sizeof(CancellationToken) + 64;
-  static constexpr std::size_t kPostBlockBytes = 512;
+  static constexpr std::size_t kPostBlockBytes = sizeof(HttpResponse) + 256;
   const std::shared_ptr<BlockPool> token_pool = BlockPool::Make(kTokenBlockBytes, kPooledBlocks);
   const std::shared_ptr<BlockPool> post_pool = BlockPool::Make(kPostBlockBytes, kPooledBlocks);
 

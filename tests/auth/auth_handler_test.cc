@@ -47,7 +47,7 @@ class RecordingHandler : public HttpHandler {
 
 std::string Header(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
-    if (k == name) return v;
+    if (k == name) return std::string(v);
   return {};
 }
 

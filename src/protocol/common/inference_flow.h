@@ -20,8 +20,8 @@
 //      the observers told the outcome and the timing, codec.Send(answer)
 //
 // Cost: an untraced request allocates nothing for tracing and, with the access log off, nothing
-// for logging; the flow's state and the codec ride in the model's callback (one allocation, as
-// the handlers' own lambdas did).
+// for logging; the flow's state and the codec come from a pool (InferenceInFlight below) and the
+// model's callback holds a pointer to them, which std::function keeps inline: no allocation.
 //
 // Thread safety: Run() may be called from any number of threads at once. The codec's Decode,
 // Prepare and Check run on the calling thread; Encode and Send on whichever thread the model's
@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/block_pool.h"
 #include "harrier/access_log.h"
 #include "harrier/cancellation.h"
 #include "harrier/inference_request.h"
@@ -235,9 +236,19 @@ class InferenceFlow {
   const Options options_;
 };
 
-// What rides in the model's callback.
+// What the model's callback answers with: the flow's state and the codec. Made with `new` from a
+// pool of its own (one per codec type; it keeps at most kPooledBlocks free blocks, like the
+// other pools of issue 10, core/block_pool.h), so that in a steady state it costs no allocation;
+// the callback holds only a pointer to it (trivially copyable and 8 bytes: std::function keeps
+// it inline). Ownership: the callback's one call (ServableModel::Infer calls `done` exactly once)
+// completes it and deletes it.
 template <InferenceCodec Codec>
 struct InferenceInFlight {
+  static constexpr std::size_t kPooledBlocks = 256;
+
+  static void* operator new(std::size_t size) { return Pool().Allocate(size); }
+  static void operator delete(void* p, std::size_t size) noexcept { Pool().Free(p, size); }
+
   Codec codec;
   InferenceObservers observers;
   std::vector<SharedMemoryOutput> shared_memory_outputs;
@@ -259,6 +270,13 @@ struct InferenceInFlight {
     answer.request_id = std::move(request_id);
     answer.trace = observers.ReleaseTrace();
     codec.Send(std::move(answer));
+  }
+
+ private:
+  // Never destroyed, so that a state freed during exit still finds it.
+  static BlockPool& Pool() {
+    static BlockPool* const pool = new BlockPool(sizeof(InferenceInFlight), kPooledBlocks);
+    return *pool;
   }
 };
 
@@ -296,14 +314,14 @@ void InferenceFlow::Run(InferenceCall call, Codec codec) const {
   if (Status s = codec.Prepare(*model, request.get()); !s.ok()) return refuse(s);
   observers.HandedOff(request.get(), std::chrono::steady_clock::now());
 
-  ServableModel& runs = *model;
-  runs.Infer(std::move(request),
-             [in_flight = InferenceInFlight<Codec>{std::move(codec), std::move(observers),
-                                                   std::move(outputs).value(),
-                                                   std::move(call.request_id), call.received_at}](
-                 StatusOr<InferenceResponse> result) mutable {
-               in_flight.Complete(std::move(result));
-             });
+  auto* in_flight =
+      new InferenceInFlight<Codec>{std::move(codec), std::move(observers),
+                                   std::move(outputs).value(), std::move(call.request_id),
+                                   call.received_at};
+  model->Infer(std::move(request), [in_flight](StatusOr<InferenceResponse> result) {
+    const std::unique_ptr<InferenceInFlight<Codec>> done(in_flight);
+    done->Complete(std::move(result));
+  });
 }
 
 }  // namespace harrier

@@ -25,7 +25,6 @@ bool IsGrpcContentType(std::string_view type) {
 // Status 200, the gRPC content type and the call's request id: the head of every answer.
 HttpResponse Head(std::string request_id) {
   HttpResponse r;
-  r.headers.reserve(4);
   r.headers.emplace_back("content-type", "application/grpc");
   r.headers.emplace_back("x-request-id", std::move(request_id));
   return r;

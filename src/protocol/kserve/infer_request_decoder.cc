@@ -361,6 +361,11 @@ class FlatParameters {
     for (const auto& [k, v] : entries_) map.emplace(std::string(k), v);
     return map;
   }
+  // Moves every entry but the one named `except` into `map`.
+  void MoveInto(Parameters* map, std::string_view except) {
+    for (auto& [k, v] : entries_)
+      if (k != except) map->emplace(std::string(k), std::move(v));
+  }
 
  private:
   InlineVector<std::pair<std::string_view, ParameterValue>, 4> entries_;  // keys in the DOM
@@ -441,12 +446,18 @@ Status Decoder::DecodeRoot(element root, InferenceRequest* request) {
     request->id = std::string(id);
   }
   if (has[kParameters]) {
-    RETURN_IF_ERROR(DecodeParameters(f[kParameters], "request", &request->parameters));
-    if (auto it = request->parameters.find("binary_data_output"); it != request->parameters.end()) {
-      const bool* b = std::get_if<bool>(&it->second);
+    // Through a flat array: `binary_data_output` is the decoder's own (InferenceRequest::
+    // binary_data_output) and is not kept in the map, where it would cost a node and a key
+    // string per request (issue 10); the others go to `parameters` (the scheduling fields'
+    // priority and timeout, and any the model may read).
+    FlatParameters params;
+    RETURN_IF_ERROR(DecodeParameters(f[kParameters], "request", &params));
+    if (const ParameterValue* v = params.Find("binary_data_output")) {
+      const bool* b = std::get_if<bool>(v);
       if (!b) return InvalidArgument("request: parameter 'binary_data_output' must be a bool");
       request->binary_data_output = *b;
     }
+    params.MoveInto(&request->parameters, "binary_data_output");
   }
   if (!has[kInputs]) return InvalidArgument("request: missing required field 'inputs'");
   array inputs;

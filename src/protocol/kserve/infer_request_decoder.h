@@ -14,6 +14,9 @@
 // their shared-memory parameters; the caller resolves them (ResolveSharedMemoryOutputs). The
 // shape's claim is checked against DecodeLimits before anything is allocated.
 //
+// Parameters: the request's `binary_data_output` sets InferenceRequest::binary_data_output and is
+// not kept in InferenceRequest::parameters; every other request parameter is.
+//
 // Padding: simdjson reads up to kJsonPaddingBytes past the end of the JSON text. When the body
 // string has that much slack after the header (binary bytes or spare capacity), the header is
 // parsed in place; otherwise it is copied once into a per-thread scratch buffer. A front end can

@@ -247,8 +247,8 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
     return ErrorResponse(encoded.status());
   }
   HttpResponse http;
-  // Content-Type, Inference-Header-Content-Length, Server-Timing, X-Request-Id: no regrowth.
-  http.headers.reserve(4);
+  // Content-Type, Inference-Header-Content-Length, Server-Timing and X-Request-Id fit the
+  // headers' inline storage (harrier/http_headers.h): no allocation.
   if (encoded->binary) {
     http.headers.emplace_back("Content-Type", "application/octet-stream");
     http.headers.emplace_back("Inference-Header-Content-Length",
@@ -354,7 +354,8 @@ class RestInferCodec {
     if (answer.completed && succeeded_) {
       response_.headers.emplace_back(
           "Server-Timing", FormatServerTiming(answer.timing.timing, answer.timing.output_ns,
-                                              answer.timing.total_ns));
+                                              answer.timing.total_ns)
+                               .view());
     }
     if (answer.trace != nullptr) {
       response_.headers.emplace_back(kTraceResponseHeader, answer.trace->TraceResponse());

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 std::string HeaderOf(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
-    if (k == name) return v;
+    if (k == name) return std::string(v);
   return "";
 }
 

@@ -16,7 +16,7 @@ using ::harrier::testing::FakeServableModel;
 
 std::string HeaderOf(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
-    if (k == name) return v;
+    if (k == name) return std::string(v);
   return "";
 }
 

@@ -23,7 +23,7 @@ using TimePoint = std::chrono::steady_clock::time_point;
 
 std::string HeaderOf(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
-    if (k == name) return v;
+    if (k == name) return std::string(v);
   return "";
 }
 

@@ -122,7 +122,7 @@ class OpenAiHandlerTest : public ::testing::Test {
 
   static std::string Header(const HttpResponse& r, std::string_view name) {
     for (const auto& [k, v] : r.headers)
-      if (k == name) return v;
+      if (k == name) return std::string(v);
     return {};
   }
 
