@@ -124,7 +124,7 @@ Status ValidateAndPrepare(const ModelIO& io, std::string_view model_name, Infere
                              "; it expects " + Names(io.inputs));
     }
     size_t index = spec - io.inputs.data();
-    if (seen(index)) return InvalidArgument("input '" + t.name + "' appears more than once");
+    if (seen(index)) return InvalidArgument("input '" + t.name + "' already exists in request");
     mark_seen(index);
     const auto what = [&] { return "input '" + t.name + "' of " + model(); };
 

@@ -70,7 +70,7 @@ TEST(ModelIoTest, RejectionTable) {
        }, "unexpected input 'c'"},
       {"duplicate input", [&](Owned& o, InferenceRequest& r) {
          r.inputs = {good_a(o), good_b(o), good_a(o)};
-       }, "more than once"},
+       }, "input 'a' already exists in request"},
       {"missing input", [&](Owned& o, InferenceRequest& r) { r.inputs = {good_a(o)}; },
        "missing input 'b'"},  // Batched() has an optional input: no count in Triton's words
       {"wrong dtype", [&](Owned& o, InferenceRequest& r) {

@@ -360,7 +360,8 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
     const ModelInferRequest::InferInputTensor& in = message->inputs(i);
     if (in.name().empty()) return InvalidArgument("input " + std::to_string(i) + " has no name");
     if (!names.insert(in.name()).second) {
-      return InvalidArgument("input '" + in.name() + "' appears more than once");
+      // Triton's words (its InferenceRequest::AddOriginalInput).
+      return InvalidArgument("input '" + in.name() + "' already exists in request");
     }
     Tensor t;
     t.name = in.name();

@@ -515,7 +515,10 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
   tensor.name = std::string(name);
   label.Name(name);
   for (const Tensor& other : request->inputs) {
-    if (other.name == tensor.name) return InvalidArgument(label + " appears twice in 'inputs'");
+    if (other.name == tensor.name) {
+      // Triton's words (its InferenceRequest::AddOriginalInput), then where.
+      return InvalidArgument(label + " already exists in request: it appears twice in 'inputs'");
+    }
   }
 
   if (!has[kDatatype]) return InvalidArgument(label + ": missing required field 'datatype'");

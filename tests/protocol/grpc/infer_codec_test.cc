@@ -426,7 +426,7 @@ TEST(GrpcInferCodecTest, BadRequestsAreRefusedWithTheirCode) {
          *r->add_inputs() = r->inputs(0);
          r->add_raw_input_contents(r->raw_input_contents(0));
        },
-       StatusCode::kInvalidArgument, "more than once"},
+       StatusCode::kInvalidArgument, "input 'INPUT0' already exists in request"},
       {"nameless input", [](ModelInferRequest* r) { r->mutable_inputs(0)->clear_name(); },
        StatusCode::kInvalidArgument, "no name"},
       {"duplicate output",

@@ -293,7 +293,7 @@ TEST(DecodeInferRequestTest, RejectsUnknownAndRepeatedFields) {
 TEST(DecodeInferRequestTest, RejectsDuplicateNames) {
   ExpectInvalid(R"({"inputs":[)" + Input("x", "FP32", "[1]", "[1]") + "," +
                     Input("x", "FP32", "[1]", "[2]") + "]}",
-                "input 'x' appears twice");
+                "input 'x' already exists in request");
   ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y"},{"name":"y"}]})",
                 "output 'y' appears twice");
 }
