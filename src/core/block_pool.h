@@ -94,6 +94,15 @@ class BlockPool {
 
 // A standard allocator over a BlockPool. Single objects come from the pool; arrays and objects
 // over the pool's block size (or over-aligned ones) from operator new.
+// The pool of a class that takes its memory from one (its class operator new and delete call
+// ClassPool<T>().Allocate / Free): blocks of sizeof(T), at most `kMaxFree` kept, one pool per T
+// for the process. Never destroyed, so that an object freed during exit still finds it.
+template <typename T, std::size_t kMaxFree = 256>
+BlockPool& ClassPool() {
+  static BlockPool* const pool = new BlockPool(sizeof(T), kMaxFree);
+  return *pool;
+}
+
 template <typename T>
 class PoolAllocator {
  public:

@@ -11,22 +11,12 @@
 
 namespace harrier {
 
-namespace {
-
-// ScheduledRequest's pool; never destroyed, so that a request freed during exit still finds it.
-BlockPool& ScheduledRequestPool() {
-  static BlockPool* const pool = new BlockPool(sizeof(ScheduledRequest), 256);
-  return *pool;
-}
-
-}  // namespace
-
 void* ScheduledRequest::operator new(std::size_t size) {
-  return ScheduledRequestPool().Allocate(size);
+  return ClassPool<ScheduledRequest>().Allocate(size);
 }
 
 void ScheduledRequest::operator delete(void* p, std::size_t size) noexcept {
-  ScheduledRequestPool().Free(p, size);
+  ClassPool<ScheduledRequest>().Free(p, size);
 }
 
 namespace {

@@ -237,17 +237,19 @@ class InferenceFlow {
 };
 
 // What the model's callback answers with: the flow's state and the codec. Made with `new` from a
-// pool of its own (one per codec type; it keeps at most kPooledBlocks free blocks, like the
-// other pools of issue 10, core/block_pool.h), so that in a steady state it costs no allocation;
+// pool of its own (ClassPool, one per codec type, at most 256 free blocks kept like the other
+// pools of issue 10, core/block_pool.h), so that in a steady state it costs no allocation;
 // the callback holds only a pointer to it (trivially copyable and 8 bytes: std::function keeps
 // it inline). Ownership: the callback's one call (ServableModel::Infer calls `done` exactly once)
 // completes it and deletes it.
 template <InferenceCodec Codec>
 struct InferenceInFlight {
-  static constexpr std::size_t kPooledBlocks = 256;
-
-  static void* operator new(std::size_t size) { return Pool().Allocate(size); }
-  static void operator delete(void* p, std::size_t size) noexcept { Pool().Free(p, size); }
+  static void* operator new(std::size_t size) {
+    return ClassPool<InferenceInFlight>().Allocate(size);
+  }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    ClassPool<InferenceInFlight>().Free(p, size);
+  }
 
   Codec codec;
   InferenceObservers observers;
@@ -270,13 +272,6 @@ struct InferenceInFlight {
     answer.request_id = std::move(request_id);
     answer.trace = observers.ReleaseTrace();
     codec.Send(std::move(answer));
-  }
-
- private:
-  // Never destroyed, so that a state freed during exit still finds it.
-  static BlockPool& Pool() {
-    static BlockPool* const pool = new BlockPool(sizeof(InferenceInFlight), kPooledBlocks);
-    return *pool;
   }
 };
 
