@@ -15,13 +15,15 @@ size_t ReusablePrefix(std::span<const int32_t> cached, std::span<const int32_t> 
 
 SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32_t> prompt,
                       size_t min_reused_tokens, bool share) {
-  SlotChoice best_reuse;  // the longest shared prefix
+  SlotChoice best_reuse;  // the longest shared prefix of a free slot
+  SlotChoice shared;      // the longest prefix of any slot, free or busy, when sharing
   int empty = -1;
   int least_recent = -1;
   for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
     const SlotState& slot = slots[i];
-    if (!slot.free) continue;
     const size_t reused = ReusablePrefix(slot.cached, prompt);
+    if (share && reused > shared.reused_tokens) shared = {i, reused};
+    if (!slot.free) continue;
     if (best_reuse.slot < 0 || reused > best_reuse.reused_tokens ||
         (reused == best_reuse.reused_tokens && slot.last_used < slots[best_reuse.slot].last_used)) {
       best_reuse = {i, reused};
@@ -30,13 +32,6 @@ SlotChoice ChooseSlot(const std::vector<SlotState>& slots, std::span<const int32
     if (least_recent < 0 || slot.last_used < slots[least_recent].last_used) least_recent = i;
   }
   if (best_reuse.slot < 0) return {};
-  SlotChoice shared;  // the longest prefix of any slot, free or busy, when sharing
-  if (share) {
-    for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
-      const size_t reused = ReusablePrefix(slots[i].cached, prompt);
-      if (reused > shared.reused_tokens) shared = {i, reused};
-    }
-  }
   if (best_reuse.reused_tokens > 0 && best_reuse.reused_tokens >= min_reused_tokens &&
       best_reuse.reused_tokens >= shared.reused_tokens) {
     return best_reuse;
