@@ -377,6 +377,7 @@ int Serve(const ServeFlags& flags) {
   http_options.body_timeout = ms(flags.body_timeout_secs);
   http_options.keepalive_timeout = ms(flags.idle_timeout_secs);
   http_options.refusal_hold = std::chrono::milliseconds(flags.refusal_hold_ms);
+  http_options.busy_poll = std::chrono::microseconds(flags.busy_poll_us);
   http_options.http2_max_concurrent_streams = flags.http2_max_concurrent_streams;
   http_options.http2_initial_window_bytes = static_cast<uint32_t>(flags.http2_initial_window_bytes);
   http_options.http2_connection_window_bytes =

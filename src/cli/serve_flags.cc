@@ -181,6 +181,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{10'000}));
   serve
+      ->add_option("--io-busy-poll-us", flags->busy_poll_us,
+                   "An I/O thread serving one client that sends its next request at once polls "
+                   "this long before it sleeps (lower latency for that CPU; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000}));
+  serve
       ->add_option("--http-idle-timeout-secs", flags->idle_timeout_secs,
                    "Idle keep-alive connections are closed after this time")
       ->capture_default_str()

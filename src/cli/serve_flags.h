@@ -59,6 +59,7 @@ struct ServeFlags {
   double body_timeout_secs = 30;
   double idle_timeout_secs = 60;
   int64_t refusal_hold_ms = HttpServer::Options{}.refusal_hold.count();
+  int64_t busy_poll_us = HttpServer::Options{}.busy_poll.count();
   // Admission control (docs/admission.md).
   int64_t max_inflight = AdmissionController::Options{}.max_inflight;
   std::string overload_protection = "on";

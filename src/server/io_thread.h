@@ -117,7 +117,33 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
       last_requester_ = requester;
     }
     last_request_at_ = now;
-    return now - other_request_at_ > window;
+    const bool sole = now - other_request_at_ > window;
+    // Busy polling pays when the sole requester's next request is likely to come before the
+    // spin ends: it did this time (the thread had been idle no longer than busy_poll).
+    spin_ = sole && busy_poll.count() > 0 && now - idle_since_ <= busy_poll;
+    return sole;
+  }
+
+  // Busy polling (HttpServer::Options::busy_poll; 0: off). Set before the thread starts.
+  std::chrono::microseconds busy_poll{0};
+  // Spins that found work before their end: wake-ups the thread did not have to take.
+  std::atomic<uint64_t> busy_poll_catches{0};
+
+  // The thread's loop until the context stops: run what is ready, else sleep in the reactor --
+  // except that while the latest request came from a sole requester that keeps the thread
+  // busy (NoteRequest), the thread polls for up to busy_poll before it sleeps, so that the
+  // requester's next request finds it awake (no wake-up latency) -- at the cost of that CPU.
+  // At most `max_spinners` threads of the process poll at once. Exceptions propagate.
+  void Run(int max_spinners) {
+    if (busy_poll.count() == 0 || max_spinners <= 0) {
+      ioc.run();
+      return;
+    }
+    while (!ioc.stopped()) {
+      idle_since_ = std::chrono::steady_clock::now();
+      if (spin_ && Spin(max_spinners)) continue;
+      if (ioc.run_one() == 0) return;
+    }
   }
 
   // Runs `fn` on this thread soon, never inside the call; from any thread. Calls that come
@@ -197,6 +223,33 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   bool coalesce_posted_ = false;                  // guarded by coalesce_mu_
   std::vector<std::function<void()>> running_;    // this thread's only
 
+  // Polls (runs what is ready without sleeping) until something has run or busy_poll has
+  // passed; true when something ran. A poll that finds nothing ends the spin until the next
+  // request says again that it pays. Gives up at once when max_spinners threads already spin.
+  bool Spin(int max_spinners) {
+    static std::atomic<int> spinners{0};
+    if (spinners.fetch_add(1, std::memory_order_relaxed) >= max_spinners) {
+      spinners.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    const auto deadline = idle_since_ + busy_poll;
+    bool ran = false;
+    while (!ioc.stopped()) {
+      if (ioc.poll_one() > 0) {
+        ran = true;
+        busy_poll_catches.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+    }
+    spinners.fetch_sub(1, std::memory_order_relaxed);
+    if (!ran) spin_ = false;
+    return ran;
+  }
+
+  // Run()'s record: when the thread last ran out of ready work, and whether to poll then.
+  std::chrono::steady_clock::time_point idle_since_{};
+  bool spin_ = false;
 
   // NoteRequest's record: who sent this thread's latest request and when, and when the latest
   // request from anyone else came. Zero (long ago) until a second connection asks.
