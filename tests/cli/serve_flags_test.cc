@@ -48,5 +48,22 @@ TEST(ServeFlagsTest, ModelLoadThreadCountRefusesZeroNegativeAndNonIntegers) {
   }
 }
 
+TEST(ServeFlagsTest, BusyPollDefaultsToTheServersAndTakesZeroToAMillisecond) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({}, &flags), 0);
+  EXPECT_EQ(flags.busy_poll_us, 50);
+  EXPECT_EQ(flags.busy_poll_us, HttpServer::Options{}.busy_poll.count());
+  for (const char* n : {"0", "1", "1000"}) {
+    ServeFlags given;
+    ASSERT_EQ(Parse({"--io-busy-poll-us", n}, &given), 0) << n;
+    EXPECT_EQ(given.busy_poll_us, std::stoi(n));
+  }
+  const int refused = CLI::ValidationError("x").get_exit_code();
+  for (const char* n : {"-1", "1001", "fast"}) {
+    ServeFlags given;
+    EXPECT_EQ(Parse({"--io-busy-poll-us", n}, &given), refused) << n;
+  }
+}
+
 }  // namespace
 }  // namespace harrier
