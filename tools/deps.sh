@@ -9,7 +9,8 @@
 #                    chromium (status page test), libcurl (the OTLP trace exporter), strace
 #                    (the telemetry test), python3-hpack (the gRPC port's HTTP/2 abuse test),
 #                    python3-yaml (the Kubernetes manifests test), haproxy (the scale-out test),
-#                    buildah (make image and its test)
+#                    buildah (make image and its test), python3-grpcio (Triton's gRPC QA cases,
+#                    through stubs protoc generates at test time)
 #   kubectl          Debian's kubernetes-client, unless a kubectl is on PATH already: renders
 #                    deploy/kubernetes and deploy/kserve (kubectl kustomize) for their test
 #   ONNX Runtime     1.29.0 from the npm package com.github.asus4.onnxruntime@0.4.9, whose
@@ -35,7 +36,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config ccache git curl ca-certif
   libboost-dev libsimdjson-dev libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-onnx python3-numpy wrk nginx
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libssl-dev nghttp2-client openssl prometheus
-  chromium libcurl4-openssl-dev strace python3-hpack zlib1g-dev python3-yaml haproxy buildah)
+  chromium libcurl4-openssl-dev strace python3-hpack zlib1g-dev python3-yaml haproxy buildah
+  python3-grpcio)
 
 log() { echo "deps: $*" >&2; }
 sudo_() { if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi; }

@@ -20,6 +20,15 @@ Models written to OUT_DIR/<model>/1/model.onnx:
   reshape_grid   FP32 "INPUT0" [N, 4] -> Identity -> "OUTPUT0" [N, 4], with a config that
                  presents both as dims [2, 2] (reshape [4]) and max_batch_size 4.
   reshape_grid_nobatch  the same graph without N ([4]), config max_batch_size 0.
+
+Triton's QA models for its gRPC tests and client examples (tests/integration/
+triton_qa_grpc_test.py), with Triton's configs (max_batch_size 8, dims [16]):
+
+  simple         INT32 "INPUT0", "INPUT1" [N, 16] -> "OUTPUT0" = sum, "OUTPUT1" = difference.
+  simple_int8    the same in INT8 (computed in INT32: ONNX Runtime has no INT8 Add).
+  simple_string  BYTES "INPUT0", "INPUT1" [N, 16], each element a decimal integer -> BYTES
+                 "OUTPUT0", "OUTPUT1": the sum and difference, as decimal strings.
+  simple_identity  BYTES "INPUT0" [N, -1] -> Identity -> "OUTPUT0".
 """
 import os
 import sys
@@ -73,6 +82,66 @@ def reshape_grid(out_dir, name, batching):
                 % (4 if batching else 0, tensor % "INPUT0", tensor % "OUTPUT0"))
 
 
+# Triton QA (gRPC)
+# The models of Triton's examples/QA repository that its gRPC tests and client examples call,
+# with the names, tensors and configs those clients expect.
+QA_CONFIG = """max_batch_size: 8
+input [{ name: "INPUT0", data_type: %(type)s, dims: [%(dims)s] },
+       { name: "INPUT1", data_type: %(type)s, dims: [%(dims)s] }]
+output [{ name: "OUTPUT0", data_type: %(type)s, dims: [%(dims)s] },
+        { name: "OUTPUT1", data_type: %(type)s, dims: [%(dims)s] }]
+"""
+
+
+def write_config(out_dir, name, text):
+    with open(os.path.join(out_dir, name, "config.pbtxt"), "w") as f:
+        f.write(text)
+
+
+def qa_add_sub(out_dir, name, elem_type, config_type, compute_type=None):
+    """INPUT0 + INPUT1 and INPUT0 - INPUT1, computed in `compute_type` when given (cast in and
+    out: ONNX Runtime's CPU Add and Sub lack INT8, and strings need a number in between)."""
+    nodes, a, b = [], "INPUT0", "INPUT1"
+    if compute_type is not None:
+        nodes += [helper.make_node("Cast", ["INPUT0"], ["a"], to=compute_type),
+                  helper.make_node("Cast", ["INPUT1"], ["b"], to=compute_type)]
+        a, b = "a", "b"
+    sum_name, diff_name = ("OUTPUT0", "OUTPUT1") if compute_type is None else ("sum", "diff")
+    nodes += [helper.make_node("Add", [a, b], [sum_name]),
+              helper.make_node("Sub", [a, b], [diff_name])]
+    if compute_type is not None:
+        nodes += [helper.make_node("Cast", ["sum"], ["OUTPUT0"], to=elem_type),
+                  helper.make_node("Cast", ["diff"], ["OUTPUT1"], to=elem_type)]
+    dims = ["N", 16]
+    g = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("INPUT0", elem_type, dims),
+         helper.make_tensor_value_info("INPUT1", elem_type, dims)],
+        [helper.make_tensor_value_info("OUTPUT0", elem_type, dims),
+         helper.make_tensor_value_info("OUTPUT1", elem_type, dims)])
+    save(out_dir, name, g)
+    write_config(out_dir, name, QA_CONFIG % {"type": config_type, "dims": "16"})
+
+
+def qa_simple_identity(out_dir):
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], "simple_identity",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["N", "M"])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["N", "M"])])
+    save(out_dir, "simple_identity", g)
+    write_config(out_dir, "simple_identity",
+                 'max_batch_size: 8\n'
+                 'input [{ name: "INPUT0", data_type: TYPE_STRING, dims: [-1] }]\n'
+                 'output [{ name: "OUTPUT0", data_type: TYPE_STRING, dims: [-1] }]\n')
+
+
+def triton_qa_grpc_models(out_dir):
+    qa_add_sub(out_dir, "simple", TensorProto.INT32, "TYPE_INT32")
+    qa_add_sub(out_dir, "simple_int8", TensorProto.INT8, "TYPE_INT8", TensorProto.INT32)
+    qa_add_sub(out_dir, "simple_string", TensorProto.STRING, "TYPE_STRING", TensorProto.INT32)
+    qa_simple_identity(out_dir)
+
+
 def main(argv):
     if len(argv) != 2 or argv[1].startswith("-"):
         sys.stderr.write(__doc__)
@@ -86,6 +155,7 @@ def main(argv):
     identity(out_dir, "free_cols", ["N", "C"])
     reshape_grid(out_dir, "reshape_grid", batching=True)
     reshape_grid(out_dir, "reshape_grid_nobatch", batching=False)
+    triton_qa_grpc_models(out_dir)
     return 0
 
 

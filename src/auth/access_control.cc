@@ -13,6 +13,10 @@ StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& op
   auto grpc = ParseApiRestrictions(options.grpc_restricted_protocol, "--grpc-restricted-protocol");
   if (!grpc.ok()) return grpc.status();
   ac->grpc_restrictions_ = std::move(grpc).value();
+  // Triton's gRPC front end checks the header "triton-grpc-protocol-<key>", not <key> itself
+  // (gRPC metadata names are lower case; ParseApiRestrictions lower-cased the key already).
+  for (ApiRestriction& r : ac->grpc_restrictions_)
+    r.header = std::string(kGrpcRestrictedHeaderPrefix) + r.header;
   if (!options.api_key_file.empty()) {
     ApiKeyStore::Options store;
     store.path = options.api_key_file;

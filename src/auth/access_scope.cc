@@ -117,12 +117,14 @@ RouteAccess RouteAccessForGrpc(std::string_view path) {
   constexpr std::string_view kService = "/inference.GRPCInferenceService/";
   using G = ApiGroup;
   using S = Scope;
+  // gRPC's health-checking protocol is in Triton's health group.
+  if (path == "/grpc.health.v1.Health/Check") return Open(G::kHealth);
   if (!path.starts_with(kService)) return Needs(G::kMetadata, S::kMetadata);
   const std::string_view rpc = path.substr(kService.size());
   if (rpc == "ServerLive" || rpc == "ServerReady") return Open(G::kHealth);
-  if (rpc == "ModelReady" || rpc == "ServerMetadata" || rpc == "ModelMetadata") {
-    return Needs(G::kMetadata, S::kMetadata);
-  }
+  // Triton restricts ModelReady with the health protocol; a key still needs metadata scope.
+  if (rpc == "ModelReady") return Needs(G::kHealth, S::kMetadata);
+  if (rpc == "ServerMetadata" || rpc == "ModelMetadata") return Needs(G::kMetadata, S::kMetadata);
   if (rpc == "ModelInfer" || rpc == "ModelStreamInfer") return Needs(G::kInference, S::kInference);
   if (rpc == "ModelConfig") return Needs(G::kModelConfig, S::kMetadata);
   if (rpc == "ModelStatistics") return Needs(G::kStatistics, S::kMetadata);

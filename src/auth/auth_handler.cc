@@ -133,6 +133,11 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
     return nullptr;
   };
   auto refuse_restricted = [&](const ApiRestriction& r) {
+    if (options_.routes == Routes::kGrpc) {  // Triton's gRPC words first (its QA tests match them)
+      return refuse(403, RefusalReason::kRestricted,
+                    "This protocol is restricted, expecting header '" + r.header + "' (" +
+                        std::string(ApiGroupName(access.group)) + ")");
+    }
     return refuse(403, RefusalReason::kRestricted,
                   "this API (" + std::string(ApiGroupName(access.group)) +
                       ") is restricted: it needs the header '" + r.header + "'");

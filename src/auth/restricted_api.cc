@@ -8,6 +8,8 @@ StatusOr<std::vector<ApiRestriction>> ParseApiRestrictions(const std::vector<std
                                                            std::string_view flag) {
   std::vector<ApiRestriction> out;
   std::bitset<kApiGroupCount> all;
+  // Triton's words: "protocol" for the gRPC flag, "API" for REST.
+  const std::string noun = flag.find("grpc") != std::string_view::npos ? "protocol" : "API";
   for (const std::string& value : values) {
     auto bad = [&](std::string_view why) {
       return InvalidArgument(std::string(flag) + " '" + value + "': " + std::string(why) +
@@ -32,12 +34,15 @@ StatusOr<std::vector<ApiRestriction>> ParseApiRestrictions(const std::vector<std
       const std::string_view name = list.substr(start, comma - start);
       const std::optional<ApiGroup> group = ParseTritonApiGroup(name);
       if (!group) {
-        return bad("unknown API '" + std::string(name) +
+        return bad("unknown restricted " + noun + " '" + std::string(name) +
                    "' (known: health, metadata, inference, shared-memory, model-config, "
                    "model-repository, statistics, trace, logging)");
       }
       const size_t bit = static_cast<size_t>(*group);
-      if (all.test(bit)) return bad("API '" + std::string(name) + "' is restricted twice");
+      if (all.test(bit)) {
+        return bad(noun + " '" + std::string(name) +
+                   "' can not be specified in multiple config groups");
+      }
       all.set(bit);
       r.groups.set(bit);
       start = comma + 1;

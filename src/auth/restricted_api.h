@@ -17,6 +17,10 @@
 
 namespace harrier::auth {
 
+// What Triton prepends to a --grpc-restricted-protocol key to name the gRPC metadata entry a
+// client must send: "inference:infer-key=v" needs "triton-grpc-protocol-infer-key: v".
+inline constexpr std::string_view kGrpcRestrictedHeaderPrefix = "triton-grpc-protocol-";
+
 struct ApiRestriction {
   std::bitset<kApiGroupCount> groups;
   std::string header;  // lower-cased, as HttpRequest holds header names

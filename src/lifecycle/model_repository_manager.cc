@@ -595,7 +595,13 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
   std::optional<inference::ModelConfig> override;
   if (options.config_json) {
     auto parsed = ParseModelConfigJson(*options.config_json);
-    if (!parsed.ok()) return done(parsed.status().WithContext("parameters.config"));
+    if (!parsed.ok()) {
+      // Triton's words ("failed to load", "Invalid config override"), which its clients match.
+      return done(Status(parsed.status().code(), "failed to load '" + std::string(name) +
+                                                     "': Invalid config override: "
+                                                     "parameters.config: " +
+                                                     std::string(parsed.status().message())));
+    }
     override = std::move(parsed).value();
   }
   const bool posted = lifecycle_.Post(

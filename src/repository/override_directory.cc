@@ -20,6 +20,7 @@ namespace harrier {
 namespace {
 
 constexpr size_t kMaxPathBytes = 1024;
+constexpr size_t kMaxSegmentBytes = 255;  // NAME_MAX: a longer name cannot be created
 constexpr std::string_view kDirectoryPrefix = "harrier-override-";
 
 std::string ParentOrTmp(const std::string& parent) {
@@ -48,7 +49,9 @@ std::string ErrnoText(int error) {
 
 Status PathError(const std::string& path, std::string_view rule) {
   // The path as given, cut short: it comes from the client and goes back into a log line.
-  return InvalidArgument("file override 'file:" + path.substr(0, 128) + "': " + std::string(rule));
+  // Triton's words first ("Invalid file path"), which its model-control example matches.
+  return InvalidArgument("Invalid file path: file override 'file:" + path.substr(0, 128) +
+                         "': " + std::string(rule));
 }
 
 // The segments of `path` split on '/', or an error naming the rule it breaks.
@@ -65,6 +68,8 @@ StatusOr<std::vector<std::string_view>> Segments(const std::string& path) {
     if (segment.empty()) return PathError(path, "empty path segments are refused");
     if (segment == "." || segment == "..")
       return PathError(path, "'.' and '..' segments are refused");
+    if (segment.size() > kMaxSegmentBytes)
+      return PathError(path, "a path segment is longer than 255 bytes (NAME_MAX)");
     segments.push_back(segment);
     if (slash == std::string_view::npos) break;
     rest.remove_prefix(slash + 1);
@@ -146,8 +151,8 @@ StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
     const std::string& parent, const std::vector<ModelFileOverride>& files) {
   ASSIGN_OR_RETURN(std::vector<int64_t> versions, ValidateFileOverrides(files, true));
   const std::string base = ParentOrTmp(parent);
-  std::string pattern = base + "/" + std::string(kDirectoryPrefix) + std::to_string(::getpid()) +
-                        "-XXXXXX";
+  std::string pattern =
+      base + "/" + std::string(kDirectoryPrefix) + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
     return Internal("cannot make a directory for the file overrides under " + base + ": " +
                     ErrnoText(errno));

@@ -78,7 +78,7 @@ TEST(AccessScopeTest, GrpcMethods) {
   } cases[] = {
       {"ServerLive", G::kHealth, kOpen},
       {"ServerReady", G::kHealth, kOpen},
-      {"ModelReady", G::kMetadata, S::kMetadata},
+      {"ModelReady", G::kHealth, S::kMetadata},
       {"ServerMetadata", G::kMetadata, S::kMetadata},
       {"ModelMetadata", G::kMetadata, S::kMetadata},
       {"ModelInfer", G::kInference, S::kInference},
@@ -102,6 +102,9 @@ TEST(AccessScopeTest, GrpcMethods) {
   }
   // Another service's health probe is not this server's: it needs a key.
   EXPECT_EQ(RouteAccessForGrpc("/other.Service/ServerLive").scope, S::kMetadata);
+  // gRPC's health-checking protocol: open, in Triton's health group.
+  EXPECT_EQ(RouteAccessForGrpc("/grpc.health.v1.Health/Check").group, G::kHealth);
+  EXPECT_EQ(RouteAccessForGrpc("/grpc.health.v1.Health/Check").scope, kOpen);
 }
 
 }  // namespace

@@ -274,6 +274,11 @@ class LockedSetUpTest(unittest.TestCase):
         self.assertEqual(h2().unary_call(port, "RepositoryIndex", b"", extra_headers=auth)["status"], 7)
         r = h2().unary_call(port, "RepositoryIndex", b"",
                             extra_headers=auth + [("admin-key", ADMIN_HEADER_VALUE)])
+        self.assertEqual(r["status"], 7, r)  # gRPC wants Triton's prefixed name
+        self.assertIn("expecting header 'triton-grpc-protocol-admin-key'", r["message"])
+        r = h2().unary_call(port, "RepositoryIndex", b"",
+                            extra_headers=auth + [("triton-grpc-protocol-admin-key",
+                                                   ADMIN_HEADER_VALUE)])
         self.assertEqual(r["status"], 0, r)
 
 

@@ -74,6 +74,9 @@ TEST(ValidateFileOverridesTest, RefusesEachBrokenRuleNamingIt) {
       {{{"v1/model.onnx", ""}}, true, "version number"},
       {{{std::string("1/a\0b", 5), ""}}, true, "NUL"},
       {{{"1/" + std::string(1100, 'a'), ""}}, true, "longer than 1024"},
+      // simple_grpc_model_control.py's case: Triton's words, "Invalid file path".
+      {{{std::string(256, 'A'), ""}}, true, "Invalid file path: file override 'file:AAA"},
+      {{{"1/" + std::string(256, 'a'), ""}}, true, "longer than 255 bytes (NAME_MAX)"},
       {{{"1/model.onnx", ""}, {"1/model.onnx", ""}}, true, "given twice"},
       {{{"1/a", ""}, {"1/a/b", ""}}, true, "also the directory of another"},
   };
@@ -105,8 +108,8 @@ TEST_F(OverrideDirectoryTest, WritesPrivateFilesAndRemovesThemWhenDestroyed) {
   const fs::path dir = (*made)->path();
   EXPECT_EQ(dir.parent_path(), parent_);
   // Named for this process, so that a later start can tell it from a live server's.
-  EXPECT_EQ(dir.filename().string().rfind("harrier-override-" + std::to_string(::getpid()) + "-", 0),
-            0u)
+  EXPECT_EQ(
+      dir.filename().string().rfind("harrier-override-" + std::to_string(::getpid()) + "-", 0), 0u)
       << dir;
   EXPECT_EQ((*made)->versions(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(Read(dir / "1/model.onnx"), bytes);
@@ -152,8 +155,8 @@ TEST_F(OverrideDirectoryTest, AStartRemovesOnlyDirectoriesThatDeadServersLeft) {
   fs::create_directory_symlink(elsewhere, parent_ / "harrier-override-333-abcdef");
   std::ofstream(parent_ / "harrier-override-444-abcdef") << "a file";
 
-  const int removed = RemoveAbandonedOverrideDirectories(
-      parent_.string(), [](pid_t pid) { return pid == 222; });
+  const int removed =
+      RemoveAbandonedOverrideDirectories(parent_.string(), [](pid_t pid) { return pid == 222; });
   EXPECT_EQ(removed, 2);
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_FALSE(fs::exists(own));  // a server at start has made none: an earlier one with its id
@@ -167,7 +170,8 @@ TEST_F(OverrideDirectoryTest, AStartRemovesOnlyDirectoriesThatDeadServersLeft) {
 
 TEST_F(OverrideDirectoryTest, TheDefaultLivenessCheckKeepsARunningProcesssDirectory) {
   // The parent of this process is alive; an id above the kernel's limit never is.
-  const fs::path parents = parent_ / ("harrier-override-" + std::to_string(::getppid()) + "-abcdef");
+  const fs::path parents =
+      parent_ / ("harrier-override-" + std::to_string(::getppid()) + "-abcdef");
   const fs::path nobodys = parent_ / "harrier-override-99999999-abcdef";
   fs::create_directories(parents);
   fs::create_directories(nobodys);

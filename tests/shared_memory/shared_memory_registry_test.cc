@@ -98,6 +98,7 @@ TEST(SharedMemoryRegistryTest, RefusesBadRegistrationsAndChangesNothing) {
   ExpectInvalid(registry.Register("x", object.key(), UINT64_MAX, 2), "overflows");
   ExpectInvalid(registry.Register("", object.key(), 0, 1), "empty name");
   ExpectInvalid(registry.Register("x", "", 0, 1), "the key is empty");
+  ExpectInvalid(registry.Register("", "", 0, 0), "Unable to open shared memory region: ''");
   for (const char* key : {"/", "/..", "/../etc/passwd", "a/b", "//x/y"}) {
     ExpectInvalid(registry.Register("x", key, 0, 1), "is not a shared-memory object name");
   }

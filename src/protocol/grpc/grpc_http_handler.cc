@@ -14,6 +14,9 @@ namespace harrier::grpc_frontend {
 namespace {
 
 constexpr std::string_view kServicePrefix = "/inference.GRPCInferenceService/";
+// gRPC's standard health-checking protocol (grpc-health-probe, Kubernetes' gRPC probes), which
+// Triton serves too. Only Check; Watch is UNIMPLEMENTED.
+constexpr std::string_view kHealthCheck = "/grpc.health.v1.Health/Check";
 using Clock = std::chrono::steady_clock;
 
 bool IsGrpcContentType(std::string_view type) {
@@ -84,7 +87,7 @@ StatusOr<Clock::time_point> Deadline(const HttpRequest& request, Clock::time_poi
 }
 
 std::shared_ptr<TracedRequest> StartTrace(Tracer* tracer, std::string_view traceparent,
-                                                  std::string_view tracestate) {
+                                          std::string_view tracestate) {
   if (tracer == nullptr) return nullptr;
   return TracedRequest::Start(tracer, traceparent, tracestate);
 }
@@ -288,6 +291,25 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   Status failure_ = Status::Ok();
 };
 
+HttpResponse GrpcHttpHandler::HealthCheck(const HttpRequest& request, HttpResponse head) const {
+  std::string decompressed;
+  auto message = UnaryMessage(request, options_.max_receive_message_bytes, &decompressed);
+  if (!message.ok()) return Failed(std::move(head), message.status());
+  // As Triton: SERVING when the server is ready (ServerReady's answer), else NOT_SERVING,
+  // whatever HealthCheckRequest.service names. HealthCheckResponse { ServingStatus status = 1; }
+  // is two bytes, written here rather than generated from health.proto: the field's tag (1,
+  // varint) and the enum's value.
+  inference::ServerReadyResponse ready;
+  if (Status s = handler_.ServerReady(&ready); !s.ok()) return Failed(std::move(head), s);
+  constexpr char kStatusTag = 0x08, kServing = 1, kNotServing = 2;
+  head.body.assign(kMessagePrefixBytes + 2, '\0');
+  WriteMessagePrefix(2, head.body.data());
+  head.body[kMessagePrefixBytes] = kStatusTag;
+  head.body[kMessagePrefixBytes + 1] = ready.ready() ? kServing : kNotServing;
+  head.trailers.emplace_back("grpc-status", "0");
+  return head;
+}
+
 GrpcHttpHandler::GrpcHttpHandler(ModelManager* models, const Options& options)
     : options_(options), handler_(models, options.handler) {}
 
@@ -310,6 +332,10 @@ void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
       ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
   HttpResponse head = Head(request_id);
   const std::string_view target = request.target;
+  if (target == kHealthCheck) {
+    respond(HealthCheck(request, std::move(head)));
+    return;
+  }
   if (target.substr(0, kServicePrefix.size()) != kServicePrefix) {
     respond(Failed(std::move(head), Status(StatusCode::kUnimplemented,
                                            "unknown service in " + std::string(target))));

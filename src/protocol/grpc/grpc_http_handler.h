@@ -23,10 +23,10 @@
 // (decompressed, for a compressed one) RESOURCE_EXHAUSTED; an unknown method UNIMPLEMENTED.
 // Compressed messages (`grpc-encoding: gzip` or `deflate`, as Triton's clients send them with
 // compression_algorithm) are decompressed; another encoding is UNIMPLEMENTED, and such answers
-// announce `grpc-accept-encoding: identity,deflate,gzip`. Responses are not compressed. The transport's own refusals (a header
-// block or body over its limits, a stalled body) are turned into a grpc-status as well
-// (TransportError). A request that is not gRPC gets HTTP 415 (wrong content type), 405 (not a
-// POST) or 505 (not HTTP/2), each with a grpc-status too.
+// announce `grpc-accept-encoding: identity,deflate,gzip`. Responses are not compressed. The
+// transport's own refusals (a header block or body over its limits, a stalled body) are turned into
+// a grpc-status as well (TransportError). A request that is not gRPC gets HTTP 415 (wrong content
+// type), 405 (not a POST) or 505 (not HTTP/2), each with a grpc-status too.
 //
 // Thread safety: every method may be called from any thread (the transport's I/O threads).
 #pragma once
@@ -65,6 +65,9 @@ class GrpcHttpHandler final : public HttpHandler {
 
  private:
   class InferStream;
+
+  // grpc.health.v1.Health/Check: SERVING when the server is ready, else NOT_SERVING.
+  HttpResponse HealthCheck(const HttpRequest& request, HttpResponse head) const;
 
   const Options options_;
   const GrpcInferenceHandler handler_;

@@ -294,7 +294,9 @@ StatusOr<std::optional<int64_t>> ParseModelVersion(std::string_view s) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s[0] == '-' || s[0] == '+' || ec != std::errc() || ptr != s.data() + s.size() || v < 1) {
-    return InvalidArgument("model version '" + std::string(s) + "' must be a positive integer");
+    // Triton's words first (its clients match them), then what a version must be.
+    return InvalidArgument("failed to get model version from specified version string '" +
+                           std::string(s) + "': it must be empty or a positive integer");
   }
   return std::optional<int64_t>(v);
 }
@@ -324,6 +326,17 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
     ASSIGN_OR_RETURN(Parameters parameters, DecodeParameters(in.parameters(), what));
     ASSIGN_OR_RETURN(in_shared_memory[static_cast<size_t>(i)], SharedMemoryRefOf(parameters, what));
     if (in_shared_memory[static_cast<size_t>(i)]) ++shared_memory_count;
+  }
+  // An input with typed contents in a request with raw_input_contents, in Triton's words: its
+  // clients match them, and saying which input is wrong helps more than counting entries.
+  for (int i = 0; raw && i < input_count; ++i) {
+    const ModelInferRequest::InferInputTensor& in = message->inputs(i);
+    if (!in_shared_memory[static_cast<size_t>(i)] && CountTyped(in.contents()).Total() > 0) {
+      return InvalidArgument(
+          "contents field must not be specified when using "
+          "raw_input_contents for '" +
+          in.name() + "' for model '" + message->model_name() + "'");
+    }
   }
   if (raw && raw_count != input_count - shared_memory_count) {
     return InvalidArgument("raw_input_contents has " + std::to_string(raw_count) +

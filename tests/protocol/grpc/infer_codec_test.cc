@@ -398,7 +398,24 @@ TEST(GrpcInferCodecTest, BadRequestsAreRefusedWithTheirCode) {
        StatusCode::kInvalidArgument, "one per input"},
       {"raw and typed mixed",
        [](ModelInferRequest* r) { r->mutable_inputs(0)->mutable_contents()->add_int_contents(1); },
-       StatusCode::kInvalidArgument, "mixed"},
+       StatusCode::kInvalidArgument,
+       "contents field must not be specified when using "
+       "raw_input_contents for"},
+      // What grpc_explicit_int_content_client.py sends: fewer raw entries than inputs, and
+      // the input without one in typed contents. Triton's words, not a count.
+      {"raw for one input and typed for another",
+       [](ModelInferRequest* r) {
+         auto* in = r->add_inputs();
+         in->set_name("B");
+         in->set_datatype("INT32");
+         in->add_shape(2);
+         in->mutable_contents()->add_int_contents(1);
+         in->mutable_contents()->add_int_contents(2);
+         r->mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+       },
+       StatusCode::kInvalidArgument,
+       "contents field must not be specified when using "
+       "raw_input_contents for '"},
       {"typed in the wrong field",
        [](ModelInferRequest* r) {
          r->clear_raw_input_contents();
@@ -487,6 +504,10 @@ TEST(GrpcInferCodecTest, ModelVersionParsing) {
   EXPECT_EQ(*ParseModelVersion("12"), std::optional<int64_t>(12));
   for (const char* bad : {"0", "-1", "+1", "1.0", " 1", "abc", "99999999999999999999"})
     EXPECT_FALSE(ParseModelVersion(bad).ok()) << bad;
+  // Triton's words, which grpc_explicit_int8_content_client.py matches.
+  EXPECT_EQ(ParseModelVersion("wrong_specification").status().message(),
+            "failed to get model version from specified version string 'wrong_specification': "
+            "it must be empty or a positive integer");
 }
 
 // Triton's system shared memory: raw_input_contents belong, in order, to the inputs not in
