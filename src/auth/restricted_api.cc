@@ -32,12 +32,16 @@ StatusOr<std::vector<ApiRestriction>> ParseApiRestrictions(const std::vector<std
       const std::string_view name = list.substr(start, comma - start);
       const std::optional<ApiGroup> group = ParseTritonApiGroup(name);
       if (!group) {
-        return bad("unknown API '" + std::string(name) +
+        // Triton's words first: its QA tests match them in the start-up failure.
+        return bad("unknown restricted api '" + std::string(name) +
                    "' (known: health, metadata, inference, shared-memory, model-config, "
                    "model-repository, statistics, trace, logging)");
       }
       const size_t bit = static_cast<size_t>(*group);
-      if (all.test(bit)) return bad("API '" + std::string(name) + "' is restricted twice");
+      if (all.test(bit)) {
+        return bad("api '" + std::string(name) +
+                   "' can not be specified in multiple config groups");
+      }
       all.set(bit);
       r.groups.set(bit);
       start = comma + 1;

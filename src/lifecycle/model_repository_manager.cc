@@ -595,7 +595,14 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
   std::optional<inference::ModelConfig> override;
   if (options.config_json) {
     auto parsed = ParseModelConfigJson(*options.config_json);
-    if (!parsed.ok()) return done(parsed.status().WithContext("parameters.config"));
+    if (!parsed.ok()) {
+      // Triton's words: its model-control example looks for "failed to load", its QA test
+      // for "Invalid config override" in the server log.
+      spdlog::error("model '{}': Invalid config override: {}", name, parsed.status().message());
+      return done(InvalidArgument("failed to load '" + std::string(name) +
+                                  "': Invalid config override (parameters.config): " +
+                                  std::string(parsed.status().message())));
+    }
     override = std::move(parsed).value();
   }
   const bool posted = lifecycle_.Post(

@@ -665,9 +665,10 @@ void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
     message = parser_->refusal()->message;
     SendError(parser_->refusal()->status, message);
   } else if (ec == http::error::body_limit) {
-    message = "request body is larger than the server's limit of ";
+    // Triton's words (its QA tests match them); Harrier's status stays 413.
+    message = "Request JSON size exceeds the maximum allowed value of ";
     AppendNumber(&message, shared_->options.max_body_bytes);
-    message += " bytes";
+    message += " bytes. Use --http-max-input-size to increase the limit";
     SendError(413, message);
   } else if (ec == http::error::header_limit) {
     message = "request line and headers are larger than the server's limit of ";

@@ -40,10 +40,10 @@ TEST(RestrictedApiTest, BadValuesNameTheFlagAndTheProblem) {
       {{":h=v"}, "no API group"},
       {{"inference:=v"}, "empty header name"},
       {{"inference:h="}, "empty header value"},
-      {{"metrics:h=v"}, "unknown API 'metrics'"},
-      {{"inference,,metadata:h=v"}, "unknown API ''"},
-      {{"inference,inference:h=v"}, "'inference' is restricted twice"},
-      {{"inference:h=v", "metadata,inference:k=w"}, "'inference' is restricted twice"},
+      {{"metrics:h=v"}, "unknown restricted api 'metrics'"},
+      {{"inference,,metadata:h=v"}, "unknown restricted api ''"},
+      {{"inference,inference:h=v"}, "api 'inference' can not be specified in multiple config groups"},
+      {{"inference:h=v", "metadata,inference:k=w"}, "api 'inference' can not be specified in multiple config groups"},
   };
   for (const auto& c : cases) {
     auto r = ParseApiRestrictions(c.values, "--grpc-restricted-protocol");

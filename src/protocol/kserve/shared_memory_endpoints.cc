@@ -50,7 +50,8 @@ Status SystemSharedMemoryRegister(SharedMemoryRegistry* registry, std::string_vi
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
-    return InvalidArgument("invalid JSON in the " + what + ": " + simdjson::error_message(err));
+    return InvalidArgument("failed to parse the request JSON buffer: the " + what + ": " +
+                           simdjson::error_message(err));
   }
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) return InvalidArgument(what + ": the body must be a JSON object");

@@ -208,7 +208,7 @@ TEST_F(KServeHandlerTest, RepositoryIndex) {
   EXPECT_THAT(ready.body, ::testing::Not(HasSubstr("broken")));
   EXPECT_THAT(ready.body, HasSubstr("simple"));
   EXPECT_EQ(Call("POST", "/v2/repository/index", R"({"ready":false})").body, all.body);
-  ExpectError(Call("POST", "/v2/repository/index", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/index", "{"), 400, "failed to parse the request JSON buffer");
   ExpectError(Call("POST", "/v2/repository/index", R"({"readdy":true})"), 400, "unknown field");
   ExpectError(Call("POST", "/v2/repository/index", R"({"ready":1})"), 400, "must be a bool");
 }
@@ -218,7 +218,7 @@ TEST_F(KServeHandlerTest, RepositoryIndex) {
 TEST_F(KServeHandlerTest, LoadAndUnloadWithoutModelControlAndBadParameters) {
   ExpectError(Call("POST", "/v2/repository/models/simple/load"), 501, "not supported");
   ExpectError(Call("POST", "/v2/repository/models/simple/unload"), 501, "not supported");
-  ExpectError(Call("POST", "/v2/repository/models/simple/load", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load", "{"), 400, "failed to parse the request JSON buffer");
   ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"x":1}})"), 400,
               "unknown parameter 'x'");
   ExpectError(Call("POST", "/v2/repository/models/simple/load",
