@@ -136,8 +136,8 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
     return refuse(403, RefusalReason::kRestricted,
                   // Triton's words ("This API is restricted, expecting header 'k'"), which
                   // its clients and QA tests match; the API group after them.
-                  "This API is restricted, expecting header '" + r.header + "' (API group: " +
-                      std::string(ApiGroupName(access.group)) + ")");
+                  "This API is restricted, expecting header '" + r.header +
+                      "' (API group: " + std::string(ApiGroupName(access.group)) + ")");
   };
   if (options_.keys == nullptr || !access.scope) {
     if (const ApiRestriction* r = restricted()) return refuse_restricted(*r);

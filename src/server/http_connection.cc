@@ -1007,12 +1007,13 @@ void BasicHttpConnection<Stream>::PumpStream() {
   if (http10_) {
     stream_out_[1] = asio::buffer(bytes);
   } else if (!bytes.empty()) {
-    char* const end = std::to_chars(stream_chunk_size_, stream_chunk_size_ + 2 * sizeof(std::size_t),
-                                    bytes.size(), 16)
+    char* const end = std::to_chars(stream_chunk_size_,
+                                    stream_chunk_size_ + 2 * sizeof(std::size_t), bytes.size(), 16)
                           .ptr;
     end[0] = '\r';
     end[1] = '\n';
-    stream_out_[0] = asio::buffer(stream_chunk_size_, static_cast<std::size_t>(end + 2 - stream_chunk_size_));
+    stream_out_[0] =
+        asio::buffer(stream_chunk_size_, static_cast<std::size_t>(end + 2 - stream_chunk_size_));
     stream_out_[1] = asio::buffer(bytes);
     stream_out_[2] = asio::buffer(stream_finishing_ ? kChunkEndAndLast : kChunkEnd);
   } else if (stream_finishing_) {

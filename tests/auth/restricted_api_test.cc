@@ -42,8 +42,10 @@ TEST(RestrictedApiTest, BadValuesNameTheFlagAndTheProblem) {
       {{"inference:h="}, "empty header value"},
       {{"metrics:h=v"}, "unknown restricted api 'metrics'"},
       {{"inference,,metadata:h=v"}, "unknown restricted api ''"},
-      {{"inference,inference:h=v"}, "api 'inference' can not be specified in multiple config groups"},
-      {{"inference:h=v", "metadata,inference:k=w"}, "api 'inference' can not be specified in multiple config groups"},
+      {{"inference,inference:h=v"},
+       "api 'inference' can not be specified in multiple config groups"},
+      {{"inference:h=v", "metadata,inference:k=w"},
+       "api 'inference' can not be specified in multiple config groups"},
   };
   for (const auto& c : cases) {
     auto r = ParseApiRestrictions(c.values, "--grpc-restricted-protocol");

@@ -605,7 +605,7 @@ HttpResponse KServeHandler::SharedMemory(const Route& route, const HttpRequest& 
       return JsonResponse(200, std::move(json).value());
     }
     case Kind::kSharedMemoryRegister:
-      done = route.cuda ? CudaSharedMemoryRegister(route.region)
+      done = route.cuda ? CudaSharedMemoryRegister(route.region, request.body ? *request.body : "")
                         : SystemSharedMemoryRegister(options_.shared_memory, route.region,
                                                      request.body ? *request.body : "");
       break;

@@ -99,7 +99,16 @@ StatusOr<std::string> CudaSharedMemoryStatusJson(std::string_view region) {
                          "' (" + std::string(kNoCuda) + ")");
 }
 
-Status CudaSharedMemoryRegister(std::string_view region) {
+Status CudaSharedMemoryRegister(std::string_view region, std::string_view body) {
+  // The body is read first, as Triton does (its QA tests send one that is not JSON).
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
+    return InvalidArgument(
+        "failed to parse the request JSON buffer: the CUDA shared memory "
+        "register request for region '" +
+        std::string(region) + "': " + simdjson::error_message(err));
+  }
   return InvalidArgument("failed to register CUDA shared memory region '" + std::string(region) +
                          "': " + std::string(kNoCuda));
 }

@@ -398,7 +398,7 @@ TEST(DecodeInferRequestTest, OutputSelection) {
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->binary_data_output);
   ASSERT_EQ(r->outputs.size(), 3u);
-  EXPECT_TRUE(r->outputs[0].binary_data);  // inherits binary_data_output
+  EXPECT_FALSE(r->outputs[0].binary_data);  // JSON when named without binary_data (Triton)
   EXPECT_FALSE(r->outputs[1].binary_data);
   EXPECT_EQ(r->outputs[2].classification, 3);
   EXPECT_EQ(std::get<std::string>(r->outputs[2].parameters.at("extra")), "kept");
@@ -413,7 +413,8 @@ TEST(DecodeInferRequestTest, DeeplyNestedDataIsRejectedWithoutRecursingDeeply) {
   // Triton's limit: 120 levels of data are refused, 50 are flattened whatever the rank.
   ExpectInvalid(OneInput("INT64", "[1,1]", std::string(120, '[') + "7" + std::string(120, ']')),
                 "JSON nesting depth exceeds maximum allowed limit (100)");
-  auto r = MustDecode(OneInput("INT64", "[1,1]", std::string(50, '[') + "7" + std::string(50, ']')));
+  auto r =
+      MustDecode(OneInput("INT64", "[1,1]", std::string(50, '[') + "7" + std::string(50, ']')));
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(Values<int64_t>(r->inputs[0]), std::vector<int64_t>{7});
 }
@@ -572,9 +573,9 @@ TEST(DecodeRawInferRequestTest, DeducesTheShapeFromTheModelAndTheBodySize) {
   auto b = DecodeRawInferRequest(std::make_shared<const std::string>("427"), "m", one_string, 8);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ((*b)->inputs[0].shape, (Shape{1, 1}));
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*b)->inputs[0].data),
-                        (*b)->inputs[0].size_bytes),
-            std::string("\x03\0\0\0427", 7));
+  EXPECT_EQ(
+      std::string(reinterpret_cast<const char*>((*b)->inputs[0].data), (*b)->inputs[0].size_bytes),
+      std::string("\x03\0\0\0", 4) + "427");
 }
 
 TEST(DecodeRawInferRequestTest, RefusesWhatCannotBeDeduced) {
