@@ -21,14 +21,26 @@ Models written to OUT_DIR/<model>/1/model.onnx:
                  presents both as dims [2, 2] (reshape [4]) and max_batch_size 4.
   reshape_grid_nobatch  the same graph without N ([4]), config max_batch_size 0.
 
-Triton's QA models for its gRPC tests and client examples (tests/integration/
-triton_qa_grpc_test.py), with Triton's configs (max_batch_size 8, dims [16]):
+Triton QA: the models Triton's qa/L0_http and qa/L0_grpc tests and its client examples
+(src/python/examples in triton-inference-server/client) call, with Triton's names, configs and
+tensor names, for tests/integration/triton_qa_http_test.py and triton_qa_grpc_test.py
+(Identity graphs unless said):
 
-  simple         INT32 "INPUT0", "INPUT1" [N, 16] -> "OUTPUT0" = sum, "OUTPUT1" = difference.
-  simple_int8    the same in INT8 (computed in INT32: ONNX Runtime has no INT8 Add).
-  simple_string  BYTES "INPUT0", "INPUT1" [N, 16], each element a decimal integer -> BYTES
-                 "OUTPUT0", "OUTPUT1": the sum and difference, as decimal strings.
-  simple_identity  BYTES "INPUT0" [N, -1] -> Identity -> "OUTPUT0".
+  onnx_zero_1_float32      FP32 INPUT0 -> OUTPUT0, max_batch_size 8, dims [-1]
+  onnx_zero_1_float32_queue  the same with dynamic_batching: 1 s queue delay, preferred batch 8,
+                           max_queue_size 1 (the second request waiting is refused)
+  onnx_zero_1_float16      FP16, dims [-1, -1]
+  onnx_zero_3_float32      three FP32 INPUTn -> OUTPUTn, dims [-1]
+  onnx_zero_1_object       BYTES, dims [-1]
+  onnx_zero_1_object_1_element  the same graph, input dims [1]
+  simple_identity, simple_identity_int64  BYTES / INT64 INPUT0 -> OUTPUT0, dims [-1]
+  simple                   INT32 INPUT0, INPUT1 [16] -> OUTPUT0 sum, OUTPUT1 difference,
+                           max_batch_size 8 (Triton's docs/examples model_repository/simple)
+  simple_string            the same on BYTES holding decimal integers (Cast in, Cast out)
+  simple_int8              the same in INT8 (computed in INT32: ONNX Runtime has no INT8 Add)
+  image_nchw               FP32 INPUT [3, 8, 8] FORMAT_NCHW -> OUTPUT [4] scores (the mean of
+                           each channel times a fixed 3x4 matrix), max_batch_size 8: a
+                           classifier as image_client.py expects one
 """
 import os
 import sys
@@ -82,64 +94,92 @@ def reshape_grid(out_dir, name, batching):
                 % (4 if batching else 0, tensor % "INPUT0", tensor % "OUTPUT0"))
 
 
-# Triton QA (gRPC)
-# The models of Triton's examples/QA repository that its gRPC tests and client examples call,
-# with the names, tensors and configs those clients expect.
-QA_CONFIG = """max_batch_size: 8
-input [{ name: "INPUT0", data_type: %(type)s, dims: [%(dims)s] },
-       { name: "INPUT1", data_type: %(type)s, dims: [%(dims)s] }]
-output [{ name: "OUTPUT0", data_type: %(type)s, dims: [%(dims)s] },
-        { name: "OUTPUT1", data_type: %(type)s, dims: [%(dims)s] }]
-"""
+# Triton QA (HTTP and gRPC) ---------------------------------------------------------------------------
 
 
-def write_config(out_dir, name, text):
+def qa_config(out_dir, name, max_batch_size, inputs, outputs, extra=""):
+    """Writes a config.pbtxt: `inputs` and `outputs` are (name, TYPE_x, dims[, more fields])."""
+    def tensors(items):
+        return ", ".join('{ name: "%s" data_type: %s dims: [%s]%s }'
+                         % (t[0], t[1], ", ".join(str(d) for d in t[2]),
+                            " " + t[3] if len(t) > 3 else "") for t in items)
     with open(os.path.join(out_dir, name, "config.pbtxt"), "w") as f:
-        f.write(text)
+        f.write('name: "%s"\nplatform: "onnxruntime_onnx"\nmax_batch_size: %d\n'
+                "input [ %s ]\noutput [ %s ]\n%s"
+                % (name, max_batch_size, tensors(inputs), tensors(outputs), extra))
 
 
-def qa_add_sub(out_dir, name, elem_type, config_type, compute_type=None):
-    """INPUT0 + INPUT1 and INPUT0 - INPUT1, computed in `compute_type` when given (cast in and
-    out: ONNX Runtime's CPU Add and Sub lack INT8, and strings need a number in between)."""
-    nodes, a, b = [], "INPUT0", "INPUT1"
+def qa_identity(out_dir, name, elem_type, config_type, io_count=1, rank=1, input_dims=None):
+    """Triton's gen_qa_identity_models.py layout: INPUTn -> OUTPUTn, batch 8, free dims."""
+    nodes, ins, outs = [], [], []
+    for i in range(io_count):
+        dims = ["N"] + ["d%d_%d" % (i, r) for r in range(rank)]
+        nodes.append(helper.make_node("Identity", ["INPUT%d" % i], ["OUTPUT%d" % i]))
+        ins.append(helper.make_tensor_value_info("INPUT%d" % i, elem_type, dims))
+        outs.append(helper.make_tensor_value_info("OUTPUT%d" % i, elem_type, dims))
+    save(out_dir, name, helper.make_graph(nodes, name, ins, outs))
+    free = [-1] * rank
+    qa_config(out_dir, name, 8,
+              [("INPUT%d" % i, config_type, input_dims or free) for i in range(io_count)],
+              [("OUTPUT%d" % i, config_type, free) for i in range(io_count)])
+
+
+def qa_simple(out_dir, name, elem_type, kind, compute_type=None):
+    """Triton's `simple`: INPUT0 + INPUT1 and INPUT0 - INPUT1, computed in `compute_type` when
+    given (cast in and out: strings need a number in between, ONNX Runtime has no INT8 Add)."""
+    nodes = []
+    a, b = "INPUT0", "INPUT1"
     if compute_type is not None:
         nodes += [helper.make_node("Cast", ["INPUT0"], ["a"], to=compute_type),
                   helper.make_node("Cast", ["INPUT1"], ["b"], to=compute_type)]
         a, b = "a", "b"
-    sum_name, diff_name = ("OUTPUT0", "OUTPUT1") if compute_type is None else ("sum", "diff")
-    nodes += [helper.make_node("Add", [a, b], [sum_name]),
-              helper.make_node("Sub", [a, b], [diff_name])]
+    sums = ("sum", "diff") if compute_type is not None else ("OUTPUT0", "OUTPUT1")
+    nodes += [helper.make_node("Add", [a, b], [sums[0]]),
+              helper.make_node("Sub", [a, b], [sums[1]])]
     if compute_type is not None:
         nodes += [helper.make_node("Cast", ["sum"], ["OUTPUT0"], to=elem_type),
                   helper.make_node("Cast", ["diff"], ["OUTPUT1"], to=elem_type)]
-    dims = ["N", 16]
+    io = lambda n: helper.make_tensor_value_info(n, elem_type, ["N", 16])  # noqa: E731
+    save(out_dir, name, helper.make_graph(nodes, name, [io("INPUT0"), io("INPUT1")],
+                                          [io("OUTPUT0"), io("OUTPUT1")]))
+    qa_config(out_dir, name, 8, [("INPUT0", kind, [16]), ("INPUT1", kind, [16])],
+              [("OUTPUT0", kind, [16]), ("OUTPUT1", kind, [16])])
+
+
+IMAGE_WEIGHTS = [[1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, -1.0]]
+
+
+def qa_image(out_dir, name="image_nchw"):
+    w = numpy_helper.from_array(np.array(IMAGE_WEIGHTS, dtype=np.float32), "W")
+    shape = numpy_helper.from_array(np.array([-1, 3], dtype=np.int64), "shape")
     g = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info("INPUT0", elem_type, dims),
-         helper.make_tensor_value_info("INPUT1", elem_type, dims)],
-        [helper.make_tensor_value_info("OUTPUT0", elem_type, dims),
-         helper.make_tensor_value_info("OUTPUT1", elem_type, dims)])
+        [helper.make_node("GlobalAveragePool", ["INPUT"], ["pooled"]),
+         helper.make_node("Reshape", ["pooled", "shape"], ["flat"]),
+         helper.make_node("MatMul", ["flat", "W"], ["OUTPUT"])], name,
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["N", 4])], [w, shape])
     save(out_dir, name, g)
-    write_config(out_dir, name, QA_CONFIG % {"type": config_type, "dims": "16"})
+    qa_config(out_dir, name, 8, [("INPUT", "TYPE_FP32", [3, 8, 8], "format: FORMAT_NCHW")],
+              [("OUTPUT", "TYPE_FP32", [4])])
 
 
-def qa_simple_identity(out_dir):
-    g = helper.make_graph(
-        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], "simple_identity",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["N", "M"])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["N", "M"])])
-    save(out_dir, "simple_identity", g)
-    write_config(out_dir, "simple_identity",
-                 'max_batch_size: 8\n'
-                 'input [{ name: "INPUT0", data_type: TYPE_STRING, dims: [-1] }]\n'
-                 'output [{ name: "OUTPUT0", data_type: TYPE_STRING, dims: [-1] }]\n')
-
-
-def triton_qa_grpc_models(out_dir):
-    qa_add_sub(out_dir, "simple", TensorProto.INT32, "TYPE_INT32")
-    qa_add_sub(out_dir, "simple_int8", TensorProto.INT8, "TYPE_INT8", TensorProto.INT32)
-    qa_add_sub(out_dir, "simple_string", TensorProto.STRING, "TYPE_STRING", TensorProto.INT32)
-    qa_simple_identity(out_dir)
+def triton_qa(out_dir):
+    qa_identity(out_dir, "onnx_zero_1_float32", TensorProto.FLOAT, "TYPE_FP32")
+    qa_identity(out_dir, "onnx_zero_1_float32_queue", TensorProto.FLOAT, "TYPE_FP32")
+    with open(os.path.join(out_dir, "onnx_zero_1_float32_queue", "config.pbtxt"), "a") as f:
+        f.write("dynamic_batching { max_queue_delay_microseconds: 1000000 "
+                "preferred_batch_size: [ 8 ] default_queue_policy { max_queue_size: 1 } }\n")
+    qa_identity(out_dir, "onnx_zero_1_float16", TensorProto.FLOAT16, "TYPE_FP16", rank=2)
+    qa_identity(out_dir, "onnx_zero_3_float32", TensorProto.FLOAT, "TYPE_FP32", io_count=3)
+    qa_identity(out_dir, "onnx_zero_1_object", TensorProto.STRING, "TYPE_STRING")
+    qa_identity(out_dir, "onnx_zero_1_object_1_element", TensorProto.STRING, "TYPE_STRING",
+                input_dims=[1])
+    qa_identity(out_dir, "simple_identity", TensorProto.STRING, "TYPE_STRING")
+    qa_identity(out_dir, "simple_identity_int64", TensorProto.INT64, "TYPE_INT64")
+    qa_simple(out_dir, "simple", TensorProto.INT32, "TYPE_INT32")
+    qa_simple(out_dir, "simple_string", TensorProto.STRING, "TYPE_STRING", TensorProto.INT32)
+    qa_simple(out_dir, "simple_int8", TensorProto.INT8, "TYPE_INT8", TensorProto.INT32)
+    qa_image(out_dir)
 
 
 def main(argv):
@@ -155,7 +195,7 @@ def main(argv):
     identity(out_dir, "free_cols", ["N", "C"])
     reshape_grid(out_dir, "reshape_grid", batching=True)
     reshape_grid(out_dir, "reshape_grid_nobatch", batching=False)
-    triton_qa_grpc_models(out_dir)
+    triton_qa(out_dir)  # Triton QA (HTTP and gRPC)
     return 0
 
 

@@ -139,8 +139,10 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
                         std::string(ApiGroupName(access.group)) + ")");
     }
     return refuse(403, RefusalReason::kRestricted,
-                  "this API (" + std::string(ApiGroupName(access.group)) +
-                      ") is restricted: it needs the header '" + r.header + "'");
+                  // Triton's words ("This API is restricted, expecting header 'k'"), which
+                  // its clients and QA tests match; the API group after them.
+                  "This API is restricted, expecting header '" + r.header +
+                      "' (API group: " + std::string(ApiGroupName(access.group)) + ")");
   };
   if (options_.keys == nullptr || !access.scope) {
     if (const ApiRestriction* r = restricted()) return refuse_restricted(*r);

@@ -8,8 +8,8 @@ StatusOr<std::vector<ApiRestriction>> ParseApiRestrictions(const std::vector<std
                                                            std::string_view flag) {
   std::vector<ApiRestriction> out;
   std::bitset<kApiGroupCount> all;
-  // Triton's words: "protocol" for the gRPC flag, "API" for REST.
-  const std::string noun = flag.find("grpc") != std::string_view::npos ? "protocol" : "API";
+  // Triton's words, which its QA tests match: "protocol" for the gRPC flag, "api" for REST.
+  const std::string noun = flag.find("grpc") != std::string_view::npos ? "protocol" : "api";
   for (const std::string& value : values) {
     auto bad = [&](std::string_view why) {
       return InvalidArgument(std::string(flag) + " '" + value + "': " + std::string(why) +

@@ -142,8 +142,9 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   serve
-      ->add_option("--max-body-bytes", flags->max_body_bytes,
-                   "Largest request body; larger ones get 413")
+      ->add_option("--max-body-bytes,--http-max-input-size", flags->max_body_bytes,
+                   "Largest request body, also once decoded; larger ones get 413 "
+                   "(--http-max-input-size: Triton's name)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve

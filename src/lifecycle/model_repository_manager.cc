@@ -596,7 +596,9 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
   if (options.config_json) {
     auto parsed = ParseModelConfigJson(*options.config_json);
     if (!parsed.ok()) {
-      // Triton's words ("failed to load", "Invalid config override"), which its clients match.
+      // Triton's words: its model-control example looks for "failed to load" in the answer, its
+      // QA test for "Invalid config override" in the server log.
+      spdlog::error("model '{}': Invalid config override: {}", name, parsed.status().message());
       return done(Status(parsed.status().code(), "failed to load '" + std::string(name) +
                                                      "': Invalid config override: "
                                                      "parameters.config: " +

@@ -671,8 +671,9 @@ void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
     std::from_chars(cl.data(), cl.data() + cl.size(), claimed);
     if (claimed > o.max_body_bytes) {
       RefuseWithError(id, s, 413,
-                      "request body is larger than the server's limit of " +
-                          std::to_string(o.max_body_bytes) + " bytes",
+                      "Request JSON size exceeds the maximum allowed value of " +
+                          std::to_string(o.max_body_bytes) +
+                          " bytes. Use --http-max-input-size to increase the limit",
                       0);
       return;
     }
@@ -711,10 +712,11 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
   if (s == nullptr || s->refused) return 0;  // dropped
   const uint64_t limit = c->shared_->options.max_body_bytes;
   if (s->body.size() + len > limit) {
-    c->RefuseWithError(
-        stream_id, s, 413,
-        "request body is larger than the server's limit of " + std::to_string(limit) + " bytes",
-        s->body.size() + len);
+    c->RefuseWithError(stream_id, s, 413,
+                       "Request JSON size exceeds the maximum allowed value of " +
+                           std::to_string(limit) +
+                           " bytes. Use --http-max-input-size to increase the limit",
+                       s->body.size() + len);
     return 0;
   }
   s->body.append(reinterpret_cast<const char*>(data), len);

@@ -665,9 +665,10 @@ void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
     message = parser_->refusal()->message;
     SendError(parser_->refusal()->status, message);
   } else if (ec == http::error::body_limit) {
-    message = "request body is larger than the server's limit of ";
+    // Triton's words (its QA tests match them); Harrier's status stays 413.
+    message = "Request JSON size exceeds the maximum allowed value of ";
     AppendNumber(&message, shared_->options.max_body_bytes);
-    message += " bytes";
+    message += " bytes. Use --http-max-input-size to increase the limit";
     SendError(413, message);
   } else if (ec == http::error::header_limit) {
     message = "request line and headers are larger than the server's limit of ";
@@ -1006,12 +1007,13 @@ void BasicHttpConnection<Stream>::PumpStream() {
   if (http10_) {
     stream_out_[1] = asio::buffer(bytes);
   } else if (!bytes.empty()) {
-    char* const end = std::to_chars(stream_chunk_size_, stream_chunk_size_ + 2 * sizeof(std::size_t),
-                                    bytes.size(), 16)
+    char* const end = std::to_chars(stream_chunk_size_,
+                                    stream_chunk_size_ + 2 * sizeof(std::size_t), bytes.size(), 16)
                           .ptr;
     end[0] = '\r';
     end[1] = '\n';
-    stream_out_[0] = asio::buffer(stream_chunk_size_, static_cast<std::size_t>(end + 2 - stream_chunk_size_));
+    stream_out_[0] =
+        asio::buffer(stream_chunk_size_, static_cast<std::size_t>(end + 2 - stream_chunk_size_));
     stream_out_[1] = asio::buffer(bytes);
     stream_out_[2] = asio::buffer(stream_finishing_ ? kChunkEndAndLast : kChunkEnd);
   } else if (stream_finishing_) {

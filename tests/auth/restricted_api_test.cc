@@ -55,5 +55,20 @@ TEST(RestrictedApiTest, BadValuesNameTheFlagAndTheProblem) {
   }
 }
 
+// The REST flag's words are Triton's for it: "api" where the gRPC flag says "protocol".
+TEST(RestrictedApiTest, TheRestFlagSaysApi) {
+  auto unknown = ParseApiRestrictions({"model-reposit,health:k1=v1"}, "--http-restricted-api");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown restricted api 'model-reposit'"),
+            std::string::npos)
+      << unknown.status().message();
+  auto twice = ParseApiRestrictions({"health:h=v", "health:k=w"}, "--http-restricted-api");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("api 'health' can not be specified in multiple config "
+                                          "groups"),
+            std::string::npos)
+      << twice.status().message();
+}
+
 }  // namespace
 }  // namespace harrier::auth

@@ -504,7 +504,7 @@ class BadInputTests(unittest.TestCase):
         c.send(frame(DATA, 0, 1, b"x" * 1000))
         saw, body, rst, gone = c.response(1)
         self.assertTrue(saw)
-        self.assertIn(b"larger than the server's limit", body)
+        self.assertIn(b"exceeds the maximum allowed value", body)
         self.assertFalse(gone)
         # The connection goes on: another stream.
         c.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, hpack(request_headers("GET", "/v2/health/ready"))))

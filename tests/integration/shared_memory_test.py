@@ -148,7 +148,7 @@ class SharedMemoryTest(unittest.TestCase):
         self.assert_400(register("x", o.key, 0), "byte_size is 0")
         self.assert_400(register("x", "/../etc/passwd", 8), "not a shared-memory object name")
         self.assert_400(request("POST", "/v2/systemsharedmemory/region/x/register", b"{")[:2],
-                        "invalid JSON")
+                        "failed to parse the request JSON buffer")
         self.assert_400(request("GET", "/v2/systemsharedmemory/region/x/status")[:2],
                         "Unable to find system shared memory region: 'x'")
         self.assertEqual(status(), before)

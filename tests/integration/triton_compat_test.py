@@ -355,37 +355,49 @@ class RawBinaryTest(unittest.TestCase):
         all_headers = {"Content-Type": "application/octet-stream",
                        "Inference-Header-Content-Length": "0"}
         all_headers.update(headers or {})
-        status, _, answer = post("/v2/models/%s/infer" % model, data, all_headers)
-        return status, json.loads(answer)
+        status, headers, answer = post("/v2/models/%s/infer" % model, data, all_headers)
+        if status != 200:
+            return status, json.loads(answer), b""
+        # Answered in binary, as Triton answers raw requests.
+        n = int(headers["inference-header-content-length"])
+        return status, json.loads(answer[:n]), answer[n:]
 
     def test_the_shape_comes_from_the_model(self):
         values = [float(v) for v in range(8)]
-        status, body = self.raw("reshape_grid", fp32(*values))  # batching: 2 items of [2, 2]
+        status, body, data = self.raw("reshape_grid", fp32(*values))  # 2 items of [2, 2]
         self.assertEqual(status, 200, body)
         self.assertEqual(body["outputs"][0]["shape"], [2, 2, 2])
-        self.assertEqual(body["outputs"][0]["data"], values)
-        status, body = self.raw("reshape_grid_nobatch", fp32(*values[:4]))
+        self.assertEqual(data, fp32(*values))
+        status, body, data = self.raw("reshape_grid_nobatch", fp32(*values[:4]))
         self.assertEqual(status, 200, body)
-        self.assertEqual(body["outputs"][0]["data"], values[:4])
-        status, body = self.raw("scalar_add", fp32(41.0))
+        self.assertEqual(data, fp32(*values[:4]))
+        status, body, data = self.raw("scalar_add", fp32(41.0))
         self.assertEqual(status, 200, body)
-        self.assertEqual(body["outputs"][0]["data"], [42.0])
+        self.assertEqual(data, fp32(42.0))
+        # Triton's deduction: one variable dimension besides the batch takes the size.
+        status, body, data = self.raw("free_cols", fp32(*values[:3]))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [1, 3])
+        self.assertEqual(data, fp32(*values[:3]))
+        # A one-element BYTES input: the body is the string.
+        status, body, data = self.raw("cast_string", b"2.5")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(data, fp32(2.5))
         # Compressed raw bodies work too.
-        status, body = self.raw("reshape_grid", gzip_body(fp32(*values)),
-                                {"Content-Encoding": "gzip"})
+        status, body, data = self.raw("reshape_grid", gzip_body(fp32(*values)),
+                                      {"Content-Encoding": "gzip"})
         self.assertEqual(status, 200, body)
-        self.assertEqual(body["outputs"][0]["data"], values)
+        self.assertEqual(data, fp32(*values))
 
     def test_what_cannot_be_deduced_is_400(self):
         for model, data, want in (
-                ("int_div", bytes(8), "must be for a model with exactly 1 input, but model "
-                                      "'int_div' has 2"),
-                ("cast_string", bytes(8), "a BYTES input cannot be sent raw"),
-                ("free_cols", bytes(16), "variable dimension"),
+                ("int_div", bytes(8), "Raw request must only have 1 input (found 1) to be "
+                                      "deduced but got 2 inputs in 'int_div' model configuration"),
+                ("free_cols", bytes(10), "are not a whole number of 4-byte rows"),
                 ("reshape_grid", bytes(20), "are not 1 to 4 items of 16 bytes"),
                 ("reshape_grid", bytes(16 * 5), "are not 1 to 4 items"),
                 ("reshape_grid_nobatch", bytes(12), "the body has 12 bytes")):
-            status, body = self.raw(model, data)
+            status, body, _ = self.raw(model, data)
             self.assertEqual(status, 400, (model, body))
             self.assertIn(want, body["error"], model)
 

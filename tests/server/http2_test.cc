@@ -677,7 +677,8 @@ TEST_F(Http2Test, BodyOverTheLimitIsAccessLoggedOnceWithItsRequestId) {
   EXPECT_EQ(records[0].protocol, "http");
   EXPECT_EQ(records[0].method, "POST");
   EXPECT_EQ(records[0].target, "/v2/models/m/infer");
-  EXPECT_NE(records[0].error.find("limit of 1000 bytes"), std::string::npos) << records[0].error;
+  EXPECT_NE(records[0].error.find("maximum allowed value of 1000 bytes"), std::string::npos)
+      << records[0].error;
   EXPECT_GT(records[0].request_bytes, 1000u);  // the DATA that crossed the limit counts
   EXPECT_LE(records[0].request_bytes, 5000u);
   EXPECT_EQ(records[0].response_bytes, c.response(big).body.size());

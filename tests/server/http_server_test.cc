@@ -1258,7 +1258,8 @@ TEST_F(HttpServerTest, ChunkedBodyOverTheLimitIsAccessLoggedWithTheClientsId) {
   EXPECT_EQ(records[0].request_id, "client-413");
   EXPECT_EQ(records[0].method, "POST");
   EXPECT_EQ(records[0].target, "/v2/models/m/infer");
-  EXPECT_NE(records[0].error.find("limit of 10 bytes"), std::string::npos) << records[0].error;
+  EXPECT_NE(records[0].error.find("maximum allowed value of 10 bytes"), std::string::npos)
+      << records[0].error;
   EXPECT_EQ(records[0].request_bytes, 8u);  // the first chunk; the second was refused
   EXPECT_EQ(records[0].response_bytes, r->body.size());
 }

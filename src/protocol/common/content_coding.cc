@@ -54,8 +54,12 @@ StatusOr<size_t> InflateOne(std::string_view in, int window_bits, uint64_t max_b
   while (rc != Z_STREAM_END) {
     if (out->size() >= max_bytes) {
       inflateEnd(&z);
-      return PayloadTooLarge("the request body decodes to more than " + std::to_string(max_bytes) +
-                             " bytes (the body limit, --max-body-bytes)");
+      // Triton's words first (its QA tests match them), then Harrier's.
+      return PayloadTooLarge(
+          "Request JSON size exceeds the maximum allowed value of " + std::to_string(max_bytes) +
+          " bytes. Use --http-max-input-size to increase the limit: the request body decodes to "
+          "more than " +
+          std::to_string(max_bytes) + " bytes");
     }
     const size_t step =
         static_cast<size_t>(std::min<uint64_t>(kInflateStep, max_bytes - out->size()));

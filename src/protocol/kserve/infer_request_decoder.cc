@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -32,8 +33,21 @@ static_assert(kJsonPaddingBytes == simdjson::SIMDJSON_PADDING);
 // Per-thread parser and scratch buffer; dropped when a huge request made them grow past this.
 constexpr size_t kKeepParserCapacity = size_t{64} << 20;
 
-struct ThreadState {
+// Triton's limit on the nesting of a request's JSON (its QA tests send 120 levels and match
+// the message); `data` may nest deeper than its shape's rank within it, as in Triton.
+constexpr size_t kMaxJsonDepth = 100;
+
+// A parser whose documents may nest kMaxJsonDepth deep (simdjson keeps the depth when it grows).
+simdjson::dom::parser NewParser() {
   simdjson::dom::parser parser;
+  // Out of memory here surfaces again as the first parse's error.
+  [[maybe_unused]] const simdjson::error_code err =
+      parser.allocate(simdjson::SIMDJSON_PADDING, kMaxJsonDepth);
+  return parser;
+}
+
+struct ThreadState {
+  simdjson::dom::parser parser = NewParser();
   std::string scratch;
 };
 
@@ -119,12 +133,21 @@ std::string Describe(element e) {
 }
 
 Status JsonError(std::string_view what, simdjson::error_code code) {
+  if (code == simdjson::DEPTH_ERROR) {
+    return InvalidArgument("JSON nesting depth exceeds maximum allowed limit (" +
+                           std::to_string(kMaxJsonDepth) + ")");
+  }
   return InvalidArgument(std::string(what) + ": " + simdjson::error_message(code));
 }
 
+// Triton's words for `data` that does not hold its shape's element count, which its QA
+// tests match; Harrier's detail follows.
+constexpr std::string_view kDataShapeMismatch =
+    "Unable to parse 'data': Shape does not match true shape of 'data' field; ";
+
 // ---------------------------------------------------------------------------------------------
 // JSON `data` -> tensor bytes. One sink per datatype; the walker flattens nested arrays in
-// document (row-major) order and never recurses deeper than the shape's rank.
+// document (row-major) order, as deep as they nest (the parser stops at kMaxJsonDepth).
 
 template <typename T>
 constexpr std::string_view IntTypeName() {
@@ -145,7 +168,8 @@ class SinkBase {
 
  protected:
   Status TooMany() const {
-    return InvalidArgument(label_ + ": data holds more than the " + std::to_string(expected_) +
+    return InvalidArgument(std::string(kDataShapeMismatch) + label_.str() +
+                           ": data holds more than the " + std::to_string(expected_) +
                            " values its shape needs");
   }
   Status Wrong(element e, std::string_view expected) const {
@@ -278,17 +302,13 @@ class BytesSink : public SinkBase {
 };
 
 template <typename Sink>
-Status WalkData(array arr, size_t depth, size_t max_depth, const Label& label, Sink& sink) {
+Status WalkData(array arr, size_t depth, const Label& label, Sink& sink) {
   bool first = true;
   bool nested = false;
   for (element e : arr) {
     if (first) {
       first = false;
       nested = e.type() == element_type::ARRAY;
-      if (nested && depth + 1 >= max_depth) {
-        return InvalidArgument(label + ": data is nested deeper than the shape's " +
-                               std::to_string(max_depth) + " dimension(s)");
-      }
     }
     if (nested) {
       array sub;
@@ -296,7 +316,7 @@ Status WalkData(array arr, size_t depth, size_t max_depth, const Label& label, S
         return InvalidArgument(label + ": data mixes arrays and values at nesting depth " +
                                std::to_string(depth + 1));
       }
-      RETURN_IF_ERROR(WalkData(sub, depth + 1, max_depth, label, sink));
+      RETURN_IF_ERROR(WalkData(sub, depth + 1, label, sink));
     } else {
       RETURN_IF_ERROR(sink.Add(e));
     }
@@ -550,13 +570,30 @@ Status Decoder::DecodeInput(element e, size_t index, InferenceRequest* request) 
     if (d.get_int64().get(dim)) {
       return InvalidArgument(label + ": 'shape' must hold integers, got " + Describe(d));
     }
-    if (dim < 0) {
-      return InvalidArgument(label + ": shape dimension " + std::to_string(dim) + " is negative");
+    if (dim < 0) {  // Triton's words (its JSON reader's), then Harrier's
+      return InvalidArgument(
+          "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+          "unsigned-integer; " +
+          label.str() + ": shape dimension " + std::to_string(dim) + " is negative");
     }
     tensor.shape.push_back(dim);
   }
   const std::optional<int64_t> elements = ElementCount(tensor.shape);
-  if (!elements || *elements > limits_.max_tensor_elements) {
+  // Overflows are malformed requests (400, in Triton's words); a count over Harrier's limit
+  // is 413.
+  if (!elements) {
+    return InvalidArgument(label + ": shape " + ShapeToString(tensor.shape) +
+                           " causes total element count to exceed maximum size of " +
+                           std::to_string(std::numeric_limits<int64_t>::max()));
+  }
+  if (int64_t bytes; __builtin_mul_overflow(
+          *elements, static_cast<int64_t>(DataTypeByteSize(tensor.dtype)), &bytes)) {
+    return InvalidArgument("byte size overflow for input " + Quote(tensor.name) + ": shape " +
+                           ShapeToString(tensor.shape) + " of " +
+                           std::string(DataTypeName(tensor.dtype)) + " is over " +
+                           std::to_string(std::numeric_limits<int64_t>::max()) + " bytes");
+  }
+  if (*elements > limits_.max_tensor_elements) {
     return PayloadTooLarge(label + ": shape " + ShapeToString(tensor.shape) + " claims more than " +
                            std::to_string(limits_.max_tensor_elements) +
                            " elements (the server's limit per tensor)");
@@ -613,11 +650,11 @@ Status Decoder::FillFixed(array data, const Label& label, int64_t elements, Tens
   }
   std::shared_ptr<std::byte[]> buffer = AllocateTensorBuffer(bytes);
   Sink sink(label, elements, buffer.get());
-  RETURN_IF_ERROR(WalkData(data, 0, std::max<size_t>(tensor->shape.size(), 1), label, sink));
+  RETURN_IF_ERROR(WalkData(data, 0, label, sink));
   if (sink.count() != elements) {
-    return InvalidArgument(label + ": data holds " + std::to_string(sink.count()) +
-                           " values but shape " + ShapeToString(tensor->shape) + " needs " +
-                           std::to_string(elements));
+    return InvalidArgument(std::string(kDataShapeMismatch) + label.str() + ": data holds " +
+                           std::to_string(sink.count()) + " values but shape " +
+                           ShapeToString(tensor->shape) + " needs " + std::to_string(elements));
   }
   tensor->data = buffer.get();
   tensor->size_bytes = bytes;
@@ -657,11 +694,11 @@ Status Decoder::DecodeData(element data_el, const Label& label, int64_t elements
       }
       auto buffer = std::make_shared<std::string>();
       BytesSink sink(label, elements, buffer.get(), limits_.max_total_input_bytes - total_bytes_);
-      RETURN_IF_ERROR(WalkData(data, 0, std::max<size_t>(tensor->shape.size(), 1), label, sink));
+      RETURN_IF_ERROR(WalkData(data, 0, label, sink));
       if (sink.count() != elements) {
-        return InvalidArgument(label + ": data holds " + std::to_string(sink.count()) +
-                               " values but shape " + ShapeToString(tensor->shape) + " needs " +
-                               std::to_string(elements));
+        return InvalidArgument(std::string(kDataShapeMismatch) + label.str() + ": data holds " +
+                               std::to_string(sink.count()) + " values but shape " +
+                               ShapeToString(tensor->shape) + " needs " + std::to_string(elements));
       }
       RETURN_IF_ERROR(ChargeBytes(buffer->size(), label));
       tensor->data = reinterpret_cast<const std::byte*>(buffer->data());
@@ -696,16 +733,17 @@ Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request)
   out.name = std::string(name);
   label.Name(name);
   for (const RequestedOutput& other : request->outputs) {
-    if (other.name == out.name) return InvalidArgument(label + " appears twice in 'outputs'");
+    if (other.name == out.name) {  // Triton's words
+      return InvalidArgument("Duplicate output name " + Quote(out.name) +
+                             " is not allowed in a request");
+    }
   }
   if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &out.parameters));
   if (auto it = out.parameters.find("binary_data"); it != out.parameters.end()) {
     const bool* b = std::get_if<bool>(&it->second);
     if (!b) return InvalidArgument(label + ": parameter 'binary_data' must be a bool");
     out.binary_data = *b;
-  } else {
-    out.binary_data = request->binary_data_output;
-  }
+  }  // else JSON, whatever `binary_data_output` says: Triton's rule (qa/L0_http/test.sh)
   if (auto it = out.parameters.find("classification"); it != out.parameters.end()) {
     const int64_t* n = std::get_if<int64_t>(&it->second);
     if (!n || *n < 0) {
@@ -788,7 +826,7 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
       if (status.ok()) status = decoder.AttachBinary(*body, json_header_length, request.get());
     }
   }
-  if (state.parser.capacity() > kKeepParserCapacity) state.parser = simdjson::dom::parser();
+  if (state.parser.capacity() > kKeepParserCapacity) state.parser = NewParser();
   if (state.scratch.capacity() > kKeepParserCapacity) std::string().swap(state.scratch);
   if (!status.ok()) return status;
   request->body = std::move(body);
@@ -798,32 +836,58 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
 StatusOr<std::unique_ptr<InferenceRequest>> DecodeRawInferRequest(
     std::shared_ptr<const std::string> body, std::string_view model_name,
     std::span<const TensorSpec> inputs, int64_t max_batch_size) {
-  const std::string model = "model '" + std::string(model_name) + "'";
+  // Triton's rules and words (its request normalization), which its QA tests match; Harrier
+  // adds a batch deduced from the size when every other dimension is fixed.
+  const std::string model = "'" + std::string(model_name) + "'";
   if (inputs.size() != 1) {
-    return InvalidArgument(
-        "a raw binary request (Inference-Header-Content-Length: 0) must be for "
-        "a model with exactly 1 input, but " +
-        model + " has " + std::to_string(inputs.size()));
+    return InvalidArgument("Raw request must only have 1 input (found 1) to be deduced but got " +
+                           std::to_string(inputs.size()) + " inputs in " + model +
+                           " model configuration");
   }
   const TensorSpec& input = inputs[0];
-  const std::string what = "raw binary request for input '" + input.name + "' of " + model;
-  if (input.dtype == DataType::kBytes) {
-    return InvalidArgument(what + ": a BYTES input cannot be sent raw; send a JSON header");
-  }
+  const std::string what = "raw binary request for input '" + input.name + "' of model " + model;
   const bool batching = max_batch_size > 0;
   int64_t item_elements = 1;
+  std::optional<size_t> variable;  // the one variable dimension, batch excluded
   for (size_t i = batching ? 1 : 0; i < input.dims.size(); ++i) {
     if (input.dims[i] < 0) {
-      return InvalidArgument(what + ": its shape " + ShapeToString(input.dims) +
-                             " has a variable dimension that the body size cannot determine; "
-                             "send a JSON header");
+      if (variable) {
+        return InvalidArgument("The shape of the raw input '" + input.name +
+                               "' can not be deduced because there are more than one "
+                               "variable-sized dimension");
+      }
+      variable = i;
+      continue;
     }
     item_elements *= input.dims[i];
   }
   if (!body) body = std::make_shared<const std::string>();
-  const uint64_t item_bytes = static_cast<uint64_t>(item_elements) * DataTypeByteSize(input.dtype);
   Shape shape(input.dims.begin(), input.dims.end());
-  if (batching) {
+  if (input.dtype == DataType::kBytes) {
+    // One element, the whole body (Triton prepends its length).
+    if (variable || item_elements != 1) {
+      return InvalidArgument("For BYTE datatype raw input '" + input.name +
+                             "', the model must have input shape [1]");
+    }
+    if (batching) shape[0] = 1;
+    auto element = std::make_shared<std::string>();
+    element->reserve(body->size() + 4);
+    AppendBytesElement(element.get(), *body);
+    body = std::move(element);
+  } else if (variable) {
+    // Triton's deduction: a batch of 1 and the variable dimension from the size.
+    const uint64_t unit = static_cast<uint64_t>(item_elements) * DataTypeByteSize(input.dtype);
+    if (unit == 0 || body->size() % unit != 0) {
+      return InvalidArgument(what + ": " + std::to_string(body->size()) +
+                             " bytes are not a whole number of " + std::to_string(unit) +
+                             "-byte rows (shape " + ShapeToString(input.dims) + ", " +
+                             std::string(DataTypeName(input.dtype)) + ")");
+    }
+    if (batching) shape[0] = 1;
+    shape[*variable] = static_cast<int64_t>(body->size() / unit);
+  } else if (batching) {
+    const uint64_t item_bytes =
+        static_cast<uint64_t>(item_elements) * DataTypeByteSize(input.dtype);
     const uint64_t batch = item_bytes == 0 ? 0 : body->size() / item_bytes;
     if (item_bytes == 0 || body->size() % item_bytes != 0 || batch < 1 ||
         batch > static_cast<uint64_t>(max_batch_size)) {
@@ -834,13 +898,19 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeRawInferRequest(
                              std::string(DataTypeName(input.dtype)) + ")");
     }
     shape[0] = static_cast<int64_t>(batch);
-  } else if (body->size() != item_bytes) {
-    return InvalidArgument(what + ": the body has " + std::to_string(body->size()) +
-                           " bytes; shape " + ShapeToString(input.dims) + " of " +
-                           std::string(DataTypeName(input.dtype)) + " needs " +
-                           std::to_string(item_bytes));
+  } else {
+    const uint64_t item_bytes =
+        static_cast<uint64_t>(item_elements) * DataTypeByteSize(input.dtype);
+    if (body->size() != item_bytes) {
+      return InvalidArgument(what + ": the body has " + std::to_string(body->size()) +
+                             " bytes; shape " + ShapeToString(input.dims) + " of " +
+                             std::string(DataTypeName(input.dtype)) + " needs " +
+                             std::to_string(item_bytes));
+    }
   }
   auto request = std::make_unique<InferenceRequest>();
+  // Triton answers a raw request with binary outputs: it has no JSON to ask otherwise.
+  request->binary_data_output = true;
   Tensor t;
   t.name = input.name;
   t.dtype = input.dtype;

@@ -72,13 +72,15 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeInferRequest(
     const SharedMemoryContext& shared_memory = SharedMemoryContext());
 
 // Triton's raw binary request (`Inference-Header-Content-Length: 0`): the whole body is the
-// bytes of the model's only input, whose shape is deduced from its client shape (`input`, the
-// batch dim -1 when `max_batch_size` > 0) and the body size: every dim but the batch must be
-// fixed, and a batching model's batch is the size over one item's bytes. Outputs are answered
-// as for a request that names none (all of them, in JSON).
-// Errors (kInvalidArgument): a model with no or several inputs, a BYTES input, a variable dim
-// other than the batch, a size that is not a whole number of items (or a batch outside
-// 1..max_batch_size).
+// bytes of the model's only input, whose shape is deduced as Triton does from its client shape
+// (`input`, the batch dim -1 when `max_batch_size` > 0) and the body size: with one variable
+// dim besides the batch, a batch of 1 and that dim from the size; with none, a batching
+// model's batch is the size over one item's bytes (Harrier's addition; Triton sends 1). A
+// BYTES input must be one element (dims [1]): the body is that element. Outputs are answered
+// as for a request that names none, in binary (`binary_data_output`), as Triton does.
+// Errors (kInvalidArgument, Triton's words where it has them): a model with no or several
+// inputs, two variable dims, a BYTES input of another shape, a size that is not a whole
+// number of rows or items (or a batch outside 1..max_batch_size).
 StatusOr<std::unique_ptr<InferenceRequest>> DecodeRawInferRequest(
     std::shared_ptr<const std::string> body, std::string_view model_name,
     std::span<const TensorSpec> inputs, int64_t max_batch_size);

@@ -605,7 +605,7 @@ HttpResponse KServeHandler::SharedMemory(const Route& route, const HttpRequest& 
       return JsonResponse(200, std::move(json).value());
     }
     case Kind::kSharedMemoryRegister:
-      done = route.cuda ? CudaSharedMemoryRegister(route.region)
+      done = route.cuda ? CudaSharedMemoryRegister(route.region, request.body ? *request.body : "")
                         : SystemSharedMemoryRegister(options_.shared_memory, route.region,
                                                      request.body ? *request.body : "");
       break;
@@ -758,8 +758,9 @@ StatusOr<bool> ReadyOnlyFilter(const std::shared_ptr<const std::string>& body) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(*body)).get(root)) {
-    return InvalidArgument(std::string("invalid JSON in the repository index request: ") +
-                           simdjson::error_message(err));
+    return InvalidArgument(
+        std::string("failed to parse the request JSON buffer: the repository index request: ") +
+        simdjson::error_message(err));
   }
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) {

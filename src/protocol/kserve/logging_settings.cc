@@ -61,8 +61,9 @@ StatusOr<LogSettings> ApplyLogSettingsJson(std::string_view body, LogSettings cu
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
-    return InvalidArgument(std::string("invalid JSON in the logging request: ") +
-                           simdjson::error_message(err));
+    return InvalidArgument(
+        std::string("failed to parse the request JSON buffer: the logging request: ") +
+        simdjson::error_message(err));
   }
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) {

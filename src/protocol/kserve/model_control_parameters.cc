@@ -17,7 +17,8 @@ StatusOr<ModelLoadOptions> ParseModelControlParameters(
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(*body)).get(root))
-    return InvalidArgument("invalid JSON in " + what + ": " + simdjson::error_message(err));
+    return InvalidArgument("failed to parse the request JSON buffer: " + what + ": " +
+                           simdjson::error_message(err));
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) return InvalidArgument(what + " must be a JSON object");
   for (auto [key, value] : obj) {

@@ -50,7 +50,8 @@ Status SystemSharedMemoryRegister(SharedMemoryRegistry* registry, std::string_vi
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
-    return InvalidArgument("invalid JSON in the " + what + ": " + simdjson::error_message(err));
+    return InvalidArgument("failed to parse the request JSON buffer: the " + what + ": " +
+                           simdjson::error_message(err));
   }
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) return InvalidArgument(what + ": the body must be a JSON object");
@@ -98,7 +99,16 @@ StatusOr<std::string> CudaSharedMemoryStatusJson(std::string_view region) {
                          "' (" + std::string(kNoCuda) + ")");
 }
 
-Status CudaSharedMemoryRegister(std::string_view region) {
+Status CudaSharedMemoryRegister(std::string_view region, std::string_view body) {
+  // The body is read first, as Triton does (its QA tests send one that is not JSON).
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
+    return InvalidArgument(
+        "failed to parse the request JSON buffer: the CUDA shared memory "
+        "register request for region '" +
+        std::string(region) + "': " + simdjson::error_message(err));
+  }
   return InvalidArgument("failed to register CUDA shared memory region '" + std::string(region) +
                          "': " + std::string(kNoCuda));
 }

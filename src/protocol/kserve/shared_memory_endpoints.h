@@ -44,6 +44,8 @@ Status SystemSharedMemoryRegister(SharedMemoryRegistry* registry, std::string_vi
 Status SystemSharedMemoryUnregister(SharedMemoryRegistry* registry, std::string_view region);
 
 StatusOr<std::string> CudaSharedMemoryStatusJson(std::string_view region);
-Status CudaSharedMemoryRegister(std::string_view region);
+// Always an error (no GPU): "failed to parse the request JSON buffer" for a REST body that is
+// not JSON, else "not supported". gRPC has no JSON body: the default.
+Status CudaSharedMemoryRegister(std::string_view region, std::string_view body = "{}");
 
 }  // namespace harrier::kserve

@@ -197,8 +197,12 @@ TEST(DecodeInferRequestTest, RejectsNonJsonNumbersAndInvalidUtf8) {
 }
 
 TEST(DecodeInferRequestTest, RejectsCountMismatches) {
+  // Triton's words first (its QA tests match them), Harrier's detail after.
   ExpectInvalid(OneInput("FP32", "[2,2]", "[1,2,3]"),
-                "data holds 3 values but shape [2,2] needs 4");
+                "Unable to parse 'data': Shape does not match true shape of 'data' field; "
+                "input 'x': data holds 3 values but shape [2,2] needs 4");
+  ExpectInvalid(OneInput("FP32", "[2,2]", "[1,2,3,4,5]"),
+                "Unable to parse 'data': Shape does not match true shape of 'data' field");
   ExpectInvalid(OneInput("FP32", "[2,2]", "[1,2,3,4,5]"), "more than the 4 values");
   ExpectInvalid(OneInput("FP32", "[2,2]", "[[1,2],[3]]"), "holds 3 values");
   ExpectInvalid(OneInput("BYTES", "[2]", R"(["a"])"), "data holds 1 values");
@@ -212,8 +216,11 @@ TEST(DecodeInferRequestTest, RejectsHugeShapeClaimsBeforeAllocating) {
               "claims more than 268435456 elements");
   ExpectError(OneInput("FP32", "[10,1024,1024,1024]", "[1]"), StatusCode::kPayloadTooLarge,
               "shape [10,1024,1024,1024]");
-  ExpectError(OneInput("FP32", "[4294967296,4294967296,4294967296]", "[1]"),
-              StatusCode::kPayloadTooLarge, "claims more than");
+  // Overflows are malformed (400, Triton's words), not over a limit.
+  ExpectInvalid(OneInput("FP32", "[4294967296,4294967296,4294967296]", "[1]"),
+                "causes total element count to exceed maximum size of 9223372036854775807");
+  ExpectInvalid(OneInput("FP32", "[4,1152921504606846978]", "[1]"),
+                "byte size overflow for input 'x'");
   // The same claim on a binary input.
   ExpectError(
       R"({"inputs":[{"name":"x","shape":[1000000000],"datatype":"UINT8","parameters":{"binary_data_size":4}}]})",
@@ -239,7 +246,9 @@ TEST(DecodeInferRequestTest, EnforcesConfiguredLimits) {
 }
 
 TEST(DecodeInferRequestTest, RejectsBadShapes) {
-  ExpectInvalid(OneInput("FP32", "[-1,2]", "[1,2]"), "shape dimension -1 is negative");
+  ExpectInvalid(OneInput("FP32", "[-1,2]", "[1,2]"),
+                "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+                "unsigned-integer; input 'x': shape dimension -1 is negative");
   ExpectInvalid(OneInput("FP32", "[1.5]", "[1]"), "'shape' must hold integers");
   ExpectInvalid(OneInput("FP32", R"(["2"])", "[1,2]"), "'shape' must hold integers");
   ExpectInvalid(OneInput("FP32", "2", "[1,2]"), "'shape' must be an array");
@@ -295,7 +304,7 @@ TEST(DecodeInferRequestTest, RejectsDuplicateNames) {
                     Input("x", "FP32", "[1]", "[2]") + "]}",
                 "input 'x' already exists in request");
   ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y"},{"name":"y"}]})",
-                "output 'y' appears twice");
+                "Duplicate output name 'y' is not allowed in a request");
 }
 
 TEST(DecodeInferRequestTest, NullOptionalFieldsAreAbsent) {
@@ -389,7 +398,7 @@ TEST(DecodeInferRequestTest, OutputSelection) {
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->binary_data_output);
   ASSERT_EQ(r->outputs.size(), 3u);
-  EXPECT_TRUE(r->outputs[0].binary_data);  // inherits binary_data_output
+  EXPECT_FALSE(r->outputs[0].binary_data);  // JSON when named without binary_data (Triton)
   EXPECT_FALSE(r->outputs[1].binary_data);
   EXPECT_EQ(r->outputs[2].classification, 3);
   EXPECT_EQ(std::get<std::string>(r->outputs[2].parameters.at("extra")), "kept");
@@ -397,12 +406,17 @@ TEST(DecodeInferRequestTest, OutputSelection) {
 
 TEST(DecodeInferRequestTest, DeeplyNestedDataIsRejectedWithoutRecursingDeeply) {
   const std::string deep(100000, '[');
-  ExpectInvalid(OneInput("FP32", "[1]", deep + "1" + std::string(100000, ']')), "");
-  ExpectInvalid(OneInput("FP32", "[1]", "[[1]]"), "nested deeper than the shape's 1");
-  // Depth within the parser's limit but beyond the rank.
-  ExpectInvalid(OneInput("FP32", "[1]", std::string(500, '[') + "1" + std::string(500, ']')),
-                "nested deeper");
-  ExpectInvalid(R"({"inputs":[],"x":)" + deep + std::string(100000, ']') + "}", "");
+  ExpectInvalid(OneInput("FP32", "[1]", deep + "1" + std::string(100000, ']')),
+                "JSON nesting depth exceeds maximum allowed limit (100)");
+  ExpectInvalid(R"({"inputs":[],"x":)" + deep + std::string(100000, ']') + "}",
+                "JSON nesting depth exceeds maximum allowed limit (100)");
+  // Triton's limit: 120 levels of data are refused, 50 are flattened whatever the rank.
+  ExpectInvalid(OneInput("INT64", "[1,1]", std::string(120, '[') + "7" + std::string(120, ']')),
+                "JSON nesting depth exceeds maximum allowed limit (100)");
+  auto r =
+      MustDecode(OneInput("INT64", "[1,1]", std::string(50, '[') + "7" + std::string(50, ']')));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(Values<int64_t>(r->inputs[0]), std::vector<int64_t>{7});
 }
 
 // ---- binary tensor data --------------------------------------------------------------------
@@ -537,10 +551,31 @@ TEST(DecodeRawInferRequestTest, DeducesTheShapeFromTheModelAndTheBodySize) {
   EXPECT_EQ(static_cast<const void*>(t.data), static_cast<const void*>(body->data()));  // no copy
   EXPECT_TRUE((*r)->outputs.empty());
 
+  EXPECT_TRUE((*r)->binary_data_output);  // Triton answers raw requests in binary
+
   const std::vector<TensorSpec> fixed = {{"x", DataType::kInt16, {2, 3}}};
   auto f = DecodeRawInferRequest(std::make_shared<const std::string>(12, '\0'), "m", fixed, 0);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)->inputs[0].shape, (Shape{2, 3}));
+
+  // Triton's deduction: one variable dim besides the batch is the size; the batch is 1.
+  const std::vector<TensorSpec> free_dim = {{"v", DataType::kFp32, {-1, 2, -1}}};
+  auto v = DecodeRawInferRequest(std::make_shared<const std::string>(24, '\0'), "m", free_dim, 8);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->inputs[0].shape, (Shape{1, 2, 3}));
+  const std::vector<TensorSpec> free_nobatch = {{"v", DataType::kInt32, {-1}}};
+  v = DecodeRawInferRequest(std::make_shared<const std::string>(20, '\0'), "m", free_nobatch, 0);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->inputs[0].shape, (Shape{5}));
+
+  // A one-element BYTES input: the body is the element, its length prepended.
+  const std::vector<TensorSpec> one_string = {{"s", DataType::kBytes, {-1, 1}}};
+  auto b = DecodeRawInferRequest(std::make_shared<const std::string>("427"), "m", one_string, 8);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->inputs[0].shape, (Shape{1, 1}));
+  EXPECT_EQ(
+      std::string(reinterpret_cast<const char*>((*b)->inputs[0].data), (*b)->inputs[0].size_bytes),
+      std::string("\x03\0\0\0", 4) + "427");
 }
 
 TEST(DecodeRawInferRequestTest, RefusesWhatCannotBeDeduced) {
@@ -557,11 +592,22 @@ TEST(DecodeRawInferRequestTest, RefusesWhatCannotBeDeduced) {
        {{"a", DataType::kFp32, {4}}, {"b", DataType::kFp32, {4}}},
        0,
        16,
-       "exactly 1 input, but model 'm' has 2"},
-      {"no input", {}, 0, 0, "has 0"},
-      {"bytes", {{"s", DataType::kBytes, {1}}}, 0, 8, "a BYTES input cannot be sent raw"},
-      {"variable dim", {{"v", DataType::kFp32, {-1, -1}}}, 4, 16, "variable dimension"},
-      {"variable without batching", {{"v", DataType::kFp32, {-1}}}, 0, 16, "variable dimension"},
+       "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'm' "
+       "model configuration"},
+      {"no input", {}, 0, 0, "but got 0 inputs"},
+      {"bytes of several elements",
+       {{"s", DataType::kBytes, {-1, -1}}},
+       8,
+       8,
+       "For BYTE datatype raw input 's', the model must have input shape [1]"},
+      {"bytes of two", {{"s", DataType::kBytes, {2}}}, 0, 8, "must have input shape [1]"},
+      {"two variable dims",
+       {{"v", DataType::kFp32, {-1, -1, -1}}},
+       4,
+       16,
+       "The shape of the raw input 'v' can not be deduced because there are more than one "
+       "variable-sized dimension"},
+      {"partial row", {{"v", DataType::kFp32, {-1, -1, 2}}}, 4, 12, "whole number of 8-byte rows"},
       {"partial item", {{"x", DataType::kFp32, {-1, 4}}}, 8, 20, "are not 1 to 8 items of 16"},
       {"batch too large", {{"x", DataType::kFp32, {-1, 4}}}, 2, 48, "are not 1 to 2 items"},
       {"empty batch", {{"x", DataType::kFp32, {-1, 4}}}, 2, 0, "are not 1 to 2 items"},

@@ -208,7 +208,8 @@ TEST_F(KServeHandlerTest, RepositoryIndex) {
   EXPECT_THAT(ready.body, ::testing::Not(HasSubstr("broken")));
   EXPECT_THAT(ready.body, HasSubstr("simple"));
   EXPECT_EQ(Call("POST", "/v2/repository/index", R"({"ready":false})").body, all.body);
-  ExpectError(Call("POST", "/v2/repository/index", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/index", "{"), 400,
+              "failed to parse the request JSON buffer");
   ExpectError(Call("POST", "/v2/repository/index", R"({"readdy":true})"), 400, "unknown field");
   ExpectError(Call("POST", "/v2/repository/index", R"({"ready":1})"), 400, "must be a bool");
 }
@@ -218,7 +219,8 @@ TEST_F(KServeHandlerTest, RepositoryIndex) {
 TEST_F(KServeHandlerTest, LoadAndUnloadWithoutModelControlAndBadParameters) {
   ExpectError(Call("POST", "/v2/repository/models/simple/load"), 501, "not supported");
   ExpectError(Call("POST", "/v2/repository/models/simple/unload"), 501, "not supported");
-  ExpectError(Call("POST", "/v2/repository/models/simple/load", "{"), 400, "invalid JSON");
+  ExpectError(Call("POST", "/v2/repository/models/simple/load", "{"), 400,
+              "failed to parse the request JSON buffer");
   ExpectError(Call("POST", "/v2/repository/models/simple/load", R"({"parameters":{"x":1}})"), 400,
               "unknown parameter 'x'");
   ExpectError(Call("POST", "/v2/repository/models/simple/load",
@@ -302,10 +304,10 @@ TEST_F(KServeHandlerTest, AllowInlineFollowsThePolicyAndTheTransport) {
     bool sole_requester;
     bool allow_inline;
   };
-  for (const Case& c : {Case{InlinePolicy::kSoleRequester, true, true},
-                        Case{InlinePolicy::kSoleRequester, false, false},
-                        Case{InlinePolicy::kAlways, false, true},
-                        Case{InlinePolicy::kNever, true, false}}) {
+  for (const Case& c :
+       {Case{InlinePolicy::kSoleRequester, true, true},
+        Case{InlinePolicy::kSoleRequester, false, false}, Case{InlinePolicy::kAlways, false, true},
+        Case{InlinePolicy::kNever, true, false}}) {
     KServeHandler::Options options;
     options.inline_execution = c.policy;
     KServeHandler handler(&models_, options);
@@ -564,6 +566,10 @@ TEST_F(KServeSharedMemoryTest, CudaSharedMemoryIsNotSupported) {
                         R"({"raw_handle":{"b64":""},"device_id":0,"byte_size":8})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("CUDA shared memory is not supported on this server (no GPU)"));
+  // A body that is not JSON is said first, as Triton does.
+  r = Call("POST", "/v2/cudasharedmemory/region/g/register", "AAAA");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("failed to parse the request JSON buffer"));
   EXPECT_EQ(Call("GET", "/v2/cudasharedmemory/status").body, "[]");
   r = Call("GET", "/v2/cudasharedmemory/region/g/status");
   EXPECT_EQ(r.status, 400);

@@ -41,8 +41,8 @@ TEST(LoggingSettingsTest, Rejects) {
     const char* body;
     const char* fragment;
   } cases[] = {
-      {"", "invalid JSON"},
-      {"{", "invalid JSON"},
+      {"", "failed to parse the request JSON buffer"},
+      {"{", "failed to parse the request JSON buffer"},
       {"[1]", "must be a JSON object"},
       {R"({"log_level":1})", "unknown field 'log_level'"},
       {R"({"log_info":1})", "'log_info' must be a bool"},

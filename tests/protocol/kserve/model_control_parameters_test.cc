@@ -53,7 +53,7 @@ TEST(ModelControlParametersTest, RefusesBadBodiesNamingTheProblem) {
       {R"({"parameters": []})", "'parameters' must be an object"},
       {R"({"other": {}})", "unknown field 'other'"},
       {R"([1])", "must be a JSON object"},
-      {R"({"parameters": )", "invalid JSON"},
+      {R"({"parameters": )", "failed to parse the request JSON buffer"},
   };
   for (const Case& c : cases) {
     auto o = Load(c.body);
