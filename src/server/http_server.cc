@@ -302,12 +302,12 @@ void RunOn(IoThread& io, const std::function<void()>& fn) {
   done.get_future().wait();
 }
 
-void RunIoThread(IoThread* io, int index, int max_spinners) {
+void RunIoThread(IoThread* io, int index) {
   const std::string name = "harrier-io-" + std::to_string(index);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   for (;;) {
     try {
-      io->Run(max_spinners);
+      io->ioc.run();
       return;
     } catch (const std::exception& e) {
       // A handler threw (allocation failure): log it and keep serving the other connections.
@@ -409,13 +409,14 @@ Status HttpServer::Start() {
   }
   if (acceptor_) acceptor_->Accept();
   if (tls_acceptor_) tls_acceptor_->Accept();
-  // Busy polling: at most half the usable cores spin, so there is always a core for the
+  // Busy polling: at most half the usable cores poll, so there is always a core for the
   // clients and the models (none on a one-core machine).
-  const int max_spinners = UsableCores() / 2;
+  const int max_pollers = UsableCores() / 2;
   for (int i = 0; i < threads; ++i) {
     IoThread* io = io_[i].get();
     io->busy_poll = options_.busy_poll;
-    io->thread = std::thread(server_internal::RunIoThread, io, i, max_spinners);
+    io->max_pollers = max_pollers;
+    io->thread = std::thread(server_internal::RunIoThread, io, i);
   }
   started_ = true;
   return Status::Ok();

@@ -118,32 +118,26 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
     }
     last_request_at_ = now;
     const bool sole = now - other_request_at_ > window;
-    // Busy polling pays when the sole requester's next request is likely to come before the
-    // spin ends: it did this time (the thread had been idle no longer than busy_poll).
-    spin_ = sole && busy_poll.count() > 0 && now - idle_since_ <= busy_poll;
+    if (busy_poll.count() > 0 && max_pollers > 0) NoteForBusyPoll(sole, now);
     return sole;
   }
 
-  // Busy polling (HttpServer::Options::busy_poll; 0: off). Set before the thread starts.
+  // Busy polling (HttpServer::Options::busy_poll; 0: off), and how many threads of the
+  // process may poll at once (0: none). Set before the thread starts. While the latest request
+  // came from the thread's sole requester and the thread had been idle no longer than
+  // busy_poll before it, the thread polls its reactor without sleeping until busy_poll after
+  // its last work, so that the requester's next request finds it awake (no wake-up latency),
+  // at the cost of that CPU. The polling is a handler that posts itself: while another handler
+  // waits, Asio's scheduler checks the reactor without blocking between handlers.
   std::chrono::microseconds busy_poll{0};
-  // Spins that found work before their end: wake-ups the thread did not have to take.
+  int max_pollers = 0;
+  // Requests that arrived while the thread polled: wake-ups it did not have to take.
   std::atomic<uint64_t> busy_poll_catches{0};
+  // Whether the thread polls now (for tests).
+  std::atomic<bool> polling{false};
 
-  // The thread's loop until the context stops: run what is ready, else sleep in the reactor --
-  // except that while the latest request came from a sole requester that keeps the thread
-  // busy (NoteRequest), the thread polls for up to busy_poll before it sleeps, so that the
-  // requester's next request finds it awake (no wake-up latency) -- at the cost of that CPU.
-  // At most `max_spinners` threads of the process poll at once. Exceptions propagate.
-  void Run(int max_spinners) {
-    if (busy_poll.count() == 0 || max_spinners <= 0) {
-      ioc.run();
-      return;
-    }
-    while (!ioc.stopped()) {
-      idle_since_ = std::chrono::steady_clock::now();
-      if (spin_ && Spin(max_spinners)) continue;
-      if (ioc.run_one() == 0) return;
-    }
+  ~IoThread() {
+    if (poller_claimed_) Pollers().fetch_sub(1, std::memory_order_relaxed);
   }
 
   // Runs `fn` on this thread soon, never inside the call; from any thread. Calls that come
@@ -223,33 +217,43 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   bool coalesce_posted_ = false;                  // guarded by coalesce_mu_
   std::vector<std::function<void()>> running_;    // this thread's only
 
-  // Polls (runs what is ready without sleeping) until something has run or busy_poll has
-  // passed; true when something ran. A poll that finds nothing ends the spin until the next
-  // request says again that it pays. Gives up at once when max_spinners threads already spin.
-  bool Spin(int max_spinners) {
-    static std::atomic<int> spinners{0};
-    if (spinners.fetch_add(1, std::memory_order_relaxed) >= max_spinners) {
-      spinners.fetch_sub(1, std::memory_order_relaxed);
-      return false;
-    }
-    const auto deadline = idle_since_ + busy_poll;
-    bool ran = false;
-    while (!ioc.stopped()) {
-      if (ioc.poll_one() > 0) {
-        ran = true;
-        busy_poll_catches.fetch_add(1, std::memory_order_relaxed);
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) break;
-    }
-    spinners.fetch_sub(1, std::memory_order_relaxed);
-    if (!ran) spin_ = false;
-    return ran;
+  static std::atomic<int>& Pollers() {
+    static std::atomic<int> pollers{0};
+    return pollers;
   }
 
-  // Run()'s record: when the thread last ran out of ready work, and whether to poll then.
+  // A request from a sole requester (or not) at `now`: whether polling pays, and a PollStep
+  // posted if none is pending -- it runs once the request's handlers are done and either polls
+  // on or, at least, notes when the thread went idle, which the next request's test needs.
+  void NoteForBusyPoll(bool sole, std::chrono::steady_clock::time_point now);
+
+  // One step of the poll. The first step after a request runs once the request's handlers
+  // are done: the thread is idle from then, and polls until busy_poll later. Ends when
+  // polling stops paying (a request from another connection), at the deadline (the next
+  // request then finds the thread idle for longer than busy_poll, and the thread does not poll
+  // after that request either), or when max_pollers threads already poll.
+  void PollStep();
+
+  bool ClaimPoller() {
+    if (poller_claimed_) return true;
+    if (Pollers().fetch_add(1, std::memory_order_relaxed) >= max_pollers) {
+      Pollers().fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    poller_claimed_ = true;
+    return true;
+  }
+
+  // The poll's record (this thread only): when the thread last went idle, when the poll gives
+  // up, whether a request came since the last step, whether the latest request makes polling
+  // pay, whether a step is pending, and whether this thread holds one of the process's
+  // max_pollers places.
   std::chrono::steady_clock::time_point idle_since_{};
-  bool spin_ = false;
+  std::chrono::steady_clock::time_point poll_until_{};
+  bool request_seen_ = false;
+  bool poll_pays_ = false;
+  bool step_posted_ = false;
+  bool poller_claimed_ = false;
 
   // NoteRequest's record: who sent this thread's latest request and when, and when the latest
   // request from anyone else came. Zero (long ago) until a second connection asks.
@@ -277,5 +281,38 @@ class PooledHandler {
   allocator_type allocator_;
   F f_;
 };
+
+// IoThread's busy polling, here because it posts PooledHandlers.
+inline void IoThread::NoteForBusyPoll(bool sole, std::chrono::steady_clock::time_point now) {
+  poll_pays_ = sole && now - idle_since_ <= busy_poll;
+  if (poll_pays_ && polling.load(std::memory_order_relaxed)) {
+    busy_poll_catches.fetch_add(1, std::memory_order_relaxed);
+  }
+  request_seen_ = true;
+  if (sole && !step_posted_) {
+    step_posted_ = true;
+    boost::asio::post(ioc, PooledHandler(post_pool, [this] { PollStep(); }));
+  }
+}
+
+inline void IoThread::PollStep() {
+  const auto now = std::chrono::steady_clock::now();
+  if (request_seen_) {
+    request_seen_ = false;
+    idle_since_ = now;
+    poll_until_ = now + busy_poll;
+  }
+  if (poll_pays_ && now < poll_until_ && !ioc.stopped() && ClaimPoller()) {
+    polling.store(true, std::memory_order_relaxed);
+    boost::asio::post(ioc, PooledHandler(post_pool, [this] { PollStep(); }));
+    return;
+  }
+  polling.store(false, std::memory_order_relaxed);
+  if (poller_claimed_) {
+    Pollers().fetch_sub(1, std::memory_order_relaxed);
+    poller_claimed_ = false;
+  }
+  step_posted_ = false;
+}
 
 }  // namespace harrier::server_internal
