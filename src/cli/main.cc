@@ -333,6 +333,7 @@ int Serve(const ServeFlags& flags) {
   kserve::KServeHandler::Options handler_options;
   handler_options.readiness = &shutdown;
   handler_options.server_version = HARRIER_VERSION;
+  handler_options.server_name = flags.server_id;
   handler_options.access_log = access_log.get();
   handler_options.log_control = &log_control;
   handler_options.tracer = tracer.get();
@@ -427,6 +428,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.tls_client_ca_file = flags.tls_client_ca;
   grpc_options.max_receive_message_bytes = flags.max_body_bytes;
   grpc_options.handler.server_version = HARRIER_VERSION;
+  grpc_options.handler.server_name = flags.server_id;
   grpc_options.handler.readiness = &shutdown;
   grpc_options.handler.decode_limits = handler_options.decode_limits;
   grpc_options.handler.access_log = access_log.get();

@@ -193,6 +193,18 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   serve
+      ->add_option("--id", flags->server_id,
+                   "The server's name in server metadata (Triton's --id; its clients' examples "
+                   "expect 'triton')")
+      ->capture_default_str()
+      ->check([](const std::string& id) {
+        if (id.empty() || id.size() > 128) return std::string("1 to 128 characters");
+        for (unsigned char c : id) {
+          if (c < 0x20 || c == 0x7f) return std::string("no control characters");
+        }
+        return std::string();
+      });
+  serve
       ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
                    "On SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ->capture_default_str()

@@ -52,6 +52,8 @@ struct ServeFlags {
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
   int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;
+  // Triton's --id: the server's name in server metadata (REST GET /v2, gRPC ServerMetadata).
+  std::string server_id = "harrier";
   // On SIGTERM/SIGINT, how long readiness reads "not ready" while requests are still served,
   // before the listeners close (docs/deployment.md, "The drain"); 0: close at once.
   double shutdown_delay_secs = 0;

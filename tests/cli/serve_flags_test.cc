@@ -65,5 +65,19 @@ TEST(ServeFlagsTest, BusyPollDefaultsToTheServersAndTakesZeroToAMillisecond) {
   }
 }
 
+TEST(ServeFlagsTest, IdNamesTheServerAndRefusesEmptyOrControlCharacters) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({}, &flags), 0);
+  EXPECT_EQ(flags.server_id, "harrier");
+  ServeFlags triton;
+  ASSERT_EQ(Parse({"--id", "triton"}, &triton), 0);
+  EXPECT_EQ(triton.server_id, "triton");
+  const int refused = CLI::ValidationError("x").get_exit_code();
+  for (const std::string& bad : {std::string(), std::string("a\nb"), std::string(129, 'x')}) {
+    ServeFlags given;
+    EXPECT_EQ(Parse({"--id", bad}, &given), refused) << bad.size();
+  }
+}
+
 }  // namespace
 }  // namespace harrier

@@ -608,7 +608,8 @@ class ModelControlTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = start("explicit", ["--model-control-mode", "explicit"])
+        # --id triton: Triton's name, which simple_grpc_health_metadata.py checks.
+        cls.server = start("explicit", ["--model-control-mode", "explicit", "--id", "triton"])
 
     @classmethod
     def tearDownClass(cls):
@@ -616,6 +617,7 @@ class ModelControlTest(unittest.TestCase):
 
     def test_simple_grpc_model_control(self):
         s = stub(self.server)
+        self.assertEqual(s.ServerMetadata(pb.ServerMetadataRequest()).name, "triton")  # --id
         self.assertEqual(len(s.RepositoryIndex(pb.RepositoryIndexRequest()).models), model_count())
         s.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="simple"))
         self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="simple")).ready)

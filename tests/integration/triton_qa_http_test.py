@@ -965,9 +965,12 @@ class ModelControlTest(unittest.TestCase):
     def test_simple_http_model_control(self):
         server = harness.Harrier(ARGS.harrier, REPO,
                                  os.path.join(ARGS.work_dir, "explicit.log"),
-                                 ["--model-control-mode", "explicit"])
+                                 # --id triton: the name simple_http_health_metadata.py
+                                 # checks for.
+                                 ["--model-control-mode", "explicit", "--id", "triton"])
         try:
             port = server.port
+            self.assertEqual(call_json("GET", "/v2", port=port)[1]["name"], "triton")
             status, index = call_json("POST", "/v2/repository/index", {}, port=port)
             self.assertEqual(status, 200)
             self.assertEqual(len(index), len(os.listdir(REPO)))  # Triton's repository: 7
