@@ -4,6 +4,7 @@ a suite against the server with the summary line CTest reads."""
 
 import argparse
 import http.client
+import mmap
 import os
 import re
 import shutil
@@ -189,3 +190,29 @@ def run_cases(test_case, verbose):
     passed, failed = summarize(result, None)
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
+
+
+class ShmRegion:
+    """A POSIX shared-memory object, as Triton's client utilities make one for a region: the
+    file /dev/shm/NAME for the key "/NAME", `size` bytes, mapped here; destroy() unmaps and
+    removes it."""
+
+    def __init__(self, key, size):
+        self.key, self.size = key, size
+        self.path = "/dev/shm/" + key.lstrip("/")
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self.map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+
+    def write(self, data, offset=0):
+        self.map[offset:offset + len(data)] = data
+
+    def read(self, size, offset=0):
+        return bytes(self.map[offset:offset + size])
+
+    def destroy(self):
+        self.map.close()
+        os.unlink(self.path)

@@ -19,7 +19,6 @@ of the first (grpc_basic_auth_test.py). The last line is "N passed, N failed".
 """
 import asyncio
 import base64
-import mmap
 import os
 import struct
 import subprocess
@@ -140,27 +139,7 @@ def check_sum_diff(test, response, a, b, dtype=np.int32):
     np.testing.assert_array_equal(as_numpy(response, "OUTPUT1", dtype), a - b)
 
 
-class Shm:
-    """A POSIX shared memory object as tritonclient.utils.shared_memory makes one: a file under
-    /dev/shm, mapped; removed by destroy()."""
-
-    def __init__(self, key, size):
-        self.key, self.path = key, "/dev/shm/" + key.lstrip("/")
-        with open(self.path, "wb") as f:
-            f.truncate(size)
-        self.fd = os.open(self.path, os.O_RDWR)
-        self.map = mmap.mmap(self.fd, size)
-
-    def set(self, data, offset=0):
-        self.map[offset:offset + len(data)] = data
-
-    def get(self, size, offset=0):
-        return bytes(self.map[offset:offset + size])
-
-    def destroy(self):
-        self.map.close()
-        os.close(self.fd)
-        os.unlink(self.path)
+Shm = harness.ShmRegion  # a region's object, as tritonclient.utils.shared_memory makes one
 
 
 def raises(test, code, fragment, call, *args, **kwargs):
@@ -280,8 +259,8 @@ class ClientExamplesTest(unittest.TestCase):
         try:
             self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
                 name="output_data", key=out.key, byte_size=size * 2))
-            inp.set(a.tobytes())
-            inp.set(b.tobytes(), size)
+            inp.write(a.tobytes())
+            inp.write(b.tobytes(), size)
             self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
                 name="input_data", key=inp.key, byte_size=size * 2))
             r = pb.ModelInferRequest(model_name="simple")
@@ -293,8 +272,8 @@ class ClientExamplesTest(unittest.TestCase):
             set_shm(o1.parameters, "output_data", size, size)
             response = self.stub.ModelInfer(r)
             self.assertEqual([list(o.shape) for o in response.outputs], [[1, 16], [1, 16]])
-            np.testing.assert_array_equal(np.frombuffer(out.get(size), np.int32), a + b)
-            np.testing.assert_array_equal(np.frombuffer(out.get(size, size), np.int32), a - b)
+            np.testing.assert_array_equal(np.frombuffer(out.read(size), np.int32), a + b)
+            np.testing.assert_array_equal(np.frombuffer(out.read(size, size), np.int32), a - b)
             status = self.stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest())
             self.assertEqual(sorted(status.regions), ["input_data", "output_data"])
             self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
@@ -319,8 +298,8 @@ class ClientExamplesTest(unittest.TestCase):
                    "input0_data": Shm("/input0_simple_qagrpc", len(in0)),
                    "input1_data": Shm("/input1_simple_qagrpc", len(in1))}
         try:
-            regions["input0_data"].set(in0)
-            regions["input1_data"].set(in1)
+            regions["input0_data"].write(in0)
+            regions["input1_data"].write(in1)
             for name, shm in regions.items():
                 self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
                     name=name, key=shm.key, byte_size=len(shm.map)))
@@ -331,8 +310,8 @@ class ClientExamplesTest(unittest.TestCase):
             set_shm(r.outputs.add(name="OUTPUT1").parameters, "output1_data", len(diff))
             response = self.stub.ModelInfer(r)
             self.assertEqual([o.datatype for o in response.outputs], ["BYTES", "BYTES"])
-            self.assertEqual(regions["output0_data"].get(len(sum_)), sum_)
-            self.assertEqual(regions["output1_data"].get(len(diff)), diff)
+            self.assertEqual(regions["output0_data"].read(len(sum_)), sum_)
+            self.assertEqual(regions["output1_data"].read(len(diff)), diff)
             self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
         finally:
             for shm in regions.values():
@@ -347,8 +326,8 @@ class ClientExamplesTest(unittest.TestCase):
         regions = {n: Shm("/%s_qagrpc" % n, size)
                    for n in ("output0_data", "output1_data", "input0_data", "input1_data")}
         try:
-            regions["input0_data"].set(a.tobytes())
-            regions["input1_data"].set(b.tobytes())
+            regions["input0_data"].write(a.tobytes())
+            regions["input1_data"].write(b.tobytes())
             for name, shm in regions.items():
                 self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
                     name=name, key=shm.key, byte_size=size))
@@ -361,8 +340,8 @@ class ClientExamplesTest(unittest.TestCase):
                     set_shm(r.outputs.add(name="OUTPUT0").parameters, "output0_data", size)
                     set_shm(r.outputs.add(name="OUTPUT1").parameters, "output1_data", size)
                     self.stub.ModelInfer(r)
-                    got0 = np.frombuffer(regions["output0_data"].get(size), np.int32)
-                    got1 = np.frombuffer(regions["output1_data"].get(size), np.int32)
+                    got0 = np.frombuffer(regions["output0_data"].read(size), np.int32)
+                    got1 = np.frombuffer(regions["output1_data"].read(size), np.int32)
                     np.testing.assert_array_equal(got0, a + b)
                     np.testing.assert_array_equal(got1, a - b)
                 else:

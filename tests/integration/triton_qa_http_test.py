@@ -24,7 +24,6 @@ import base64
 import gzip
 import http.client
 import json
-import mmap
 import os
 import socket
 import subprocess
@@ -164,30 +163,9 @@ def is_live(port=None):
 # ---- system shared memory, as tritonclient.utils.shared_memory makes it --------------------
 
 
-class Region:
-    """A POSIX shared-memory object (/dev/shm/KEY), mapped here, as shm.create_shared_memory_
-    region() makes one; the key is made unique to this run."""
-
-    def __init__(self, key, size):
-        self.key = "/qahttp_%d_%s" % (os.getpid(), key.strip("/"))
-        self.path = "/dev/shm" + self.key
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
-        try:
-            os.ftruncate(fd, size)
-            self.map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-        self.size = size
-
-    def write(self, data, offset=0):
-        self.map[offset:offset + len(data)] = data
-
-    def read(self, size, offset=0):
-        return bytes(self.map[offset:offset + size])
-
-    def destroy(self):
-        self.map.close()
-        os.unlink(self.path)
+def Region(key, size):  # noqa: N802 - reads as the class it makes
+    """A shared-memory region's object (harness.ShmRegion), its key made unique to this run."""
+    return harness.ShmRegion("/qahttp_%d_%s" % (os.getpid(), key.strip("/")), size)
 
 
 def shm_register(name, region, size, port=None):
