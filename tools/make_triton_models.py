@@ -39,8 +39,9 @@ tensor names, for tests/integration/triton_qa_http_test.py and triton_qa_grpc_te
   simple_string            the same on BYTES holding decimal integers (Cast in, Cast out)
   simple_int8              the same in INT8 (computed in INT32: ONNX Runtime has no INT8 Add)
   image_nchw               FP32 INPUT [3, 8, 8] FORMAT_NCHW -> OUTPUT [4] scores (the mean of
-                           each channel times a fixed 3x4 matrix), max_batch_size 8: a
-                           classifier as image_client.py expects one
+                           each channel times a fixed 3x4 matrix), max_batch_size 8, its
+                           classes named by labels.txt (label_filename): a classifier as
+                           image_client.py expects one
 """
 import os
 import sys
@@ -146,6 +147,7 @@ def qa_simple(out_dir, name, elem_type, kind, compute_type=None):
               [("OUTPUT0", kind, [16]), ("OUTPUT1", kind, [16])])
 
 
+IMAGE_LABELS = ["RED", "GREEN", "BLUE", "BRIGHT"]
 IMAGE_WEIGHTS = [[1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, -1.0]]
 
 
@@ -160,7 +162,9 @@ def qa_image(out_dir, name="image_nchw"):
         [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["N", 4])], [w, shape])
     save(out_dir, name, g)
     qa_config(out_dir, name, 8, [("INPUT", "TYPE_FP32", [3, 8, 8], "format: FORMAT_NCHW")],
-              [("OUTPUT", "TYPE_FP32", [4])])
+              [("OUTPUT", "TYPE_FP32", [4], 'label_filename: "labels.txt"')])
+    with open(os.path.join(out_dir, name, "labels.txt"), "w") as f:
+        f.write("".join(label + "\n" for label in IMAGE_LABELS))
 
 
 def triton_qa(out_dir):

@@ -33,9 +33,12 @@ struct RequestedOutput {
   // Send the data as raw bytes after the JSON header (binary tensor extension).
   bool binary_data = false;
   // Classification extension: return the top `classification` entries as BYTES
-  // "value:index" instead of the raw tensor; 0 = off.
+  // "value:index" instead of the raw tensor ("value:index:label" with labels); 0 = off.
   int64_t classification = 0;
   Parameters parameters;  // every parameter as sent, including the two above
+  // The output's classification labels (the config's label_filename, line i for index i), set
+  // by the front end from ServableModel::ClassificationLabels for a classification; null: none.
+  std::shared_ptr<const std::vector<std::string>> labels;
 };
 
 struct InferenceRequest {

@@ -81,6 +81,13 @@ class ServableModel {
   virtual const std::string& name() const = 0;
   virtual int64_t version() const = 0;
   virtual int64_t max_batch_size() const = 0;
+  // The classification labels of `output` (its config's label_filename, read at load: line i
+  // names class i); null when it has none.
+  virtual std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
+      std::string_view output) const {
+    (void)output;
+    return nullptr;
+  }
   // The completed model configuration as Triton's JSON (protobuf JSON mapping, proto names).
   virtual std::string ConfigJson() const = 0;
   // Checks `request` against the model and runs it on a worker thread; `done` is called once,

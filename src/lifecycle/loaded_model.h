@@ -62,6 +62,11 @@ class LoadedModel : public ServableModel {
   const std::string& name() const override { return options_.name; }
   int64_t version() const override { return options_.version; }
   int64_t max_batch_size() const override { return options_.io.max_batch_size; }
+  std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
+      std::string_view output) const override {
+    const auto it = options_.io.labels.find(output);
+    return it == options_.io.labels.end() ? nullptr : it->second;
+  }
   std::string ConfigJson() const override { return options_.config_json; }
   // Errors through `done`: kInvalidArgument (validation, on the calling thread), and the
   // scheduler's: kResourceExhausted, kDeadlineExceeded, kCancelled, kUnavailable, kInternal.

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +32,8 @@ struct ModelIO {
   int64_t max_batch_size = 0;
   std::vector<IoSpec> inputs;
   std::vector<IoSpec> outputs;
+  // Outputs' classification labels (config label_filename), read at load, by output name.
+  std::map<std::string, std::shared_ptr<const std::vector<std::string>>, std::less<>> labels;
 
   const IoSpec* FindInput(std::string_view name) const;
   const IoSpec* FindOutput(std::string_view name) const;

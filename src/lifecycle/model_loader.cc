@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <random>
@@ -48,6 +49,40 @@ ModelIO MakeModelIO(const inference::ModelConfig& config) {
     io.outputs.push_back(std::move(spec));
   }
   return io;
+}
+
+// Triton's label_filename: a text file in the model's directory (the config check keeps it
+// there), line i naming class i (a '\r' before the newline dropped), read once at load. A
+// missing, unreadable or oversized file fails the load, as a missing one does in Triton.
+constexpr uint64_t kMaxLabelFileBytes = uint64_t{16} << 20;
+
+Status LoadClassificationLabels(const inference::ModelConfig& config, const std::string& model_dir,
+                                ModelIO* io) {
+  for (const auto& out : config.output()) {
+    if (out.label_filename().empty()) continue;
+    const std::string what =
+        "output '" + out.name() + "': label_filename '" + out.label_filename() + "'";
+    const std::string path = model_dir + "/" + out.label_filename();
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) return InvalidArgument(what + ": " + ec.message());
+    if (size > kMaxLabelFileBytes) {
+      return InvalidArgument(what + ": " + std::to_string(size) + " bytes, over the " +
+                             std::to_string(kMaxLabelFileBytes) + " a labels file may have");
+    }
+    ASSIGN_OR_RETURN(std::string text, LocalFileSystem().ReadFile(path));
+    auto labels = std::make_shared<std::vector<std::string>>();
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      std::string_view line(text.data() + start, end - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      labels->emplace_back(line);
+      start = end + 1;
+    }
+    io->labels[out.name()] = std::move(labels);
+  }
+  return Status::Ok();
 }
 
 // Triton's ONNX graph levels (-1 basic, 0 default = all, 1 basic + extended) to ORT's.
@@ -243,6 +278,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
                                      &config, complete_options)
                       .WithContext(dir.config_path.empty() ? model_path : dir.config_path));
   ModelIO io = MakeModelIO(config);
+  RETURN_IF_ERROR(LoadClassificationLabels(config, dir.path, &io));
 
   const int instances = InstanceCount(config);
   InstanceOptions instance_options;

@@ -29,6 +29,10 @@ class ShadowedModel : public ServableModel {
   const std::string& name() const override { return answering_->name(); }
   int64_t version() const override { return answering_->version(); }
   int64_t max_batch_size() const override { return answering_->max_batch_size(); }
+  std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
+      std::string_view output) const override {
+    return answering_->ClassificationLabels(output);
+  }
   std::string ConfigJson() const override { return answering_->ConfigJson(); }
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
   Status CheckAdmission(std::string_view client_id) const override {

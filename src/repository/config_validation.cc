@@ -97,6 +97,24 @@ Status ValidateInputs(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
+// label_filename names a file inside the model's directory: relative, no ".." component (a
+// model's labels are sent to clients, so they must not come from elsewhere).
+Status ValidateLabelFilename(const std::string& file, const std::string& what) {
+  if (file.empty()) return Status::Ok();
+  bool inside = file.front() != '/' && file.find('\0') == std::string::npos;
+  for (size_t start = 0; inside && start <= file.size();) {
+    size_t end = file.find('/', start);
+    if (end == std::string::npos) end = file.size();
+    if (std::string_view(file).substr(start, end - start) == "..") inside = false;
+    start = end + 1;
+  }
+  if (!inside) {
+    return InvalidArgument(what + ": label_filename " + Quote(file) +
+                           " must name a file inside the model's directory");
+  }
+  return Status::Ok();
+}
+
 Status ValidateOutputs(const inference::ModelConfig& config) {
   std::set<std::string> names;
   for (const inference::ModelOutput& output : config.output()) {
@@ -113,6 +131,7 @@ Status ValidateOutputs(const inference::ModelConfig& config) {
     if (output.is_shape_tensor()) {
       return Unimplemented(what + ": is_shape_tensor is only supported by TensorRT");
     }
+    RETURN_IF_ERROR(ValidateLabelFilename(output.label_filename(), what));
   }
   return Status::Ok();
 }

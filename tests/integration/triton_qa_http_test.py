@@ -904,8 +904,8 @@ class ClientExamplesTest(unittest.TestCase):
     def test_image_client(self):
         """image_client.py's HTTP path (sync and -a async), with a small NCHW classifier in
         place of Triton's inception_graphdef: the metadata and config checks of parse_model,
-        one image batched, classification with class_count 3. Harrier answers "value:index"
-        (no labels: label_filename is ignored), where the client prints a third field."""
+        one image batched, classification with class_count 3, answered "value:index:label"
+        from the model's label_filename, the three fields the client prints."""
         status, meta = call_json("GET", "/v2/models/image_nchw")
         self.assertEqual(status, 200)
         status, config = call_json("GET", "/v2/models/image_nchw/config")
@@ -930,9 +930,11 @@ class ClientExamplesTest(unittest.TestCase):
                            parameters=None)
             self.assertEqual(result.status, 200, result.error)
             classes = [v.decode().split(":") for v in result.outputs["OUTPUT"].reshape(-1)]
-            self.assertEqual([int(i) for _, i in classes], list(order), run)
-            self.assertTrue(np.allclose([float(v) for v, _ in classes], expected[0][order],
+            self.assertEqual([int(i) for _, i, _ in classes], list(order), run)
+            self.assertTrue(np.allclose([float(v) for v, _, _ in classes], expected[0][order],
                                         atol=1e-4))
+            labels = ["RED", "GREEN", "BLUE", "BRIGHT"]  # image_nchw/labels.txt
+            self.assertEqual([label for _, _, label in classes], [labels[i] for i in order])
 
 
 class ModelControlTest(unittest.TestCase):

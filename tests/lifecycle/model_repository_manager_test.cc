@@ -281,6 +281,36 @@ TEST_F(ModelRepositoryManagerTest, FailedDefaultWarmupIsAWarningAndTheModelServe
             StatusCode::kInvalidArgument);
 }
 
+// label_filename (Triton's classification labels): read at load, line i naming class i, for
+// the front ends to add to classification answers; a missing file fails that model's load, as
+// in Triton.
+TEST_F(ModelRepositoryManagerTest, LabelFilesAreReadAtLoadAndAMissingOneFailsTheLoad) {
+  Write("labelled/1/model.onnx", "identity FP32 -1 4");
+  Write("labelled/config.pbtxt",
+        "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [4] "
+        "label_filename: \"labels.txt\" }]");
+  Write("labelled/labels.txt", "cat\r\ndog\n\nbird\n");
+  Write("unlabelled/1/model.onnx", "identity FP32 -1 4");
+  Write("unlabelled/config.pbtxt",
+        "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [4] "
+        "label_filename: \"nope.txt\" }]");
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "labelled");
+  EXPECT_EQ(rows[0].state, ModelState::kReady) << rows[0].reason;
+  EXPECT_EQ(rows[1].name, "unlabelled");
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find("label_filename 'nope.txt'"), std::string::npos) << rows[1].reason;
+
+  auto s = m->Get("labelled", std::nullopt);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto labels = (*s)->ClassificationLabels("OUTPUT0");
+  ASSERT_NE(labels, nullptr);
+  EXPECT_EQ(*labels, (std::vector<std::string>{"cat", "dog", "", "bird"}));
+  EXPECT_EQ((*s)->ClassificationLabels("OUTPUT1"), nullptr);
+}
+
 // A model_warmup the user configured is a promise about the model: its failure fails the load.
 TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavailable) {
   Write("divides/1/model.onnx", "zero_fails FP32 -1 4");

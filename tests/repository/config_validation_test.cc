@@ -74,6 +74,15 @@ TEST(ValidateModelConfigTest, ValidConfigPasses) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+TEST(ValidateModelConfigTest, LabelFilesInsideTheModelDirectoryPass) {
+  for (const char* file : {"labels.txt", "labels/imagenet.txt", "..labels", "a/..b"}) {
+    Status s = ValidateModelConfig(ValidWith(
+        std::string("output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: '") +
+        file + "' } ]"));
+    EXPECT_TRUE(s.ok()) << file << ": " << s.ToString();
+  }
+}
+
 struct ValidationCase {
   const char* label;
   const char* change;
@@ -125,6 +134,18 @@ INSTANTIATE_TEST_SUITE_P(
                        "input [ { name: 'x' data_type: TYPE_INT64 dims: [2] is_shape_tensor: true "
                        "} ]",
                        StatusCode::kUnimplemented, "is_shape_tensor"},
+        ValidationCase{"label_file_outside",
+                       "output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: "
+                       "'../secrets.txt' } ]",
+                       kInvalid, "label_filename '../secrets.txt' must name a file inside"},
+        ValidationCase{"label_file_absolute",
+                       "output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: "
+                       "'/etc/passwd' } ]",
+                       kInvalid, "label_filename '/etc/passwd' must name a file inside"},
+        ValidationCase{"label_file_dotdot_inside",
+                       "output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: "
+                       "'a/../../b' } ]",
+                       kInvalid, "must name a file inside"},
         ValidationCase{"specific_empty", "version_policy { specific { } }", kInvalid,
                        "lists no version"},
         ValidationCase{"specific_zero", "version_policy { specific { versions: [0] } }", kInvalid,
@@ -171,12 +192,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ONNX allows empty tensors: a 0 dimension is a valid (empty) size, in dims and in reshape.
 TEST(ValidateModelConfigTest, ZeroSizeDimensionsAreValid) {
-  Status s = ValidateModelConfig(
-      ValidWith("input [ { name: 'x' data_type: TYPE_FP32 dims: [3, 0] } ]"
-                "output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [0] } } ]"));
+  Status s = ValidateModelConfig(ValidWith(
+      "input [ { name: 'x' data_type: TYPE_FP32 dims: [3, 0] } ]"
+      "output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [0] } } ]"));
   EXPECT_TRUE(s.ok()) << s.ToString();
-  s = ValidateModelConfig(
-      ValidWith("output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [2] } } ]"));
+  s = ValidateModelConfig(ValidWith(
+      "output [ { name: 'y' data_type: TYPE_FP32 dims: [0, 2] reshape { shape: [2] } } ]"));
   EXPECT_THAT(s.message(), HasSubstr("reshape [2] does not hold the same number of elements"));
 }
 

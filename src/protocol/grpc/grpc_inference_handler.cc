@@ -40,7 +40,8 @@ void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
 }  // namespace
 
 GrpcInferenceHandler::GrpcInferenceHandler(ModelManager* models, Options options)
-    : models_(models), options_([&] {
+    : models_(models),
+      options_([&] {
         if (options.extensions.empty()) options.extensions = kserve::DefaultKServeExtensions();
         return std::move(options);
       }()),
@@ -291,6 +292,9 @@ class GrpcInferCodec {
     selection_.model_name = request->model_name;
     selection_.id = request->id;
     selection_.outputs = request->outputs;
+    for (RequestedOutput& o : selection_.outputs) {
+      if (o.classification > 0) o.labels = model.ClassificationLabels(o.name);
+    }
     max_batch_size_ = model.max_batch_size();
     return Status::Ok();
   }
@@ -300,10 +304,10 @@ class GrpcInferCodec {
   }
   InferenceOutcome Encode(StatusOr<InferenceResponse> result,
                           std::span<const SharedMemoryOutput> shared_memory) {
-    status_ = result.ok() ? EncodeModelInferResponse(std::move(result).value(), selection_,
-                                                     max_batch_size_, form_, response_,
-                                                     shared_memory)
-                          : result.status();
+    status_ = result.ok()
+                  ? EncodeModelInferResponse(std::move(result).value(), selection_, max_batch_size_,
+                                             form_, response_, shared_memory)
+                  : result.status();
     // A failed call's response message is never sent: its size is not counted.
     return {static_cast<int>(GrpcStatusCodeFor(status_.code())), status_,
             status_.ok() ? response_->ByteSizeLong() : 0};

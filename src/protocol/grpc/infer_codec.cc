@@ -478,7 +478,8 @@ Status EncodeModelInferResponse(InferenceResponse response, const InferenceReque
     if (requested.classification <= 0) continue;
     for (Tensor& t : response.outputs) {
       if (t.name != requested.name) continue;
-      ASSIGN_OR_RETURN(t, kserve::ClassifyOutput(t, requested.classification, max_batch_size));
+      ASSIGN_OR_RETURN(t, kserve::ClassifyOutput(t, requested.classification, max_batch_size,
+                                                 requested.labels.get()));
     }
   }
   for (const Tensor& t : response.outputs) {

@@ -66,7 +66,8 @@ std::string FormatValue(const Tensor& t, int64_t i, double value) {
 
 }  // namespace
 
-StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max_batch_size) {
+StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max_batch_size,
+                                const std::vector<std::string>* labels) {
   if (output.dtype == DataType::kBool || output.dtype == DataType::kBytes ||
       output.dtype == DataType::kInvalid) {
     return InvalidArgument("output '" + output.name +
@@ -100,7 +101,11 @@ StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max
     });
     for (int64_t j = 0; j < k; ++j) {
       const int64_t c = order[j];
-      const std::string entry = FormatValue(output, base + c, values[c]) + ":" + std::to_string(c);
+      std::string entry = FormatValue(output, base + c, values[c]) + ":" + std::to_string(c);
+      if (labels != nullptr && static_cast<size_t>(c) < labels->size() &&
+          !(*labels)[static_cast<size_t>(c)].empty()) {
+        entry += ":" + (*labels)[static_cast<size_t>(c)];
+      }
       AppendBytesElement(text.get(), entry);
     }
   }

@@ -1,9 +1,12 @@
 // Triton's classification extension: replaces an output tensor by its top-N entries, as BYTES
 // strings "value:index" (value formatted like C's "%f" for floating point, as Triton's
-// std::to_string does; index within the batch row). Labels files are not supported.
+// std::to_string does; index within the batch row), or "value:index:label" where the output's
+// labels (config label_filename) name that index with a non-empty line.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "harrier/status.h"
 #include "harrier/tensor.h"
@@ -16,6 +19,7 @@ namespace harrier::kserve {
 // Entries are ordered by value, highest first; equal values by lower index first; NaN last.
 // REQUIRES: top_n > 0. Errors: kInvalidArgument for BOOL or BYTES outputs; kInternal when the
 // tensor's bytes do not match its shape.
-StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max_batch_size);
+StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max_batch_size,
+                                const std::vector<std::string>* labels = nullptr);
 
 }  // namespace harrier::kserve

@@ -16,12 +16,12 @@
 #include "core/request_id.h"
 #include "core/status_mapping.h"
 #include "core/utf8.h"
-#include "protocol/kserve/classification.h"
 #include "protocol/common/content_coding.h"
+#include "protocol/common/traced_request.h"
+#include "protocol/kserve/classification.h"
 #include "protocol/kserve/infer_response_encoder.h"
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/model_control_parameters.h"
-#include "protocol/common/traced_request.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/server_timing.h"
 #include "protocol/kserve/shared_memory_endpoints.h"
@@ -233,7 +233,8 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
     if (requested.classification <= 0) continue;
     for (Tensor& t : response.outputs) {
       if (t.name != requested.name) continue;
-      StatusOr<Tensor> classified = ClassifyOutput(t, requested.classification, max_batch_size);
+      StatusOr<Tensor> classified =
+          ClassifyOutput(t, requested.classification, max_batch_size, requested.labels.get());
       if (!classified.ok()) {
         *failure = classified.status();
         return ErrorResponse(classified.status());
@@ -332,6 +333,9 @@ class RestInferCodec {
     selection_.model_name = request->model_name;
     selection_.id = request->id;
     selection_.outputs = request->outputs;
+    for (RequestedOutput& o : selection_.outputs) {
+      if (o.classification > 0) o.labels = model.ClassificationLabels(o.name);
+    }
     selection_.binary_data_output = request->binary_data_output;
     max_batch_size_ = model.max_batch_size();
     request_ = nullptr;  // the handler's, and done with: the callback's copy must not read it
@@ -344,8 +348,8 @@ class RestInferCodec {
   InferenceOutcome Encode(StatusOr<InferenceResponse> result,
                           std::span<const SharedMemoryOutput> shared_memory) {
     Status failure;
-    response_ = InferResponse(std::move(result), selection_, shared_memory, max_batch_size_,
-                              &failure);
+    response_ =
+        InferResponse(std::move(result), selection_, shared_memory, max_batch_size_, &failure);
     EncodeResponseContent(response_coding_, &response_);
     succeeded_ = failure.ok();
     return {response_.status, std::move(failure), response_.body.size()};
@@ -353,9 +357,9 @@ class RestInferCodec {
   void Send(InferenceAnswer answer) {
     if (answer.completed && succeeded_) {
       response_.headers.emplace_back(
-          "Server-Timing", FormatServerTiming(answer.timing.timing, answer.timing.output_ns,
-                                              answer.timing.total_ns)
-                               .view());
+          "Server-Timing",
+          FormatServerTiming(answer.timing.timing, answer.timing.output_ns, answer.timing.total_ns)
+              .view());
     }
     if (answer.trace != nullptr) {
       response_.headers.emplace_back(kTraceResponseHeader, answer.trace->TraceResponse());
@@ -546,9 +550,10 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
   if (request.method != route.method && !logging_post && !traffic_write) {
     HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
                                             request.target + "'; use " + std::string(route.method));
-    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging   ? std::string("GET, POST")
-                                    : route.kind == Route::Kind::kTraffic ? std::string("GET, PUT, DELETE")
-                                                                          : std::string(route.method));
+    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging ? std::string("GET, POST")
+                                    : route.kind == Route::Kind::kTraffic
+                                        ? std::string("GET, PUT, DELETE")
+                                        : std::string(route.method));
     return answer(std::move(r));
   }
   using Kind = Route::Kind;

@@ -49,6 +49,17 @@ TEST(ClassifyOutputTest, WithoutBatchingTheWholeTensorIsOneRow) {
   EXPECT_EQ(Strings(*r), (std::vector<std::string>{"3.000000:1", "2.000000:2", "1.000000:0"}));
 }
 
+// Labels (the config's label_filename): "value:index:label" where line `index` names the
+// class; an index past the file, or an empty line, keeps "value:index" (as Triton).
+TEST(ClassifyOutputTest, LabelsNameTheClassesTheyHave) {
+  auto t = MakeTensor<float>(DataType::kFp32, {2, 3}, {1, 3, 2, 9, 8, 7});
+  const std::vector<std::string> labels = {"cat", ""};
+  auto r = ClassifyOutput(t, 3, /*max_batch_size=*/4, &labels);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Strings(*r), (std::vector<std::string>{"3.000000:1", "2.000000:2", "1.000000:0:cat",
+                                                   "9.000000:0:cat", "8.000000:1", "7.000000:2"}));
+}
+
 TEST(ClassifyOutputTest, TiesByIndexAndNanLast) {
   auto t = MakeTensor<float>(DataType::kFp32, {4}, {std::nanf(""), 1, 2, 2});
   auto r = ClassifyOutput(t, 4, 0);
