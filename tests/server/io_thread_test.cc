@@ -69,8 +69,12 @@ TEST_F(IoThreadBusyPollTest, ARequestFromAnotherConnectionStopsThePoll) {
   Request(&a_);
   std::this_thread::sleep_for(milliseconds(20));
   ASSERT_TRUE(io_->polling.load());
-  Request(&a_);
-  Request(&b_);  // within the sole-requester window of a's: two requesters
+  // Two requesters within the sole-requester window (noted in one handler, so that no delay
+  // of this thread can stretch the gap between them past the window).
+  RunThere([this] {
+    io_->NoteRequest(&a_, steady_clock::now(), milliseconds(1));
+    io_->NoteRequest(&b_, steady_clock::now(), milliseconds(1));
+  });
   std::this_thread::sleep_for(milliseconds(20));
   EXPECT_FALSE(io_->polling.load());
 }
