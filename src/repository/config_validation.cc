@@ -97,22 +97,26 @@ Status ValidateInputs(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
-// label_filename names a file inside the model's directory: relative, no ".." component (a
-// model's labels are sent to clients, so they must not come from elsewhere).
-Status ValidateLabelFilename(const std::string& file, const std::string& what) {
-  if (file.empty()) return Status::Ok();
-  bool inside = file.front() != '/' && file.find('\0') == std::string::npos;
-  for (size_t start = 0; inside && start <= file.size();) {
+// True when `file` names a file under a directory it is joined to: relative, no NUL, no ".."
+// component. label_filename (sent to clients) and warm-up data files (fed to the model) must not
+// come from elsewhere on the machine.
+bool StaysInside(std::string_view file) {
+  if (file.empty() || file.front() == '/' || file.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  for (size_t start = 0; start <= file.size();) {
     size_t end = file.find('/', start);
-    if (end == std::string::npos) end = file.size();
-    if (std::string_view(file).substr(start, end - start) == "..") inside = false;
+    if (end == std::string_view::npos) end = file.size();
+    if (file.substr(start, end - start) == "..") return false;
     start = end + 1;
   }
-  if (!inside) {
-    return InvalidArgument(what + ": label_filename " + Quote(file) +
-                           " must name a file inside the model's directory");
-  }
-  return Status::Ok();
+  return true;
+}
+
+Status ValidateLabelFilename(const std::string& file, const std::string& what) {
+  if (file.empty() || StaysInside(file)) return Status::Ok();
+  return InvalidArgument(what + ": label_filename " + Quote(file) +
+                         " must name a file inside the model's directory");
 }
 
 Status ValidateOutputs(const inference::ModelConfig& config) {
@@ -223,6 +227,10 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
       if (input.input_data_type_case() == inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET) {
         return InvalidArgument(input_what +
                                ": set one of zero_data, random_data or input_data_file");
+      }
+      if (input.has_input_data_file() && !StaysInside(input.input_data_file())) {
+        return InvalidArgument(input_what + ": input_data_file " + Quote(input.input_data_file()) +
+                               " must name a file inside the model's warmup directory");
       }
     }
   }

@@ -83,6 +83,16 @@ TEST(ValidateModelConfigTest, LabelFilesInsideTheModelDirectoryPass) {
   }
 }
 
+TEST(ValidateModelConfigTest, WarmupFilesInsideTheWarmupDirectoryPass) {
+  for (const char* file : {"x.bin", "samples/x.bin", "..x.bin"}) {
+    Status s = ValidateModelConfig(
+        ValidWith(std::string("model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                              "data_type: TYPE_FP32 dims: [3, 1] input_data_file: '") +
+                  file + "' } } } ]"));
+    EXPECT_TRUE(s.ok()) << file << ": " << s.ToString();
+  }
+}
+
 struct ValidationCase {
   const char* label;
   const char* change;
@@ -187,7 +197,22 @@ INSTANTIATE_TEST_SUITE_P(
                        "data_type: TYPE_FP32 dims: [3, 1] } } } ]",
                        kInvalid, "set one of zero_data"},
         ValidationCase{"warmup_no_name", "model_warmup [ { batch_size: 1 } ]", kInvalid,
-                       "has no name"}),
+                       "has no name"},
+        ValidationCase{"warmup_file_outside",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                       "data_type: TYPE_FP32 dims: [3, 1] input_data_file: '../../x/model.onnx' "
+                       "} } } ]",
+                       kInvalid,
+                       "input_data_file '../../x/model.onnx' must name a file inside the model's "
+                       "warmup directory"},
+        ValidationCase{"warmup_file_absolute",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                       "data_type: TYPE_FP32 dims: [3, 1] input_data_file: '/etc/shadow' } } } ]",
+                       kInvalid, "input_data_file '/etc/shadow' must name a file inside"},
+        ValidationCase{"warmup_file_empty",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                       "data_type: TYPE_FP32 dims: [3, 1] input_data_file: '' } } } ]",
+                       kInvalid, "input_data_file '' must name a file inside"}),
     [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.label; });
 
 // ONNX allows empty tensors: a 0 dimension is a valid (empty) size, in dims and in reshape.
