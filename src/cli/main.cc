@@ -32,6 +32,7 @@
 #include "backends/llamacpp/llamacpp_backend.h"
 #include "backends/onnxruntime/onnxruntime_backend.h"
 #include "cli/serve_flags.h"
+#include "core/fatal_signal.h"
 #include "core/json_writer.h"
 #include "core/shutdown_timeline.h"
 #include "harrier/model_manager.h"
@@ -523,6 +524,9 @@ int Serve(const ServeFlags& flags) {
 }  // namespace harrier
 
 int main(int argc, char** argv) {
+  // A fault ends the process with a backtrace on stderr (core/fatal_signal.h); first, so that
+  // every thread inherits it.
+  harrier::InstallFatalSignalReport();
   // glibc malloc: allocations of 1 MiB and more get pages of their own, given back when freed,
   // instead of the default threshold that grows with every large free until model weights and
   // buffers live in the heap, which keeps them after an unload (docs/model-lifecycle.md,

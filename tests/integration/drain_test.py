@@ -9,7 +9,8 @@ On SIGTERM with a shutdown delay, readiness (GET /v2/health/ready, gRPC ServerRe
 kept-alive one, for the whole delay; then the listeners close, a request in flight when they do
 is still answered, and the process exits 0, no sooner than the delay. A second SIGTERM during the
 delay skips the rest of it, still exiting 0; one more, while a request is still running, exits 1
-at once (docs/deployment.md, "The drain").
+at once (docs/deployment.md, "The drain"). A fault (SIGSEGV) ends the process by that signal after
+a backtrace on stderr (core/fatal_signal.h), which the harness symbolizes.
 Python stdlib only (gRPC by hand-written HTTP/2 frames, tools/h2_attacks.py). The last line is
 "N passed, N failed".
 """
@@ -222,6 +223,23 @@ class DrainTest(unittest.TestCase):
             p.proc.send_signal(signal.SIGTERM)
             self.assertEqual(p.proc.wait(timeout=20), 0, p.log_text()[-3000:])
             self.assertLess(time.monotonic() - t0, 10)
+        finally:
+            p.terminate()
+
+    def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
+        # core/fatal_signal.h: the process ends by the signal as before, after a report on
+        # stderr whose own frames the harness symbolizes (what CI prints for a crash).
+        p = self.start("crash", [])
+        try:
+            self.assertEqual(fresh(p.port, "GET", "/v2/health/live")[0], 200)
+            p.proc.send_signal(signal.SIGSEGV)
+            self.assertEqual(p.proc.wait(timeout=20), -signal.SIGSEGV, p.log_text()[-3000:])
+            report = harness.crash_report(p.log_text(), ARGS.harrier)
+            self.assertIsNotNone(report, p.log_text()[-3000:])
+            self.assertRegex(report, r"^harrier: fatal signal 11 \(SIGSEGV\), code 0, address "
+                                     r"0x[0-9a-f]+, thread \d+ \(")
+            # At least one of the binary's frames named with its function, file and line.
+            self.assertRegex(report, r"\(\+0x[0-9a-f]+\)\[0x[0-9a-f]+\]  \S.* at \S+\.\w+:\d+")
         finally:
             p.terminate()
 

@@ -47,6 +47,7 @@ class Harrier:
         """`prefix`: a command the server runs under (strace ...), `env`: its environment
         (default: this process's)."""
         self.log_path = log_path
+        self.binary = binary
         self.log = open(log_path, "wb")
         cmd = list(prefix) + [binary, "serve", "--model-repository", repo, "--http-port", "0",
                               "--grpc-port", "0", "--metrics-port", "0", "--http-threads",
@@ -71,7 +72,8 @@ class Harrier:
         raise RuntimeError("no 'listening on' lines:\n" + self.log_text()[-3000:])
 
     def log_text(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
@@ -86,7 +88,38 @@ class Harrier:
                 self.proc.wait()
         if not self.log.closed:
             self.log.close()
+        report = crash_report(self.log_text(), self.binary)
+        if report:
+            print("the server crashed (exit status %s):\n%s" % (self.proc.returncode, report),
+                  flush=True)
         return self.proc.returncode
+
+
+# A frame of the binary itself in a fatal-signal report (core/fatal_signal.h), as glibc's
+# backtrace_symbols_fd writes it: "/path/harrier(+0x70eca9)[0x561cc001dca9]".
+_OWN_FRAME = re.compile(r"^(\S+)\(\+(0x[0-9a-f]+)\)\[0x[0-9a-f]+\]$")
+
+
+def crash_report(log_text, binary):
+    """The server's fatal-signal report in `log_text`, the binary's own frames followed by
+    addr2line's function and line; None when the log holds none."""
+    start = log_text.find("harrier: fatal signal")
+    if start < 0:
+        return None
+    end = log_text.find("harrier: end of backtrace", start)
+    lines = []
+    for line in log_text[start:None if end < 0 else end].splitlines():
+        m = _OWN_FRAME.match(line.strip())
+        if m and os.path.realpath(m.group(1)) == os.path.realpath(binary):
+            try:
+                where = subprocess.run(["addr2line", "-f", "-C", "-i", "-p", "-e", binary,
+                                        m.group(2)], capture_output=True, text=True,
+                                       timeout=60).stdout.strip()
+                line += "  " + where.replace("\n", " / ")
+            except (OSError, subprocess.SubprocessError):
+                pass  # the raw offset is still there to symbolize by hand
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def generate_repository(source_dir, repo, scripts=("make_test_models.py",)):
