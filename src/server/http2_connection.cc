@@ -799,8 +799,8 @@ void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const
     }
     return;
   }
-  asio::post(io->ioc, [connection = connection, stream_id = stream_id,
-                       response = std::move(response)]() mutable {
+  io->PostCoalesced([connection = connection, stream_id = stream_id,
+                     response = std::move(response)]() mutable {
     if (auto c = connection.lock()) {
       c->OnResponse(stream_id, std::move(response));
     } else {

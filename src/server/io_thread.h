@@ -138,6 +138,8 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
 
   ~IoThread() {
     if (poller_claimed_) Pollers().fetch_sub(1, std::memory_order_relaxed);
+    ReleaseAll(&running_);
+    ReleaseAll(&coalesced_);
   }
 
   // Runs `fn` on this thread soon, never inside the call; from any thread. Calls that come
@@ -148,15 +150,21 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   // WakeBatch (the generation engine's decode step) the wake-up waits for the batch's end, so
   // that all the streams of the step on this thread cost it one; without one, a burst still
   // shares wake-ups as far as the thread is slower than the caller.
-  void PostCoalesced(std::function<void()> fn) {
+  template <class F>
+  void PostCoalesced(F fn) {
+    Task* task = new (post_pool->Allocate(sizeof(TaskOf<F>))) TaskOf<F>(std::move(fn), post_pool);
     bool wake = false;
     {
       std::lock_guard lock(coalesce_mu_);
-      coalesced_.push_back(std::move(fn));
+      Append(&coalesced_, task);
       wake = !coalesce_posted_;
       coalesce_posted_ = true;
     }
     if (!wake) return;
+    if (!WakeBatch::Active()) {
+      Wake();  // the caller holds this thread: no reference to take (nor to allocate for)
+      return;
+    }
     WakeBatch::RunOrDefer([self = shared_from_this()] { self->Wake(); });
   }
 
@@ -183,39 +191,89 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   void RunCoalesced() {
     {
       std::lock_guard lock(coalesce_mu_);
-      running_.swap(coalesced_);
+      running_ = coalesced_;
+      coalesced_ = {};
       coalesce_posted_ = false;
     }
-    std::size_t next = 0;
-    try {
-      while (next < running_.size()) {
-        auto fn = std::move(running_[next++]);
-        fn();
+    while (Task* task = running_.head) {
+      running_.head = task->next;
+      TaskRelease release{task};  // given back even if the function throws
+      try {
+        task->Run();
+      } catch (...) {
+        // The rest still runs, on the next wake-up, ahead of anything queued since.
+        bool wake = false;
+        {
+          std::lock_guard lock(coalesce_mu_);
+          if (running_.head != nullptr) {
+            running_.tail->next = coalesced_.head;
+            if (coalesced_.head == nullptr) coalesced_.tail = running_.tail;
+            coalesced_.head = running_.head;
+          }
+          running_ = {};
+          wake = coalesced_.head != nullptr && !coalesce_posted_;
+          if (wake) coalesce_posted_ = true;
+        }
+        if (wake) Wake();
+        throw;
       }
-    } catch (...) {
-      // The rest still runs, on the next wake-up, ahead of anything queued since.
-      bool wake = false;
-      {
-        std::lock_guard lock(coalesce_mu_);
-        coalesced_.insert(coalesced_.begin(), std::make_move_iterator(running_.begin() + next),
-                          std::make_move_iterator(running_.end()));
-        wake = !coalesced_.empty() && !coalesce_posted_;
-        if (wake) coalesce_posted_ = true;
-      }
-      running_.clear();
-      if (wake) Wake();
-      throw;
     }
-    running_.clear();  // keeps its capacity: the next burst allocates nothing here
+    running_ = {};
+  }
+
+  // What PostCoalesced queues: the function and the pool its memory came from (a response
+  // with its headers fits a post_pool block), linked in arrival order.
+  struct Task {
+    virtual void Run() = 0;
+    virtual void Release() noexcept = 0;  // destroys the task and gives its memory back
+    Task* next = nullptr;
+
+   protected:
+    ~Task() = default;
+  };
+  template <class F>
+  struct TaskOf final : Task {
+    TaskOf(F f, std::shared_ptr<BlockPool> pool) : fn(std::move(f)), pool(std::move(pool)) {}
+    void Run() override { fn(); }
+    void Release() noexcept override {
+      std::shared_ptr<BlockPool> keep = std::move(pool);
+      this->~TaskOf();
+      keep->Free(this, sizeof(TaskOf));
+    }
+    F fn;
+    std::shared_ptr<BlockPool> pool;
+  };
+  struct TaskRelease {
+    Task* task;
+    ~TaskRelease() { task->Release(); }
+  };
+  struct TaskList {
+    Task* head = nullptr;
+    Task* tail = nullptr;
+  };
+  static void Append(TaskList* list, Task* task) {
+    if (list->tail != nullptr) {
+      list->tail->next = task;
+    } else {
+      list->head = task;
+    }
+    list->tail = task;
+  }
+  static void ReleaseAll(TaskList* list) {
+    while (Task* task = list->head) {
+      list->head = task->next;
+      task->Release();
+    }
+    *list = {};
   }
 
   boost::asio::posix::stream_descriptor wake_;  // the eventfd; destroyed before `ioc`
   int wake_fd_ = -1;                            // constant after construction
   uint64_t wake_count_ = 0;                     // the read's buffer (this thread only)
   std::mutex coalesce_mu_;
-  std::vector<std::function<void()>> coalesced_;  // guarded by coalesce_mu_
-  bool coalesce_posted_ = false;                  // guarded by coalesce_mu_
-  std::vector<std::function<void()>> running_;    // this thread's only
+  TaskList coalesced_;            // guarded by coalesce_mu_
+  bool coalesce_posted_ = false;  // guarded by coalesce_mu_
+  TaskList running_;              // this thread's only
 
   static std::atomic<int>& Pollers() {
     static std::atomic<int> pollers{0};

@@ -8,7 +8,11 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <atomic>
 #include <future>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <thread>
 
 namespace harrier::server_internal {
@@ -124,6 +128,91 @@ TEST_F(IoThreadBusyPollTest, AtMostMaxPollersThreadsPollAtOnce) {
   other->work.reset();
   other->ioc.stop();
   t.join();
+}
+
+}  // namespace
+}  // namespace harrier::server_internal
+
+namespace harrier::server_internal {
+namespace {
+
+// IoThread::PostCoalesced: functions from other threads run on the I/O thread, in the order
+// they came, many after one wake-up; a function that throws leaves the rest to run; functions
+// never run are destroyed with the thread.
+class IoThreadPostCoalescedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    io_ = std::make_shared<IoThread>();
+    io_->thread = std::thread([this] {
+      for (;;) {
+        try {
+          io_->ioc.run();
+          return;
+        } catch (const std::runtime_error&) {
+          caught_.fetch_add(1);  // as the server's I/O threads do: log it and run on
+        }
+      }
+    });
+  }
+  void Stop() {
+    if (io_ == nullptr || !io_->thread.joinable()) return;
+    io_->work.reset();
+    io_->ioc.stop();
+    io_->thread.join();
+  }
+  void TearDown() override { Stop(); }
+
+  std::shared_ptr<IoThread> io_;
+  std::atomic<int> caught_{0};
+};
+
+TEST_F(IoThreadPostCoalescedTest, RunsOnTheThreadInTheOrderPosted) {
+  constexpr int kPosts = 2000;
+  std::vector<int> order;
+  std::atomic<int> elsewhere{0};
+  std::promise<void> done;
+  for (int i = 0; i < kPosts; ++i) {
+    io_->PostCoalesced([&, i] {
+      if (std::this_thread::get_id() != io_->thread.get_id()) elsewhere.fetch_add(1);
+      order.push_back(i);
+      if (i == kPosts - 1) done.set_value();
+    });
+  }
+  ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(elsewhere.load(), 0);
+  ASSERT_EQ(order.size(), static_cast<size_t>(kPosts));
+  for (int i = 0; i < kPosts; ++i) ASSERT_EQ(order[i], i);
+}
+
+TEST_F(IoThreadPostCoalescedTest, AFunctionThatThrowsLeavesTheRestToRun) {
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::vector<std::string> ran;
+  std::promise<void> done;
+  // Held on the thread until all three are queued, so that they run from one wake-up.
+  io_->PostCoalesced([open] { open.wait(); });
+  io_->PostCoalesced([&] {
+    ran.push_back("a");
+    throw std::runtime_error("a handler failed");
+  });
+  io_->PostCoalesced([&] { ran.push_back("b"); });
+  io_->PostCoalesced([&] {
+    ran.push_back("c");
+    done.set_value();
+  });
+  gate.set_value();
+  ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(ran, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(caught_.load(), 1);
+}
+
+TEST_F(IoThreadPostCoalescedTest, FunctionsNeverRunAreDestroyedWithTheThread) {
+  Stop();  // the context no longer runs: what is posted now stays queued
+  auto held = std::make_shared<int>(7);
+  for (int i = 0; i < 3; ++i) io_->PostCoalesced([held] {});
+  EXPECT_EQ(held.use_count(), 4);
+  io_.reset();
+  EXPECT_EQ(held.use_count(), 1);
 }
 
 }  // namespace
