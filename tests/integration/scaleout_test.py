@@ -62,7 +62,10 @@ class Replica:
 
     def __init__(self, index, repo):
         self.index, self.repo = index, repo
-        self.port, self.grpc_port, self.metrics_port = harness.free_port(), harness.free_port(), harness.free_port()
+        # Only the HTTP port is fixed (HAProxy's configuration names it, and a restart must come
+        # back on it); the others are the kernel's pick, so that a port another test takes
+        # between free_port() and the bind cannot fail a start.
+        self.port = harness.free_port()
         self.proc = None
         self.starts = 0
 
@@ -73,7 +76,7 @@ class Replica:
         self.proc = subprocess.Popen(
             [ARGS.harrier, "serve", "--model-repository", self.repo,
              "--http-address", "127.0.0.1", "--http-port", str(self.port),
-             "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
+             "--grpc-port", "0", "--metrics-port", "0",
              "--http-threads", "1", "--shutdown-delay-secs", str(delay_secs),
              "--exit-timeout-secs", "10"], stdout=log, stderr=subprocess.STDOUT)
         log.close()
