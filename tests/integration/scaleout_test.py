@@ -183,6 +183,15 @@ class ScaleOutTest(unittest.TestCase):
             shutil.rmtree(repo, ignore_errors=True)
             shutil.copytree(os.path.join(source_repo, "simple"), os.path.join(repo, "simple"))
             cls.replicas.append(Replica(i, repo))
+        # unittest skips tearDownClass when setUpClass fails: stop what started, then fail.
+        try:
+            cls.start_all()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def start_all(cls):
         for r in cls.replicas:
             r.start()
         cls.frontend = harness.free_port()
