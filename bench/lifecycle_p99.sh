@@ -2,8 +2,9 @@
 # Another model's latency while one reloads in a loop (issue 12): the kit's tiny model under
 # steady load (wrk, the kit's post.lua and binary body, CONNS connections) for DUR seconds with
 # no reload, then DUR seconds while RELOAD (resnet50) is reloaded back to back through the load
-# API, alternated ROUNDS times in one server. Prints wrk's RESULT line per run, the reloads done
-# and the p99 ratio (reloading / quiet) per round.
+# API, alternated ROUNDS times in one server (a quiet run starts after the last reload has
+# finished). Prints wrk's RESULT line per run, the reloads done and the p99 ratio (reloading /
+# quiet) per round.
 #   bench/lifecycle_p99.sh [BUILD_DIR]   env: DUR (10), ROUNDS (2), CONNS (1), RELOAD (resnet50),
 #                                        HARRIER_FLAGS
 set -euo pipefail
@@ -41,14 +42,18 @@ for round in $(seq "$ROUNDS"); do
   quiet=$(run)
   echo "round $round quiet     $quiet"
   reloads=$(mktemp)
-  (while :; do
+  stop=$reloads.stop
+  (while [[ ! -e $stop ]]; do
      curl -sf -o /dev/null -X POST "http://127.0.0.1:$PORT/v2/repository/models/$RELOAD/load" &&
        echo x >>"$reloads"
    done) &
   RELOADER=$!
   busy=$(run)
-  kill "$RELOADER"; wait "$RELOADER" 2>/dev/null || true
+  # The load in flight finishes before the next quiet run (killing the loop would leave it
+  # running in the server, under the next "quiet" figures).
+  touch "$stop"; wait "$RELOADER" 2>/dev/null || true
   RELOADER=""
+  rm -f "$stop"
   echo "round $round reloading $busy reloads=$(wc -l <"$reloads")"
   rm -f "$reloads"
   awk -v q="$(p99 "$quiet")" -v b="$(p99 "$busy")" -v r="$round" \

@@ -11,7 +11,6 @@
 // finish (bounded by --exit-timeout-secs), drain the model queues, exit 0. A signal during the
 // delay skips the rest of it; one after it exits at once.
 #include <fmt/format.h>
-#include <malloc.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -527,13 +526,6 @@ int main(int argc, char** argv) {
   // A fault ends the process with a backtrace on stderr (core/fatal_signal.h); first, so that
   // every thread inherits it.
   harrier::InstallFatalSignalReport();
-  // glibc malloc: allocations of 1 MiB and more get pages of their own, given back when freed,
-  // instead of the default threshold that grows with every large free until model weights and
-  // buffers live in the heap, which keeps them after an unload (docs/model-lifecycle.md,
-  // "Memory": half the RSS with a ResNet-50 loaded, flat over load/unload cycles). A user's own
-  // glibc setting (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_) wins.
-  if (getenv("GLIBC_TUNABLES") == nullptr && getenv("MALLOC_MMAP_THRESHOLD_") == nullptr)
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Before any thread exists: it sets an environment variable (ONNX Runtime's telemetry off).
   harrier::OnnxRuntimeBackend::DisableTelemetryForProcess();
   using harrier::ServeFlags;

@@ -271,7 +271,15 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
                                    : config.default_model_filename();
   const std::string model_path = dir.path + "/" + std::to_string(version) + "/" + filename;
 
+  // Where a load's time goes, for its log line (the reading of the file's signature, the
+  // instances' sessions, the warm-up).
+  using LoadClock = std::chrono::steady_clock;
+  const auto ms_since = [](LoadClock::time_point from) {
+    return std::chrono::duration<double, std::milli>(LoadClock::now() - from).count();
+  };
+  LoadClock::time_point phase = LoadClock::now();
   ASSIGN_OR_RETURN(ModelSignature signature, backend.Inspect(model_path));
+  const double inspect_ms = ms_since(phase);
   AutoCompleteOptions complete_options;
   complete_options.default_model_filename = std::string(backend.default_model_filename());
   RETURN_IF_ERROR(AutoCompleteConfig(signature, dir.name, backend.name(), backend.platform(),
@@ -289,10 +297,12 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     instance_options.parameters[key] = value.string_value();
 
   std::vector<std::unique_ptr<ModelInstance>> created;
+  phase = LoadClock::now();
   for (int i = 0; i < instances; ++i) {
     ASSIGN_OR_RETURN(auto instance, backend.CreateInstance(model_path, instance_options));
     created.push_back(std::move(instance));
   }
+  const double instances_ms = ms_since(phase);
   ASSIGN_OR_RETURN(BatchingPolicy policy, MakeBatchingPolicy(config));
   ASSIGN_OR_RETURN(auto warmup, BuildWarmup(config, io, dir.path));
 
@@ -323,19 +333,23 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
                    LoadedModel::Create(std::move(model_options), std::move(created)));
   // Warm-up runs on every instance before the version is reported READY.
   LoadedVersion loaded{model, ""};
+  phase = LoadClock::now();
   Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
+  const double warmup_ms = ms_since(phase);
   if (!warmed.ok()) {
     if (!warmup.implicit) return warmed;
     loaded.warmup_failure = warmed.message();
   }
   spdlog::info(
-      "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}",
+      "model '{}' version {}: {} instance(s), {} intra-op thread(s) each, max_batch_size {}, {}; "
+      "signature read in {:.1f} ms, instances made in {:.1f} ms, warm-up {:.1f} ms",
       dir.name, version, instances, instance_options.intra_op_threads, io.max_batch_size,
       !policy.dynamic_batching ? std::string("one request per execution")
       : policy.target_p99_us > 0
           ? "dynamic batching, adaptive (target " + std::to_string(policy.target_p99_us) + " us)"
           : "dynamic batching, max_queue_delay " + std::to_string(policy.max_queue_delay_us) +
-                " us");
+                " us",
+      inspect_ms, instances_ms, warmup_ms);
   return loaded;
 }
 

@@ -376,6 +376,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
                  fingerprints.at(v),
                  nullptr};
   }
+  // A load leaves ONNX Runtime's temporaries freed in glibc's arenas (the parsed model, the
+  // initializers before optimization: about twice a model's size); they go back to the system
+  // here, as a retired version's memory does below (docs/model-lifecycle.md, "Memory").
+  if (!to_load.empty()) malloc_trim(0);
 
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
