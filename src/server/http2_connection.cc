@@ -799,14 +799,15 @@ void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const
     }
     return;
   }
-  io->PostCoalesced([connection = connection, stream_id = stream_id,
-                     response = std::move(response)]() mutable {
-    if (auto c = connection.lock()) {
-      c->OnResponse(stream_id, std::move(response));
-    } else {
-      ReportSent(&response, false, {});
-    }
-  });
+  // As the HTTP/1.1 responder posts (http_connection.cc): memory from the thread's post pool.
+  asio::post(io->ioc, PooledHandler(io->post_pool, [connection = connection, stream_id = stream_id,
+                                                    response = std::move(response)]() mutable {
+               if (auto c = connection.lock()) {
+                 c->OnResponse(stream_id, std::move(response));
+               } else {
+                 ReportSent(&response, false, {});
+               }
+             }));
 }
 
 template <class Stream>

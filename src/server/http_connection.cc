@@ -834,19 +834,22 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) c
     }
     return;
   }
-  // Queued for the I/O thread (IoThread::PostCoalesced: one wake-up for the responses that
-  // come while it is busy or asleep, the memory from its post pool; issue 10). After the server
-  // stopped it is destroyed with the thread, unrun; it holds only a weak reference, so nothing is
-  // kept alive in a cycle.
-  io->PostCoalesced([connection = connection, sequence = sequence,
-                     response = std::move(response)]() mutable {
-    if (auto c = connection.lock()) {
-      c->OnResponse(sequence, std::move(response));
-    } else {
-      spdlog::debug("http: dropping a response: its connection is closed");
-      ReportSent(&response, false, {});
-    }
-  });
+  // After the server stopped this lands in a stopped io_context and is destroyed with it; it
+  // holds only a weak reference, so nothing is kept alive in a cycle. Its memory comes from the
+  // I/O thread's post pool: Asio recycles a handler's memory only on its own threads, and this
+  // is most often a model's worker (issue 10). (PostCoalesced, which streamed parts use, was
+  // tried here: no difference at 1 or 16 connections, docs/benchmarks.md; a busy thread takes an
+  // asio::post without a wake-up, where a drained coalescing queue makes the next response pay
+  // an eventfd write and two reads.)
+  asio::post(io->ioc, PooledHandler(io->post_pool, [connection = connection, sequence = sequence,
+                                                    response = std::move(response)]() mutable {
+               if (auto c = connection.lock()) {
+                 c->OnResponse(sequence, std::move(response));
+               } else {
+                 spdlog::debug("http: dropping a response: its connection is closed");
+                 ReportSent(&response, false, {});
+               }
+             }));
 }
 
 template <class Stream>
