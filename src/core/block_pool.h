@@ -24,19 +24,11 @@
 #include <new>
 #include <vector>
 
+#include "core/sanitizers.h"
+
 namespace harrier {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kBlockPoolsKeepBlocks = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kBlockPoolsKeepBlocks = false;
-#else
-inline constexpr bool kBlockPoolsKeepBlocks = true;
-#endif
-#else
-inline constexpr bool kBlockPoolsKeepBlocks = true;
-#endif
+inline constexpr bool kBlockPoolsKeepBlocks = !kUnderAddressSanitizer;
 
 class BlockPool {
  public:

@@ -10,20 +10,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/sanitizers.h"
+
 namespace harrier {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderSanitizer = true;
-#else
-constexpr bool kUnderSanitizer = false;
-#endif
-#else
-constexpr bool kUnderSanitizer = false;
-#endif
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxFrames = 64;
@@ -135,7 +125,7 @@ int FormatFatalSignalLine(char* out, int signal_number, int code, const void* ad
 }
 
 void InstallFatalSignalReport() {
-  if (kUnderSanitizer) return;
+  if (kUnderAddressSanitizer) return;
   // The first backtrace() loads libgcc's unwinder, which allocates: not in the handler.
   void* warm[1];
   backtrace(warm, 1);

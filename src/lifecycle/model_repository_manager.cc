@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/cpu_quota.h"
+#include "core/sanitizers.h"
 #include "core/thread_spawner.h"
 #include "lifecycle/lifecycle_executor.h"
 #include "lifecycle/loaded_model.h"
@@ -36,6 +37,13 @@
 namespace harrier {
 
 namespace {
+
+// Gives the free pages of glibc's arenas back to the system (malloc_trim). Not under
+// AddressSanitizer, whose allocator replaces glibc's: trimming glibc's untouched arenas there
+// faults.
+void ReturnFreedMemory() {
+  if constexpr (!kUnderAddressSanitizer) malloc_trim(0);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -379,7 +387,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   // A load leaves ONNX Runtime's temporaries freed in glibc's arenas (the parsed model, the
   // initializers before optimization: about twice a model's size); they go back to the system
   // here, as a retired version's memory does below (docs/model-lifecycle.md, "Memory").
-  if (!to_load.empty()) malloc_trim(0);
+  if (!to_load.empty()) ReturnFreedMemory();
 
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
@@ -573,7 +581,7 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
   // Give the freed model's memory back to the system: glibc keeps freed chunks in its arenas
   // (the version's weights, ONNX Runtime's buffers, the worker threads' arenas), which without
   // this grow the RSS by a model's size after the first unload (docs/model-lifecycle.md).
-  if (!models.empty()) malloc_trim(0);
+  if (!models.empty()) ReturnFreedMemory();
 }
 
 Status ModelRepositoryManagerImpl::ModelControlAllowed() const {

@@ -6,20 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "core/sanitizers.h"
+
 namespace harrier {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderSanitizer = true;
-#else
-constexpr bool kUnderSanitizer = false;
-#endif
-#else
-constexpr bool kUnderSanitizer = false;
-#endif
 
 TEST(FatalSignalTest, FirstLineNamesSignalCodeAddressAndThread) {
   char line[160];
@@ -50,14 +40,14 @@ void FaultAt0x10() {
 }
 
 TEST(FatalSignalDeathTest, AFaultIsReportedWithABacktraceAndStillEndsTheProcess) {
-  if (kUnderSanitizer) GTEST_SKIP() << "AddressSanitizer reports faults itself";
+  if (kUnderAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports faults itself";
   EXPECT_EXIT(FaultAt0x10(), ::testing::KilledBySignal(SIGSEGV),
               "harrier: fatal signal 11 \\(SIGSEGV\\), code 1, address 0x10, thread [0-9]+ "
               "\\([^)]*\\)\nharrier: backtrace .*\\(\\+0x[0-9a-f]+\\).*harrier: end of backtrace");
 }
 
 TEST(FatalSignalDeathTest, AnAbortIsReportedAndEndsTheProcessWithSIGABRT) {
-  if (kUnderSanitizer) GTEST_SKIP() << "AddressSanitizer reports faults itself";
+  if (kUnderAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports faults itself";
   EXPECT_EXIT(
       {
         InstallFatalSignalReport();

@@ -44,6 +44,7 @@
 #include <utility>
 
 #include "backends/onnxruntime/onnxruntime_backend.h"
+#include "core/sanitizers.h"
 #include "harrier/http_message.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/otlp_tracer.h"
@@ -52,7 +53,7 @@
 
 // ---- The counting allocator -----------------------------------------------------------------
 
-#if defined(__SANITIZE_ADDRESS__)
+#if HARRIER_UNDER_ASAN
 #define HARRIER_COUNTING_NEW 0  // ASan owns operator new; the counts would be meaningless
 #else
 #define HARRIER_COUNTING_NEW 1

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/sanitizers.h"
 #include "server/http_server.h"
 #include "server/raw_http_client.h"
 #include "util/recording_log.h"
@@ -214,7 +215,7 @@ void ExhaustDescriptorsWhileClientsConnect() {
 }
 
 TEST(HttpServerAcceptTest, ExhaustedDescriptorsLogOneWarningAndAcceptingResumes) {
-#if defined(__SANITIZE_ADDRESS__)
+#if HARRIER_UNDER_ASAN
   // The sanitizer build (ASan + UBSan) cannot run it: UBSan's vptr check probes memory through
   // a pipe, and with no descriptor left it reports every virtual call as an invalid vptr. The
   // plain build runs it.
