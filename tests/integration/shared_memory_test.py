@@ -15,7 +15,6 @@ objects are files under /dev/shm, made and removed by the test. Python stdlib on
 line is "N passed, N failed".
 """
 import json
-import mmap
 import os
 import struct
 import sys
@@ -71,31 +70,9 @@ def shm(region, byte_size, offset=0):
     return p
 
 
-class ShmObject:
-    """A POSIX shared-memory object (/dev/shm/<name>, key "/<name>") of `size` bytes, mapped."""
-    count = 0
-
-    def __init__(self, size):
-        ShmObject.count += 1
-        self.name = "harrier_it_%d_%d" % (os.getpid(), ShmObject.count)
-        self.key = "/" + self.name
-        self.path = "/dev/shm/" + self.name
-        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-        try:
-            os.ftruncate(fd, size)
-            self.map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-
-    def write(self, offset, data):
-        self.map[offset:offset + len(data)] = data
-
-    def int32s(self, offset, n):
-        return list(struct.unpack_from("<%di" % n, self.map, offset))
-
-    def close(self):
-        self.map.close()
-        os.unlink(self.path)
+def int32s_at(region, offset, n):
+    """`n` little-endian int32s of a harness.ShmRegion, from byte `offset`."""
+    return list(struct.unpack("<%di" % n, region.read(4 * n, offset)))
 
 
 class SharedMemoryTest(unittest.TestCase):
@@ -106,10 +83,11 @@ class SharedMemoryTest(unittest.TestCase):
     def tearDown(self):
         request("POST", "/v2/systemsharedmemory/unregister")
         for o in self.objects:
-            o.close()
+            o.destroy()
 
     def object(self, size):
-        o = ShmObject(size)
+        """A region under a name of this run's own, removed after the test."""
+        o = harness.ShmRegion("/harrier_it_%d_%d" % (os.getpid(), len(self.objects)), size)
         self.objects.append(o)
         return o
 
@@ -170,7 +148,7 @@ class SharedMemoryTest(unittest.TestCase):
     def simple_in_shm(self):
         """Triton's simple_http_shm_client: both inputs in one region, both outputs in another."""
         i, o = self.object(128), self.object(128)
-        i.write(0, int32s(A) + int32s(B))
+        i.write(int32s(A) + int32s(B))
         self.assertEqual(register("input_data", i.key, 128)[0], 200)
         self.assertEqual(register("output_data", o.key, 128)[0], 200)
         body = {"inputs": [
@@ -191,8 +169,8 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertEqual(json.loads(answer)["outputs"], [
             {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 16]},
             {"name": "OUTPUT1", "datatype": "INT32", "shape": [1, 16]}])
-        self.assertEqual(o.int32s(0, 16), [a + b for a, b in zip(A, B)])
-        self.assertEqual(o.int32s(64, 16), [a - b for a, b in zip(A, B)])
+        self.assertEqual(int32s_at(o, 0, 16), [a + b for a, b in zip(A, B)])
+        self.assertEqual(int32s_at(o, 64, 16), [a - b for a, b in zip(A, B)])
 
     def test_mixed_with_json_and_binary_tensors(self):
         i, o, _ = self.simple_in_shm()
@@ -207,7 +185,7 @@ class SharedMemoryTest(unittest.TestCase):
         outputs = json.loads(answer)["outputs"]
         self.assertNotIn("data", outputs[0])
         self.assertEqual(outputs[1]["data"], [a - 10 for a in A])
-        self.assertEqual(o.int32s(64, 16), [a + 10 for a in A])
+        self.assertEqual(int32s_at(o, 64, 16), [a + 10 for a in A])
         # INPUT1 from the region, INPUT0 binary; OUTPUT1 binary, OUTPUT0 to the region.
         header = json.dumps({"inputs": [
             {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
@@ -224,7 +202,7 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertEqual(outputs[0], {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 16]})
         self.assertEqual(outputs[1]["parameters"], {"binary_data_size": 64})
         self.assertEqual(list(struct.unpack("<16i", answer[n:])), [7 - b for b in B])
-        self.assertEqual(o.int32s(0, 16), [7 + b for b in B])
+        self.assertEqual(int32s_at(o, 0, 16), [7 + b for b in B])
 
     def test_bad_inference_requests_are_400(self):
         _, o, body = self.simple_in_shm()
@@ -250,16 +228,16 @@ class SharedMemoryTest(unittest.TestCase):
             ("outputs", 1, shm("gone", 64), "Unable to find shared memory region: 'gone'"),
         ]
         for where, index, params, fragment in cases:
-            o.write(0, bytes(128))
+            o.write(bytes(128))
             self.assert_400(infer(changed(where, index, params))[:2], fragment)
-            self.assertEqual(o.int32s(0, 32), [0] * 32, "a refused request wrote a region")
+            self.assertEqual(int32s_at(o, 0, 32), [0] * 32, "a refused request wrote a region")
         b = json.loads(json.dumps(body))
         b["inputs"][0]["data"] = A
         self.assert_400(infer(b)[:2], "has shared memory parameters and also 'data'")
         self.assertEqual(status(), regions)
         # The server still serves the good request.
         self.assertEqual(infer(body)[0], 200)
-        self.assertEqual(o.int32s(64, 16), [a - b for a, b in zip(A, B)])
+        self.assertEqual(int32s_at(o, 64, 16), [a - b for a, b in zip(A, B)])
 
     def test_unregistered_region_is_refused_and_reregistration_works(self):
         _, _, body = self.simple_in_shm()
@@ -267,7 +245,7 @@ class SharedMemoryTest(unittest.TestCase):
                          200)
         self.assert_400(infer(body)[:2], "Unable to find shared memory region: 'input_data'")
         i2 = self.object(128)
-        i2.write(0, int32s([1] * 16) + int32s([1] * 16))
+        i2.write(int32s([1] * 16) + int32s([1] * 16))
         self.assertEqual(register("input_data", i2.key, 128)[0], 200)
         code, answer, _ = infer(body)
         self.assertEqual(code, 200, answer)
