@@ -67,6 +67,11 @@ class ModelInstance {
   // fired during the run, kInternal for engine failures.
   virtual Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
                      std::vector<Tensor>* outputs, const RunContext& context) = 0;
+
+  // The model's inputs and outputs as this instance's engine read them, or null when it does
+  // not say. A load reads them from its first instance (as Backend::Inspect would) instead of
+  // reading the model file a second time; null makes it call Inspect.
+  virtual const ModelSignature* signature() const { return nullptr; }
 };
 
 class Backend {

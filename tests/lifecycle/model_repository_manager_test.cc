@@ -252,6 +252,36 @@ TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
   EXPECT_EQ(backend_.runs.load(), 2);                      // one zero-filled warm-up each
 }
 
+// A backend whose instances say their signature is not asked to read the file again; one
+// whose instances do not is inspected once per load. Both complete the config alike.
+TEST_F(ModelRepositoryManagerTest, TheSignatureComesFromTheFirstInstanceWhenItSaysIt) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/config.pbtxt", "instance_group [{ count: 2 kind: KIND_CPU }]");
+  for (bool report : {true, false}) {
+    SCOPED_TRACE(report);
+    backend_.instances_report_signature = report;
+    backend_.inspections = 0;
+    backend_.instances_created = 0;
+    auto m = Load();
+    EXPECT_TRUE(m->AllReady());
+    EXPECT_EQ(backend_.instances_created.load(), 2);
+    EXPECT_EQ(backend_.inspections.load(), report ? 0 : 1);
+    auto md = m->Metadata("m", std::nullopt);
+    ASSERT_TRUE(md.ok());
+    ASSERT_EQ(md->inputs.size(), 1u);
+    EXPECT_EQ(md->inputs[0].dims, (std::vector<int64_t>{-1, 4}));
+  }
+  // A config the model contradicts is refused by name with either.
+  Write("m/config.pbtxt",
+        "input [{ name: \"INPUT0\" data_type: TYPE_INT32 dims: [4] }]\nmax_batch_size: 4");
+  backend_.instances_report_signature = true;
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("INPUT0"), std::string::npos) << rows[0].reason;
+}
+
 // No model_warmup: the implicit zero-filled run is an optimisation, so a graph that cannot take
 // zeros still serves; the failure is logged and counted.
 TEST_F(ModelRepositoryManagerTest, FailedDefaultWarmupIsAWarningAndTheModelServes) {

@@ -4,7 +4,9 @@
 //   "zero_fails <DTYPE> <dims...>" the same, but Run fails (kInvalidArgument) when INPUT0 is
 //                                  all zero bytes, as a graph that divides by its input does
 //   anything else                   kInvalidArgument, as a corrupt model would be
-// Counts instances and runs so tests can check warm-up and sizing; `on_create_instance`, when set,
+// Counts instances, Inspect calls and runs so tests can check warm-up and sizing; with
+// `instances_report_signature` set, instances say their signature (as ONNX Runtime's do) and a
+// load needs no Inspect. `on_create_instance`, when set,
 // is called with the model file's path as each instance is created (a test's latch, to hold a
 // load there).
 #pragma once
@@ -15,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -24,8 +27,10 @@ namespace harrier::testing {
 
 class FakeInstance : public ModelInstance {
  public:
-  explicit FakeInstance(std::atomic<int>* runs, bool zero_fails = false)
-      : runs_(runs), zero_fails_(zero_fails) {}
+  explicit FakeInstance(std::atomic<int>* runs, bool zero_fails = false,
+                        std::optional<ModelSignature> signature = std::nullopt)
+      : runs_(runs), zero_fails_(zero_fails), signature_(std::move(signature)) {}
+  const ModelSignature* signature() const override { return signature_ ? &*signature_ : nullptr; }
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
              std::vector<Tensor>* outputs, const RunContext&) override {
     ++*runs_;
@@ -51,6 +56,7 @@ class FakeInstance : public ModelInstance {
  private:
   std::atomic<int>* runs_;
   const bool zero_fails_;
+  const std::optional<ModelSignature> signature_;
 };
 
 class FakeBackend : public Backend {
@@ -60,6 +66,41 @@ class FakeBackend : public Backend {
   std::string_view default_model_filename() const override { return "model.onnx"; }
 
   StatusOr<ModelSignature> Inspect(const std::string& path) override {
+    ++inspections;
+    return Read(path);
+  }
+
+  StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& path,
+                                                          const InstanceOptions& options) override {
+    ASSIGN_OR_RETURN(ModelSignature signature, Read(path));
+    if (on_create_instance) on_create_instance(path);
+    {
+      std::lock_guard l(mu_);
+      last_options_ = options;
+    }
+    ++instances_created;
+    std::ifstream in(path);
+    std::string word;
+    in >> word;
+    return std::unique_ptr<ModelInstance>(new FakeInstance(
+        &runs, word == "zero_fails",
+        instances_report_signature ? std::optional(std::move(signature)) : std::nullopt));
+  }
+
+  InstanceOptions last_options() {
+    std::lock_guard l(mu_);
+    return last_options_;
+  }
+
+  // Set before the first load, not changed while one runs.
+  std::function<void(const std::string& path)> on_create_instance;
+  bool instances_report_signature = false;
+  std::atomic<int> instances_created{0};
+  std::atomic<int> inspections{0};
+  std::atomic<int> runs{0};
+
+ private:
+  static StatusOr<ModelSignature> Read(const std::string& path) {
     std::ifstream in(path);
     if (!in) return NotFound("model file " + path + " does not exist");
     std::string word, dtype;
@@ -77,32 +118,6 @@ class FakeBackend : public Backend {
     return sig;
   }
 
-  StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& path,
-                                                          const InstanceOptions& options) override {
-    RETURN_IF_ERROR(Inspect(path).status());
-    if (on_create_instance) on_create_instance(path);
-    {
-      std::lock_guard l(mu_);
-      last_options_ = options;
-    }
-    ++instances_created;
-    std::ifstream in(path);
-    std::string word;
-    in >> word;
-    return std::unique_ptr<ModelInstance>(new FakeInstance(&runs, word == "zero_fails"));
-  }
-
-  InstanceOptions last_options() {
-    std::lock_guard l(mu_);
-    return last_options_;
-  }
-
-  // Set before the first load, not changed while one runs.
-  std::function<void(const std::string& path)> on_create_instance;
-  std::atomic<int> instances_created{0};
-  std::atomic<int> runs{0};
-
- private:
   std::mutex mu_;
   InstanceOptions last_options_;
 };

@@ -54,7 +54,7 @@ class OnnxRuntimeInstance final : public ModelInstance {
              std::vector<Tensor>* outputs, const RunContext& context) override;
 
   Counters counters() const;
-  const ModelSignature& signature() const { return signature_; }
+  const ModelSignature* signature() const override { return &signature_; }
 
  private:
   struct Io {

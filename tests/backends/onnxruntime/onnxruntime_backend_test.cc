@@ -137,6 +137,40 @@ TEST_F(OnnxRuntimeBackendTest, InspectKeepsOrderAndStaticDims) {
   EXPECT_EQ(fixed->outputs[1].dtype, DataType::kFp32);
 }
 
+// A load reads the signature from its first instance (an optimized session) instead of
+// Inspect's unoptimized one: the two must agree on every model.
+TEST_F(OnnxRuntimeBackendTest, InstanceReportsTheSignatureInspectReads) {
+  const auto describe = [](const std::vector<TensorSpec>& specs) {
+    std::string out;
+    for (const TensorSpec& t : specs) {
+      out += t.name + ":" + std::string(DataTypeName(t.dtype)) + "[";
+      for (int64_t d : t.dims) out += std::to_string(d) + ",";
+      out += "] ";
+    }
+    return out;
+  };
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(TestModelDir())) {
+    const std::string model = entry.path().filename().string();
+    if (!entry.is_directory() || model.starts_with("unsupported_")) continue;
+    SCOPED_TRACE(model);
+    auto inspected = TheBackend().Inspect(TestModelPath(model));
+    ASSERT_TRUE(inspected.ok()) << inspected.status().ToString();
+    for (int level : {-1, 0}) {
+      InstanceOptions options;
+      options.graph_optimization_level = level;
+      auto instance = TheBackend().CreateInstance(TestModelPath(model), options);
+      ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+      const ModelSignature* read = (*instance)->signature();
+      ASSERT_NE(read, nullptr);
+      EXPECT_EQ(describe(read->inputs), describe(inspected->inputs));
+      EXPECT_EQ(describe(read->outputs), describe(inspected->outputs));
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 2 * 18);
+}
+
 TEST_F(OnnxRuntimeBackendTest, UnsupportedElementTypeIsInvalidArgumentNamingTensorAndType) {
   const std::string path = TestModelPath("unsupported_float8");
   auto sig = TheBackend().Inspect(path);
