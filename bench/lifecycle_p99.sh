@@ -4,9 +4,14 @@
 # no reload, then DUR seconds while RELOAD (resnet50) is reloaded back to back through the load
 # API, alternated ROUNDS times in one server (a quiet run starts after the last reload has
 # finished). Prints wrk's RESULT line per run, the reloads done and the p99 ratio (reloading /
-# quiet) per round.
+# quiet) per round. With HOG=1 (the default) each round also runs DUR seconds beside a control:
+# one single-threaded busy loop in another process at the lifecycle thread's nice +10, which is
+# what any other core of work costs the tiny model on this machine; the round then prints the
+# ratios (hog / quiet) and (reloading / hog) as well. RELOAD_EVERY=S starts a reload every S
+# seconds (or at once when the last took longer) instead of back to back, so that builds whose
+# reloads take different times are compared at the same number of reloads.
 #   bench/lifecycle_p99.sh [BUILD_DIR]   env: DUR (10), ROUNDS (2), CONNS (1), RELOAD (resnet50),
-#                                        HARRIER_FLAGS
+#                                        HOG (1), RELOAD_EVERY (0: back to back), HARRIER_FLAGS
 set -euo pipefail
 B=${1:-build}
 BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
@@ -14,6 +19,8 @@ DUR=${DUR:-10}
 ROUNDS=${ROUNDS:-2}
 CONNS=${CONNS:-1}
 RELOAD=${RELOAD:-resnet50}
+HOG=${HOG:-1}
+RELOAD_EVERY=${RELOAD_EVERY:-0}
 PORT=${PORT:-19850}
 POST_LUA=$(dirname "${BASH_SOURCE[0]}")/../../shared/peers/post.lua
 # shellcheck disable=SC2086
@@ -22,8 +29,10 @@ POST_LUA=$(dirname "${BASH_SOURCE[0]}")/../../shared/peers/post.lua
   ${HARRIER_FLAGS:-} >"$BH/logs/lifecycle_p99.log" 2>&1 &
 PID=$!
 RELOADER=""
+HOGGER=""
 cleanup() {
   [[ -n $RELOADER ]] && kill "$RELOADER" 2>/dev/null
+  [[ -n $HOGGER ]] && kill "$HOGGER" 2>/dev/null
   kill "$PID" 2>/dev/null
   wait 2>/dev/null || true
 }
@@ -44,8 +53,12 @@ for round in $(seq "$ROUNDS"); do
   reloads=$(mktemp)
   stop=$reloads.stop
   (while [[ ! -e $stop ]]; do
+     next=$(date +%s.%N)
      curl -sf -o /dev/null -X POST "http://127.0.0.1:$PORT/v2/repository/models/$RELOAD/load" &&
        echo x >>"$reloads"
+     wait_s=$(awk -v n="$next" -v e="$RELOAD_EVERY" -v t="$(date +%s.%N)" \
+       'BEGIN { w = n + e - t; print (w > 0 ? w : 0) }')
+     sleep "$wait_s"
    done) &
   RELOADER=$!
   busy=$(run)
@@ -58,6 +71,16 @@ for round in $(seq "$ROUNDS"); do
   rm -f "$reloads"
   awk -v q="$(p99 "$quiet")" -v b="$(p99 "$busy")" -v r="$round" \
     'BEGIN { printf "round %d p99 ratio (reloading / quiet) %.2f\n", r, b / q }'
+  if [[ $HOG == 1 ]]; then
+    nice -n 10 awk 'BEGIN { while (1) x++ }' &
+    HOGGER=$!
+    hogged=$(run)
+    kill "$HOGGER"; wait "$HOGGER" 2>/dev/null || true
+    HOGGER=""
+    echo "round $round hog       $hogged"
+    awk -v q="$(p99 "$quiet")" -v b="$(p99 "$busy")" -v h="$(p99 "$hogged")" -v r="$round" \
+      'BEGIN { printf "round %d p99 ratio (hog / quiet) %.2f (reloading / hog) %.2f\n", r, h / q, b / h }'
+  fi
 done
 errors=$(grep -c ' E ' "$BH/logs/lifecycle_p99.log" || true)
 echo "server error lines: $errors"
