@@ -3,13 +3,16 @@
 # the server's RSS (VmRSS from /proc) after the first load and after every 10th cycle.
 #   bench/lifecycle_rss.sh [BUILD_DIR]     env: MODEL (resnet50), CYCLES (100), HARRIER_FLAGS
 # Uses the shared kit's repository (../shared/bench: $BENCH_HOME/repo, ~/.cache/harrier-bench);
-# prints "cycle N rss_mib M" lines and the final ratio. The server runs with the process's
-# default allocator (glibc malloc) unless HARRIER_FLAGS / LD_PRELOAD say otherwise.
+# prints "cycle N rss_mib M" lines and the final ratio, then, SETTLE seconds (35) later, the RSS
+# once the server has given back what its loads kept (--model-load-retain-mb is given back after
+# 30 s without a load) and that ratio. The server runs with the process's default allocator
+# (glibc malloc) unless HARRIER_FLAGS / LD_PRELOAD say otherwise.
 set -euo pipefail
 B=${1:-build}
 BH=${BENCH_HOME:-$HOME/.cache/harrier-bench}
 MODEL=${MODEL:-resnet50}
 CYCLES=${CYCLES:-100}
+SETTLE=${SETTLE:-35}
 PORT=${PORT:-19800}
 # shellcheck disable=SC2086
 "$B/harrier" serve --model-repository "$BH/repo" --http-port "$PORT" --grpc-port $((PORT + 1)) \
@@ -35,4 +38,8 @@ for i in $(seq 1 "$CYCLES"); do
   if (( i % 10 == 0 )); then echo "cycle $i rss_mib $(rss)"; fi
 done
 end=$(rss)
-awk -v s="$start" -v e="$end" 'BEGIN { printf "RESULT start_mib=%.1f end_mib=%.1f ratio=%.3f\n", s, e, e / s }'
+sleep "$SETTLE"
+settled=$(rss)
+awk -v s="$start" -v e="$end" -v d="$settled" 'BEGIN {
+  printf "RESULT start_mib=%.1f end_mib=%.1f ratio=%.3f settled_mib=%.1f settled_ratio=%.3f\n",
+    s, e, e / s, d, d / s }'

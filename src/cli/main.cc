@@ -263,6 +263,7 @@ int Serve(const ServeFlags& flags) {
   manager_options.poll_interval = std::chrono::seconds(flags.repository_poll_secs);
   manager_options.startup_models = flags.load_models;
   manager_options.load_thread_count = flags.model_load_thread_count;
+  manager_options.load_retain_bytes = static_cast<uint64_t>(flags.model_load_retain_mb) << 20;
   auto manager = ModelRepositoryManager::Create(manager_options);
   if (!manager.ok()) {
     spdlog::critical("cannot use model repository '{}': {}", flags.model_repository,

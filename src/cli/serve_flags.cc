@@ -65,6 +65,13 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "loads and unloads still one at a time, in order)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  serve
+      ->add_option("--model-load-retain-mb", flags->model_load_retain_mb,
+                   "Memory (MiB) that loads and reloads free and may keep for the next load "
+                   "instead of giving it back to the system at once (an unload always gives "
+                   "it back); 0: after every load")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   serve->add_option("--load-model", flags->load_models,
                     "In explicit mode, a model to load at start (repeatable; * for all)");
   serve

@@ -24,6 +24,8 @@ struct ServeFlags {
   std::vector<std::string> load_models;  // explicit mode: loaded at start; "*" = all
   // Triton's --model-load-thread-count: models loaded at once (at least 1).
   int model_load_thread_count = ModelRepositoryManager::Options{}.load_thread_count;
+  // Free heap (MiB) loads may keep for the next load before it goes back to the system.
+  int64_t model_load_retain_mb = ModelRepositoryManager::Options{}.load_retain_bytes >> 20;
   std::string http_address = "0.0.0.0";
   // Triton's --grpc-address and --metrics-address; "" = --http-address (see GrpcAddressOf).
   std::string grpc_address;

@@ -1,6 +1,5 @@
 #include "lifecycle/model_repository_manager.h"
 
-#include <malloc.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -16,8 +15,8 @@
 #include <thread>
 
 #include "core/cpu_quota.h"
-#include "core/sanitizers.h"
 #include "core/thread_spawner.h"
+#include "lifecycle/freed_memory.h"
 #include "lifecycle/lifecycle_executor.h"
 #include "lifecycle/loaded_model.h"
 #include "lifecycle/model_loader.h"
@@ -38,18 +37,12 @@ namespace harrier {
 
 namespace {
 
-// Gives the free pages of glibc's arenas back to the system (malloc_trim). Not under
-// AddressSanitizer, whose allocator replaces glibc's: trimming glibc's untouched arenas there
-// faults.
-void ReturnFreedMemory() {
-  if constexpr (!kUnderAddressSanitizer) malloc_trim(0);
-}
-
 using Clock = std::chrono::steady_clock;
 
-// The key the repository polls' scans are posted under (lifecycle_executor.h): one scan at a
-// time, so that the per-model work they post is queued in scan order. No model is named so: a
-// model's name is a directory name, which holds no '/'.
+// The key the repository polls' scans (and, outside poll mode, the periodic return of kept
+// memory) are posted under (lifecycle_executor.h): one scan at a time, so that the per-model
+// work they post is queued in scan order. No model is named so: a model's name is a directory
+// name, which holds no '/'.
 constexpr std::string_view kPollKey = "/poll";
 
 // Runs fn(0) .. fn(count - 1) on `threads` threads: the caller's and threads - 1 more that it
@@ -76,7 +69,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   explicit ModelRepositoryManagerImpl(const Options& options)
       : options_(WithCores(options)),
         client_paths_(options.repository_path),
-        loader_(LoaderOptions(options_)) {
+        loader_(LoaderOptions(options_)),
+        freed_memory_(options_.load_retain_bytes) {
     // Before the lifecycle threads lower their priority: the threads loads start are created at
     // this (normal) one.
     InitThreadSpawner();
@@ -166,7 +160,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                            const std::vector<ModelFileOverride>& files);
   // Out of rotation already: waits (up to unload_timeout) for the requests holding handles,
   // then shuts each down, which finishes what is queued, and frees it.
-  void Retire(std::vector<std::shared_ptr<LoadedModel>> models);
+  // Takes `models` out of service (waiting for their handles), then returns freed memory as an
+  // unload does or as a reload does (FreedMemory).
+  void Retire(std::vector<std::shared_ptr<LoadedModel>> models, bool unload);
   // Takes every version of `name` out of rotation (UNLOADING), retires them, marks them
   // UNAVAILABLE "unloaded". `forget`: remove the model from the index too (gone from the
   // repository). `done` (may be empty) is called once the versions are out of rotation.
@@ -204,7 +200,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // Every reason stored below goes through it: reasons reach clients (index, Get()'s errors,
   // the status page) with paths relative to the repository; the log lines keep full paths.
   const RepositoryRelativePaths client_paths_;
-  ModelLoader loader_;  // thread-safe
+  ModelLoader loader_;        // thread-safe
+  FreedMemory freed_memory_;  // thread-safe
 
   mutable std::shared_mutex mu_;
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
@@ -256,11 +253,20 @@ void ModelRepositoryManagerImpl::LoadAll() {
   }
   LifecycleExecutor::Options executor;
   executor.threads = options_.load_thread_count;
+  // The periodic task runs once the threads have been idle for its interval: a poll in poll
+  // mode, else only the return of memory that loads kept (freed_memory.h). A poll returns it
+  // first: nothing has loaded for an interval by then.
   if (options_.control_mode == ModelControlMode::kPoll) {
-    executor.periodic = [this] { Poll(); };
-    executor.periodic_key = std::string(kPollKey);
+    executor.periodic = [this] {
+      freed_memory_.Settle();
+      Poll();
+    };
     executor.interval = options_.poll_interval;
+  } else {
+    executor.periodic = [this] { freed_memory_.Settle(); };
+    executor.interval = FreedMemory::kSettleAfter;
   }
+  executor.periodic_key = std::string(kPollKey);
   lifecycle_.Start(std::move(executor));
 }
 
@@ -385,9 +391,9 @@ Status ModelRepositoryManagerImpl::Reconcile(
                  nullptr};
   }
   // A load leaves ONNX Runtime's temporaries freed in glibc's arenas (the parsed model, the
-  // initializers before optimization: about twice a model's size); they go back to the system
-  // here, as a retired version's memory does below (docs/model-lifecycle.md, "Memory").
-  if (!to_load.empty()) ReturnFreedMemory();
+  // initializers before optimization: about twice a model's size); they stay for the next load
+  // up to a budget, then go back to the system (freed_memory.h, docs/model-lifecycle.md).
+  if (!to_load.empty()) freed_memory_.AfterLoad();
 
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
@@ -444,7 +450,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
     spdlog::info("model '{}' version {}: retiring the replaced instance", dir.name, m->version());
   serving.clear();  // its references would hold up the retirement's wait for handles
   ApplyTraffic(dir);
-  Retire(std::move(replaced));
+  Retire(std::move(replaced), /*unload=*/false);
   replaced_files.clear();  // the last references, unless a version still serves from one
   return first_failure;
 }
@@ -563,7 +569,8 @@ Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
   return Status::Ok();
 }
 
-void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models) {
+void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models,
+                                        bool unload) {
   for (auto& model : models) {
     // Ours is the last reference the manager holds; every other is a request's handle.
     const auto deadline = Clock::now() + options_.unload_timeout;
@@ -578,10 +585,15 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
     model->Shutdown();  // finishes what is queued or running, joins the workers
     model.reset();      // the last reference (unless a late request still holds one)
   }
-  // Give the freed model's memory back to the system: glibc keeps freed chunks in its arenas
-  // (the version's weights, ONNX Runtime's buffers, the worker threads' arenas), which without
-  // this grow the RSS by a model's size after the first unload (docs/model-lifecycle.md).
-  if (!models.empty()) ReturnFreedMemory();
+  // glibc keeps freed chunks in its arenas (the version's weights, ONNX Runtime's buffers, the
+  // worker threads' arenas). An unload gives them back to the system; a version replaced or
+  // deselected leaves them for the next load, up to the budget (freed_memory.h).
+  if (models.empty()) return;
+  if (unload) {
+    freed_memory_.AfterUnload();
+  } else {
+    freed_memory_.AfterLoad();
+  }
 }
 
 Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
@@ -720,7 +732,7 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
   }
   spdlog::info("model '{}': unloading {} version(s)", name, retiring.size());
   if (done) done(Status::Ok());  // out of rotation: no new request reaches it
-  Retire(std::move(retiring));
+  Retire(std::move(retiring), /*unload=*/true);
   files.clear();
   std::unique_lock lock(mu_);
   auto it = models_.find(name);

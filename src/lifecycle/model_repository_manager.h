@@ -74,6 +74,11 @@ class ModelRepositoryManager : public ModelManager {
     // How long retiring a version waits for the requests holding its handle before shutting
     // it down anyway (those that then reach it are refused kUnavailable).
     std::chrono::milliseconds unload_timeout{30'000};
+    // The free heap a load or a reload's retire may leave resident for the next load, in
+    // bytes; past it the memory goes back to the system (malloc_trim), as it always does after
+    // an unload (lifecycle/freed_memory.h, docs/model-lifecycle.md "Memory"). 0: after every
+    // load. Faulting a model's pages in again was most of a reload's time.
+    uint64_t load_retain_bytes = uint64_t{512} << 20;
     // Where a load request's file overrides are written (each load in a private directory of
     // its own, removed when its versions retire or at Shutdown(); docs/model-lifecycle.md).
     // Empty: $TMPDIR, else /tmp.

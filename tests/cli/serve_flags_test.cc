@@ -48,6 +48,24 @@ TEST(ServeFlagsTest, ModelLoadThreadCountRefusesZeroNegativeAndNonIntegers) {
   }
 }
 
+TEST(ServeFlagsTest, ModelLoadRetainDefaultsTo512MiBAndTakesZeroToATebibyte) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({}, &flags), 0);
+  EXPECT_EQ(flags.model_load_retain_mb, 512);
+  EXPECT_EQ(static_cast<uint64_t>(flags.model_load_retain_mb) << 20,
+            ModelRepositoryManager::Options{}.load_retain_bytes);
+  for (const char* n : {"0", "1", "1048576"}) {
+    ServeFlags given;
+    ASSERT_EQ(Parse({"--model-load-retain-mb", n}, &given), 0) << n;
+    EXPECT_EQ(given.model_load_retain_mb, std::stoll(n));
+  }
+  const int refused = CLI::ValidationError("x").get_exit_code();
+  for (const char* n : {"-1", "1048577", "0.5", "lots"}) {
+    ServeFlags refused_flags;
+    EXPECT_EQ(Parse({"--model-load-retain-mb", n}, &refused_flags), refused) << "'" << n << "'";
+  }
+}
+
 TEST(ServeFlagsTest, BusyPollDefaultsToTheServersAndTakesZeroToAMillisecond) {
   ServeFlags flags;
   ASSERT_EQ(Parse({}, &flags), 0);

@@ -23,6 +23,9 @@ that write nothing; a plain load goes back to the repository; the private direct
 $TMPDIR is gone after an unload, a later load and SIGTERM.
 Parallel loads (--model-load-thread-count 2): five models all READY at start; two load requests
 at once; a count that is not a positive integer stops the start.
+Memory (tools/make_memory_models.py's wide, 64 MiB of weights, explicit mode): what reloads free
+stays resident for the next load, within --model-load-retain-mb, and goes back once no load has
+run for 30 s; an unload gives the model's memory back at once.
 Python stdlib only. The last line is "N passed, N failed".
 """
 import base64
@@ -127,6 +130,18 @@ def index_rows(port):
     status, rows = Client(port).call("POST", "/v2/repository/index", b"{}")
     assert status == 200, status
     return {(r["name"], r.get("version", "")): r for r in rows}
+
+
+MIB = 1 << 20
+
+
+def rss(pid):
+    """The process's resident set in bytes (VmRSS)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for %d" % pid)
 
 
 def wait_for(predicate, seconds=30):
@@ -634,6 +649,49 @@ class ParallelLoadTest(unittest.TestCase):
             self.assertNotIn(b"listening on", r.stderr + r.stdout)
 
 
+class MemoryTest(unittest.TestCase):
+    """tools/make_memory_models.py's wide (64 MiB of weights) in explicit mode, with the default
+    --model-load-retain-mb (512)."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        repo = os.path.join(ARGS.work_dir, "memory-repo")
+        harness.generate_repository(ARGS.source_dir, repo, ("make_memory_models.py",))
+        cls.server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "memory.log"),
+                                     ["--model-control-mode", "explicit", "--load-model", "wide"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rc = cls.server.terminate()
+
+    def test_1_reloads_keep_what_they_free_until_loads_stop_then_give_it_back(self):
+        pid = self.server.proc.pid
+        loaded = rss(pid)  # the load at start trimmed after it: the baseline
+        c = Client(self.server.port)
+        for i in range(3):
+            status, body = c.call("POST", "/v2/repository/models/wide/load")
+            self.assertEqual(status, 200, "reload %d: %s" % (i, body))
+        kept = rss(pid)
+        # A reload frees the replaced weights and its own temporaries (the parsed model): kept
+        # for the next load, within the budget.
+        self.assertGreater(kept - loaded, 48 * MIB, (loaded, kept))
+        self.assertLess(kept - loaded, 512 * MIB + 64 * MIB, (loaded, kept))
+        # No load for 30 s (FreedMemory::kSettleAfter): given back.
+        self.assertTrue(wait_for(lambda: rss(pid) < loaded + 24 * MIB, 60),
+                        (loaded, kept, rss(pid)))
+        self.assertIn("READY", [r["state"] for r in index_rows(self.server.port).values()])
+
+    def test_2_an_unload_gives_the_models_memory_back_at_once(self):
+        pid = self.server.proc.pid
+        loaded = rss(pid)
+        status, body = Client(self.server.port).call("POST", "/v2/repository/models/wide/unload")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(wait_for(lambda: index_rows(self.server.port)[("wide", "1")]["reason"]
+                                 == "unloaded"))
+        self.assertTrue(wait_for(lambda: rss(pid) < loaded - 48 * MIB, 5), (loaded, rss(pid)))
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -644,9 +702,10 @@ def main():
     suite.addTests(loader.loadTestsFromTestCase(TrafficTest))
     suite.addTests(loader.loadTestsFromTestCase(FileOverrideTest))
     suite.addTests(loader.loadTestsFromTestCase(ParallelLoadTest))
+    suite.addTests(loader.loadTestsFromTestCase(MemoryTest))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
     rcs = [getattr(t, "rc", None)
-           for t in (ExplicitModeTest, PollModeTest, TrafficTest, FileOverrideTest)]
+           for t in (ExplicitModeTest, PollModeTest, TrafficTest, FileOverrideTest, MemoryTest)]
     bad_rc = next((rc for rc in rcs if rc not in (0, None)), None)
     passed, failed = harness.summarize(result, bad_rc if bad_rc is not None else 0)
     print("%d passed, %d failed" % (passed, failed))
