@@ -185,6 +185,23 @@ Shape ConcreteShape(const ModelIO& io, const std::vector<int64_t>& dims, int64_t
   return shape;
 }
 
+// A configured warm-up input's byte size, refused before anything is allocated or read when the
+// shape overflows or asks for more than a warm-up input may take (the sample's shape is checked
+// against the model's only after, with a client's checks).
+constexpr int64_t kMaxWarmupInputBytes = int64_t{1} << 30;
+
+StatusOr<size_t> WarmupInputBytes(const Shape& shape, DataType dtype, const std::string& what) {
+  const std::optional<int64_t> count = ElementCount(shape);
+  const auto element =
+      static_cast<int64_t>(dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
+  int64_t bytes = 0;
+  if (!count || __builtin_mul_overflow(*count, element, &bytes) || bytes > kMaxWarmupInputBytes) {
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " takes more than the " +
+                           std::to_string(kMaxWarmupInputBytes) + " bytes a warm-up input may");
+  }
+  return static_cast<size_t>(bytes);
+}
+
 StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
                              const std::string& model_dir) {
   Warmup warmup;
@@ -208,6 +225,27 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
       if (io.max_batch_size > 0) shape.push_back(batch);
       shape.insert(shape.end(), in.dims().begin(), in.dims().end());
       DataType dtype = FromConfigType(in.data_type());
+      const std::string what = "warm-up '" + w.name() + "', input '" + name + "'";
+      ASSIGN_OR_RETURN(const size_t bytes, WarmupInputBytes(shape, dtype, what));
+      if (in.has_input_data_file()) {
+        // Sized before it is read: a fixed-size type's file holds exactly the shape's bytes, a
+        // BYTES file (length-prefixed strings) no more than a warm-up input may take.
+        const std::string path = model_dir + "/warmup/" + in.input_data_file();
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(path, ec);
+        if (!ec && dtype != DataType::kBytes && size != bytes) {
+          return InvalidArgument(what + ": input_data_file '" + in.input_data_file() + "' holds " +
+                                 std::to_string(size) + " bytes; shape " + ShapeToString(shape) +
+                                 " of " + std::string(DataTypeName(dtype)) + " takes " +
+                                 std::to_string(bytes));
+        }
+        if (!ec && size > static_cast<uint64_t>(kMaxWarmupInputBytes)) {
+          return InvalidArgument(what + ": input_data_file '" + in.input_data_file() + "' holds " +
+                                 std::to_string(size) + " bytes, over the " +
+                                 std::to_string(kMaxWarmupInputBytes) +
+                                 " a warm-up input may take");
+        }
+      }
       Tensor t = ZeroTensor(name, dtype, shape);
       if (in.has_random_data() && dtype != DataType::kBytes) {
         auto* p = const_cast<std::byte*>(t.data);

@@ -366,6 +366,55 @@ TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavaila
       std::string::npos);
 }
 
+// A warm-up input is sized before anything is allocated or read: a shape past 1 GiB (or past
+// int64), a file whose size is not the shape's, and a BYTES file past 1 GiB (sparse: nothing is
+// written, and nothing read) each fail the load by name; a file of the right size warms up.
+TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrRead) {
+  const auto warmup = [](const std::string& type, const std::string& dims,
+                         const std::string& data) {
+    return "model_warmup [{ name: \"w\" batch_size: 1 inputs { key: \"INPUT0\" value: { "
+           "data_type: " +
+           type + " dims: " + dims + " " + data + " } } }]";
+  };
+  struct Case {
+    std::string model;
+    std::string config;
+    std::string reason;  // empty: READY
+  };
+  const std::vector<Case> cases = {
+      {"huge", warmup("TYPE_FP32", "[1073741824]", "zero_data: true"),
+       "warm-up 'w', input 'INPUT0': shape [1,1073741824] takes more than the 1073741824 bytes"},
+      {"overflowing", warmup("TYPE_FP32", "[4611686018427387904, 4]", "random_data: true"),
+       "shape [1,4611686018427387904,4] takes more than"},
+      {"short_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"short\""),
+       "input_data_file 'short' holds 10 bytes; shape [1,4] of FP32 takes 16"},
+      {"huge_bytes_file", warmup("TYPE_STRING", "[1]", "input_data_file: \"huge\""),
+       "input_data_file 'huge' holds 2147483648 bytes, over the 1073741824"},
+      {"right_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\""), ""},
+  };
+  for (const Case& c : cases) {
+    Write(c.model + "/1/model.onnx", "identity FP32 -1 4");
+    Write(c.model + "/config.pbtxt", "max_batch_size: 4\n" + c.config);
+  }
+  Write("short_file/warmup/short", std::string(10, 'x'));
+  Write("huge_bytes_file/warmup/huge", "");
+  fs::resize_file(root_ / "huge_bytes_file/warmup/huge", uint64_t{2} << 30);
+  Write("right_file/warmup/right", std::string(16, '\0'));
+  auto m = Load();
+  std::map<std::string, ModelVersionState> rows;
+  for (const ModelVersionState& row : m->Index()) rows[row.name] = row;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    ASSERT_EQ(rows.count(c.model), 1u);
+    if (c.reason.empty()) {
+      EXPECT_EQ(rows[c.model].state, ModelState::kReady) << rows[c.model].reason;
+    } else {
+      EXPECT_EQ(rows[c.model].state, ModelState::kUnavailable);
+      EXPECT_NE(rows[c.model].reason.find(c.reason), std::string::npos) << rows[c.model].reason;
+    }
+  }
+}
+
 TEST_F(ModelRepositoryManagerTest, ValidationErrorsAndStatistics) {
   Write("m/1/model.onnx", "identity FP32 -1 4");
   auto m = Load();
