@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <random>
@@ -202,6 +203,51 @@ StatusOr<size_t> WarmupInputBytes(const Shape& shape, DataType dtype, const std:
   return static_cast<size_t>(bytes);
 }
 
+// A warm-up input from `file` under the model's warmup/ directory, as Triton reads it: the file
+// holds one sample -- for a fixed-size type at least that sample's bytes (the rest is not read),
+// for BYTES the whole file (length-prefixed strings) -- and a batch of `samples` repeats it.
+// `bytes` is the whole tensor's size for a fixed-size type. Sized before it is read.
+StatusOr<Tensor> WarmupFileTensor(const std::string& name, DataType dtype, Shape shape,
+                                  std::span<const int64_t> sample_dims, int64_t samples,
+                                  size_t bytes, const std::string& model_dir,
+                                  const std::string& file, const std::string& what) {
+  const std::string path = model_dir + "/warmup/" + file;
+  const std::string file_what = what + ": input_data_file '" + file + "'";
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return InvalidArgument(file_what + ": " + ec.message());
+  uint64_t sample = size;
+  if (dtype != DataType::kBytes) {
+    sample = bytes / static_cast<uint64_t>(samples);
+    if (size < sample) {
+      return InvalidArgument(file_what + " holds " + std::to_string(size) +
+                             " bytes; one sample of " + ShapeToString(sample_dims) + " " +
+                             std::string(DataTypeName(dtype)) + " takes " + std::to_string(sample));
+    }
+  }
+  if (sample * static_cast<uint64_t>(samples) > static_cast<uint64_t>(kMaxWarmupInputBytes)) {
+    return InvalidArgument(file_what + ": " + std::to_string(samples) + " x " +
+                           std::to_string(sample) + " bytes, over the " +
+                           std::to_string(kMaxWarmupInputBytes) + " a warm-up input may take");
+  }
+  const size_t total = static_cast<size_t>(sample) * static_cast<size_t>(samples);
+  auto buffer = AllocateTensorBuffer(total);
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(buffer.get()), static_cast<std::streamsize>(sample))) {
+    return InvalidArgument(file_what + ": cannot read " + std::to_string(sample) + " bytes");
+  }
+  for (int64_t i = 1; i < samples; ++i)
+    std::memcpy(buffer.get() + i * sample, buffer.get(), sample);
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = buffer.get();
+  t.size_bytes = total;
+  t.owner = std::move(buffer);
+  return t;
+}
+
 StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
                              const std::string& model_dir) {
   Warmup warmup;
@@ -220,6 +266,7 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
   for (const auto& w : config.model_warmup()) {
     WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
     const int64_t batch = std::max<uint32_t>(1, w.batch_size());
+    const int64_t batch_samples = io.max_batch_size > 0 ? batch : 1;
     for (const auto& [name, in] : w.inputs()) {
       Shape shape;
       if (io.max_batch_size > 0) shape.push_back(batch);
@@ -228,37 +275,16 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
       const std::string what = "warm-up '" + w.name() + "', input '" + name + "'";
       ASSIGN_OR_RETURN(const size_t bytes, WarmupInputBytes(shape, dtype, what));
       if (in.has_input_data_file()) {
-        // Sized before it is read: a fixed-size type's file holds exactly the shape's bytes, a
-        // BYTES file (length-prefixed strings) no more than a warm-up input may take.
-        const std::string path = model_dir + "/warmup/" + in.input_data_file();
-        std::error_code ec;
-        const uint64_t size = std::filesystem::file_size(path, ec);
-        if (!ec && dtype != DataType::kBytes && size != bytes) {
-          return InvalidArgument(what + ": input_data_file '" + in.input_data_file() + "' holds " +
-                                 std::to_string(size) + " bytes; shape " + ShapeToString(shape) +
-                                 " of " + std::string(DataTypeName(dtype)) + " takes " +
-                                 std::to_string(bytes));
-        }
-        if (!ec && size > static_cast<uint64_t>(kMaxWarmupInputBytes)) {
-          return InvalidArgument(what + ": input_data_file '" + in.input_data_file() + "' holds " +
-                                 std::to_string(size) + " bytes, over the " +
-                                 std::to_string(kMaxWarmupInputBytes) +
-                                 " a warm-up input may take");
-        }
+        const std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
+        ASSIGN_OR_RETURN(Tensor t, WarmupFileTensor(name, dtype, shape, dims, batch_samples, bytes,
+                                                    model_dir, in.input_data_file(), what));
+        s.inputs.push_back(std::move(t));
+        continue;
       }
       Tensor t = ZeroTensor(name, dtype, shape);
       if (in.has_random_data() && dtype != DataType::kBytes) {
         auto* p = const_cast<std::byte*>(t.data);
         for (size_t i = 0; i < t.size_bytes; ++i) p[i] = std::byte(rng() & 0x3f);  // small values
-      } else if (in.has_input_data_file()) {
-        std::string path = model_dir + "/warmup/" + in.input_data_file();
-        auto content = LocalFileSystem().ReadFile(path);
-        if (!content.ok()) return content.status().WithContext("warm-up '" + w.name() + "'");
-        auto buffer = AllocateTensorBuffer(content->size());
-        std::memcpy(buffer.get(), content->data(), content->size());
-        t.data = buffer.get();
-        t.size_bytes = content->size();
-        t.owner = std::move(buffer);
       }
       s.inputs.push_back(std::move(t));
     }

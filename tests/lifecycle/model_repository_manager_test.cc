@@ -367,14 +367,15 @@ TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavaila
 }
 
 // A warm-up input is sized before anything is allocated or read: a shape past 1 GiB (or past
-// int64), a file whose size is not the shape's, and a BYTES file past 1 GiB (sparse: nothing is
-// written, and nothing read) each fail the load by name; a file of the right size warms up.
+// int64), a file shorter than one sample, and a BYTES file past 1 GiB (sparse: nothing is
+// written, and nothing read) each fail the load by name. As in Triton, a file holds one sample
+// (a longer one is read only that far) and a batch repeats it.
 TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrRead) {
-  const auto warmup = [](const std::string& type, const std::string& dims,
-                         const std::string& data) {
-    return "model_warmup [{ name: \"w\" batch_size: 1 inputs { key: \"INPUT0\" value: { "
-           "data_type: " +
-           type + " dims: " + dims + " " + data + " } } }]";
+  const auto warmup = [](const std::string& type, const std::string& dims, const std::string& data,
+                         int batch = 1) {
+    return "model_warmup [{ name: \"w\" batch_size: " + std::to_string(batch) +
+           " inputs { key: \"INPUT0\" value: { data_type: " + type + " dims: " + dims + " " + data +
+           " } } }]";
   };
   struct Case {
     std::string model;
@@ -387,10 +388,14 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
       {"overflowing", warmup("TYPE_FP32", "[4611686018427387904, 4]", "random_data: true"),
        "shape [1,4611686018427387904,4] takes more than"},
       {"short_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"short\""),
-       "input_data_file 'short' holds 10 bytes; shape [1,4] of FP32 takes 16"},
+       "input_data_file 'short' holds 10 bytes; one sample of [4] FP32 takes 16"},
       {"huge_bytes_file", warmup("TYPE_STRING", "[1]", "input_data_file: \"huge\""),
-       "input_data_file 'huge' holds 2147483648 bytes, over the 1073741824"},
+       "input_data_file 'huge': 1 x 2147483648 bytes, over the 1073741824"},
+      {"missing_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"none\""),
+       "input_data_file 'none': No such file or directory"},
       {"right_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\""), ""},
+      {"long_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"long\""), ""},
+      {"batch_of_one_sample", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\"", 3), ""},
   };
   for (const Case& c : cases) {
     Write(c.model + "/1/model.onnx", "identity FP32 -1 4");
@@ -400,6 +405,8 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
   Write("huge_bytes_file/warmup/huge", "");
   fs::resize_file(root_ / "huge_bytes_file/warmup/huge", uint64_t{2} << 30);
   Write("right_file/warmup/right", std::string(16, '\0'));
+  Write("long_file/warmup/long", std::string(1000, '\0'));
+  Write("batch_of_one_sample/warmup/right", std::string(16, '\0'));
   auto m = Load();
   std::map<std::string, ModelVersionState> rows;
   for (const ModelVersionState& row : m->Index()) rows[row.name] = row;
