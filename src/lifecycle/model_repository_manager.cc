@@ -982,6 +982,14 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
       sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.top1_agreed, f.top1_compared,
                                 f.last_max_abs_difference});
     }
+    for (const auto& [v, state] : traffic->breaker_states()) {
+      TrafficSample::Breaker breaker{v, {}};
+      for (auto s : {CircuitBreaker::State::kClosed, CircuitBreaker::State::kOpen,
+                     CircuitBreaker::State::kHalfOpen}) {
+        breaker.states.emplace_back(BreakerStateName(s), s == state);
+      }
+      sample.breakers.push_back(std::move(breaker));
+    }
     AppendTrafficMetrics(sample, out);
   }
   for (const Version& v : versions)

@@ -154,6 +154,9 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "The traffic policy's current weight of the model version (docs/routing.md)");
   out->Declare("harrier_traffic_rollbacks_total", Type::kCounter,
                "Staged rollouts of the model that its guard rolled back");
+  out->Declare("harrier_traffic_breaker_state", Type::kGauge,
+               "1 for the model version's circuit breaker state now (closed, open, half-open), 0 "
+               "for the others; versions under a traffic policy only (docs/routing.md)");
   out->Declare("harrier_shadow_requests_total", Type::kCounter,
                "Shadow copies of requests, by outcome: compared (answered and compared with the "
                "real answer), error (the shadow version failed), shed (not sent: it was busy)");
@@ -286,6 +289,13 @@ void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out) {
              static_cast<double>(weight));
   }
   out->Add("harrier_traffic_rollbacks_total", {{"model", sample.model}}, sample.rollbacks);
+  for (const TrafficSample::Breaker& b : sample.breakers) {
+    const std::string v = std::to_string(b.version);
+    for (const auto& [state, current] : b.states) {
+      out->Add("harrier_traffic_breaker_state",
+               {{"model", sample.model}, {"version", v}, {"state", state}}, current ? 1.0 : 0.0);
+    }
+  }
   for (const TrafficSample::Shadow& s : sample.shadows) {
     const std::string v = std::to_string(s.version);
     out->Add("harrier_shadow_requests_total",

@@ -123,8 +123,15 @@ struct TrafficSample {
     double last_max_abs_difference = 0;
   };
   std::vector<Shadow> shadows;
+  // Each served version's circuit breaker: every state's name, and whether it is the current.
+  struct Breaker {
+    int64_t version = 0;
+    std::vector<std::pair<std::string, bool>> states;
+  };
+  std::vector<Breaker> breakers;
 };
-// harrier_traffic_weight, harrier_traffic_rollbacks_total and the harrier_shadow_* families.
+// harrier_traffic_weight, harrier_traffic_rollbacks_total, harrier_traffic_breaker_state and
+// the harrier_shadow_* families.
 void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out);
 
 }  // namespace harrier

@@ -339,6 +339,17 @@ std::map<int64_t, TrafficController::ShadowFigures> TrafficController::shadow_fi
   return shadow_;
 }
 
+std::map<int64_t, CircuitBreaker::State> TrafficController::breaker_states() const {
+  std::lock_guard lock(mu_);
+  std::map<int64_t, CircuitBreaker::State> states;
+  if (!router_) return states;
+  const Clock::time_point now = clock_.Now();
+  for (int64_t v : router_->available()) {
+    if (const CircuitBreaker* b = router_->breaker(v)) states[v] = b->state(now);
+  }
+  return states;
+}
+
 ShadowComparison CompareOutputs(const std::vector<Tensor>& answered,
                                 const std::vector<Tensor>& shadow) {
   ShadowComparison c;

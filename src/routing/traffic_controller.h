@@ -90,6 +90,8 @@ class TrafficController {
   std::map<int64_t, std::string> VersionNotes() const;
   uint64_t rollbacks() const { return rollbacks_.load(std::memory_order_relaxed); }
   std::map<int64_t, ShadowFigures> shadow_figures() const;
+  // Each served version's circuit breaker state now (none without a policy).
+  std::map<int64_t, CircuitBreaker::State> breaker_states() const;
   const std::string& model() const { return model_; }
 
  private:

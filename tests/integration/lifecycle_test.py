@@ -448,6 +448,10 @@ class TrafficTest(unittest.TestCase):
         self.assertEqual({a[1]["model_version"] for a in answers[-100:]}, {"1"})
         status, state = c.call("GET", "/v2/models/flaky/traffic")
         self.assertEqual(state["state"]["breakers"]["2"], "open")
+        self.assertEqual(self.metric("harrier_traffic_breaker_state",
+                                     {"model": "flaky", "version": "2", "state": "open"}), 1)
+        self.assertEqual(self.metric("harrier_traffic_breaker_state",
+                                     {"model": "flaky", "version": "1", "state": "closed"}), 1)
 
     def test_7_with_every_version_out_of_rotation_the_answer_is_a_fast_503(self):
         c = Client(self.server.port)

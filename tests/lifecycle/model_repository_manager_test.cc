@@ -922,11 +922,23 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiRepl
   for (const DashboardVersion& row : m->DashboardVersions()) notes[row.state.version] = row.traffic;
   EXPECT_EQ(notes[1], "weight 3");
   EXPECT_EQ(notes[2], "weight 1");
-  // The metrics carry the weights while a policy is set.
-  ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 3, "2": 1}})").ok());
+  // The metrics carry the weights while a policy is set, and its breakers' states.
+  ASSERT_TRUE(m->SetTrafficPolicy("a", R"({"weights": {"1": 3, "2": 1},
+                                          "breaker": {"failure_threshold": 5}})")
+                  .ok());
   TextExposition text;
   m->CollectMetrics(&text);
   EXPECT_NE(text.Text().find(R"(harrier_traffic_weight{model="a",version="1"} 3)"),
+            std::string::npos);
+  EXPECT_NE(
+      text.Text().find(R"(harrier_traffic_breaker_state{model="a",version="2",state="closed"} 1)"),
+      std::string::npos)
+      << text.Text();
+  EXPECT_NE(
+      text.Text().find(R"(harrier_traffic_breaker_state{model="a",version="2",state="open"} 0)"),
+      std::string::npos);
+  EXPECT_NE(text.Text().find(
+                R"(harrier_traffic_breaker_state{model="a",version="1",state="half-open"} 0)"),
             std::string::npos);
 }
 

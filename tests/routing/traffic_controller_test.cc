@@ -132,5 +132,24 @@ TEST(TrafficControllerTest, CompareOutputsGivesTheLargestDifferenceAndTopOneAgre
   EXPECT_FALSE(*y.top1_agrees);
 }
 
+TEST(TrafficControllerTest, BreakerStatesOfEachServedVersionForTheMetrics) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  EXPECT_TRUE(c.breaker_states().empty());  // no policy, no breakers
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":50,"2":50},
+                                   "breaker":{"failure_threshold":2,"open_seconds":5}})"),
+                          {1, 2})
+                  .ok());
+  using State = CircuitBreaker::State;
+  EXPECT_EQ(c.breaker_states(),
+            (std::map<int64_t, State>{{1, State::kClosed}, {2, State::kClosed}}));
+  for (int i = 0; i < 2; ++i) c.Record(2, milliseconds(1), true, /*breaker_failure=*/true);
+  EXPECT_EQ(c.breaker_states(), (std::map<int64_t, State>{{1, State::kClosed}, {2, State::kOpen}}));
+  clock.Advance(std::chrono::seconds(5));
+  EXPECT_EQ(c.breaker_states().at(2), State::kHalfOpen);
+  c.ClearPolicy();
+  EXPECT_TRUE(c.breaker_states().empty());
+}
+
 }  // namespace
 }  // namespace harrier
