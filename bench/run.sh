@@ -12,6 +12,10 @@ for b in "$build"/bench/*_bench; do
   "$b" --benchmark_min_time=0.5
 done
 kit=$here/../../shared/bench/compare.sh
+# The kit's raw ONNX Runtime loop (raw_ort.cpp) creates its Ort::Env with telemetry on, which
+# leaves ~/.cache/Microsoft/DeveloperTools/.onnxruntime/ (a device id and an event database)
+# behind; ONNX Runtime honours this variable (checked: nothing written with it).
+export ORT_DISABLE_TELEMETRY=1
 if [[ ${BENCH_KIT:-1} == 1 ]]; then
   if [[ -x $kit || -f $kit ]]; then
     echo "== shared kit: $kit --harrier $build/harrier ${BENCH_ARGS:-}"
