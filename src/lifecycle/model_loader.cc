@@ -160,14 +160,9 @@ struct Warmup {
   std::vector<WarmupSample> samples;
 };
 
-// Zero-filled bytes are a valid tensor of every type, BYTES included (each element an empty
-// string: a zero 4-byte length).
-Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
-  int64_t count = ElementCount(shape).value_or(0);
-  size_t bytes =
-      static_cast<size_t>(count) * (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
-  auto buffer = AllocateTensorBuffer(bytes);
-  std::memset(buffer.get(), 0, bytes);
+// A tensor that owns `buffer`, of `bytes` bytes.
+Tensor OwningTensor(const std::string& name, DataType dtype, Shape shape,
+                    std::shared_ptr<std::byte[]> buffer, size_t bytes) {
   Tensor t;
   t.name = name;
   t.dtype = dtype;
@@ -176,6 +171,17 @@ Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
   t.size_bytes = bytes;
   t.owner = std::move(buffer);
   return t;
+}
+
+// Zero-filled bytes are a valid tensor of every type, BYTES included (each element an empty
+// string: a zero 4-byte length).
+Tensor ZeroTensor(const std::string& name, DataType dtype, Shape shape) {
+  int64_t count = ElementCount(shape).value_or(0);
+  size_t bytes =
+      static_cast<size_t>(count) * (dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
+  auto buffer = AllocateTensorBuffer(bytes);
+  std::memset(buffer.get(), 0, bytes);
+  return OwningTensor(name, dtype, std::move(shape), std::move(buffer), bytes);
 }
 
 // Shape with free dims set to 1, and the batch dim (when batching) set to `batch`.
@@ -238,14 +244,7 @@ StatusOr<Tensor> WarmupFileTensor(const std::string& name, DataType dtype, Shape
   }
   for (int64_t i = 1; i < samples; ++i)
     std::memcpy(buffer.get() + i * sample, buffer.get(), sample);
-  Tensor t;
-  t.name = name;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data = buffer.get();
-  t.size_bytes = total;
-  t.owner = std::move(buffer);
-  return t;
+  return OwningTensor(name, dtype, std::move(shape), std::move(buffer), total);
 }
 
 StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
