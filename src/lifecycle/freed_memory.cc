@@ -12,14 +12,16 @@ namespace harrier {
 
 namespace {
 
-uint64_t ResidentBytes() {
+// The process's anonymous resident bytes: statm's resident minus its shared (file-backed and
+// shared-memory) pages, so that a mapped model file or the code does not count as heap.
+uint64_t AnonymousResidentBytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int read = std::fscanf(f, "%llu %llu", &size, &resident);
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int read = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
   std::fclose(f);
-  if (read != 2) return 0;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (read != 3 || shared > resident) return 0;
+  return (resident - shared) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace
@@ -28,7 +30,7 @@ FreedMemory::Hooks FreedMemory::Glibc() {
   Hooks hooks;
   hooks.usage = [] {
     Usage usage;
-    usage.resident = ResidentBytes();
+    usage.resident = AnonymousResidentBytes();
     if constexpr (!kUnderAddressSanitizer) {
       const struct mallinfo2 info = mallinfo2();
       usage.allocated = info.uordblks + info.hblkhd;

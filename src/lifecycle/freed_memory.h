@@ -13,9 +13,9 @@
 // the process for the hours before the next one.
 //
 // The heap's free resident part is estimated as resident - allocated - baseline, where the
-// baseline is resident - allocated measured right after the last trim (code, stacks and the
-// mappings that are not malloc's). Until the first trim there is no baseline, and the first
-// call trims.
+// baseline is resident - allocated measured right after the last trim (stacks and the anonymous
+// mappings that are not malloc's; file-backed pages are not counted at all). Until the first trim
+// there is no baseline, and the first call trims.
 //
 // Thread safety: every method may be called from any thread.
 
@@ -32,7 +32,8 @@ namespace harrier {
 
 class FreedMemory {
  public:
-  // The process's resident bytes and the bytes malloc has handed out and not had back.
+  // The process's resident bytes (anonymous ones, for glibc's) and the bytes malloc has handed
+  // out and not had back.
   struct Usage {
     uint64_t resident = 0;
     uint64_t allocated = 0;
@@ -41,8 +42,8 @@ class FreedMemory {
     std::function<Usage()> usage;
     std::function<void()> trim;
   };
-  // glibc's: /proc/self/statm and mallinfo2(); malloc_trim(0) (nothing under AddressSanitizer,
-  // whose allocator replaces glibc's).
+  // glibc's: /proc/self/statm's resident minus shared pages, and mallinfo2(); malloc_trim(0)
+  // (nothing under AddressSanitizer, whose allocator replaces glibc's).
   static Hooks Glibc();
 
   // retain_bytes: the free resident heap kept for the next load; 0 gives it all back every time.

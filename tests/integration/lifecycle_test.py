@@ -679,10 +679,10 @@ class MemoryTest(unittest.TestCase):
         kept = rss(pid)
         # A reload frees the replaced weights and its own temporaries (the parsed model): kept
         # for the next load, within the budget.
-        self.assertGreater(kept - loaded, 48 * MIB, (loaded, kept))
+        self.assertGreater(kept - loaded, 96 * MIB, (loaded, kept))
         self.assertLess(kept - loaded, 512 * MIB + 64 * MIB, (loaded, kept))
         # No load for 30 s (FreedMemory::kSettleAfter): given back.
-        self.assertTrue(wait_for(lambda: rss(pid) < loaded + 24 * MIB, 60),
+        self.assertTrue(wait_for(lambda: rss(pid) < loaded + 48 * MIB, 60),
                         (loaded, kept, rss(pid)))
         self.assertIn("READY", [r["state"] for r in index_rows(self.server.port).values()])
 
@@ -693,7 +693,9 @@ class MemoryTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertTrue(wait_for(lambda: index_rows(self.server.port)[("wide", "1")]["reason"]
                                  == "unloaded"))
-        self.assertTrue(wait_for(lambda: rss(pid) < loaded - 48 * MIB, 5), (loaded, rss(pid)))
+        # Half the model's 64 MiB at least (the rest of what it held may stay in glibc's
+        # bookkeeping and the thread caches).
+        self.assertTrue(wait_for(lambda: rss(pid) < loaded - 32 * MIB, 5), (loaded, rss(pid)))
 
 
 def main():
