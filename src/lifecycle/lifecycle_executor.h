@@ -8,9 +8,10 @@
 // first task whose key is not running: with one thread that is always the first task, so one
 // thread runs everything in posting order, as the single lifecycle thread did.
 //
-// A periodic task (the repository poll) is posted, under its own key, only when the executor is
-// idle (nothing queued, nothing running), and next becomes due `interval` after the executor is
-// idle again: a poll and the work it posts never overlap the next poll.
+// A periodic task (the repository poll; outside poll mode, FreedMemory::Settle) is posted, under
+// its own key, only when the executor is idle (nothing queued, nothing running), and next becomes
+// due `interval` after the executor is idle again: a poll and the work it posts never overlap
+// the next poll.
 //
 // Thread safety: Post() and Stop() from any thread, a task included (a task may post more).
 // Start() once, before or after the first Post() (tasks posted before it wait).
