@@ -159,9 +159,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   Status LoadFromOverrides(const std::string& name, const inference::ModelConfig& config,
                            const std::vector<ModelFileOverride>& files);
   // Out of rotation already: waits (up to unload_timeout) for the requests holding handles,
-  // then shuts each down, which finishes what is queued, and frees it.
-  // Takes `models` out of service (waiting for their handles), then returns freed memory as an
-  // unload does or as a reload does (FreedMemory).
+  // then shuts each down, which finishes what is queued, and frees it; then hands the freed
+  // memory to FreedMemory as an unload's (`unload`) or as a reload's.
   void Retire(std::vector<std::shared_ptr<LoadedModel>> models, bool unload);
   // Takes every version of `name` out of rotation (UNLOADING), retires them, marks them
   // UNAVAILABLE "unloaded". `forget`: remove the model from the index too (gone from the

@@ -247,13 +247,11 @@ std::string TrafficController::StateJson() {
     }
     out.append(",\"breakers\":{");
     bool first = true;
-    for (int64_t v : router_->available()) {
-      const CircuitBreaker* b = router_->breaker(v);
-      if (b == nullptr) continue;
+    for (const auto& [v, state] : BreakerStatesLocked(now)) {
       if (!first) out.push_back(',');
       first = false;
       AppendJsonKey(&out, std::to_string(v));
-      AppendJsonString(&out, BreakerStateName(b->state(now)));
+      AppendJsonString(&out, BreakerStateName(state));
     }
     out.append("}}");
   }
@@ -341,9 +339,13 @@ std::map<int64_t, TrafficController::ShadowFigures> TrafficController::shadow_fi
 
 std::map<int64_t, CircuitBreaker::State> TrafficController::breaker_states() const {
   std::lock_guard lock(mu_);
+  return BreakerStatesLocked(clock_.Now());
+}
+
+std::map<int64_t, CircuitBreaker::State> TrafficController::BreakerStatesLocked(
+    Clock::time_point now) const {
   std::map<int64_t, CircuitBreaker::State> states;
   if (!router_) return states;
-  const Clock::time_point now = clock_.Now();
   for (int64_t v : router_->available()) {
     if (const CircuitBreaker* b = router_->breaker(v)) states[v] = b->state(now);
   }

@@ -97,6 +97,8 @@ class TrafficController {
  private:
   // REQUIRES: mu_ held.
   void MaybeEvaluate(Clock::time_point now);
+  // breaker_states() at `now`, for it and StateJson(). REQUIRES: mu_ held.
+  std::map<int64_t, CircuitBreaker::State> BreakerStatesLocked(Clock::time_point now) const;
 
   const std::string model_;
   const Clock& clock_;
