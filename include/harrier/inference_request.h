@@ -41,6 +41,17 @@ struct RequestedOutput {
   std::shared_ptr<const std::vector<std::string>> labels;
 };
 
+// What one request allows the scheduler (InferenceRequest::allow_inline; docs/scheduling.md,
+// "Inline execution").
+enum class InlineAllowance : uint8_t {
+  kNever,
+  // Only while the submitting thread is the only thread that has submitted to the model
+  // version lately (ModelScheduler's contention window): then running it there makes no other
+  // thread's requests wait for the instance, and saves the two hand-offs.
+  kUncontended,
+  kAlways,
+};
+
 struct InferenceRequest {
   std::string model_name;
   std::optional<int64_t> model_version;  // nullopt: the latest ready version
@@ -83,7 +94,7 @@ struct InferenceRequest {
   // Whether the submitting thread may run the model itself when the scheduler allows inline
   // execution (docs/scheduling.md, "Inline execution"): set by front ends from their
   // InlinePolicy (`--inline-execution`).
-  bool allow_inline = false;
+  InlineAllowance allow_inline = InlineAllowance::kNever;
 
   // From a pool (src/core/inference_request.cc; issue 10): a codec makes one per request and
   // the model's worker frees it, so in a steady state it costs no allocation. The pool keeps at
@@ -97,14 +108,21 @@ struct InferenceRequest {
 enum class InlinePolicy {
   kNever,
   // Those the transport reports as their I/O thread's sole requester (HttpRequest::
-  // sole_requester): running them there holds up no other client. The default.
+  // sole_requester): running them there holds up no other client. The others only while
+  // their thread is the only one submitting to the model version (InlineAllowance::
+  // kUncontended). The default.
   kSoleRequester,
   kAlways,
 };
 
-inline bool AllowsInline(InlinePolicy policy, bool sole_requester) {
-  return policy == InlinePolicy::kAlways ||
-         (policy == InlinePolicy::kSoleRequester && sole_requester);
+inline InlineAllowance AllowsInline(InlinePolicy policy, bool sole_requester) {
+  switch (policy) {
+    case InlinePolicy::kAlways: return InlineAllowance::kAlways;
+    case InlinePolicy::kSoleRequester:
+      return sole_requester ? InlineAllowance::kAlways : InlineAllowance::kUncontended;
+    case InlinePolicy::kNever: break;
+  }
+  return InlineAllowance::kNever;
 }
 
 // Where a successful request's time went, in nanoseconds, as the model measured it (the same

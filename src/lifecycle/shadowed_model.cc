@@ -62,7 +62,7 @@ void ShadowedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallba
   // without priority levels.
   copy->priority = shadow_->batching_policy().priority_levels;
   copy->deadline = request->deadline;
-  copy->allow_inline = false;
+  copy->allow_inline = InlineAllowance::kNever;
 
   auto pair = std::make_shared<ShadowPair>();
   answering_->Infer(std::move(request), [pair, traffic = traffic_, shadow_version,

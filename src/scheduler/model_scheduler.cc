@@ -68,9 +68,12 @@ std::vector<std::unique_ptr<T>> MakeEach(size_t n) {
 
 // Weight of a new sample in the inline-execution estimates (as AdaptiveDelay::kAlpha).
 constexpr double kInlineAlpha = 0.2;
-// A request with more input bytes than this many times the recent one-request average is left to
+// A request with more input bytes than this many times the recent average per request is left to
 // the workers: the estimate says nothing about it, and its measured run then updates it.
 constexpr double kInlineMaxInputRatio = 2.0;
+// InlineAllowance::kUncontended: a request runs inline only when no other thread has submitted
+// to the version for this long (as HttpServer::Options::sole_requester_window).
+constexpr std::chrono::microseconds kContention{1'000};
 
 }  // namespace
 
@@ -194,6 +197,10 @@ void ModelScheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
     } else {
       request->order = options_.policy.preserve_ordering ? next_order_ : 0;
       const Clock::time_point now = clock_->Now();
+      if (const std::thread::id me = std::this_thread::get_id(); me != last_submitter_) {
+        last_submitter_ = me;
+        other_submitter_at_ = now;
+      }
       const ScheduledRequest& queued = *request;  // Enqueue() moves the owner
       status = former_.Enqueue(request, now);
       if (status.ok()) {
@@ -273,11 +280,12 @@ size_t ModelScheduler::ClaimInline(const ScheduledRequest& request, Clock::time_
                                    BatchFormer::Decision* decision) {
   const size_t none = instances_.size();
   // Only with nothing else queued (so no more urgent or earlier request is passed over) and
-  // a short model, measured: before the first one-request execution, workers run.
-  if (options_.inline_execution_max_us == 0 || !request.request->allow_inline ||
-      former_.size() != 1 || single_held_ns_ < 0 ||
-      single_held_ns_ > static_cast<double>(options_.inline_execution_max_us) * 1000.0 ||
-      static_cast<double>(InputBytes(request)) > kInlineMaxInputRatio * single_input_bytes_) {
+  // a short model, measured: before the first execution, workers run.
+  const InlineAllowance allowance = request.request->allow_inline;
+  if (allowance == InlineAllowance::kNever ||
+      (allowance == InlineAllowance::kUncontended && now - other_submitter_at_ < kContention) ||
+      former_.size() != 1 || !ShortModel() ||
+      static_cast<double>(InputBytes(request)) > kInlineMaxInputRatio * input_bytes_) {
     return none;
   }
   size_t index = 0;
@@ -295,14 +303,35 @@ size_t ModelScheduler::ClaimInline(const ScheduledRequest& request, Clock::time_
 
 void ModelScheduler::RunInline(size_t index,
                                std::vector<std::unique_ptr<ScheduledRequest>>* batch) {
-  Execute(*instances_[index], batch, scratch_[index].get());
-  std::lock_guard lock(mu_);
-  instance_use_[index] = InstanceUse::kIdle;
-  --inline_running_;
-  // Notified under the lock: once Shutdown() sees no inline run, this thread no longer
-  // touches the scheduler. Worker `index` may be waiting for its instance.
-  if (!former_.empty() || stopping_) cv_.notify_all();
-  if (inline_running_ == 0) inline_done_cv_.notify_all();
+  WorkerScratch& scratch = *scratch_[index];
+  BatchFormer::Decision& next = scratch.drain;
+  const Clock::time_point claimed_at = clock_->Now();
+  const auto budget = std::chrono::microseconds(options_.inline_execution_max_us);
+  std::vector<std::unique_ptr<ScheduledRequest>>* run = batch;
+  for (;;) {
+    Execute(*instances_[index], run, &scratch);
+    std::unique_lock lock(mu_);
+    // What queued while this thread held the instance is run here too, while the model is
+    // still short and this thread has held it for less than the inline budget: handing it to
+    // a worker would cost the two wake-ups inline execution exists to save.
+    const Clock::time_point now = clock_->Now();
+    if (!stopping_ && !former_.empty() && now - claimed_at < budget && ShortModel()) {
+      former_.NextDecision(now, /*flush=*/false, &next);
+      if (!next.batch.empty() || !next.rejected.empty()) {
+        lock.unlock();
+        AnswerRejected(&next.rejected);
+        run = &next.batch;  // possibly empty: Execute() then returns at once
+        continue;
+      }
+    }
+    instance_use_[index] = InstanceUse::kIdle;
+    --inline_running_;
+    // Notified under the lock: once Shutdown() sees no inline run, this thread no longer
+    // touches the scheduler. Worker `index` may be waiting for its instance.
+    if (!former_.empty() || stopping_) cv_.notify_all();
+    if (inline_running_ == 0) inline_done_cv_.notify_all();
+    return;
+  }
 }
 
 ModelScheduler::Wake ModelScheduler::WorkersToWake() const {
@@ -317,12 +346,17 @@ void ModelScheduler::WakeWorkers(Wake wake) {
   if (wake == Wake::kAll) cv_.notify_all();
 }
 
-void ModelScheduler::RecordSingleRun(size_t input_bytes, uint64_t held_ns) {
+bool ModelScheduler::ShortModel() const {
+  return options_.inline_execution_max_us != 0 && held_ns_ >= 0 &&
+         held_ns_ <= static_cast<double>(options_.inline_execution_max_us) * 1000.0;
+}
+
+void ModelScheduler::RecordRun(size_t input_bytes, uint64_t held_ns) {
   const auto ewma = [](double* avg, double sample) {
     *avg = *avg < 0 ? sample : *avg + kInlineAlpha * (sample - *avg);
   };
-  ewma(&single_held_ns_, static_cast<double>(held_ns));
-  ewma(&single_input_bytes_, static_cast<double>(input_bytes));
+  ewma(&held_ns_, static_cast<double>(held_ns));
+  ewma(&input_bytes_, static_cast<double>(input_bytes));
 }
 
 size_t ModelScheduler::queue_depth() const {
@@ -397,7 +431,8 @@ void ModelScheduler::Execute(ModelInstance& instance,
   }
   batch->clear();
   if (members.empty()) return;  // every member was cancelled: the batch is dropped
-  const size_t single_input_bytes = members.size() == 1 ? InputBytes(*members[0]) : 0;
+  size_t input_bytes = 0;
+  for (const auto& r : members) input_bytes += InputBytes(*r);
 
   BatchTiming batch_timing;
   batch_timing.request_count = members.size();
@@ -485,9 +520,8 @@ void ModelScheduler::Execute(ModelInstance& instance,
   if (status.ok()) {
     std::lock_guard lock(mu_);
     former_.RecordExecution(batch_timing.batch_size, ran_at - gathered_at);
-    if (batch_timing.request_count == 1) {
-      RecordSingleRun(single_input_bytes, Ns(start, ran_at) + batch_timing.compute_output_ns);
-    }
+    RecordRun(input_bytes / batch_timing.request_count,
+              Ns(start, ran_at) + batch_timing.compute_output_ns);
   }
 }
 

@@ -19,7 +19,7 @@
 //
 // Inline execution (Options::inline_execution_max_us, docs/scheduling.md): a request submitted
 // while nothing is queued, an instance is idle, the batch decision is "run now" and the model's
-// recent one-request executions took at most that long is run by the submitting thread itself,
+// recent executions took at most that long is run by the submitting thread itself,
 // on the idle instance it claims, and answered there — no hand-off to a worker and back. A
 // claimed instance is never run by its worker until the inline run releases it, and an inline
 // run never takes an instance its worker holds.
@@ -79,7 +79,7 @@ class ModelScheduler {
     // Worker i runs pinned to CPU worker_cpus[i % size] (--cpu-affinity); empty: not pinned.
     // ONNX Runtime's own intra-op pool threads are not pinned.
     std::vector<int> worker_cpus;
-    // Inline execution (--inline-execution-max-us): the longest recent one-request execution
+    // Inline execution (--inline-execution-max-us): the longest recent execution
     // time (an EWMA of run + answer, in µs) for which Submit() may run a request on the calling
     // thread instead of waking a worker; 0 = never (the default here; the server's is 100).
     uint64_t inline_execution_max_us = 0;
@@ -130,6 +130,7 @@ class ModelScheduler {
     std::vector<int64_t> item_counts;
     std::vector<Tensor> gathered;
     std::vector<std::vector<Tensor>> parts;
+    BatchFormer::Decision drain;  // an inline run's next batch (RunInline)
   };
   // Runs one execution on `instance` and answers its requests.
   void Execute(ModelInstance& instance, std::vector<std::unique_ptr<ScheduledRequest>>* batch,
@@ -152,8 +153,15 @@ class ModelScheduler {
   enum class Wake : uint8_t { kNone, kOne, kAll };
   Wake WorkersToWake() const;  // REQUIRES: mu_ held
   void WakeWorkers(Wake wake);
-  // REQUIRES: mu_ held. Feeds the one-request execution estimates from a finished execution.
-  void RecordSingleRun(size_t input_bytes, uint64_t held_ns);
+  // REQUIRES: mu_ held. Feeds the execution estimates from a finished execution: the time it
+  // held its instance and its requests' average input bytes. A batch counts whole — at least
+  // what one of its requests alone would take — so that a model whose requests are batched
+  // under load keeps a current estimate (fed by one-request runs only, one slow run could
+  // stop inline execution for as long as the load lasted).
+  void RecordRun(size_t input_bytes, uint64_t held_ns);
+  // REQUIRES: mu_ held. The recent executions fit inline_execution_max_us (false
+  // before the first, and when inline execution is off).
+  bool ShortModel() const;
 
   // Constant after construction.
   const Options options_;
@@ -175,10 +183,14 @@ class ModelScheduler {
   std::vector<InstanceUse> instance_use_;
   size_t inline_running_ = 0;
   std::condition_variable inline_done_cv_;  // Shutdown(): the last inline run finished
-  // EWMAs over executions of one request (weight 0.2): the time the instance was held (run and
-  // answer) and the request's input bytes; < 0 before the first. Guarded by mu_.
-  double single_held_ns_ = -1;
-  double single_input_bytes_ = -1;
+  // EWMAs over executions (weight 0.2): the time the instance was held (run and answer) and
+  // the requests' average input bytes; < 0 before the first. Guarded by mu_.
+  double held_ns_ = -1;
+  double input_bytes_ = -1;
+  // The thread that submitted last, and when a thread other than the one before it submitted
+  // (InlineAllowance::kUncontended). Guarded by mu_.
+  std::thread::id last_submitter_;
+  Clock::time_point other_submitter_at_{};  // set by the first Submit()
 
   ResponseSequencer sequencer_;
 

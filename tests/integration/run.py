@@ -951,11 +951,14 @@ SCHED_MODELS = {  # name: (the test model it copies, config.pbtxt after name/pla
                     + OVERLOAD_OFF),
     "slow_drain": ("slow", OVERLOAD_OFF),
     "busy": ("busy", None),
+    # As the kit's tiny model is served: batching with no delay set.
+    "short_identity": ("identity_fp32", "max_batch_size: 8\ndynamic_batching { }\n"),
 }
 SCHED_REPOS = {
     "repo-sched": ("batch_identity", "slow_priority", "slow_queue1", "busy"),
     "repo-drain": ("slow_drain", "batch_identity"),
     "repo-limits": ("batch_identity",),
+    "repo-inline": ("short_identity",),
 }
 
 
@@ -1291,6 +1294,73 @@ class ConcurrencyTests(HarrierTestCase):
         self.assertTrue(mean_output_ok(raw_request(port, mean_request(model, 7)), 7))
 
 
+def worker_context_switches(pid, thread_name):
+    """Voluntary context switches of the server's thread named `thread_name` (one per sleep)."""
+    task_dir = "/proc/%d/task" % pid
+    for tid in os.listdir(task_dir):
+        with open(os.path.join(task_dir, tid, "comm")) as f:
+            if f.read().strip() != thread_name:
+                continue
+        with open(os.path.join(task_dir, tid, "status")) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    raise AssertionError("no thread %r in process %d" % (thread_name, pid))
+
+
+class OneIoThreadTests(HarrierTestCase):
+    """--http-threads 1: every request comes from one thread, so the default `auto` runs a short
+    model's requests on it even when many connections are busy, and what queues behind one
+    run is run by the same thread (docs/scheduling.md, "The only submitter")."""
+
+    def test_many_connections_on_one_thread_get_their_own_outputs(self):
+        p = HarrierProcess("one-io-thread", ["--http-threads", "1"],
+                           repo=os.path.join(ARGS.work_dir, "repo-inline"))
+        try:
+            p.wait_live()
+            model, port = "short_identity", p.port
+            for _ in range(2):  # measured by a worker run first, then short: inline
+                r = client(port).infer(model, {"INPUT0": np.ones((1, 8), np.float32)})
+                self.assertEqual(r.status, 200, r.raw[:300])
+            before = model_stats_on(port, model)
+            worker_switches = worker_context_switches(p.proc.pid, "w0:short_identi")
+            clients, per_client = 16, 40
+
+            def worker(i):
+                conn, out = RawClient(port), []
+                try:
+                    for k in range(per_client):
+                        x = np.full((1 + k % 2, 8), i * 1000 + k, np.float32)
+                        conn.send(infer_bytes(model, {"INPUT0": x}, binary_input=k % 3 == 0,
+                                              request_id="c%d-%d" % (i, k)))
+                        out.append((x, conn.receive()))
+                finally:
+                    conn.close()
+                return out
+
+            items = 0
+            for i, out in enumerate(run_concurrently(clients, worker)):
+                for k, (x, r) in enumerate(out):
+                    what = "client %d request %d" % (i, k)
+                    self.assertIsNotNone(r, what + ": no answer")
+                    self.assertEqual(r.status, 200, "%s: %r" % (what, r))
+                    result = decode(r)
+                    self.assertEqual(result.json["id"], "c%d-%d" % (i, k), what)
+                    np.testing.assert_array_equal(result.outputs["OUTPUT0"], x, what)
+                    items += x.shape[0]
+            after = model_stats_on(port, model)
+            self.assertEqual(stat_delta(before, after, "success"), clients * per_client)
+            self.assertEqual(int(after["inference_count"]) - int(before["inference_count"]),
+                             items)
+            # They ran on the I/O thread: the model's worker slept through them (handed off,
+            # it wakes at least once per execution: hundreds of switches).
+            switches = worker_context_switches(p.proc.pid, "w0:short_identi") - worker_switches
+            self.assertLess(switches, clients * per_client // 5,
+                            "the worker ran the requests (%d context switches)" % switches)
+        finally:
+            self.assertEqual(p.terminate(), 0, p.log_tail())
+
+
 class AdmissionProcessTests(HarrierTestCase):
     """Servers of their own: a per-client rate limit, and SIGTERM under load."""
 
@@ -1548,7 +1618,8 @@ def main():
         loader.testNamePatterns = ["*%s*" % k for k in ARGS.pattern]
     suite = unittest.TestSuite()
     for case in (EndpointTests, InferTests, DataTypeTests, BadInputTests, CurlTests,
-                 SchedulingTests, ConcurrencyTests, AdmissionProcessTests, ProcessTests):
+                 SchedulingTests, ConcurrencyTests, OneIoThreadTests, AdmissionProcessTests,
+                 ProcessTests):
         suite.addTests(loader.loadTestsFromTestCase(case))
 
     try:

@@ -552,7 +552,7 @@ TEST_F(ModelSchedulerTest, NeverInlineWhenTheFrontEndDoesNotAllowIt) {
   probe_.ReleaseAll();
   MeasureOnce(*s, 1);
   auto item = BatchItem(2);
-  item->request->allow_inline = false;  // as a front end whose policy says no
+  item->request->allow_inline = InlineAllowance::kNever;  // as a front end whose policy says no
   s->Submit(std::move(item));
   auto results = completions_.WaitFor(2);
   EXPECT_EQ(results.back().output, std::vector<float>(4, 2.0f));
@@ -563,7 +563,7 @@ TEST_F(ModelSchedulerTest, NeverInlineWhenTheFrontEndDoesNotAllowIt) {
   EXPECT_EQ(completions_.WaitFor(3).back().thread, std::this_thread::get_id());
 }
 
-TEST_F(ModelSchedulerTest, NeverInlineWhileTheInstanceIsHeldOrTheQueueIsNotEmpty) {
+TEST_F(ModelSchedulerTest, WhatQueuesBehindAnInlineRunIsRunByTheThreadThatReleasesIt) {
   inline_max_us_ = 100;
   auto s = Make(BatchingPolicy{});
   probe_.Release(1);
@@ -579,17 +579,85 @@ TEST_F(ModelSchedulerTest, NeverInlineWhileTheInstanceIsHeldOrTheQueueIsNotEmpty
   probe_.ReleaseAll();
   const std::thread::id holder_id = holder.get_id();
   holder.join();
+  // The holder ran them before it let the instance go: no worker was woken (the fake clock
+  // stands still, so the inline budget is never spent).
+  ASSERT_EQ(completions_.count(), 4u);
   auto results = completions_.WaitFor(4);
-  ASSERT_EQ(results.size(), 4u);
-  EXPECT_EQ(results[1].input_value, 1);
-  EXPECT_EQ(results[1].thread, holder_id);
-  for (size_t i = 2; i < 4; ++i) {
+  for (size_t i = 1; i < 4; ++i) {
     EXPECT_EQ(results[i].code, StatusCode::kOk);
-    EXPECT_EQ(results[i].input_value, static_cast<float>(i));  // the worker runs them in order
-    EXPECT_NE(results[i].thread, std::this_thread::get_id());
-    EXPECT_NE(results[i].thread, holder_id);
+    EXPECT_EQ(results[i].input_value, static_cast<float>(i));  // in order
+    EXPECT_EQ(results[i].thread, holder_id);
   }
   EXPECT_FALSE(probe_.overlapped());
+  s->Shutdown();
+}
+
+TEST_F(ModelSchedulerTest, AnInlineRunPastItsBudgetLeavesTheQueueToTheWorker) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.Release(1);
+  MeasureOnce(*s);
+  probe_.HoldOnly(1);
+  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline on `holder`, held
+  probe_.WaitStarted(2);
+  s->Submit(BatchItem(2));
+  s->Submit(BatchItem(3));
+  // The held run takes 200 µs: the holder has used its 100 µs, and the model's estimate (an
+  // average, 40 µs now) still calls it short.
+  clock_.Advance(200us);
+  probe_.ReleaseAll();
+  const std::thread::id holder_id = holder.get_id();
+  holder.join();
+  auto results = completions_.WaitFor(4);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].thread, holder_id);
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(results[i].input_value, static_cast<float>(i));  // the worker runs them in order
+    EXPECT_NE(results[i].thread, holder_id);
+    EXPECT_NE(results[i].thread, std::this_thread::get_id());
+  }
+  EXPECT_FALSE(probe_.overlapped());
+  s->Shutdown();
+}
+
+// InlineAllowance::kUncontended (REST and gRPC requests that are not their I/O thread's sole
+// requester): inline only once no other thread has submitted to the version for 1 ms.
+TEST_F(ModelSchedulerTest, UncontendedRequestsRunInlineOnlyWhileTheirThreadSubmitsAlone) {
+  inline_max_us_ = 100;
+  auto s = Make(BatchingPolicy{});
+  probe_.ReleaseAll();
+  MeasureOnce(*s, 0);  // this thread's first submission
+  const auto uncontended = [](float value) {
+    auto r = BatchItem(value);
+    r->request->allow_inline = InlineAllowance::kUncontended;
+    return r;
+  };
+  const auto answered_here = [&](size_t n) {
+    auto results = completions_.WaitFor(n);
+    return results.size() == n && results[n - 1].thread == std::this_thread::get_id();
+  };
+  s->Submit(uncontended(1));  // this thread has not submitted alone for 1 ms yet
+  EXPECT_FALSE(answered_here(2));
+  WaitIdle(*s);
+  clock_.Advance(999us);
+  s->Submit(uncontended(2));
+  EXPECT_FALSE(answered_here(3));
+  WaitIdle(*s);
+  clock_.Advance(1us);
+  s->Submit(uncontended(3));  // alone for 1 ms: inline
+  EXPECT_TRUE(answered_here(4));
+  // Another thread submits (its own request may run inline): contended again.
+  std::thread other([&] { s->Submit(BatchItem(4)); });
+  other.join();
+  completions_.WaitFor(5);
+  WaitIdle(*s);
+  clock_.Advance(2ms);
+  s->Submit(uncontended(5));  // the other thread submitted last: a thread change, now
+  EXPECT_FALSE(answered_here(6));
+  WaitIdle(*s);
+  clock_.Advance(1ms);
+  s->Submit(uncontended(6));
+  EXPECT_TRUE(answered_here(7));
   s->Shutdown();
 }
 
@@ -639,6 +707,40 @@ TEST_F(ModelSchedulerTest, NeverInlineForASlowModelOrAnUnusuallyLargeRequest) {
   fast->Submit(BatchItem(5));  // a usual one runs inline again
   ASSERT_EQ(completions_.count(), 5u);
   EXPECT_EQ(completions_.WaitFor(5)[4].thread, std::this_thread::get_id());
+}
+
+// Batched executions feed the estimate too: under load a model runs in batches, and an
+// estimate fed by one-request runs alone would keep one slow run's figure for as long as the
+// load lasted.
+TEST_F(ModelSchedulerTest, BatchedExecutionsKeepTheEstimateCurrent) {
+  inline_max_us_ = 100;
+  auto s = Make(Batching(4));
+  probe_.HoldOnly(1);
+  const auto handed_off = [](float value) {
+    auto r = BatchItem(value);
+    r->request->allow_inline = InlineAllowance::kNever;
+    return r;
+  };
+  size_t runs = 0, answered = 0;
+  // Each round: one slow request alone (500 µs), then three batches of four at 0 µs. Counting
+  // only the one-request runs, the estimate would stay at 500 µs; counting every execution it
+  // falls below 100 µs in the fourth round.
+  for (int round = 0; round < 5; ++round) {
+    s->Submit(handed_off(1));
+    probe_.WaitStarted(++runs);
+    for (int i = 0; i < 12; ++i) s->Submit(handed_off(2));
+    clock_.Advance(500us);
+    probe_.Release(1);
+    runs += 3;
+    answered += 13;
+    ASSERT_EQ(completions_.WaitFor(answered).size(), answered);
+    WaitIdle(*s);
+  }
+  EXPECT_EQ(probe_.batch_sizes().size(), runs);
+  s->Submit(BatchItem(3));
+  ASSERT_EQ(completions_.count(), answered + 1) << "not run inline";
+  EXPECT_EQ(completions_.WaitFor(answered + 1).back().thread, std::this_thread::get_id());
+  s->Shutdown();
 }
 
 TEST_F(ModelSchedulerTest, InlineRunsHonourCancellationAndDeadlines) {

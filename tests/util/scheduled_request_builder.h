@@ -26,7 +26,7 @@ inline std::unique_ptr<InferenceRequest> Fp32InferenceRequest(const std::vector<
   t.size_bytes = body->size();
   r->inputs.push_back(t);
   r->body = body;
-  r->allow_inline = true;  // as a front end that allows inline execution
+  r->allow_inline = InlineAllowance::kAlways;  // as a front end that allows inline execution
   return r;
 }
 

@@ -134,7 +134,8 @@ TEST_F(InferenceFlowTest, RunsEveryStepInOrderAndAnswersOnce) {
   // What the transport knows, on the request before the front end's own fields.
   EXPECT_EQ(script_->prepared.received_at, received);
   EXPECT_EQ(script_->prepared.cancellation, token);
-  EXPECT_TRUE(script_->prepared.allow_inline);  // kSoleRequester and the sole requester
+  // kSoleRequester and the sole requester
+  EXPECT_EQ(script_->prepared.allow_inline, InlineAllowance::kAlways);
   EXPECT_EQ(model_->infer_calls, 1);
   EXPECT_TRUE(model_->recorded_failures.empty());
   EXPECT_TRUE(models_.unrouted_failures.empty());

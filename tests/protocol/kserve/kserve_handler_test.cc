@@ -297,17 +297,18 @@ TEST_F(KServeHandlerTest, LoadAndUnloadReachTheManagerWithTheConfigOverride) {
 }
 
 // InferenceRequest::allow_inline follows the handler's InlinePolicy and, for the default
-// kSoleRequester, the transport's HttpRequest::sole_requester.
+// kSoleRequester, the transport's HttpRequest::sole_requester: a request that is not its
+// thread's sole requester may run inline only while its thread is the model's only submitter.
 TEST_F(KServeHandlerTest, AllowInlineFollowsThePolicyAndTheTransport) {
   struct Case {
     InlinePolicy policy;
     bool sole_requester;
-    bool allow_inline;
+    InlineAllowance allow_inline;
   };
-  for (const Case& c :
-       {Case{InlinePolicy::kSoleRequester, true, true},
-        Case{InlinePolicy::kSoleRequester, false, false}, Case{InlinePolicy::kAlways, false, true},
-        Case{InlinePolicy::kNever, true, false}}) {
+  for (const Case& c : {Case{InlinePolicy::kSoleRequester, true, InlineAllowance::kAlways},
+                        Case{InlinePolicy::kSoleRequester, false, InlineAllowance::kUncontended},
+                        Case{InlinePolicy::kAlways, false, InlineAllowance::kAlways},
+                        Case{InlinePolicy::kNever, true, InlineAllowance::kNever}}) {
     KServeHandler::Options options;
     options.inline_execution = c.policy;
     KServeHandler handler(&models_, options);
