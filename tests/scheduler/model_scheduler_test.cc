@@ -222,6 +222,18 @@ class ModelSchedulerTest : public ::testing::Test {
     ASSERT_EQ(completions_.WaitFor(before + 1).size(), before + 1);
     WaitIdle(s);
   }
+  // One instance, no batching, measured short; request 1 runs inline on `*holder` and holds
+  // the instance until the test releases it.
+  std::unique_ptr<ModelScheduler> MakeHeldInline(std::thread* holder) {
+    inline_max_us_ = 100;
+    auto s = Make(BatchingPolicy{});
+    probe_.Release(1);
+    MeasureOnce(*s);
+    probe_.HoldOnly(1);
+    *holder = std::thread([p = s.get()] { p->Submit(BatchItem(1)); });
+    probe_.WaitStarted(2);
+    return s;
+  }
   // The worker answers before it has recorded the run and released its instance.
   static void WaitIdle(const ModelScheduler& s) {
     const auto limit = std::chrono::steady_clock::now() + kWaitLimit;
@@ -564,13 +576,8 @@ TEST_F(ModelSchedulerTest, NeverInlineWhenTheFrontEndDoesNotAllowIt) {
 }
 
 TEST_F(ModelSchedulerTest, WhatQueuesBehindAnInlineRunIsRunByTheThreadThatReleasesIt) {
-  inline_max_us_ = 100;
-  auto s = Make(BatchingPolicy{});
-  probe_.Release(1);
-  MeasureOnce(*s);
-  probe_.HoldOnly(1);
-  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline on `holder`, held
-  probe_.WaitStarted(2);
+  std::thread holder;
+  auto s = MakeHeldInline(&holder);
   s->Submit(BatchItem(2));  // the only instance is held inline: queued, not run by its worker
   s->Submit(BatchItem(3));  // the queue is not empty: queued
   EXPECT_EQ(s->queue_depth(), 2u);
@@ -593,13 +600,8 @@ TEST_F(ModelSchedulerTest, WhatQueuesBehindAnInlineRunIsRunByTheThreadThatReleas
 }
 
 TEST_F(ModelSchedulerTest, AnInlineRunPastItsBudgetLeavesTheQueueToTheWorker) {
-  inline_max_us_ = 100;
-  auto s = Make(BatchingPolicy{});
-  probe_.Release(1);
-  MeasureOnce(*s);
-  probe_.HoldOnly(1);
-  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline on `holder`, held
-  probe_.WaitStarted(2);
+  std::thread holder;
+  auto s = MakeHeldInline(&holder);
   s->Submit(BatchItem(2));
   s->Submit(BatchItem(3));
   // The held run takes 200 µs: the holder has used its 100 µs, and the model's estimate (an
@@ -834,13 +836,8 @@ TEST_F(ModelSchedulerTest, ConcurrentSubmitsNeverShareAnInstance) {
 }
 
 TEST_F(ModelSchedulerTest, ShutdownWaitsForAnInlineRunAndRunsWhatWasQueued) {
-  inline_max_us_ = 100;
-  auto s = Make(BatchingPolicy{});
-  probe_.Release(1);
-  MeasureOnce(*s);
-  probe_.HoldOnly(1);
-  std::thread holder([&] { s->Submit(BatchItem(1)); });  // inline, held
-  probe_.WaitStarted(2);
+  std::thread holder;
+  auto s = MakeHeldInline(&holder);
   s->Submit(BatchItem(2));  // queued behind the held instance
   size_t answered_when_stopped = 0;
   std::thread stopper([&] {
