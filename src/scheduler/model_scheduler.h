@@ -22,7 +22,10 @@
 // recent executions took at most that long is run by the submitting thread itself,
 // on the idle instance it claims, and answered there — no hand-off to a worker and back. A
 // claimed instance is never run by its worker until the inline run releases it, and an inline
-// run never takes an instance its worker holds.
+// run never takes an instance its worker holds. Before it releases the instance, the inline run
+// also runs what queued behind it, within inline_execution_max_us of its claim. A request whose
+// InlineAllowance is kUncontended runs inline only after its thread has been the only one
+// submitting for 1 ms.
 //
 // Thread safety: Submit() and Shutdown() from any thread. All of the scheduler's locking is in
 // model_scheduler.cc: one mutex guards the BatchFormer, the stopping flag and which instance is
