@@ -24,7 +24,7 @@ LOG=$(mktemp /tmp/harrier-grpc-bench.XXXXXX.log)
 "$B/harrier" serve --model-repository "$BH/repo" --http-port "$PORT" --grpc-port $((PORT + 1)) \
   --metrics-port $((PORT + 2)) >"$LOG" 2>&1 &
 PID=$!
-trap 'kill -TERM $PID 2>/dev/null; wait $PID' EXIT
+trap 'kill -TERM $PID 2>/dev/null; wait $PID; rm -f "$LOG"' EXIT
 for _ in $(seq 1 600); do grep -q "listening on gRPC" "$LOG" && break; sleep 0.1; done
 report() { # label result-line cpu-ticks
   echo "$1 ${2#RESULT } server_cpu_us_per_req=$(us_per_request "$3" "$2")"

@@ -29,7 +29,7 @@ $B/harrier serve --model-repository $BH/repo --http-port $PORT --grpc-port $((PO
 P1=$!
 $B/bench/grpc_async_infer_proto --model-repository $BH/repo --port $((PORT + 11)) --threads 2 > $LOG_ASYNC 2>&1 &
 P2=$!
-trap 'kill -TERM $P1 $P2 2>/dev/null; wait $P1 $P2 2>/dev/null' EXIT
+trap 'kill -TERM $P1 $P2 2>/dev/null; wait $P1 $P2 2>/dev/null; rm -f "$LOG_CB" "$LOG_ASYNC"' EXIT
 for i in $(seq 1 600); do grep -q "listening on gRPC" $LOG_CB && grep -q "listening on gRPC" $LOG_ASYNC && break; sleep 0.1; done
 for round in 1 2; do
   for c in 1 16; do

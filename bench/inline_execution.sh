@@ -26,13 +26,14 @@ CONNS=${CONNS:-1 16}
 PROTOS=${PROTOS:-rest grpc}
 PORT=${PORT:-18100}
 CONFIGS=${CONFIGS:-off=$B/harrier:--inline-execution,off on=$B/harrier:--inline-execution,all}
-labels=() pids=() ports=()
+labels=() pids=() ports=() logs=()
 i=0
 for cfg in $CONFIGS; do
   label=${cfg%%=*} rest=${cfg#*=}
   bin=${rest%%:*} flags=${rest#*:}
   port=$((PORT + 10 * i))
   log=$(mktemp /tmp/harrier-inline-bench.XXXXXX.log)
+  logs+=("$log")
   # shellcheck disable=SC2046
   "$bin" serve --model-repository "$BH/repo" --http-port "$port" --grpc-port $((port + 1)) \
     --metrics-port $((port + 2)) $(tr ',' ' ' <<<"$flags") >"$log" 2>&1 &
@@ -40,7 +41,7 @@ for cfg in $CONFIGS; do
   for _ in $(seq 1 600); do grep -q "listening on gRPC" "$log" && break; sleep 0.1; done
   i=$((i + 1))
 done
-trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null' EXIT
+trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; rm -f "${logs[@]}"' EXIT
 use_kit_body "$MODEL"
 lua=$POST_LUA
 load() { # proto port conns dur
