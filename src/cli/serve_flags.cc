@@ -244,7 +244,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--inline-execution-max-us", flags->inline_execution_max_us,
                    "Run a request on the thread that received it (no hand-off to the model's "
                    "worker) when nothing is queued, an instance is idle and the model's recent "
-                   "one-request executions took at most this many microseconds (0: never)")
+                   "executions took at most this many microseconds per request (0: never)")
       ->capture_default_str();
   serve
       ->add_option("--inline-execution", flags->inline_execution,
