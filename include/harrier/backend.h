@@ -91,6 +91,16 @@ class Backend {
   // Loads one instance. Same errors as Inspect, kInternal for engine failures.
   virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(
       const std::string& model_path, const InstanceOptions& options) = 0;
+
+  // Loads one more instance of the version whose first instance is `first` (created by this
+  // backend with the same path and options). A backend may let the two share what does not
+  // change between runs (an engine session and its weights) when the options ask for it; the
+  // new instance then keeps that shared state alive. Default: CreateInstance.
+  virtual StatusOr<std::unique_ptr<ModelInstance>> CreateAnotherInstance(
+      const ModelInstance& first, const std::string& model_path, const InstanceOptions& options) {
+    (void)first;
+    return CreateInstance(model_path, options);
+  }
 };
 
 // An engine for models that generate text (llama.cpp): one GenerativeModel per version, which

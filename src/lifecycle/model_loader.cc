@@ -376,7 +376,8 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
 
   phase = LoadClock::now();
   for (int i = 1; i < instances; ++i) {
-    ASSIGN_OR_RETURN(auto instance, backend.CreateInstance(model_path, instance_options));
+    ASSIGN_OR_RETURN(auto instance,
+                     backend.CreateAnotherInstance(*created.front(), model_path, instance_options));
     created.push_back(std::move(instance));
   }
   instances_ms += ms_since(phase);

@@ -25,7 +25,8 @@ Parallel loads (--model-load-thread-count 2): five models all READY at start; tw
 at once; a count that is not a positive integer stops the start.
 Memory (tools/make_memory_models.py's wide, 64 MiB of weights, explicit mode): what reloads free
 stays resident for the next load, within --model-load-retain-mb, and goes back once no load has
-run for 30 s; an unload gives the model's memory back at once.
+run for 30 s; an unload gives the model's memory back at once. With two instances,
+share_session_between_instances holds the weights once and answers as separate sessions do.
 Python stdlib only. The last line is "N passed, N failed".
 """
 import base64
@@ -698,6 +699,61 @@ class MemoryTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: rss(pid) < loaded - 32 * MIB, 5), (loaded, rss(pid)))
 
 
+class SharedSessionTest(unittest.TestCase):
+    """share_session_between_instances: wide (64 MiB of weights) with two instances, served once
+    with a session per instance and once with one session for both."""
+
+    def test_two_instances_on_one_session_hold_the_weights_once_and_answer_alike(self):
+        source = os.path.join(ARGS.work_dir, "shared-session-source")
+        if not os.path.exists(os.path.join(source, "wide", "1", "model.onnx")):
+            harness.generate_repository(ARGS.source_dir, source, ("make_memory_models.py",))
+        inputs = [[((k * 31 + i) % 17 - 8) / 64.0 for i in range(2048)] for k in range(8)]
+        memory, answers = {}, {}
+        for setting in ("separate", "shared"):
+            repo = os.path.join(ARGS.work_dir, "shared-session-" + setting)
+            shutil.rmtree(repo, ignore_errors=True)
+            os.makedirs(os.path.join(repo, "wide", "1"))
+            os.symlink(os.path.join(source, "wide", "1", "model.onnx"),
+                       os.path.join(repo, "wide", "1", "model.onnx"))
+            with open(os.path.join(repo, "wide", "config.pbtxt"), "w") as f:
+                f.write("instance_group [{ count: 2 kind: KIND_CPU }]\n")
+                if setting == "shared":
+                    f.write('parameters { key: "share_session_between_instances" '
+                            'value: { string_value: "true" } }\n')
+            server = harness.Harrier(ARGS.harrier, repo,
+                                     os.path.join(ARGS.work_dir, "shared-session-%s.log" % setting))
+            try:
+                self.assertTrue(wait_for(lambda: Client(server.port).call(
+                    "GET", "/v2/models/wide/ready")[0] == 200), setting)
+                memory[setting] = rss(server.proc.pid)
+                # Two clients at once, so that both instances run, each request its own input.
+                results = {}
+
+                def client(first):
+                    c = Client(server.port)
+                    for k in range(first, len(inputs), 2):
+                        for _ in range(5):
+                            status, body = c.call("POST", "/v2/models/wide/infer", json.dumps({
+                                "inputs": [{"name": "x", "shape": [1, 2048], "datatype": "FP32",
+                                            "data": inputs[k]}]}).encode())
+                            answer = (status, body["outputs"][0]["data"] if status == 200 else body)
+                            self.assertEqual(results.setdefault(k, answer), answer, (setting, k))
+
+                threads = [threading.Thread(target=client, args=(i,)) for i in range(2)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                answers[setting] = results
+            finally:
+                self.assertEqual(server.terminate(), 0, setting)
+        for k in range(len(inputs)):
+            self.assertEqual(answers["shared"][k][0], 200, answers["shared"][k])
+        self.assertEqual(answers["shared"], answers["separate"])
+        # The second session's copy of the weights (64 MiB) is not there; most of it, at least.
+        self.assertLess(memory["shared"], memory["separate"] - 48 * MIB, memory)
+
+
 def main():
     global ARGS
     ARGS = harness.parse_args(__doc__)
@@ -709,6 +765,7 @@ def main():
     suite.addTests(loader.loadTestsFromTestCase(FileOverrideTest))
     suite.addTests(loader.loadTestsFromTestCase(ParallelLoadTest))
     suite.addTests(loader.loadTestsFromTestCase(MemoryTest))
+    suite.addTests(loader.loadTestsFromTestCase(SharedSessionTest))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2 if ARGS.verbose else 1).run(suite)
     rcs = [getattr(t, "rc", None)
            for t in (ExplicitModeTest, PollModeTest, TrafficTest, FileOverrideTest, MemoryTest)]

@@ -248,6 +248,7 @@ TEST_F(ModelRepositoryManagerTest, InstancesThreadsAndWarmup) {
   Write("m/config.pbtxt", "instance_group [{ count: 2 kind: KIND_CPU }]");
   auto m = Load(/*cores=*/4);
   EXPECT_EQ(backend_.instances_created.load(), 2);
+  EXPECT_EQ(backend_.siblings_created.load(), 1);          // the second is made from the first
   EXPECT_EQ(backend_.last_options().intra_op_threads, 2);  // 2 instances x 2 threads = 4 cores
   EXPECT_EQ(backend_.runs.load(), 2);                      // one zero-filled warm-up each
 }

@@ -87,6 +87,17 @@ class FakeBackend : public Backend {
         instances_report_signature ? std::optional(std::move(signature)) : std::nullopt));
   }
 
+  // Counts the instances a load creates beside its first one (the hook a backend may use to
+  // share the first one's engine state).
+  StatusOr<std::unique_ptr<ModelInstance>> CreateAnotherInstance(
+      const ModelInstance& first, const std::string& path,
+      const InstanceOptions& options) override {
+    if (dynamic_cast<const FakeInstance*>(&first) == nullptr)
+      return Internal("another instance's first is not this backend's");
+    ++siblings_created;
+    return CreateInstance(path, options);
+  }
+
   InstanceOptions last_options() {
     std::lock_guard l(mu_);
     return last_options_;
@@ -95,7 +106,8 @@ class FakeBackend : public Backend {
   // Set before the first load, not changed while one runs.
   std::function<void(const std::string& path)> on_create_instance;
   bool instances_report_signature = false;
-  std::atomic<int> instances_created{0};
+  std::atomic<int> instances_created{0};  // all of them, siblings included
+  std::atomic<int> siblings_created{0};
   std::atomic<int> inspections{0};
   std::atomic<int> runs{0};
 

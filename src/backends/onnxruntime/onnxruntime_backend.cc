@@ -139,4 +139,14 @@ StatusOr<std::unique_ptr<ModelInstance>> OnnxRuntimeBackend::CreateInstance(
   return std::unique_ptr<ModelInstance>(std::move(instance));
 }
 
+StatusOr<std::unique_ptr<ModelInstance>> OnnxRuntimeBackend::CreateAnotherInstance(
+    const ModelInstance& first, const std::string& model_path, const InstanceOptions& options) {
+  StatusOr<ort::OnnxRuntimeSessionConfig> config = ort::ResolveSessionConfig(options);
+  if (!config.ok()) return config.status().WithContext("model '" + model_path + "'");
+  const auto* sibling = dynamic_cast<const ort::OnnxRuntimeInstance*>(&first);
+  if (!config->share_session || sibling == nullptr) return CreateInstance(model_path, options);
+  ASSIGN_OR_RETURN(auto instance, ort::OnnxRuntimeInstance::Share(*sibling));
+  return std::unique_ptr<ModelInstance>(std::move(instance));
+}
+
 }  // namespace harrier

@@ -1,7 +1,8 @@
 // OnnxRuntimeBackend: serves ONNX models through ONNX Runtime (CPU execution provider).
 //
 // The backend owns the process's one Ort::Env (ONNX Runtime's logging and global state) and
-// creates one Ort::Session per model instance. Create exactly one OnnxRuntimeBackend per
+// creates one Ort::Session per model instance, or one per version when the model's config asks
+// for share_session_between_instances. Create exactly one OnnxRuntimeBackend per
 // process: ONNX Runtime keeps a single environment per process, so a second backend would share
 // the first one's environment and its log settings would be ignored.
 //
@@ -74,6 +75,12 @@ class OnnxRuntimeBackend : public Backend {
   // Errors: as Inspect, plus kInvalidArgument for a malformed option or parameter.
   StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const std::string& model_path,
                                                           const InstanceOptions& options) override;
+
+  // With the parameter share_session_between_instances (Triton's name) on, an instance over
+  // `first`'s session (loaded once, weights in memory once); otherwise CreateInstance.
+  StatusOr<std::unique_ptr<ModelInstance>> CreateAnotherInstance(
+      const ModelInstance& first, const std::string& model_path,
+      const InstanceOptions& options) override;
 
  private:
   struct Environment;  // holds the Ort::Env; shared with the instances

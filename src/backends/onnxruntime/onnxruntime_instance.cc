@@ -37,7 +37,8 @@ std::string NameList(const std::vector<TensorSpec>& specs) {
 
 }  // namespace
 
-OnnxRuntimeInstance::OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env, Ort::Session session)
+OnnxRuntimeInstance::OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env,
+                                         std::shared_ptr<Ort::Session> session)
     : env_(std::move(env)),
       session_(std::move(session)),
       cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {}
@@ -72,7 +73,7 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
     // runs on a (nice +10) model lifecycle thread (core/thread_spawner.h).
     session_options.SetCustomCreateThreadFn(CreatePoolThread);
     session_options.SetCustomJoinThreadFn(JoinPoolThread);
-    Ort::Session session(*env, model_path.c_str(), session_options);
+    auto session = std::make_shared<Ort::Session>(*env, model_path.c_str(), session_options);
     std::unique_ptr<OnnxRuntimeInstance> instance(
         new OnnxRuntimeInstance(std::move(env), std::move(session)));
     RETURN_IF_ERROR(instance->ResolveIo().WithContext(context));
@@ -84,8 +85,22 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
   }
 }
 
+StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Share(
+    const OnnxRuntimeInstance& first) {
+  try {
+    std::unique_ptr<OnnxRuntimeInstance> instance(
+        new OnnxRuntimeInstance(first.env_, first.session_));
+    RETURN_IF_ERROR(instance->ResolveIo().WithContext("sharing a session"));
+    return instance;
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrtException(e, OrtCallSite::kLoad, "sharing a session");
+  } catch (const std::exception& e) {
+    return Internal(std::string("sharing a session: ") + e.what());
+  }
+}
+
 Status OnnxRuntimeInstance::ResolveIo() {
-  ASSIGN_OR_RETURN(signature_, ReadSignature(session_));
+  ASSIGN_OR_RETURN(signature_, ReadSignature(*session_));
   auto to_io = [](const TensorSpec& spec) {
     return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype)};
   };
@@ -180,8 +195,8 @@ Status OnnxRuntimeInstance::RunOrThrow(std::span<const Tensor> inputs,
   run_outputs_.clear();
   for (size_t i = 0; i < run_output_names_.size(); ++i) run_outputs_.emplace_back(nullptr);
 
-  session_.Run(run_options_, run_input_names_.data(), run_inputs_.data(), run_inputs_.size(),
-               run_output_names_.data(), run_outputs_.data(), run_outputs_.size());
+  session_->Run(run_options_, run_input_names_.data(), run_inputs_.data(), run_inputs_.size(),
+                run_output_names_.data(), run_outputs_.data(), run_outputs_.size());
 
   outputs->reserve(run_outputs_.size());
   for (size_t i = 0; i < run_outputs_.size(); ++i) {

@@ -1,5 +1,8 @@
-// OnnxRuntimeInstance: one Ort::Session serving one model instance. Internal to the ONNX
-// Runtime backend; OnnxRuntimeBackend::CreateInstance builds it.
+// OnnxRuntimeInstance: one model instance running an Ort::Session. Internal to the ONNX Runtime
+// backend; OnnxRuntimeBackend::CreateInstance builds it. The session (the model's graph and
+// weights) is the instance's own unless it was made with Share(): then the instances of a version
+// run one session, concurrently (ONNX Runtime's Run is safe to call from several threads), and
+// the weights are in memory once.
 //
 // Inputs are handed to ONNX Runtime without a copy (Ort::Value over the tensor's own memory)
 // whenever the pointer is aligned for the element type; otherwise they are copied into an
@@ -44,6 +47,9 @@ class OnnxRuntimeInstance final : public ModelInstance {
   static StatusOr<std::unique_ptr<OnnxRuntimeInstance>> Create(
       std::shared_ptr<const Ort::Env> env, const std::string& model_path,
       const OnnxRuntimeSessionConfig& config);
+  // Another instance over `first`'s session: it keeps the session alive, and has its own run
+  // state (scratch buffers, run options, counters). Errors: kInternal for engine failures.
+  static StatusOr<std::unique_ptr<OnnxRuntimeInstance>> Share(const OnnxRuntimeInstance& first);
 
   // Errors (never an exception): kInvalidArgument for inputs that do not fit the model (count,
   // unknown or repeated name, dtype, byte size, malformed BYTES, unknown output name) or that
@@ -55,6 +61,10 @@ class OnnxRuntimeInstance final : public ModelInstance {
 
   Counters counters() const;
   const ModelSignature* signature() const override { return &signature_; }
+  // Whether two instances run the same session (for tests).
+  bool SharesSessionWith(const OnnxRuntimeInstance& other) const {
+    return session_ == other.session_;
+  }
 
  private:
   struct Io {
@@ -68,7 +78,7 @@ class OnnxRuntimeInstance final : public ModelInstance {
     size_t capacity = 0;
   };
 
-  OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env, Ort::Session session);
+  OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env, std::shared_ptr<Ort::Session> session);
   Status ResolveIo();
   // Builds the ORT value for inputs[i] into run_inputs_ (input slot `slot`).
   Status PrepareInput(const Tensor& tensor, size_t slot);
@@ -78,7 +88,7 @@ class OnnxRuntimeInstance final : public ModelInstance {
 
   // Constant after construction.
   std::shared_ptr<const Ort::Env> env_;  // outlives session_ (declared first, destroyed last)
-  Ort::Session session_;
+  std::shared_ptr<Ort::Session> session_;  // this instance's own, or shared (Share())
   Ort::MemoryInfo cpu_memory_;
   Ort::AllocatorWithDefaultOptions allocator_;  // for string tensors
   ModelSignature signature_;

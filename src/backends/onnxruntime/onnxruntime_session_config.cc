@@ -78,10 +78,14 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
       if (value != "0" && value != "1")
         return BadParameter(key, value, "0 (sequential) or 1 (parallel)");
       config.parallel_execution = value == "1";
-    } else if (key == "enable_mem_arena" || key == "enable_mem_pattern") {
+    } else if (key == "enable_mem_arena" || key == "enable_mem_pattern" ||
+               key == "share_session_between_instances") {
       std::optional<bool> b = ParseBool(value);
       if (!b) return BadParameter(key, value, "0, 1, false or true");
-      (key == "enable_mem_arena" ? config.enable_cpu_mem_arena : config.enable_mem_pattern) = *b;
+      bool& field = key == "enable_mem_arena"     ? config.enable_cpu_mem_arena
+                    : key == "enable_mem_pattern" ? config.enable_mem_pattern
+                                                  : config.share_session;
+      field = *b;
     } else if (key == kOrtSessionOptionsConfigAllowIntraOpSpinning ||
                key == kOrtSessionOptionsConfigAllowInterOpSpinning) {
       if (value != "0" && value != "1") return BadParameter(key, value, "0 or 1");

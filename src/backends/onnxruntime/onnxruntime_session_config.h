@@ -13,6 +13,9 @@
 //                           "0"/"1": whether idle pool threads busy-wait (ORT's keys; checked here
 //                           because ORT only reads them when it starts a thread pool)
 //   session.<anything else> passed verbatim to ORT's AddSessionConfigEntry; ORT checks the value
+//   share_session_between_instances
+//                           "0"/"1" (or "false"/"true"), default off: a version's instances run
+//                           one session, so its weights are in memory once
 // Other keys are ignored: the same map holds parameters meant for other layers.
 #pragma once
 
@@ -44,6 +47,8 @@ struct OnnxRuntimeSessionConfig {
   // when idle instead of busy-waiting; see docs/onnxruntime-backend.md for the measurement.
   bool intra_op_allow_spinning = false;
   bool inter_op_allow_spinning = false;
+  // share_session_between_instances: the instances after the first run the first's session.
+  bool share_session = false;
   // Other "session.*" entries, applied after the fields above.
   std::vector<std::pair<std::string, std::string>> session_config_entries;
 };

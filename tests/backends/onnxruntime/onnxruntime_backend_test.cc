@@ -543,6 +543,59 @@ TEST_F(OnnxRuntimeBackendTest, SessionOptionsFromParametersLoadAndRun) {
   EXPECT_EQ(reinterpret_cast<const int32_t*>(outputs[0].data)[15], 2);
 }
 
+// share_session_between_instances: the second instance runs the first's session; both run at
+// once from two threads, each with its own inputs, and each gets its own answers. Without the
+// parameter every instance has its own session.
+TEST_F(OnnxRuntimeBackendTest, InstancesShareOneSessionWhenAskedAndRunItConcurrently) {
+  InstanceOptions shared;
+  shared.parameters = {{"share_session_between_instances", "true"}};
+  auto first = Load("simple", shared);
+  ASSERT_NE(first, nullptr);
+  auto second = TheBackend().CreateAnotherInstance(*first, TestModelPath("simple"), shared);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(AsOrt(**second).SharesSessionWith(AsOrt(*first)));
+  auto separate = TheBackend().CreateAnotherInstance(*first, TestModelPath("simple"), {});
+  ASSERT_TRUE(separate.ok()) << separate.status().ToString();
+  EXPECT_FALSE(AsOrt(**separate).SharesSessionWith(AsOrt(*first)));
+
+  auto run_many = [](ModelInstance* instance, int32_t base, int* wrong) {
+    constexpr int kElements = 16;  // simple: INT32 [1, 16] + [1, 16] -> sum, difference
+    std::vector<int32_t> a(kElements), b(kElements, 1);
+    const std::vector<std::string> names = {"OUTPUT0", "OUTPUT1"};
+    for (int k = 0; k < 2000; ++k) {
+      for (int i = 0; i < kElements; ++i) a[i] = base + k * kElements + i;
+      std::vector<Tensor> inputs = {
+          View("INPUT0", DataType::kInt32, {1, kElements}, a.data(), a.size() * sizeof(int32_t)),
+          View("INPUT1", DataType::kInt32, {1, kElements}, b.data(), b.size() * sizeof(int32_t))};
+      std::vector<Tensor> outputs;
+      if (!instance->Run(inputs, names, &outputs, {}).ok() || outputs.size() != 2) {
+        ++*wrong;
+        continue;
+      }
+      const auto* sum = reinterpret_cast<const int32_t*>(outputs[0].data);
+      const auto* diff = reinterpret_cast<const int32_t*>(outputs[1].data);
+      for (int i = 0; i < kElements; ++i) {
+        if (sum[i] != a[i] + 1 || diff[i] != a[i] - 1) {
+          ++*wrong;
+          break;
+        }
+      }
+    }
+  };
+  int wrong_first = 0, wrong_second = 0;
+  std::thread t1(run_many, first.get(), 0, &wrong_first);
+  std::thread t2(run_many, second->get(), 1000000, &wrong_second);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(wrong_first, 0);
+  EXPECT_EQ(wrong_second, 0);
+  // The shared session outlives the instance that created it.
+  first.reset();
+  int wrong_after = 0;
+  run_many(second->get(), 5, &wrong_after);
+  EXPECT_EQ(wrong_after, 0);
+}
+
 // ---- Cancellation: RunOptions::SetTerminate ------------------------------------------------
 
 namespace cancellation_test {

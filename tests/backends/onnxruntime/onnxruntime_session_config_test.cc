@@ -72,6 +72,19 @@ TEST(ResolveSessionConfigTest, OptionsAndParameters) {
   }
 }
 
+TEST(ResolveSessionConfigTest, SharingTheSessionIsOffUnlessAsked) {
+  InstanceOptions o;
+  EXPECT_FALSE(ResolveSessionConfig(o)->share_session);
+  for (const char* on : {"1", "true"}) {
+    o.parameters["share_session_between_instances"] = on;
+    EXPECT_TRUE(ResolveSessionConfig(o)->share_session) << on;
+  }
+  for (const char* off : {"0", "false"}) {
+    o.parameters["share_session_between_instances"] = off;
+    EXPECT_FALSE(ResolveSessionConfig(o)->share_session) << off;
+  }
+}
+
 TEST(ResolveSessionConfigTest, SessionEntriesPassThrough) {
   InstanceOptions o;
   o.parameters = {{"session.intra_op.allow_spinning", "1"},
@@ -101,6 +114,7 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
       {"enable_mem_pattern", "10"},
       {"session.intra_op.allow_spinning", "true"},
       {"session.inter_op.allow_spinning", "2"},
+      {"share_session_between_instances", "on"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + "=" + c.value);
