@@ -192,59 +192,105 @@ Shape ConcreteShape(const ModelIO& io, const std::vector<int64_t>& dims, int64_t
   return shape;
 }
 
-// A configured warm-up input's byte size, refused before anything is allocated or read when the
-// shape overflows or asks for more than a warm-up input may take (the sample's shape is checked
-// against the model's only after, with a client's checks).
-constexpr int64_t kMaxWarmupInputBytes = int64_t{1} << 30;
+// What a configured warm-up may take in all, every input of every sample together: each is
+// sized against what is left before anything is allocated or read (the samples' shapes are
+// checked against the model's only after, with a client's checks).
+constexpr int64_t kMaxWarmupBytes = int64_t{1} << 30;
 
-StatusOr<size_t> WarmupInputBytes(const Shape& shape, DataType dtype, const std::string& what) {
-  const std::optional<int64_t> count = ElementCount(shape);
-  const auto element =
-      static_cast<int64_t>(dtype == DataType::kBytes ? 4 : DataTypeByteSize(dtype));
+// One configured warm-up input, sized: what BuildWarmup allocates (or reads) once all are.
+struct PlannedInput {
+  std::string name;
+  std::string what;  // "warm-up 'W', input 'NAME'", for errors
+  DataType dtype = DataType::kInvalid;
+  Shape shape;
+  bool random = false;
+  std::string file;           // under the model's warmup/ directory; empty: zero or random data
+  int64_t samples = 1;        // a file holds one sample; a batch repeats it
+  uint64_t sample_bytes = 0;  // read from the file
+  size_t bytes = 0;           // the whole tensor
+};
+
+// Sizes one input of warm-up `w` into `planned`, as Triton reads it: a file holds one sample --
+// for a fixed-size type at least that sample's bytes (the rest is not read), for BYTES the whole
+// file (length-prefixed strings) -- and a batch of samples repeats it. `left`: what the warm-up
+// may still take; it is reduced by the input's size.
+Status PlanWarmupInput(const inference::ModelWarmup& w, const std::string& name,
+                       const inference::ModelWarmup::Input& in, const ModelIO& io,
+                       const std::string& model_dir, int64_t* left, PlannedInput* planned) {
+  const int64_t batch = std::max<uint32_t>(1, w.batch_size());
+  planned->name = name;
+  planned->dtype = FromConfigType(in.data_type());
+  if (io.max_batch_size > 0) planned->shape.push_back(batch);
+  planned->shape.insert(planned->shape.end(), in.dims().begin(), in.dims().end());
+  planned->samples = io.max_batch_size > 0 ? batch : 1;
+  const std::string what = "warm-up '" + w.name() + "', input '" + name + "'";
+  planned->what = what;
+  // "the N bytes a model's warm-up may take in all", or what is left of them.
+  const std::string limit =
+      *left == kMaxWarmupBytes
+          ? "the " + std::to_string(kMaxWarmupBytes) + " bytes a model's warm-up may take in all"
+          : "the " + std::to_string(*left) + " bytes left of the " +
+                std::to_string(kMaxWarmupBytes) + " a model's warm-up may take in all";
+  const std::optional<int64_t> count = ElementCount(planned->shape);
+  const auto element = static_cast<int64_t>(
+      planned->dtype == DataType::kBytes ? 4 : DataTypeByteSize(planned->dtype));
   int64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, element, &bytes) || bytes > kMaxWarmupInputBytes) {
-    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " takes more than the " +
-                           std::to_string(kMaxWarmupInputBytes) + " bytes a warm-up input may");
+  if (!count || __builtin_mul_overflow(*count, element, &bytes) || bytes > *left) {
+    return InvalidArgument(what + ": shape " + ShapeToString(planned->shape) + " takes more than " +
+                           limit);
   }
-  return static_cast<size_t>(bytes);
+  if (in.has_input_data_file()) {
+    planned->file = in.input_data_file();
+    const std::string file_what = what + ": input_data_file '" + planned->file + "'";
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(model_dir + "/warmup/" + planned->file, ec);
+    if (ec) return InvalidArgument(file_what + ": " + ec.message());
+    planned->sample_bytes = size;
+    if (planned->dtype != DataType::kBytes) {
+      planned->sample_bytes = static_cast<uint64_t>(bytes / planned->samples);
+      if (size < planned->sample_bytes) {
+        return InvalidArgument(file_what + " holds " + std::to_string(size) +
+                               " bytes; one sample of " +
+                               ShapeToString(Shape(in.dims().begin(), in.dims().end())) + " " +
+                               std::string(DataTypeName(planned->dtype)) + " takes " +
+                               std::to_string(planned->sample_bytes));
+      }
+    }
+    if (planned->sample_bytes * static_cast<uint64_t>(planned->samples) >
+        static_cast<uint64_t>(*left)) {
+      return InvalidArgument(file_what + ": " + std::to_string(planned->samples) + " x " +
+                             std::to_string(planned->sample_bytes) + " bytes, over " + limit);
+    }
+    bytes = static_cast<int64_t>(planned->sample_bytes) * planned->samples;
+  } else {
+    planned->random = in.has_random_data() && planned->dtype != DataType::kBytes;
+  }
+  planned->bytes = static_cast<size_t>(bytes);
+  *left -= bytes;
+  return Status::Ok();
 }
 
-// A warm-up input from `file` under the model's warmup/ directory, as Triton reads it: the file
-// holds one sample -- for a fixed-size type at least that sample's bytes (the rest is not read),
-// for BYTES the whole file (length-prefixed strings) -- and a batch of `samples` repeats it.
-// `bytes` is the whole tensor's size for a fixed-size type. Sized before it is read.
-StatusOr<Tensor> WarmupFileTensor(const std::string& name, DataType dtype, Shape shape,
-                                  std::span<const int64_t> sample_dims, int64_t samples,
-                                  size_t bytes, const std::string& model_dir,
-                                  const std::string& file, const std::string& what) {
-  const std::string path = model_dir + "/warmup/" + file;
-  const std::string file_what = what + ": input_data_file '" + file + "'";
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return InvalidArgument(file_what + ": " + ec.message());
-  uint64_t sample = size;
-  if (dtype != DataType::kBytes) {
-    sample = bytes / static_cast<uint64_t>(samples);
-    if (size < sample) {
-      return InvalidArgument(file_what + " holds " + std::to_string(size) +
-                             " bytes; one sample of " + ShapeToString(sample_dims) + " " +
-                             std::string(DataTypeName(dtype)) + " takes " + std::to_string(sample));
+// The tensor `planned` describes: read from its file, or zero-filled (random when asked).
+StatusOr<Tensor> MakeWarmupInput(const PlannedInput& planned, const std::string& model_dir,
+                                 std::mt19937& rng) {
+  if (planned.file.empty()) {
+    Tensor t = ZeroTensor(planned.name, planned.dtype, planned.shape);
+    if (planned.random) {
+      auto* p = const_cast<std::byte*>(t.data);
+      for (size_t i = 0; i < t.size_bytes; ++i) p[i] = std::byte(rng() & 0x3f);  // small values
     }
+    return t;
   }
-  if (sample * static_cast<uint64_t>(samples) > static_cast<uint64_t>(kMaxWarmupInputBytes)) {
-    return InvalidArgument(file_what + ": " + std::to_string(samples) + " x " +
-                           std::to_string(sample) + " bytes, over the " +
-                           std::to_string(kMaxWarmupInputBytes) + " a warm-up input may take");
+  auto buffer = AllocateTensorBuffer(planned.bytes);
+  std::ifstream in(model_dir + "/warmup/" + planned.file, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(buffer.get()),
+               static_cast<std::streamsize>(planned.sample_bytes))) {
+    return InvalidArgument(planned.what + ": input_data_file '" + planned.file + "': cannot read " +
+                           std::to_string(planned.sample_bytes) + " bytes");
   }
-  const size_t total = static_cast<size_t>(sample) * static_cast<size_t>(samples);
-  auto buffer = AllocateTensorBuffer(total);
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(reinterpret_cast<char*>(buffer.get()), static_cast<std::streamsize>(sample))) {
-    return InvalidArgument(file_what + ": cannot read " + std::to_string(sample) + " bytes");
-  }
-  for (int64_t i = 1; i < samples; ++i)
-    std::memcpy(buffer.get() + i * sample, buffer.get(), sample);
-  return OwningTensor(name, dtype, std::move(shape), std::move(buffer), total);
+  for (int64_t i = 1; i < planned.samples; ++i)
+    std::memcpy(buffer.get() + i * planned.sample_bytes, buffer.get(), planned.sample_bytes);
+  return OwningTensor(planned.name, planned.dtype, planned.shape, std::move(buffer), planned.bytes);
 }
 
 StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO& io,
@@ -261,30 +307,23 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
     samples.push_back(std::move(s));
     return warmup;
   }
-  std::mt19937 rng(12345);
-  for (const auto& w : config.model_warmup()) {
-    WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
-    const int64_t batch = std::max<uint32_t>(1, w.batch_size());
-    const int64_t batch_samples = io.max_batch_size > 0 ? batch : 1;
+  // Every input of every sample is sized first, so that nothing is allocated or read for a
+  // warm-up that asks for more than it may take.
+  int64_t left = kMaxWarmupBytes;
+  std::vector<std::vector<PlannedInput>> planned(config.model_warmup_size());
+  for (int i = 0; i < config.model_warmup_size(); ++i) {
+    const auto& w = config.model_warmup(i);
     for (const auto& [name, in] : w.inputs()) {
-      Shape shape;
-      if (io.max_batch_size > 0) shape.push_back(batch);
-      shape.insert(shape.end(), in.dims().begin(), in.dims().end());
-      DataType dtype = FromConfigType(in.data_type());
-      const std::string what = "warm-up '" + w.name() + "', input '" + name + "'";
-      ASSIGN_OR_RETURN(const size_t bytes, WarmupInputBytes(shape, dtype, what));
-      if (in.has_input_data_file()) {
-        const std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
-        ASSIGN_OR_RETURN(Tensor t, WarmupFileTensor(name, dtype, shape, dims, batch_samples, bytes,
-                                                    model_dir, in.input_data_file(), what));
-        s.inputs.push_back(std::move(t));
-        continue;
-      }
-      Tensor t = ZeroTensor(name, dtype, shape);
-      if (in.has_random_data() && dtype != DataType::kBytes) {
-        auto* p = const_cast<std::byte*>(t.data);
-        for (size_t i = 0; i < t.size_bytes; ++i) p[i] = std::byte(rng() & 0x3f);  // small values
-      }
+      RETURN_IF_ERROR(
+          PlanWarmupInput(w, name, in, io, model_dir, &left, &planned[i].emplace_back()));
+    }
+  }
+  std::mt19937 rng(12345);
+  for (int i = 0; i < config.model_warmup_size(); ++i) {
+    const auto& w = config.model_warmup(i);
+    WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
+    for (const PlannedInput& input : planned[i]) {
+      ASSIGN_OR_RETURN(Tensor t, MakeWarmupInput(input, model_dir, rng));
       s.inputs.push_back(std::move(t));
     }
     samples.push_back(std::move(s));

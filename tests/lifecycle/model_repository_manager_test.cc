@@ -1,6 +1,7 @@
 #include "lifecycle/model_repository_manager.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -367,10 +368,16 @@ TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavaila
       std::string::npos);
 }
 
-// A warm-up input is sized before anything is allocated or read: a shape past 1 GiB (or past
-// int64), a file shorter than one sample, and a BYTES file past 1 GiB (sparse: nothing is
-// written, and nothing read) each fail the load by name. As in Triton, a file holds one sample
-// (a longer one is read only that far) and a batch repeats it.
+// Warm-up inputs are sized before anything is allocated or read: a shape past 1 GiB (or past
+// int64), a file shorter than one sample, a BYTES file past 1 GiB (sparse: nothing is written,
+// and nothing read), and inputs that together pass 1 GiB each fail the load by name. As in Triton,
+// a file holds one sample (a longer one is read only that far) and a batch repeats it.
+long PeakRssKib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
 TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrRead) {
   const auto warmup = [](const std::string& type, const std::string& dims, const std::string& data,
                          int batch = 1) {
@@ -397,6 +404,22 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
       {"right_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\""), ""},
       {"long_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"long\""), ""},
       {"batch_of_one_sample", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\"", 3), ""},
+      // 768 MiB each: either alone fits, together they do not, and the first is not allocated
+      // before the second is refused (a shape, or a file's size).
+      {"two_large_samples",
+       "model_warmup [{ name: \"a\" batch_size: 1 inputs { key: \"INPUT0\" value: { "
+       "data_type: TYPE_FP32 dims: [201326592] zero_data: true } } }, { name: \"b\" "
+       "batch_size: 1 inputs { key: \"INPUT0\" value: { data_type: TYPE_FP32 dims: "
+       "[201326592] random_data: true } } }]",
+       "warm-up 'b', input 'INPUT0': shape [1,201326592] takes more than the 268435456 bytes "
+       "left of the 1073741824 a model's warm-up may take in all"},
+      {"large_sample_then_file",
+       "model_warmup [{ name: \"a\" batch_size: 1 inputs { key: \"INPUT0\" value: { "
+       "data_type: TYPE_FP32 dims: [201326592] zero_data: true } } }, { name: \"b\" "
+       "batch_size: 1 inputs { key: \"INPUT0\" value: { data_type: TYPE_STRING dims: [1] "
+       "input_data_file: \"huge\" } } }]",
+       "warm-up 'b', input 'INPUT0': input_data_file 'huge': 1 x 805306368 bytes, over the "
+       "268435456 bytes left of the 1073741824 a model's warm-up may take in all"},
   };
   for (const Case& c : cases) {
     Write(c.model + "/1/model.onnx", "identity FP32 -1 4");
@@ -408,7 +431,12 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
   Write("right_file/warmup/right", std::string(16, '\0'));
   Write("long_file/warmup/long", std::string(1000, '\0'));
   Write("batch_of_one_sample/warmup/right", std::string(16, '\0'));
+  Write("large_sample_then_file/warmup/huge", "");
+  fs::resize_file(root_ / "large_sample_then_file/warmup/huge", uint64_t{768} << 20);
+  const long peak_before_kib = PeakRssKib();
   auto m = Load();
+  // Nothing refused was allocated: 768 MiB zero-filled would have raised the process's peak.
+  EXPECT_LT(PeakRssKib() - peak_before_kib, 256 * 1024);
   std::map<std::string, ModelVersionState> rows;
   for (const ModelVersionState& row : m->Index()) rows[row.name] = row;
   for (const Case& c : cases) {
