@@ -1,5 +1,6 @@
 #include "repository/config_validation.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -156,12 +157,21 @@ Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy) {
 }
 
 Status ValidateInstanceGroups(const inference::ModelConfig& config) {
+  int64_t instances = 0;
   for (int i = 0; i < config.instance_group_size(); ++i) {
     const inference::ModelInstanceGroup& group = config.instance_group(i);
     const std::string what =
         "instance_group " + (group.name().empty() ? std::to_string(i) : Quote(group.name()));
     if (group.count() < 0) {
       return InvalidArgument(what + ": count " + std::to_string(group.count()) + " is negative");
+    }
+    // Each instance is a worker thread and an engine session: a count in the millions is a
+    // typo (or an attack through a load request's config override), refused before any is made.
+    instances += std::max(1, group.count());
+    if (instances > kMaxInstances) {
+      return InvalidArgument(what + ": count " + std::to_string(group.count()) +
+                             " takes the model past " + std::to_string(kMaxInstances) +
+                             " instances in all");
     }
     if (group.kind() == inference::ModelInstanceGroup::KIND_GPU || group.gpus_size() > 0) {
       return Unimplemented(what +
@@ -186,6 +196,11 @@ Status ValidateDynamicBatching(const inference::ModelDynamicBatching& batching,
   }
   const uint64_t levels = batching.priority_levels();
   const uint64_t default_level = batching.default_priority_level();
+  // The scheduler keeps a queue per level and looks at each when it forms a batch.
+  if (levels > kMaxPriorityLevels) {
+    return InvalidArgument("dynamic_batching: priority_levels " + std::to_string(levels) +
+                           " is over " + std::to_string(kMaxPriorityLevels));
+  }
   if (levels == 0 && default_level != 0) {
     return InvalidArgument(
         "dynamic_batching: default_priority_level is set but priority_levels "

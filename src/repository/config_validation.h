@@ -9,17 +9,25 @@
 //     tensors, so a 0 dimension is valid), a reshape with the same
 //     number of elements as dims, FORMAT_NHWC/NCHW only with 3 dims;
 //   - version_policy: specific.versions non-empty and >= 1;
-//   - instance_group: count >= 0 (0 means 1);
-//   - dynamic_batching: preferred_batch_size within [1, max_batch_size], and priority levels
-//     and per-level queue policies within [1, priority_levels];
+//   - instance_group: count >= 0 (0 means 1), at most kMaxInstances in all groups;
+//   - dynamic_batching: preferred_batch_size within [1, max_batch_size], priority_levels at
+//     most kMaxPriorityLevels, and priority levels and per-level queue policies within
+//     [1, priority_levels];
 //   - model_warmup: a name, batch_size within [1, max(1, max_batch_size)], each input naming a
 //     config input, with a data_type and a data source.
 #pragma once
+
+#include <cstdint>
 
 #include "harrier/status.h"
 #include "repository/model_config.pb.h"
 
 namespace harrier {
+
+// A version's instances, all groups together (each is a worker thread and an engine session).
+inline constexpr int64_t kMaxInstances = 128;
+// dynamic_batching.priority_levels (the scheduler keeps and scans a queue per level).
+inline constexpr uint64_t kMaxPriorityLevels = 1000;
 
 // Errors: kInvalidArgument naming the field (and the tensor) and the offending value;
 // kUnimplemented for settings Harrier does not support (KIND_GPU, `gpus`, shape tensors).

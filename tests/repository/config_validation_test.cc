@@ -74,6 +74,13 @@ TEST(ValidateModelConfigTest, ValidConfigPasses) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+TEST(ValidateModelConfigTest, TheLargestCountsPass) {
+  Status s = ValidateModelConfig(
+      ValidWith("instance_group [ { count: 100 }, { count: 28 } ] dynamic_batching { "
+                "priority_levels: 1000 default_priority_level: 1000 }"));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 TEST(ValidateModelConfigTest, LabelFilesInsideTheModelDirectoryPass) {
   for (const char* file : {"labels.txt", "labels/imagenet.txt", "..labels", "a/..b"}) {
     Status s = ValidateModelConfig(ValidWith(
@@ -162,6 +169,11 @@ INSTANTIATE_TEST_SUITE_P(
                        "specific.versions has 0"},
         ValidationCase{"negative_count", "instance_group [ { count: -1 } ]", kInvalid,
                        "count -1 is negative"},
+        ValidationCase{"too_many_instances", "instance_group [ { count: 2147483647 } ]", kInvalid,
+                       "count 2147483647 takes the model past 128 instances in all"},
+        ValidationCase{"too_many_instances_in_all",
+                       "instance_group [ { count: 100 }, { name: 'more' count: 29 } ]", kInvalid,
+                       "instance_group 'more': count 29 takes the model past 128"},
         ValidationCase{"gpu_kind", "instance_group [ { kind: KIND_GPU } ]",
                        StatusCode::kUnimplemented, "no GPU support"},
         ValidationCase{"gpus_listed", "instance_group [ { kind: KIND_CPU gpus: [0] } ]",
@@ -177,6 +189,10 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"default_level_without_levels",
                        "dynamic_batching { default_priority_level: 1 }", kInvalid,
                        "priority_levels is 0"},
+        ValidationCase{"too_many_levels",
+                       "dynamic_batching { priority_levels: 1000000000000 "
+                       "default_priority_level: 1 }",
+                       kInvalid, "priority_levels 1000000000000 is over 1000"},
         ValidationCase{"default_level_out_of_range",
                        "dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
                        kInvalid, "default_priority_level 3"},

@@ -123,7 +123,11 @@ void AddToBatch(llama_batch& batch, llama_token token, llama_pos pos, llama_seq_
 Status ValidateOptions(const LlamaEngine::Options& o) {
   if (o.model_path.empty()) return InvalidArgument("model_path is empty");
   if (o.context_size <= 0) return InvalidArgument("context_size must be > 0");
-  if (o.threads < 0) return InvalidArgument("threads must be >= 0 (0 = the usable cores)");
+  // ggml's own bound (its thread pool asserts on more, which would end the process).
+  if (o.threads < 0 || o.threads > GGML_MAX_N_THREADS) {
+    return InvalidArgument("threads must be in 0.." + std::to_string(GGML_MAX_N_THREADS) +
+                           " (0 = the usable cores)");
+  }
   const auto max_sequences = static_cast<int>(llama_max_parallel_sequences());
   if (o.parallel_sequences < 1 || o.parallel_sequences > max_sequences) {
     return InvalidArgument("parallel_sequences must be in 1.." + std::to_string(max_sequences));

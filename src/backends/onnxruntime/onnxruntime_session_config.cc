@@ -69,7 +69,9 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
   for (const auto& [key, value] : options.parameters) {
     if (key == "intra_op_thread_count" || key == "inter_op_thread_count") {
       std::optional<int> n = ParseNonNegativeInt(value);
-      if (!n) return BadParameter(key, value, "an integer >= 0");
+      if (!n || *n > kMaxThreadCount) {
+        return BadParameter(key, value, "an integer in 0.." + std::to_string(kMaxThreadCount));
+      }
       if (*n == 0) continue;  // Triton's meaning: leave the default
       int& field =
           key == "intra_op_thread_count" ? config.intra_op_threads : config.inter_op_threads;

@@ -4,8 +4,8 @@
 //
 // Parameters recognised (Triton's onnxruntime backend names, values as strings); a parameter
 // wins over the matching InstanceOptions field, because a user wrote it on purpose:
-//   intra_op_thread_count   int >= 0; 0 keeps InstanceOptions::intra_op_threads
-//   inter_op_thread_count   int >= 0; 0 keeps InstanceOptions::inter_op_threads
+//   intra_op_thread_count   int in 0..kMaxThreadCount; 0 keeps InstanceOptions::intra_op_threads
+//   inter_op_thread_count   int in 0..kMaxThreadCount; 0 keeps InstanceOptions::inter_op_threads
 //   execution_mode          "0" sequential, "1" parallel
 //   enable_mem_arena        "0"/"1" (or "false"/"true"): ORT's CPU memory arena, default on
 //   enable_mem_pattern      "0"/"1": ORT's memory pattern planning, default on
@@ -31,6 +31,10 @@ struct SessionOptions;
 }  // namespace Ort
 
 namespace harrier::ort {
+
+// The most threads a thread-count parameter may ask for (per session; a config with a count in
+// the millions, from a typo or a load request's config override, is refused, not attempted).
+inline constexpr int kMaxThreadCount = 256;
 
 struct OnnxRuntimeSessionConfig {
   // Threads inside one operator. 1 means ORT runs operators on the caller's thread with no

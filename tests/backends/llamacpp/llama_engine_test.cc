@@ -904,6 +904,11 @@ TEST_F(LlamaEngineTest, CreateRefusesWhatItCannotLoad) {
   options = Options();
   options.ubatch_size = 1024;  // above batch_size
   EXPECT_EQ(LlamaEngine::Create(options).status().code(), StatusCode::kInvalidArgument);
+  options = Options();
+  options.threads = 100000;  // past ggml's 512: its thread pool would abort the process
+  auto too_many = LlamaEngine::Create(options);
+  EXPECT_EQ(too_many.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.status().message(), HasSubstr("threads must be in 0..512"));
 }
 
 }  // namespace

@@ -109,6 +109,8 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
       {"intra_op_thread_count", "two"},
       {"inter_op_thread_count", "1.5"},
       {"inter_op_thread_count", ""},
+      {"intra_op_thread_count", "257"},
+      {"inter_op_thread_count", "1000000"},
       {"execution_mode", "2"},
       {"enable_mem_arena", "yes"},
       {"enable_mem_pattern", "10"},
@@ -130,6 +132,10 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
     o.graph_optimization_level = level;
     EXPECT_EQ(ResolveSessionConfig(o).status().code(), StatusCode::kInvalidArgument) << level;
   }
+  InstanceOptions most;
+  most.parameters["intra_op_thread_count"] = std::to_string(kMaxThreadCount);
+  ASSERT_TRUE(ResolveSessionConfig(most).ok());
+  EXPECT_EQ(ResolveSessionConfig(most)->intra_op_threads, kMaxThreadCount);
   InstanceOptions negative;
   negative.intra_op_threads = -1;
   EXPECT_EQ(ResolveSessionConfig(negative).status().code(), StatusCode::kInvalidArgument);
