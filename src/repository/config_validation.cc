@@ -257,6 +257,10 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   if (config.name().empty()) return InvalidArgument("name is not set");
   const int32_t max_batch_size = config.max_batch_size();
+  if (max_batch_size > kMaxBatchSize) {
+    return InvalidArgument("max_batch_size " + std::to_string(max_batch_size) + " is over " +
+                           std::to_string(kMaxBatchSize));
+  }
   if (max_batch_size < 0) {
     return InvalidArgument("max_batch_size " + std::to_string(max_batch_size) +
                            " is negative; 0 disables batching");

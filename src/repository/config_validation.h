@@ -3,7 +3,7 @@
 // repository API can be checked with it directly).
 //
 // It checks, in Harrier's terms (docs/model-repository.md has the full list):
-//   - name is set; max_batch_size >= 0;
+//   - name is set; max_batch_size in [0, kMaxBatchSize];
 //   - every input and output has a name, unique among the inputs (outputs), a data_type other
 //     than TYPE_INVALID, dims and reshape values that are -1 or >= 0 (ONNX allows empty
 //     tensors, so a 0 dimension is valid), a reshape with the same
@@ -24,6 +24,8 @@
 
 namespace harrier {
 
+// max_batch_size (the scheduler's adaptive delay keeps a figure per batch size).
+inline constexpr int32_t kMaxBatchSize = 1 << 20;
 // A version's instances, all groups together (each is a worker thread and an engine session).
 inline constexpr int64_t kMaxInstances = 128;
 // dynamic_batching.priority_levels (the scheduler keeps and scans a queue per level).

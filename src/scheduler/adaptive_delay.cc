@@ -19,7 +19,9 @@ Clock::duration FromNs(double ns) {
 AdaptiveDelay::AdaptiveDelay(Clock::duration target, int64_t max_batch_size)
     : target_(target),
       max_batch_size_(std::max<int64_t>(1, max_batch_size)),
-      service_ns_(static_cast<size_t>(max_batch_size_) + 1, -1.0) {}
+      // Only an adaptive delay (a target) reads the table: none is kept without one.
+      service_ns_(target > Clock::duration::zero() ? static_cast<size_t>(max_batch_size_) + 1 : 0,
+                  -1.0) {}
 
 void AdaptiveDelay::RecordArrival(Clock::time_point now) {
   if (last_arrival_ && now >= *last_arrival_) {
@@ -29,12 +31,13 @@ void AdaptiveDelay::RecordArrival(Clock::time_point now) {
 }
 
 void AdaptiveDelay::RecordExecution(int64_t batch_size, Clock::duration run_time) {
-  if (batch_size < 1 || batch_size > max_batch_size_) return;
+  if (batch_size < 1 || batch_size > max_batch_size_ || service_ns_.empty()) return;
   double& s = service_ns_[static_cast<size_t>(batch_size)];
   s = Ewma(s, std::chrono::duration<double, std::nano>(run_time).count());
 }
 
 Clock::duration AdaptiveDelay::ServiceTime(int64_t batch_size) const {
+  if (service_ns_.empty()) return Clock::duration::zero();
   batch_size = std::clamp<int64_t>(batch_size, 1, max_batch_size_);
   if (service_ns_[batch_size] >= 0) return FromNs(service_ns_[batch_size]);
   for (int64_t k = batch_size - 1; k >= 1; --k)  // linear in the batch size: pessimistic

@@ -13,8 +13,14 @@ bool IsCancelled(const ScheduledRequest& r) {
   return r.request->cancellation != nullptr && r.request->cancellation->cancelled();
 }
 
+// A config's microseconds (max_queue_delay, default_timeout, target p99: uint64 fields a config
+// may set to anything) as a duration that a time point can take without overflowing: at most
+// kLongestUs, about 116 days, which waits as long as "forever" does.
+constexpr uint64_t kLongestUs = uint64_t{10'000'000'000'000};
+
 Clock::duration Us(uint64_t us) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us));
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::microseconds(static_cast<int64_t>(std::min(us, kLongestUs))));
 }
 
 }  // namespace

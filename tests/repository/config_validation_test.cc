@@ -76,7 +76,8 @@ TEST(ValidateModelConfigTest, ValidConfigPasses) {
 
 TEST(ValidateModelConfigTest, TheLargestCountsPass) {
   Status s = ValidateModelConfig(
-      ValidWith("instance_group [ { count: 100 }, { count: 28 } ] dynamic_batching { "
+      ValidWith("max_batch_size: 1048576 instance_group [ { count: 100 }, { count: 28 } ] "
+                "dynamic_batching { "
                 "priority_levels: 1000 default_priority_level: 1000 }"));
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
@@ -189,6 +190,8 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"default_level_without_levels",
                        "dynamic_batching { default_priority_level: 1 }", kInvalid,
                        "priority_levels is 0"},
+        ValidationCase{"huge_batch", "max_batch_size: 2147483647", kInvalid,
+                       "max_batch_size 2147483647 is over 1048576"},
         ValidationCase{"too_many_levels",
                        "dynamic_batching { priority_levels: 1000000000000 "
                        "default_priority_level: 1 }",

@@ -90,6 +90,18 @@ TEST_F(BatchFormerTest, PartialBatchWaitsForTheQueueDelayThenRuns) {
   EXPECT_EQ(Seqs(d), (std::vector<uint64_t>{1, 2}));
 }
 
+// A config may set the delay (a uint64 of microseconds) to anything: the largest waits, as a
+// long delay does, instead of wrapping past the clock's range into the past.
+TEST_F(BatchFormerTest, TheLargestQueueDelayWaitsInsteadOfOverflowing) {
+  BatchFormer f(Batching(8, /*delay_us=*/UINT64_MAX));
+  Add(f, BatchItem(1));
+  clock_.Advance(1h);
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_GT(d.wake_at, clock_.Now() + 24h * 100);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), /*flush=*/true)), (std::vector<uint64_t>{1}));
+}
+
 TEST_F(BatchFormerTest, FlushRunsAPartialBatchWithoutWaiting) {
   BatchFormer f(Batching(8, /*delay_us=*/100000));
   Add(f, BatchItem(1));
