@@ -232,6 +232,11 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
       return InvalidArgument(what + ": batch_size " + std::to_string(warmup.batch_size()) +
                              " is outside [1, " + std::to_string(max_warmup_batch) + "]");
     }
+    // A load runs every count before the version serves, and nothing stops it midway.
+    if (warmup.count() > kMaxWarmupCount) {
+      return InvalidArgument(what + ": count " + std::to_string(warmup.count()) + " is over " +
+                             std::to_string(kMaxWarmupCount));
+    }
     for (const auto& [name, input] : warmup.inputs()) {
       const std::string input_what = what + ", input " + Quote(name);
       if (inputs.count(name) == 0) {

@@ -13,8 +13,8 @@
 //   - dynamic_batching: preferred_batch_size within [1, max_batch_size], priority_levels at
 //     most kMaxPriorityLevels, and priority levels and per-level queue policies within
 //     [1, priority_levels];
-//   - model_warmup: a name, batch_size within [1, max(1, max_batch_size)], each input naming a
-//     config input, with a data_type and a data source.
+//   - model_warmup: a name, batch_size within [1, max(1, max_batch_size)], count at most
+//     kMaxWarmupCount, each input naming a config input, with a data_type and a data source.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,8 @@ namespace harrier {
 
 // max_batch_size (the scheduler's adaptive delay keeps a figure per batch size).
 inline constexpr int32_t kMaxBatchSize = 1 << 20;
+// model_warmup's count: the runs of one sample (on each instance) before a version serves.
+inline constexpr uint32_t kMaxWarmupCount = 10'000;
 // A version's instances, all groups together (each is a worker thread and an engine session).
 inline constexpr int64_t kMaxInstances = 128;
 // dynamic_batching.priority_levels (the scheduler keeps and scans a queue per level).
