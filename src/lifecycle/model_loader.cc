@@ -158,6 +158,9 @@ struct WarmupSample {
 struct Warmup {
   bool implicit = false;
   std::vector<WarmupSample> samples;
+  // Why the implicit warm-up was not built (its inputs would take more than a warm-up may);
+  // reported as its failure.
+  std::string skipped;
 };
 
 // A tensor that owns `buffer`, of `bytes` bytes.
@@ -298,9 +301,27 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
   Warmup warmup;
   std::vector<WarmupSample>& samples = warmup.samples;
   if (config.model_warmup_size() == 0) {
-    // Default: one zero-filled run, so the first real request does not pay for lazy set-up.
+    // Default: one zero-filled run, so the first real request does not pay for lazy set-up. A
+    // config may give an input dims the model leaves free, as large as it likes: sized first,
+    // against the same budget as a configured warm-up.
     warmup.implicit = true;
     WarmupSample s{"default zero-filled run", 1, {}};
+    int64_t total = 0;
+    for (const IoSpec& in : io.inputs) {
+      if (in.optional) continue;
+      const Shape shape = ConcreteShape(io, in.dims, 1);
+      const std::optional<int64_t> count = ElementCount(shape);
+      const auto element =
+          static_cast<int64_t>(in.dtype == DataType::kBytes ? 4 : DataTypeByteSize(in.dtype));
+      int64_t bytes = 0;
+      if (!count || __builtin_mul_overflow(*count, element, &bytes) ||
+          __builtin_add_overflow(total, bytes, &total) || total > kMaxWarmupBytes) {
+        warmup.skipped = "not run: input '" + in.name + "' of shape " + ShapeToString(shape) +
+                         " takes the default warm-up past the " + std::to_string(kMaxWarmupBytes) +
+                         " bytes a warm-up may take in all";
+        return warmup;
+      }
+    }
     for (const IoSpec& in : io.inputs)
       if (!in.optional)
         s.inputs.push_back(ZeroTensor(in.name, in.dtype, ConcreteShape(io, in.dims, 1)));
@@ -452,6 +473,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   LoadedVersion loaded{model, ""};
   phase = LoadClock::now();
   Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
+  if (warmed.ok() && !warmup.skipped.empty()) warmed = InvalidArgument(warmup.skipped);
   const double warmup_ms = ms_since(phase);
   if (!warmed.ok()) {
     if (!warmup.implicit) return warmed;

@@ -343,6 +343,46 @@ TEST_F(ModelRepositoryManagerTest, LabelFilesAreReadAtLoadAndAMissingOneFailsThe
   EXPECT_EQ((*s)->ClassificationLabels("OUTPUT1"), nullptr);
 }
 
+// The process's peak resident set so far.
+long PeakRssKib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// A config may give a dim the model leaves free any size: the implicit warm-up is sized first
+// and, past what a warm-up may take, not run (a warning and the failure counter, as any failed
+// implicit warm-up) instead of zero-filling 2 GiB. The model serves the shapes it can.
+TEST_F(ModelRepositoryManagerTest, AnImplicitWarmupTooLargeToRunIsSkippedWithAWarning) {
+  Write("wide/1/model.onnx", "identity FP32 -1 -1");
+  Write("wide/config.pbtxt",
+        "max_batch_size: 0 input [{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [1, -1] }] "
+        "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [-1, -1] }]");
+  Write("huge/1/model.onnx", "identity FP32 -1 -1");
+  Write("huge/config.pbtxt",
+        "max_batch_size: 0 input [{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [1, 536870912] "
+        "}] output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [-1, -1] }]");
+  testing::RecordingLog log;
+  const long peak_before_kib = PeakRssKib();
+  auto m = Load();
+  EXPECT_LT(PeakRssKib() - peak_before_kib, 256 * 1024);
+  EXPECT_TRUE(m->AllReady());
+  const auto warnings = log.Find(spdlog::level::warn, "default warm-up failed");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].message.find("input 'INPUT0' of shape [1,536870912] takes the default "
+                                     "warm-up past the 1073741824 bytes"),
+            std::string::npos)
+      << warnings[0].message;
+  TextExposition metrics;
+  m->CollectMetrics(&metrics);
+  EXPECT_NE(
+      metrics.Text().find("harrier_model_warmup_failures_total{model=\"huge\",version=\"1\"} 1\n"),
+      std::string::npos);
+  EXPECT_NE(
+      metrics.Text().find("harrier_model_warmup_failures_total{model=\"wide\",version=\"1\"} 0\n"),
+      std::string::npos);
+}
+
 // A model_warmup the user configured is a promise about the model: its failure fails the load.
 TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavailable) {
   Write("divides/1/model.onnx", "zero_fails FP32 -1 4");
@@ -372,12 +412,6 @@ TEST_F(ModelRepositoryManagerTest, FailedConfiguredWarmupMakesTheVersionUnavaila
 // int64), a file shorter than one sample, a BYTES file past 1 GiB (sparse: nothing is written,
 // and nothing read), and inputs that together pass 1 GiB each fail the load by name. As in Triton,
 // a file holds one sample (a longer one is read only that far) and a batch repeats it.
-long PeakRssKib() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss;
-}
-
 TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrRead) {
   const auto warmup = [](const std::string& type, const std::string& dims, const std::string& data,
                          int batch = 1) {
