@@ -4,6 +4,7 @@
 #include <llama.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -681,6 +682,29 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
     return InvalidArgument("'" + options.model_path +
                            "' is not a decoder-only model (encoder-decoder models are not "
                            "supported)");
+  }
+
+  // The KV cache's size, checked before llama.cpp allocates and clears it: a config (or a load
+  // request's config override) may ask for 2^31 cells, and llama.cpp fails only after touching
+  // what it could (8 GiB for the 1-layer test model, under a 12 GB address-space limit).
+  {
+    const llama_model* model = impl->model.get();
+    const int64_t heads = std::max(1, llama_model_n_head(model));
+    const int64_t cell_bytes = int64_t{llama_model_n_layer(model)} * 2 /* K and V */ *
+                               (llama_model_n_embd(model) / heads) * llama_model_n_head_kv(model) *
+                               2 /* f16 */;
+    int64_t memory = options.memory_bytes;
+    if (memory <= 0) {
+      const long pages = sysconf(_SC_PHYS_PAGES);
+      const long page = sysconf(_SC_PAGESIZE);
+      memory = pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+    }
+    if (memory > 0 && cell_bytes > 0 && options.context_size > memory / cell_bytes) {
+      return InvalidArgument(
+          "context_size " + std::to_string(options.context_size) + " needs a KV cache of " +
+          std::to_string(options.context_size * cell_bytes) + " bytes, more than the " +
+          std::to_string(memory) + " bytes of memory there are");
+    }
   }
 
   llama_context_params context_params = llama_context_default_params();

@@ -101,11 +101,16 @@ class LlamaEngine : public GenerativeModel {
     int max_waiting_requests = 64;
     // The clock deadlines are checked against. Must outlive the engine. Default: steady_clock.
     const Clock* clock = &SteadyClock();
+    // The memory a KV cache may take: a context_size whose cache (f16 keys and values, as
+    // llama.cpp allocates it) needs more is refused before llama.cpp tries, which would touch
+    // what it could of it first. 0: the machine's physical memory. For tests.
+    int64_t memory_bytes = 0;
   };
 
   // Loads the model (memory-mapped), creates the context and starts the engine thread.
   // Errors: kInvalidArgument (an option out of range; a file llama.cpp cannot load as a model,
-  // with its reason; an encoder-decoder model), kNotFound (no such file), kResourceExhausted
+  // with its reason; an encoder-decoder model; a context_size whose KV cache would not fit in
+  // memory_bytes), kNotFound (no such file), kResourceExhausted
   // (the context cannot be created, with llama.cpp's reason), kInternal (other failures).
   static StatusOr<std::unique_ptr<LlamaEngine>> Create(const Options& options);
 

@@ -911,5 +911,20 @@ TEST_F(LlamaEngineTest, CreateRefusesWhatItCannotLoad) {
   EXPECT_THAT(too_many.status().message(), HasSubstr("threads must be in 0..512"));
 }
 
+// A context whose KV cache would not fit in memory is refused before llama.cpp allocates it;
+// one that fits is made. The budget is the test's (Options::memory_bytes), not the machine's.
+TEST_F(LlamaEngineTest, AContextTooLargeForMemoryIsRefusedBeforeItIsAllocated) {
+  LlamaEngine::Options options = Options();
+  options.memory_bytes = int64_t{64} << 20;
+  options.context_size = 1 << 30;
+  auto refused = LlamaEngine::Create(options);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("context_size 1073741824 needs a KV cache of"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("more than the 67108864 bytes of memory"));
+  options.context_size = 4096;
+  auto made = LlamaEngine::Create(options);
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+}
+
 }  // namespace
 }  // namespace harrier
