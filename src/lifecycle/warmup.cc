@@ -110,8 +110,9 @@ Status PlanWarmupInput(const inference::ModelWarmup& w, const std::string& name,
                                std::to_string(planned->sample_bytes));
       }
     }
-    if (planned->sample_bytes * static_cast<uint64_t>(planned->samples) >
-        static_cast<uint64_t>(*left)) {
+    // Divided, not multiplied: a (sparse) BYTES file's size times the batch can pass 2^64.
+    if (planned->sample_bytes >
+        static_cast<uint64_t>(*left) / static_cast<uint64_t>(planned->samples)) {
       return InvalidArgument(file_what + ": " + std::to_string(planned->samples) + " x " +
                              std::to_string(planned->sample_bytes) + " bytes, over " + limit);
     }
@@ -203,8 +204,6 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
 
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
                  std::string_view model_name, ModelScheduler& scheduler) {
-  std::vector<std::string> all_outputs;
-  for (const auto& o : io.outputs) all_outputs.push_back(o.name);
   for (const WarmupSample& s : samples) {
     // Warm-up inputs pass the same checks as a client's, so a bad model_warmup is reported.
     InferenceRequest check;
