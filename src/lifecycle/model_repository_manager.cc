@@ -607,6 +607,15 @@ Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
   return Status::Ok();
 }
 
+// A load's own failure, in Triton's words ("failed to load 'm': ..."). An engine's
+// RESOURCE_EXHAUSTED here means the model does not fit what the machine has (a llama.cpp context
+// it cannot allocate), not a busy server: it is answered as INVALID_ARGUMENT (400), as Triton
+// answers any failed load, never as a 429 whose Retry-After a client would obey in vain.
+Status LoadFailed(const std::string& name, StatusCode code, const std::string& why) {
+  if (code == StatusCode::kResourceExhausted) code = StatusCode::kInvalidArgument;
+  return Status(code, "failed to load '" + name + "': " + why);
+}
+
 void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptions options,
                                            std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
@@ -638,9 +647,7 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
         for (const ModelDirectory& dir : *dirs) {
           if (dir.name != name) continue;
           Status s = Reconcile(dir, true, override, nullptr);
-          return done(s.ok() ? s
-                             : Status(s.code(), "failed to load '" + name +
-                                                    "': " + client_paths_.Rewrite(s.message())));
+          return done(s.ok() ? s : LoadFailed(name, s.code(), client_paths_.Rewrite(s.message())));
         }
         done(NotFound("failed to load '" + name + "', no version is available"));
       });
@@ -653,8 +660,7 @@ Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
   auto made = OverrideDirectory::Create(options_.override_parent_directory, files);
   if (!made.ok()) {
     spdlog::error("model '{}': file overrides not written: {}", name, made.status().message());
-    return Status(made.status().code(),
-                  "failed to load '" + name + "': " + std::string(made.status().message()));
+    return LoadFailed(name, made.status().code(), std::string(made.status().message()));
   }
   // Shared with the versions that load from it; this reference goes at the end of the load, so
   // a load that fails leaves no directory behind.
@@ -694,8 +700,7 @@ Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
       }
     }
   }
-  return Status(s.code(),
-                "failed to load '" + name + "': " + client_text(std::string(s.message())));
+  return LoadFailed(name, s.code(), client_text(std::string(s.message())));
 }
 
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,

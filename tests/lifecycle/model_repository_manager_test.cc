@@ -721,6 +721,21 @@ TEST_F(ModelRepositoryManagerTest, AFailedReloadLeavesTheServingVersionServing) 
   EXPECT_TRUE(InferSync(**after, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
 }
 
+TEST_F(ModelRepositoryManagerTest, ALoadThatDoesNotFitIsAnInvalidArgumentNotARetry) {
+  Write("a/1/model.onnx", "too_big");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kExplicit;
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  const Status s = Control(m, true, "a");
+  // The engine says RESOURCE_EXHAUSTED; a load answers 400 as Triton does, not a 429 to retry.
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("failed to load 'a'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("not enough memory for the model"), std::string::npos) << s.ToString();
+}
+
 TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto o = Options(root_.string(), 2);

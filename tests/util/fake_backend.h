@@ -3,6 +3,8 @@
 //                                  (e.g. "identity FP32 -1 4"); Run copies INPUT0 to OUTPUT0
 //   "zero_fails <DTYPE> <dims...>" the same, but Run fails (kInvalidArgument) when INPUT0 is
 //                                  all zero bytes, as a graph that divides by its input does
+//   "too_big"                       kResourceExhausted, as an engine that cannot allocate
+//                                  the model's memory (llama.cpp's context) answers
 //   anything else                   kInvalidArgument, as a corrupt model would be
 // Counts instances, Inspect calls and runs so tests can check warm-up and sizing; with
 // `instances_report_signature` set, instances say their signature (as ONNX Runtime's do) and a
@@ -117,6 +119,7 @@ class FakeBackend : public Backend {
     if (!in) return NotFound("model file " + path + " does not exist");
     std::string word, dtype;
     in >> word >> dtype;
+    if (word == "too_big") return ResourceExhausted(path + ": not enough memory for the model");
     auto type = DataTypeFromName(dtype);
     if ((word != "identity" && word != "zero_fails") || !type)
       return InvalidArgument(path + ": not a valid model file");
