@@ -36,9 +36,10 @@ declare -A max_len=(
   [traffic_policy]=2048
   [openai_request]=4096
   [model_control]=4096
+  [model_load]=4096
 )
 all_targets=(infer_codec http1_request http2_frames grpc_infer_request grpc_wire model_config
-             trace_context content_coding traffic_policy openai_request model_control)
+             trace_context content_coding traffic_policy openai_request model_control model_load)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
