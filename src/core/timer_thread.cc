@@ -20,15 +20,14 @@ TimerThread::~TimerThread() {
 }
 
 uint64_t TimerThread::Schedule(Clock::time_point at, std::function<void()> fn) {
-  uint64_t id;
-  bool earliest;
-  {
-    std::lock_guard lock(state_->mu);
-    id = state_->next_id++;
-    earliest = state_->due.empty() || at < state_->due.begin()->first.first;
-    state_->due.emplace(std::make_pair(at, id), std::move(fn));
-    state_->when.emplace(id, at);
-  }
+  // Notified under the lock: once it is released, `fn` may already have run and destroyed this
+  // TimerThread and its state (a caller that owns the timer only through `fn`), so nothing here
+  // may touch either after that (ThreadSanitizer saw the notify race the state's destruction).
+  std::lock_guard lock(state_->mu);
+  const uint64_t id = state_->next_id++;
+  const bool earliest = state_->due.empty() || at < state_->due.begin()->first.first;
+  state_->due.emplace(std::make_pair(at, id), std::move(fn));
+  state_->when.emplace(id, at);
   if (earliest) state_->cv.notify_all();
   return id;
 }

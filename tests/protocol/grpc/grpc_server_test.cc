@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -108,8 +109,8 @@ TEST_F(GrpcServerTest, HealthAndMetadata) {
 // inference are answered as before.
 TEST_F(GrpcServerTest, ServerReadyIsFalseWhileDrainingAndInferenceIsServed) {
   struct Draining : ServerReadiness {
-    bool draining() const override { return on; }
-    bool on = false;
+    bool draining() const override { return on.load(); }
+    std::atomic<bool> on{false};  // read on the server's I/O thread
   } readiness;
   GrpcServer::Options options;
   options.handler.readiness = &readiness;
