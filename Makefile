@@ -9,6 +9,8 @@
 #                    unit tests include fuzz_replay_<target>, each fuzz target over its committed
 #                    corpus (tests/fuzz/corpus/, docs/fuzzing.md)
 #   make test-sanitize  unit tests, corpus replays included, under AddressSanitizer + UBSan
+#   make test-tsan   unit tests under ThreadSanitizer, then the integration suites that drive the
+#                    server's threads hardest against a ThreadSanitizer harrier (docs/testing.md)
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
 #   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
 #                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)
@@ -28,7 +30,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps build models run install image test test-unit test-integration test-sanitize bench fuzz format clean
+.PHONY: all deps build models run install image test test-unit test-integration test-sanitize test-tsan bench fuzz format clean
 
 all: build
 
@@ -69,6 +71,13 @@ test-sanitize: $(DEPS_STAMP)
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
 	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L unit -j 2
 
+test-tsan: $(DEPS_STAMP) models
+	@# -Werror off: gcc 12's stringop-overflow warnings misfire on instrumented code (the main
+	@# build holds the warnings).
+	cmake -S . -B $(BUILD)-tsan $(CMAKE_FLAGS) -DHARRIER_WERROR=OFF -DHARRIER_TSAN=ON -DHARRIER_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	bash tools/tsan.sh $(BUILD)-tsan
+
 bench: build
 	bash bench/run.sh $(BUILD)
 
@@ -79,4 +88,4 @@ format:
 	find include src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize build-fuzz
+	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-tsan build-fuzz
