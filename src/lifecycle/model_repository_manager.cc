@@ -320,6 +320,21 @@ Status ModelRepositoryManagerImpl::Reconcile(
   const VersionSelection selection = SelectVersions(config.version_policy(), dir.versions);
   if (selection.selected.empty() && selection.missing.empty())
     return fail(NotFound("no version directories (numeric names such as '1') in " + dir.path));
+  if (selection.selected.empty()) {
+    // A specific policy that names only versions without a directory: nothing to load, and
+    // without this the model stayed LOADING for good, with no word in the log (fuzz model_load).
+    auto list = [](const std::vector<int64_t>& versions) {
+      std::string out;
+      for (int64_t v : versions) out += (out.empty() ? "" : ", ") + std::to_string(v);
+      return out.empty() ? std::string("none") : out;
+    };
+    std::vector<int64_t> present = dir.versions;
+    std::sort(present.begin(), present.end());
+    present.erase(std::unique(present.begin(), present.end()), present.end());
+    return fail(NotFound("the version policy names version(s) " + list(selection.missing) +
+                         ", none of which has a directory in " + dir.path +
+                         " (the versions there: " + list(present) + ")"));
+  }
 
   // Which versions to load, which to retire (reconcile_plan.h).
   ReconcileInputs plan_inputs;

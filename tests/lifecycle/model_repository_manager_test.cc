@@ -197,6 +197,26 @@ TEST_F(ModelRepositoryManagerTest, ReasonsSentToClientsHoldRepositoryRelativePat
   EXPECT_EQ(log.Find(spdlog::level::err, root + "/bad/1/model.onnx").size(), 1u);
 }
 
+// Found by the model_load fuzzer: a specific policy naming only versions that have no
+// directory left the model LOADING for good, silently, and the server never ready.
+TEST_F(ModelRepositoryManagerTest, APolicyNamingOnlyMissingVersionsIsUnavailableAndSaysWhy) {
+  Write("m/1/model.onnx", "identity FP32 -1 4");
+  Write("m/2/model.onnx", "identity FP32 -1 4");
+  Write("m/config.pbtxt", "version_policy { specific { versions: [4, 7] } }");
+  testing::RecordingLog log;
+  auto m = Load();
+  const std::vector<ModelVersionState> rows = m->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("names version(s) 4, 7, none of which has a directory in m "
+                                "(the versions there: 1, 2)"),
+            std::string::npos)
+      << rows[0].reason;
+  EXPECT_FALSE(m->AllReady());
+  EXPECT_EQ(m->Get("m", std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(log.Find(spdlog::level::err, "none of which has a directory").size(), 1u);
+}
+
 TEST_F(ModelRepositoryManagerTest, AutoCompletesBatchAndReportsMetadata) {
   Write("m/1/model.onnx", "identity FP32 -1 4");
   auto m = Load();
