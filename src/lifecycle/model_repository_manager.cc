@@ -625,7 +625,7 @@ Status ModelRepositoryManagerImpl::ModelControlAllowed() const {
 // A load's own failure, in Triton's words ("failed to load 'm': ..."). An engine's
 // RESOURCE_EXHAUSTED here means the model does not fit what the machine has (a llama.cpp context
 // it cannot allocate), not a busy server: it is answered as INVALID_ARGUMENT (400), as Triton
-// answers any failed load, never as a 429 whose Retry-After a client would obey in vain.
+// answers a failed load, never as a 429 whose Retry-After a client would obey in vain.
 Status LoadFailed(const std::string& name, StatusCode code, const std::string& why) {
   if (code == StatusCode::kResourceExhausted) code = StatusCode::kInvalidArgument;
   return Status(code, "failed to load '" + name + "': " + why);
