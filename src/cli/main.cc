@@ -510,7 +510,8 @@ int Serve(const ServeFlags& flags) {
   (*server)->Stop();  // stop accepting, answer what is in flight, close connections
   (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC
   (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
-  server->reset();
+  // The REST server object lives on until Serve returns, after the metrics server: a scrape
+  // reads its connection counts (ThreadSanitizer saw one read a server destroyed here).
   // Every request is answered and its trace submitted: export them before the tracer goes.
   if (tracer && !tracer->Flush(std::chrono::seconds(5))) {
     spdlog::warn("tracing: spans still unexported after 5 s are dropped");
