@@ -21,8 +21,8 @@
 // sized once and reused, which the flat counts over kRequests requests confirm.
 #include <arpa/inet.h>
 #include <execinfo.h>
-#include <link.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -279,12 +280,20 @@ void PrintTrace(const char* what) {
 std::string ExampleRepository() {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(HARRIER_BINARY_DIR) / "hot_path_models";
-  if (fs::exists(dir / "dense_fp32" / "1" / "model.onnx")) return dir.string();
+  const fs::path model = dir / "dense_fp32" / "1" / "model.onnx";
+  if (fs::exists(model)) return dir.string();
+  // Made in a folder of this process's own, then renamed into place: CTest runs these tests two
+  // at a time, and two generators writing one folder renamed each other's temporary files away.
+  const fs::path mine = dir.string() + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(mine, ec);
   const std::string command = "/usr/bin/python3 '" HARRIER_SOURCE_DIR
                               "/tools/make_example_models.py' '" +
-                              dir.string() + "' > /dev/null";
-  if (std::system(command.c_str()) != 0) return "";
-  return dir.string();
+                              mine.string() + "' > /dev/null";
+  const bool made = std::system(command.c_str()) == 0;
+  if (made) fs::rename(mine, dir, ec);  // fails when another test got there first: theirs serves
+  fs::remove_all(mine, ec);
+  return fs::exists(model) ? dir.string() : "";
 }
 
 const std::string kJsonBody = R"({"inputs":[{"name":"features","shape":[1,8],"datatype":"FP32",)"
