@@ -55,6 +55,20 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     return std::move(m).value();
   }
 
+  // An explicit-mode manager on root_ after its start: `startup` names the models loaded then
+  // (--load-model; none by default), `overrides` where file overrides go ($TMPDIR when empty).
+  std::unique_ptr<ModelRepositoryManager> Explicit(std::vector<std::string> startup = {},
+                                                   std::string overrides = "") {
+    auto o = Options(root_.string(), 2);
+    o.control_mode = ModelControlMode::kExplicit;
+    o.startup_models = std::move(startup);
+    o.override_parent_directory = std::move(overrides);
+    auto created = ModelRepositoryManager::Create(o);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    (*created)->LoadAll();
+    return std::move(created).value();
+  }
+
   static std::unique_ptr<InferenceRequest> Fp32Request(std::vector<float> values, Shape shape) {
     return testing::Fp32InferenceRequest(values, std::move(shape));
   }
@@ -678,13 +692,8 @@ TEST_F(ModelRepositoryManagerTest, LoadAndUnloadNeedExplicitMode) {
 TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequest) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   Write("b/1/model.onnx", "identity FP32 -1 4");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kExplicit;
-  o.startup_models = {"a"};
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit({"a"});
+  auto& m = *manager;
   EXPECT_TRUE(m.Get("a", std::nullopt).ok());
   EXPECT_EQ(m.Get("b", std::nullopt).status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(m.AllReady());  // an unloaded model is not expected to serve
@@ -722,13 +731,8 @@ TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequ
 
 TEST_F(ModelRepositoryManagerTest, AFailedReloadLeavesTheServingVersionServing) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kExplicit;
-  o.startup_models = {"*"};
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
   auto before = m.Get("a", 1);
   ASSERT_TRUE(before.ok());
   Write("a/1/model.onnx", "garbage, half copied");
@@ -743,12 +747,8 @@ TEST_F(ModelRepositoryManagerTest, AFailedReloadLeavesTheServingVersionServing) 
 
 TEST_F(ModelRepositoryManagerTest, ALoadThatDoesNotFitIsAnInvalidArgumentNotARetry) {
   Write("a/1/model.onnx", "too_big");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kExplicit;
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit();
+  auto& m = *manager;
   const Status s = Control(m, true, "a");
   // The engine says RESOURCE_EXHAUSTED; a load answers 400 as Triton does, not a 429 to retry.
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -758,12 +758,8 @@ TEST_F(ModelRepositoryManagerTest, ALoadThatDoesNotFitIsAnInvalidArgumentNotARet
 
 TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kExplicit;
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit();
+  auto& m = *manager;
   ModelLoadOptions bad;
   bad.config_json = R"({"max_batch_size": "many"})";
   EXPECT_EQ(Control(m, true, "a", bad).code(), StatusCode::kInvalidArgument);
@@ -791,14 +787,7 @@ class FileOverrideTest : public ModelRepositoryManagerTest {
     ModelRepositoryManagerTest::TearDown();
   }
   std::unique_ptr<ModelRepositoryManager> Explicit(std::vector<std::string> startup = {}) {
-    auto o = Options(root_.string(), 2);
-    o.control_mode = ModelControlMode::kExplicit;
-    o.startup_models = std::move(startup);
-    o.override_parent_directory = overrides_.string();
-    auto created = ModelRepositoryManager::Create(o);
-    EXPECT_TRUE(created.ok()) << created.status().ToString();
-    (*created)->LoadAll();
-    return std::move(created).value();
+    return ModelRepositoryManagerTest::Explicit(std::move(startup), overrides_.string());
   }
   static ModelLoadOptions WithFiles(std::vector<ModelFileOverride> files,
                                     std::optional<std::string> config = "{}") {
