@@ -14,6 +14,7 @@
 #include "repository/config_autocomplete.h"
 #include "repository/config_data_type.h"
 #include "repository/config_json.h"
+#include "repository/config_validation.h"
 #include "repository/file_system.h"
 
 namespace harrier {
@@ -312,6 +313,16 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
                            " model takes text, not tensors: its config has no input, output "
                            "or max_batch_size");
   }
+  RETURN_IF_ERROR(ValidateResponseCache(config).WithContext(where));
+  // A generation answers with many responses (tokens): Triton's decoupled models. Clients that
+  // read the config to choose streaming (perf_analyzer, tritonclient) see it said.
+  if (config.has_model_transaction_policy() && !config.model_transaction_policy().decoupled()) {
+    return InvalidArgument(where + ": model_transaction_policy: decoupled is false, but a " +
+                           std::string(backend.name()) +
+                           " model answers a request with many responses (one per token); set it "
+                           "true or leave the section out");
+  }
+  config.mutable_model_transaction_policy()->set_decoupled(true);
   if (config.name().empty()) config.set_name(dir.name);
   config.set_backend(std::string(backend.name()));
   config.set_platform(std::string(backend.platform()));

@@ -259,8 +259,25 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
 
 }  // namespace
 
+Status ValidateResponseCache(const inference::ModelConfig& config) {
+  if (config.response_cache().enable()) {
+    return Unimplemented(
+        "response_cache: enable is true; this server has no response cache (set it false or "
+        "leave the section out)");
+  }
+  return Status::Ok();
+}
+
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   if (config.name().empty()) return InvalidArgument("name is not set");
+  RETURN_IF_ERROR(ValidateResponseCache(config));
+  if (config.model_transaction_policy().decoupled()) {
+    return Unimplemented(
+        "model_transaction_policy: decoupled is true; a " +
+        (config.backend().empty() ? std::string("tensor") : Quote(config.backend())) +
+        " model answers each request with one response (only generative models, such as "
+        "llama.cpp's, are decoupled)");
+  }
   const int32_t max_batch_size = config.max_batch_size();
   if (max_batch_size > kMaxBatchSize) {
     return InvalidArgument("max_batch_size " + std::to_string(max_batch_size) + " is over " +

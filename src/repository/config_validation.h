@@ -13,6 +13,8 @@
 //   - dynamic_batching: preferred_batch_size within [1, max_batch_size], priority_levels at
 //     most kMaxPriorityLevels, and priority levels and per-level queue policies within
 //     [1, priority_levels];
+//   - response_cache.enable false (ValidateResponseCache), model_transaction_policy.decoupled
+//     false: a tensor model answers one response per request;
 //   - model_warmup: a name, batch_size within [1, max(1, max_batch_size)], count at most
 //     kMaxWarmupCount, each input naming a config input, with a data_type and a data source.
 #pragma once
@@ -34,8 +36,13 @@ inline constexpr int64_t kMaxInstances = 128;
 inline constexpr uint64_t kMaxPriorityLevels = 1000;
 
 // Errors: kInvalidArgument naming the field (and the tensor) and the offending value;
-// kUnimplemented for settings Harrier does not support (KIND_GPU, `gpus`, shape tensors).
+// kUnimplemented for settings Harrier does not support (KIND_GPU, `gpus`, shape tensors, a
+// response cache, a decoupled tensor model).
 // Messages do not name the model or the file: callers add that (Status::WithContext).
 Status ValidateModelConfig(const inference::ModelConfig& config);
+
+// The check every model's config gets, generative ones included: response_cache.enable is
+// false (Harrier has no response cache; Triton's default, written out, is accepted).
+Status ValidateResponseCache(const inference::ModelConfig& config);
 
 }  // namespace harrier

@@ -177,6 +177,11 @@ class GenerationTests(unittest.TestCase):
         status, _, body = call(self.port, "GET", "/v2/models/tiny-llama")
         self.assertEqual(status, 200, body)
         self.assertEqual(json.loads(body)["platform"], "llama.cpp")
+        # Triton's decoupled models: many responses per request. Clients that pick streaming
+        # from the config (perf_analyzer, tritonclient's examples) read it here.
+        status, _, body = call(self.port, "GET", "/v2/models/tiny-llama/config")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["model_transaction_policy"], {"decoupled": True})
         status, _, body = call(self.port, "POST", "/v2/repository/index", {})
         self.assertIn({"name": "tiny-llama", "version": "1", "state": "READY"}, json.loads(body))
 

@@ -540,6 +540,28 @@ class FileOverrideTest(unittest.TestCase):
         status, body = Client(self.server.port).call("POST", "/v2/models/dense/infer", BODY)
         self.assertEqual(status, 200, body)
 
+    def test_2a_tritons_default_sections_load_and_a_response_cache_is_refused(self):
+        # Triton's config endpoint writes these sections out with their defaults: a config saved
+        # from it loads unchanged. A response cache, which Harrier has not, fails the load and
+        # leaves the serving version alone.
+        defaults = {"max_batch_size": 0, "response_cache": {"enable": False},
+                    "model_transaction_policy": {"decoupled": False}}
+        status, body = self.load("dense", {"config": json.dumps(defaults)})
+        self.assertEqual(status, 200, body)
+        status, config = Client(self.server.port).call("GET", "/v2/models/dense/config")
+        self.assertEqual(status, 200, config)
+        self.assertEqual(config["max_batch_size"], 0)
+        for section, want in (("response_cache", {"enable": True}),
+                              ("model_transaction_policy", {"decoupled": True})):
+            status, body = self.load("dense", {"config": json.dumps({section: want})})
+            self.assertEqual(status, 501, body)
+            self.assertIn("failed to load 'dense'", body["error"])
+            self.assertIn(section + ": ", body["error"])
+        status, body = Client(self.server.port).call("POST", "/v2/models/dense/infer", BODY)
+        self.assertEqual(status, 200, body)
+        status, config = Client(self.server.port).call("GET", "/v2/models/dense/config")
+        self.assertEqual(config["max_batch_size"], 0)
+
     def test_3_a_plain_load_after_files_reloads_from_the_repository(self):
         status, body = self.load("dense", {"config": "{}", "file:1/model.onnx": self.model})
         self.assertEqual(status, 200, body)

@@ -15,6 +15,7 @@
 
 #include "observability/text_exposition.h"
 #include "util/fake_backend.h"
+#include "util/fake_generative_model.h"
 #include "util/recording_log.h"
 #include "util/scheduled_request_builder.h"
 
@@ -171,6 +172,56 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorTheBuildLacksIsRefusedByName) {
                                      "the server has no llama.cpp engine"),
             std::string::npos)
       << rows["text"].reason;
+}
+
+// A text generator answers a request with many responses: its config says decoupled, as
+// Triton's decoupled models' do, and a config that says otherwise is refused by name.
+TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwiseIsRefused) {
+  class Generators final : public GenerativeBackend {
+   public:
+    std::string_view name() const override { return "llama.cpp"; }
+    std::string_view platform() const override { return "llama.cpp"; }
+    std::string_view default_model_filename() const override { return "model.gguf"; }
+    StatusOr<std::unique_ptr<GenerativeModel>> Load(const std::string&,
+                                                    const std::map<std::string, std::string>&,
+                                                    int) override {
+      return std::unique_ptr<GenerativeModel>(std::make_unique<testing::FakeGenerativeModel>());
+    }
+  } generators;
+  BackendRegistry registry;
+  registry.AddTensorBackend(&backend_);
+  registry.AddGenerativeBackend(&generators);
+  Write("text/1/model.gguf", "gguf");
+  Write("said/1/model.gguf", "gguf");
+  Write("said/config.pbtxt", "model_transaction_policy { decoupled: true }");
+  Write("not/1/model.gguf", "gguf");
+  Write("not/config.pbtxt", "model_transaction_policy { decoupled: false }");
+  Write("cached/1/model.gguf", "gguf");
+  Write("cached/config.pbtxt", "response_cache { enable: true }");
+  auto o = Options(root_.string(), 2);
+  o.backends = &registry;
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& m = **created;
+  m.LoadAll();
+  for (const char* name : {"text", "said"}) {
+    auto model = m.Get(name, std::nullopt);
+    ASSERT_TRUE(model.ok()) << name << ": " << model.status().ToString();
+    EXPECT_NE((*model)->ConfigJson().find(R"("model_transaction_policy":{"decoupled":true})"),
+              std::string::npos)
+        << (*model)->ConfigJson();
+  }
+  std::map<std::string, ModelVersionState> rows;
+  for (const ModelVersionState& row : m.Index()) rows[row.name] = row;
+  EXPECT_EQ(rows["not"].state, ModelState::kUnavailable);
+  EXPECT_NE(rows["not"].reason.find("model_transaction_policy: decoupled is false, but a "
+                                    "llama.cpp model answers a request with many responses"),
+            std::string::npos)
+      << rows["not"].reason;
+  EXPECT_EQ(rows["cached"].state, ModelState::kUnavailable);
+  EXPECT_NE(rows["cached"].reason.find("this server has no response cache"), std::string::npos)
+      << rows["cached"].reason;
+  m.Shutdown();
 }
 
 // What clients read (index, Get()'s errors, the status page) names files relative to the

@@ -66,6 +66,9 @@ inference::ModelConfig ValidWith(std::string_view change) {
   if (d->has_version_policy()) *config.mutable_version_policy() = d->version_policy();
   if (d->has_dynamic_batching()) *config.mutable_dynamic_batching() = d->dynamic_batching();
   if (d->model_warmup_size() > 0) *config.mutable_model_warmup() = d->model_warmup();
+  if (d->has_model_transaction_policy())
+    *config.mutable_model_transaction_policy() = d->model_transaction_policy();
+  if (d->has_response_cache()) *config.mutable_response_cache() = d->response_cache();
   return config;
 }
 
@@ -80,6 +83,17 @@ TEST(ValidateModelConfigTest, TheLargestCountsPass) {
                 "dynamic_batching { "
                 "priority_levels: 1000 default_priority_level: 1000 }"));
   EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// Triton's config endpoint writes these sections out with their defaults; a config saved from
+// it loads here unchanged.
+TEST(ValidateModelConfigTest, TritonsDefaultTransactionPolicyAndResponseCachePass) {
+  for (const char* change :
+       {"model_transaction_policy { decoupled: false }", "response_cache { enable: false }",
+        "model_transaction_policy { } response_cache { }"}) {
+    Status s = ValidateModelConfig(ValidWith(change));
+    EXPECT_TRUE(s.ok()) << change << ": " << s.ToString();
+  }
 }
 
 TEST(ValidateModelConfigTest, LabelFilesInsideTheModelDirectoryPass) {
@@ -175,6 +189,13 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"too_many_instances_in_all",
                        "instance_group [ { count: 100 }, { name: 'more' count: 29 } ]", kInvalid,
                        "instance_group 'more': count 29 takes the model past 128"},
+        ValidationCase{"response_cache_on", "response_cache { enable: true }",
+                       StatusCode::kUnimplemented,
+                       "response_cache: enable is true; this server has no response cache"},
+        ValidationCase{"decoupled_tensor_model", "model_transaction_policy { decoupled: true }",
+                       StatusCode::kUnimplemented,
+                       "model_transaction_policy: decoupled is true; a tensor model answers each "
+                       "request with one response"},
         ValidationCase{"gpu_kind", "instance_group [ { kind: KIND_GPU } ]",
                        StatusCode::kUnimplemented, "no GPU support"},
         ValidationCase{"gpus_listed", "instance_group [ { kind: KIND_CPU gpus: [0] } ]",
