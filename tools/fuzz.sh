@@ -13,7 +13,8 @@
 # runs on build-fuzz/corpus/<target>, which starts as a copy of tests/fuzz/corpus/<target> and
 # keeps what the fuzzer adds across runs (the tree stays clean; delete the folder to start
 # over). Findings: build-fuzz/findings/<target>/ (crash-*, leak-*, timeout-*, oom-*), the output
-# in build-fuzz/logs/<target>.log. Reproduce one with build-fuzz/tests/fuzz/<target>_fuzzer FILE.
+# in build-fuzz/logs/<target>.log. Files a target writes: build-fuzz/tmp ($TMPDIR, emptied at each
+# run). Reproduce one with build-fuzz/tests/fuzz/<target>_fuzzer FILE.
 # Exit status: 0 when every target ran its time without a finding, 1 otherwise (a crash, a
 # sanitizer report, a leak, a timeout, running out of memory, or a build failure).
 # Needs clang and libFuzzer (Debian: clang, libclang-rt-14-dev); installs them if missing.
@@ -64,6 +65,11 @@ if ! cmake --build "$out" -j "${JOBS:-$(nproc)}" --target $(printf '%s_fuzzer ' 
   exit 1
 fi
 built=$(date +%s)
+# What the targets write (model_load's repository) goes to a folder of the build's own, emptied
+# at each run: a target that aborts on a finding leaves its files there, not in /tmp.
+export TMPDIR=$PWD/$out/tmp
+rm -rf "$TMPDIR"
+mkdir -p "$TMPDIR"
 echo "fuzz: built in $((built - start)) s; fuzzing ${#targets[@]} target(s) for ${seconds} s each"
 
 # One target: its corpus (seeds added), its dictionary when there is one, its findings folder.

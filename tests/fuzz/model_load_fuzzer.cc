@@ -53,8 +53,12 @@ struct Repository {
   fs::path root;
   fs::path config;
   Repository() {
-    char pattern[] = "/tmp/harrier-model-load-fuzz-XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) Fail("mkdtemp failed");
+    // $TMPDIR: tools/fuzz.sh points it into build-fuzz, so that a run that aborts on a finding
+    // (no destructor runs) leaves its folder there, emptied by the next run, not in /tmp.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/harrier-model-load-fuzz-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) Fail("mkdtemp failed in " + pattern);
     root = fs::path(pattern) / "repo";
     for (const char* version : {"1", "2"}) {
       fs::create_directories(root / "m" / version);
