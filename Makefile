@@ -8,9 +8,10 @@
 #   make test        deps + build + models, then every test (unit + integration) via CTest; the
 #                    unit tests include fuzz_replay_<target>, each fuzz target over its committed
 #                    corpus (tests/fuzz/corpus/, docs/fuzzing.md)
-#   make test-sanitize  unit tests, corpus replays included, under AddressSanitizer + UBSan
+#   make test-sanitize  unit tests, corpus replays included, under AddressSanitizer + UBSan, then
+#                    the attack suites against an ASan + UBSan harrier (ASAN_SUITES; docs/testing.md)
 #   make test-tsan   unit tests under ThreadSanitizer, then the integration suites that drive the
-#                    server's threads hardest against a ThreadSanitizer harrier (docs/testing.md)
+#                    server's threads hardest against a ThreadSanitizer harrier (TSAN_SUITES)
 #   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
 #   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
 #                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)
@@ -66,17 +67,17 @@ test-unit: build
 test-integration: build models
 	cd $(BUILD) && ctest --output-on-failure -L integration
 
-test-sanitize: $(DEPS_STAMP)
+test-sanitize: $(DEPS_STAMP) models
 	cmake -S . -B $(BUILD)-sanitize $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DHARRIER_SANITIZE=ON -DHARRIER_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L unit -j 2
+	bash tools/sanitized_run.sh address $(BUILD)-sanitize
 
 test-tsan: $(DEPS_STAMP) models
 	@# -Werror off: gcc 12's stringop-overflow warnings misfire on instrumented code (the main
 	@# build holds the warnings).
 	cmake -S . -B $(BUILD)-tsan $(CMAKE_FLAGS) -DHARRIER_WERROR=OFF -DHARRIER_TSAN=ON -DHARRIER_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS)
-	bash tools/tsan.sh $(BUILD)-tsan
+	bash tools/sanitized_run.sh thread $(BUILD)-tsan
 
 bench: build
 	bash bench/run.sh $(BUILD)

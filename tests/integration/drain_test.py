@@ -226,6 +226,7 @@ class DrainTest(unittest.TestCase):
         finally:
             p.terminate()
 
+    @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
         # core/fatal_signal.h: the process ends by the signal as before, after a report on
         # stderr whose own frames the harness symbolizes (what CI prints for a crash).

@@ -280,8 +280,8 @@ class GenerationTests(unittest.TestCase):
 
     def test_a_client_that_disconnects_frees_its_sequence_at_once(self):
         # The time a long generation takes on the one-sequence model, alone (shorter under
-        # ThreadSanitizer, tools/tsan.sh, which slows each step tenfold).
-        tokens = 150 if os.environ.get("HARRIER_TSAN") else 1500
+        # a sanitizer, tools/sanitized_run.sh: ThreadSanitizer slows each step tenfold).
+        tokens = 150 if harness.SANITIZER else 1500
         start = time.monotonic()
         status, _, body = completion(self.port, "Long", tokens, model="single")
         full = time.monotonic() - start

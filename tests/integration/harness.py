@@ -161,11 +161,16 @@ PTRACE_FORBIDDEN = "strace cannot trace here (ptrace not permitted)"
 # own, which needs root and CAP_SYS_ADMIN; it checks `unshare -m true` first, so a broken image
 # cannot take this skip.
 MOUNT_FORBIDDEN = "cannot chroot into the image here (not root, or mount namespaces not permitted)"
-# Under ThreadSanitizer (tools/tsan.sh sets HARRIER_TSAN): tests of what glibc's malloc keeps and
-# returns, which TSan's own allocator replaces. Only then: a run without HARRIER_TSAN cannot take it.
-TSAN_ALLOCATOR = "what glibc's malloc keeps and returns; ThreadSanitizer's allocator does neither"
-ALLOWED_SKIPS = (PTRACE_FORBIDDEN, MOUNT_FORBIDDEN) + ((TSAN_ALLOCATOR,)
-                                                       if os.environ.get("HARRIER_TSAN") else ())
+# Under a sanitizer (tools/sanitized_run.sh sets HARRIER_SANITIZER to "address" or "thread"): tests
+# of what glibc's malloc keeps and returns, which the sanitizer's own allocator replaces. Only
+# then: a run without HARRIER_SANITIZER cannot take it.
+SANITIZER = os.environ.get("HARRIER_SANITIZER", "")
+SANITIZER_ALLOCATOR = "what glibc's malloc keeps and returns; a sanitizer's allocator does neither"
+# Under AddressSanitizer: Harrier's fault handler (core/fatal_signal.h), which ASan's own report
+# replaces there (the handler is not installed).
+ASAN_FAULT_HANDLER = "Harrier's fault report; AddressSanitizer reports faults itself"
+ALLOWED_SKIPS = ((PTRACE_FORBIDDEN, MOUNT_FORBIDDEN) + ((SANITIZER_ALLOCATOR,) if SANITIZER else ())
+                 + ((ASAN_FAULT_HANDLER,) if SANITIZER == "address" else ()))
 
 
 def summarize(result, server_rc, server_name="harrier"):

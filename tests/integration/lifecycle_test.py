@@ -676,7 +676,7 @@ class ParallelLoadTest(unittest.TestCase):
             self.assertNotIn(b"listening on", r.stderr + r.stdout)
 
 
-@unittest.skipIf(os.environ.get("HARRIER_TSAN"), harness.TSAN_ALLOCATOR)
+@unittest.skipIf(harness.SANITIZER, harness.SANITIZER_ALLOCATOR)
 class MemoryTest(unittest.TestCase):
     """tools/make_memory_models.py's wide (64 MiB of weights) in explicit mode, with the default
     --model-load-retain-mb (512)."""

@@ -1355,10 +1355,10 @@ class OneIoThreadTests(HarrierTestCase):
             self.assertEqual(int(after["inference_count"]) - int(before["inference_count"]),
                              items)
             # They ran on the I/O thread: the model's worker slept through them (handed off,
-            # it wakes at least once per execution: hundreds of switches). Not under
-            # ThreadSanitizer (tools/tsan.sh), whose slowdown moves the timing this rests on.
+            # it wakes at least once per execution: hundreds of switches). Not under a
+            # sanitizer (tools/sanitized_run.sh), whose slowdown moves the timing this rests on.
             switches = worker_context_switches(p.proc.pid, "w0:short_identi") - worker_switches
-            if not os.environ.get("HARRIER_TSAN"):
+            if not os.environ.get("HARRIER_SANITIZER"):
                 self.assertLess(switches, clients * per_client // 5,
                                 "the worker ran the requests (%d context switches)" % switches)
         finally:
