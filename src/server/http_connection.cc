@@ -270,6 +270,10 @@ void BasicHttpConnection<Stream>::StartRequest() {
   // is cut off as fast as sending half a header.
   SetDeadline(now + (first_request_ ? shared_->options.header_timeout
                                     : shared_->options.keepalive_timeout));
+  // The last request's disconnect watch is still reading: it becomes this request's read
+  // (OnWatchRead hands it to OnRead). A new read now would find nothing (one system call) and
+  // the cancelled watch would cost a handler run.
+  if (watch_pending_) return;
   ReadMore();
 }
 
@@ -779,9 +783,9 @@ void BasicHttpConnection<Stream>::WatchForDisconnect() {
                           });
 }
 
-// Stops the watch before the response is written. The read's handler still runs (aborted, or
-// with bytes it already read); OnWriteDone waits for it, because the next request is parsed
-// from the same buffer.
+// Stops the watch of a connection that closes after its response. The read's handler still
+// runs (aborted, or with bytes it already read); OnWriteDone waits for it before it lingers or
+// closes (Linger reads the socket itself, and bytes the watch read decide whether it lingers).
 template <class Stream>
 void BasicHttpConnection<Stream>::CancelWatch() {
   if (!watch_pending_) return;
@@ -793,6 +797,10 @@ template <class Stream>
 void BasicHttpConnection<Stream>::OnWatchRead(const error_code& ec, std::size_t n) {
   watch_pending_ = false;
   if (phase_ == Phase::kClosed) return;
+  if (phase_ == Phase::kIdle) {  // the response is out: this is the next request's read
+    OnRead(ec, n);
+    return;
+  }
   if (n > 0) buffer_.commit(n);  // a pipelined request: parsed after this response
   const bool client_gone = ec && ec != asio::error::operation_aborted;
   if (phase_ == Phase::kHandling) {
@@ -868,8 +876,9 @@ void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse res
     }
     return;
   }
-  // A streamed response keeps the watch: the client may leave while the body is produced.
-  if (!response.stream) CancelWatch();
+  // The watch keeps reading while the response is written: a client that leaves meanwhile
+  // closes the connection after it, a pipelined request's bytes wait in the buffer, and once
+  // the response is out the same read waits for the next request (StartRequest).
   StartWrite(std::move(response));
 }
 
@@ -1094,9 +1103,11 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   // request is read, so a pipelined request's receipt never precedes this one's send.
   ReportSent(&response_, true, Clock::now());
   response_ = HttpResponse{};
-  if (watch_pending_) {  // OnWatchRead calls back once the cancelled read has finished
+  if (watch_pending_ && close_after_response_) {
+    // Closing: OnWatchRead calls back once the cancelled read has finished (a linger or a TLS
+    // close must not run beside it). Kept alive, the read carries on into the next request.
     resume_after_watch_ = true;
-    CancelWatch();  // a streamed response's watch runs until now
+    CancelWatch();
     return;
   }
   cancellation_.reset();

@@ -206,7 +206,8 @@ class BasicHttpConnection : public Connection,
   // The request in the handler's hands: cancelled when the client goes away before its
   // response is written. Null between requests.
   std::shared_ptr<CancellationToken> cancellation_;
-  bool watch_pending_ = false;       // a read is outstanding while handling or writing
+  bool watch_pending_ = false;       // a read is outstanding while handling or writing, and on into
+                                     // the next request's wait (StartRequest)
   bool resume_after_watch_ = false;  // OnWriteDone waits for that read to complete
 
   // Write side.

@@ -931,6 +931,60 @@ TEST_F(HttpServerTest, PipelinedRequestArrivingWhileHandlingIsKept) {
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(held.Token(i)->cancelled());
 }
 
+// A request answered from another thread: its disconnect watch reads on while the response
+// is written and becomes the next request's read. Requests that come after the response, one
+// the client pipelines behind a response still in flight, and the idle timeout all go through it.
+TEST_F(HttpServerTest, TheWatchReadOfAnAnsweredRequestReadsTheNextOne) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  options_.keepalive_timeout = milliseconds(300);
+  StartServer();
+  RawHttpClient c(server_->port());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Send(Post("/r" + std::to_string(i), "b")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == i + 1; }));
+    std::this_thread::sleep_for(milliseconds(20));  // the watch is reading
+    held.Respond(i, "answer" + std::to_string(i));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->body, "answer" + std::to_string(i));
+    std::this_thread::sleep_for(milliseconds(20));  // the next request finds it reading on
+  }
+  // Sent together with the answer's write: the watch may take it in during the write.
+  ASSERT_TRUE(c.Send(Post("/r3", "b")));
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 4; }));
+  held.Respond(3, "answer3");
+  ASSERT_TRUE(c.Send(Post("/r4", "b")));
+  auto r3 = c.ReadResponse();
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->body, "answer3");
+  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 5; }));
+  held.Respond(4, "answer4");
+  auto r4 = c.ReadResponse();
+  ASSERT_TRUE(r4);
+  EXPECT_EQ(r4->body, "answer4");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));  // idle: the keep-alive timeout still holds
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(250));
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(held.Token(i)->cancelled()) << i;
+}
+
+// A client that leaves between requests, after a response that came from another thread, is
+// seen by the read the watch became: the connection closes at once.
+TEST_F(HttpServerTest, AClientLeavingAfterAnAnswerFromAnotherThreadIsSeen) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  StartServer();
+  {
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/x", "b")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == 1; }));
+    held.Respond(0, "one");
+    ASSERT_TRUE(c.ReadResponse());
+  }  // closed
+  EXPECT_TRUE(WaitFor([&] { return server_->open_connections() == 0; }));
+}
+
 TEST_F(HttpServerTest, StopGivingUpOnARequestCancelsIt) {
   HeldRequests held;
   handler_.on_request = held.Handler();

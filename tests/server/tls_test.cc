@@ -31,11 +31,20 @@ class OkHandler : public HttpHandler {
   testing::SentRecorder* sent = nullptr;  // set: every response reports to it
   std::atomic<HttpVersion> version{HttpVersion::kUnknown};
 
+  std::atomic<bool> from_another_thread{false};  // answer 10 ms later, as a model's worker
+
   void Handle(HttpRequest request, HttpResponder respond) override {
     version = request.version;
     HttpResponse r;
     r.body = "ok";
     if (sent != nullptr) r.on_sent = sent->Callback();
+    if (from_another_thread) {
+      std::thread([r = std::move(r), respond = std::move(respond)]() mutable {
+        std::this_thread::sleep_for(milliseconds(10));
+        respond(std::move(r));
+      }).detach();
+      return;
+    }
     respond(std::move(r));
   }
 };
@@ -358,6 +367,29 @@ TEST_F(TlsTest, OnSentAndTheVersionOverTls) {
   ASSERT_EQ(sent.calls().size(), 1u);
   EXPECT_TRUE(sent.calls()[0].sent);
   EXPECT_EQ(handler_.version.load(), HttpVersion::kHttp11);
+}
+
+// Answered from another thread, a request's disconnect watch (a TLS read) is pending while its
+// response is written, and then reads the next request: keep-alive, then the idle timeout's
+// close_notify, all on that one read.
+TEST_F(TlsTest, KeepAliveRequestsAnsweredFromAnotherThreadThenTheIdleClose) {
+  handler_.from_another_thread = true;
+  options_.keepalive_timeout = milliseconds(300);
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Write("GET /x HTTP/1.1\r\nHost: t\r\n\r\n")) << i;
+    std::string got;
+    while (got.size() < 2 || got.compare(got.size() - 2, 2, "ok") != 0) {
+      ASSERT_TRUE(c.ReadSome(&got)) << i << ": " << got;
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+    std::this_thread::sleep_for(milliseconds(30));  // the next request finds the watch reading
+  }
+  std::string rest;
+  EXPECT_EQ(c.ReadToEnd(&rest), TlsSession::End::kCloseNotify);
+  EXPECT_EQ(rest, "");
 }
 
 // One HTTP/2 frame: 9-byte header and payload.
