@@ -1104,8 +1104,8 @@ void BasicHttpConnection<Stream>::OnWriteDone() {
   ReportSent(&response_, true, Clock::now());
   response_ = HttpResponse{};
   if (watch_pending_ && close_after_response_) {
-    // Closing: OnWatchRead calls back once the cancelled read has finished (a linger or a TLS
-    // close must not run beside it). Kept alive, the read carries on into the next request.
+    // Closing: OnWatchRead calls back once the cancelled read has finished (see CancelWatch).
+    // Kept alive, the read carries on into the next request.
     resume_after_watch_ = true;
     CancelWatch();
     return;
