@@ -308,20 +308,9 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
                          "), and this build of the server has no " + engine + " engine");
   }
   GenerativeBackend& backend = *choice.generator;
-  if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
-    return InvalidArgument(where + ": a " + std::string(backend.name()) +
-                           " model takes text, not tensors: its config has no input, output "
-                           "or max_batch_size");
-  }
-  RETURN_IF_ERROR(ValidateResponseCache(config).WithContext(where));
+  RETURN_IF_ERROR(ValidateGenerativeConfig(config, backend.name()).WithContext(where));
   // A generation answers with many responses (tokens): Triton's decoupled models. Clients that
   // read the config to choose streaming (perf_analyzer, tritonclient) see it said.
-  if (config.has_model_transaction_policy() && !config.model_transaction_policy().decoupled()) {
-    return InvalidArgument(where + ": model_transaction_policy: decoupled is false, but a " +
-                           std::string(backend.name()) +
-                           " model answers a request with many responses (one per token); set it "
-                           "true or leave the section out");
-  }
   config.mutable_model_transaction_policy()->set_decoupled(true);
   if (config.name().empty()) config.set_name(dir.name);
   config.set_backend(std::string(backend.name()));

@@ -268,6 +268,35 @@ Status ValidateResponseCache(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
+Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::string_view engine) {
+  const std::string a = "a " + std::string(engine) + " model";
+  if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
+    return InvalidArgument(a +
+                           " takes text, not tensors: its config has no input, output or "
+                           "max_batch_size");
+  }
+  if (config.model_warmup_size() > 0) {
+    return InvalidArgument(a +
+                           " warms up with one generated token: model_warmup's tensor "
+                           "samples do not apply; leave them out");
+  }
+  RETURN_IF_ERROR(ValidateResponseCache(config));
+  if (config.has_model_transaction_policy() && !config.model_transaction_policy().decoupled()) {
+    return InvalidArgument("model_transaction_policy: decoupled is false, but " + a +
+                           " answers a request with many responses (one per token); set it "
+                           "true or leave the section out");
+  }
+  RETURN_IF_ERROR(ValidateInstanceGroups(config));
+  int64_t instances = 0;
+  for (const auto& group : config.instance_group()) instances += std::max(1, group.count());
+  if (instances > 1) {
+    return InvalidArgument("instance_group: " + std::to_string(instances) + " instances; " + a +
+                           " is one engine, whose concurrency is the parameter "
+                           "parallel_sequences");
+  }
+  return Status::Ok();
+}
+
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   if (config.name().empty()) return InvalidArgument("name is not set");
   RETURN_IF_ERROR(ValidateResponseCache(config));

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "harrier/status.h"
 #include "repository/model_config.pb.h"
@@ -44,5 +45,12 @@ Status ValidateModelConfig(const inference::ModelConfig& config);
 // The check every model's config gets, generative ones included: response_cache.enable is
 // false (Harrier has no response cache; Triton's default, written out, is accepted).
 Status ValidateResponseCache(const inference::ModelConfig& config);
+
+// The checks on a text generator's config (`engine` names it in messages: "llama.cpp"): no
+// input, output, max_batch_size or model_warmup (it takes text, and warms up with one token);
+// no response cache; model_transaction_policy.decoupled not false (it answers many responses);
+// instance groups as ValidateModelConfig checks them (no GPU), one instance in all (the
+// engine's concurrency is its parallel_sequences). Errors as ValidateModelConfig's.
+Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::string_view engine);
 
 }  // namespace harrier

@@ -277,5 +277,50 @@ TEST(ValidateModelConfigTest, WarmupBatchOfOneWithoutBatching) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// A text generator's config: what it may say (Triton's vLLM-style sections included) and what
+// it may not, each refused by name.
+TEST(ValidateGenerativeConfigTest, AcceptsWhatAGeneratorCanHonour) {
+  for (const char* text :
+       {"", "backend: 'llama.cpp' parameters { key: 'context_size' value { string_value: '512' } }",
+        "model_transaction_policy { decoupled: true } response_cache { enable: false }",
+        "instance_group [ { count: 1 kind: KIND_MODEL } ]", "instance_group [ { kind: KIND_CPU } ]",
+        "dynamic_batching { priority_levels: 2 default_priority_level: 1 }"}) {
+    StatusOr<inference::ModelConfig> config = ParseModelConfig(text, "config.pbtxt");
+    ASSERT_TRUE(config.ok()) << text;
+    Status s = ValidateGenerativeConfig(*config, "llama.cpp");
+    EXPECT_TRUE(s.ok()) << text << ": " << s.ToString();
+  }
+}
+
+TEST(ValidateGenerativeConfigTest, RefusesWhatItCannotHonourByName) {
+  struct Case {
+    const char* text;
+    StatusCode code;
+    const char* want;
+  };
+  for (const Case& c : {
+           Case{"input [ { name: 'x' data_type: TYPE_FP32 dims: [1] } ]", kInvalid,
+                "a llama.cpp model takes text, not tensors"},
+           Case{"max_batch_size: 4", kInvalid, "takes text, not tensors"},
+           Case{"model_warmup [ { name: 'w' batch_size: 1 } ]", kInvalid,
+                "warms up with one generated token: model_warmup's tensor samples do not apply"},
+           Case{"response_cache { enable: true }", StatusCode::kUnimplemented,
+                "this server has no response cache"},
+           Case{"model_transaction_policy { decoupled: false }", kInvalid,
+                "decoupled is false, but a llama.cpp model answers a request with many responses"},
+           Case{"instance_group [ { kind: KIND_GPU } ]", StatusCode::kUnimplemented,
+                "no GPU support"},
+           Case{"instance_group [ { count: 2 } ]", kInvalid,
+                "instance_group: 2 instances; a llama.cpp model is one engine, whose concurrency "
+                "is the parameter parallel_sequences"},
+       }) {
+    StatusOr<inference::ModelConfig> config = ParseModelConfig(c.text, "config.pbtxt");
+    ASSERT_TRUE(config.ok()) << c.text;
+    Status s = ValidateGenerativeConfig(*config, "llama.cpp");
+    EXPECT_EQ(s.code(), c.code) << c.text << ": " << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr(c.want)) << c.text;
+  }
+}
+
 }  // namespace
 }  // namespace harrier
