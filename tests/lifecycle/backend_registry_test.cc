@@ -10,6 +10,7 @@
 
 #include "repository/model_config.pb.h"
 #include "util/fake_backend.h"
+#include "util/fake_generative_model.h"
 
 namespace harrier {
 namespace {
@@ -28,18 +29,6 @@ class Files final : public FileSystem {
 
  private:
   std::set<std::string> files_;
-};
-
-class FakeGenerativeBackend final : public GenerativeBackend {
- public:
-  std::string_view name() const override { return "llama.cpp"; }
-  std::string_view platform() const override { return "llama.cpp"; }
-  std::string_view default_model_filename() const override { return "model.gguf"; }
-  StatusOr<std::unique_ptr<GenerativeModel>> Load(const std::string&,
-                                                  const std::map<std::string, std::string>&,
-                                                  int) override {
-    return Unimplemented("not in this test");
-  }
 };
 
 // A second tensor engine, to see the choice made per model.
@@ -105,7 +94,7 @@ TEST(BackendRegistryTest, ChoosesPerModel) {
   };
   testing::FakeBackend onnx;
   OtherTensorBackend other;
-  FakeGenerativeBackend llama;
+  testing::FakeGenerativeBackend llama;
   for (const Row& row : rows) {
     SCOPED_TRACE(row.what);
     BackendRegistry registry;

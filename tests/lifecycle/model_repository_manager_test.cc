@@ -177,17 +177,7 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorTheBuildLacksIsRefusedByName) {
 // A text generator answers a request with many responses: its config says decoupled, as
 // Triton's decoupled models' do, and a config that says otherwise is refused by name.
 TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwiseIsRefused) {
-  class Generators final : public GenerativeBackend {
-   public:
-    std::string_view name() const override { return "llama.cpp"; }
-    std::string_view platform() const override { return "llama.cpp"; }
-    std::string_view default_model_filename() const override { return "model.gguf"; }
-    StatusOr<std::unique_ptr<GenerativeModel>> Load(const std::string&,
-                                                    const std::map<std::string, std::string>&,
-                                                    int) override {
-      return std::unique_ptr<GenerativeModel>(std::make_unique<testing::FakeGenerativeModel>());
-    }
-  } generators;
+  testing::FakeGenerativeBackend generators;
   BackendRegistry registry;
   registry.AddTensorBackend(&backend_);
   registry.AddGenerativeBackend(&generators);

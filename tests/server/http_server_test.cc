@@ -835,6 +835,14 @@ struct HeldRequests {
     response.body = std::move(body);
     r(std::move(response));
   }
+  // Waits for the i-th request, answers it with `body`, and returns the body `client` read
+  // ("<no request>" or "<no response>" when one did not come).
+  std::string AnswerAndRead(int i, const std::string& body, RawHttpClient& client) {
+    if (!WaitFor([&] { return count.load() == i + 1; })) return "<no request>";
+    Respond(i, body);
+    auto r = client.ReadResponse();
+    return r ? r->body : "<no response>";
+  }
 };
 
 TEST_F(HttpServerTest, EveryRequestCarriesAFreshCancellationToken) {
@@ -910,20 +918,9 @@ TEST_F(HttpServerTest, PipelinedRequestArrivingWhileHandlingIsKept) {
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_EQ(held.count.load(), 1);  // one request at a time
   EXPECT_FALSE(held.Token(0)->cancelled());
-  held.Respond(0, "one");
-  auto r1 = c.ReadResponse();
-  ASSERT_TRUE(r1);
-  EXPECT_EQ(r1->body, "one");
-  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 2; }));
-  held.Respond(1, "two");
-  auto r2 = c.ReadResponse();
-  ASSERT_TRUE(r2);
-  EXPECT_EQ(r2->body, "two");
-  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 3; }));
-  held.Respond(2, "three");
-  auto r3 = c.ReadResponse();
-  ASSERT_TRUE(r3);
-  EXPECT_EQ(r3->body, "three");
+  EXPECT_EQ(held.AnswerAndRead(0, "one", c), "one");
+  EXPECT_EQ(held.AnswerAndRead(1, "two", c), "two");
+  EXPECT_EQ(held.AnswerAndRead(2, "three", c), "three");
   {
     std::lock_guard<std::mutex> lock(held.mu);
     EXPECT_EQ(held.targets, (std::vector<std::string>{"/first", "/second", "/third"}));
@@ -958,11 +955,7 @@ TEST_F(HttpServerTest, TheWatchReadOfAnAnsweredRequestReadsTheNextOne) {
   auto r3 = c.ReadResponse();
   ASSERT_TRUE(r3);
   EXPECT_EQ(r3->body, "answer3");
-  ASSERT_TRUE(WaitFor([&] { return held.count.load() == 5; }));
-  held.Respond(4, "answer4");
-  auto r4 = c.ReadResponse();
-  ASSERT_TRUE(r4);
-  EXPECT_EQ(r4->body, "answer4");
+  EXPECT_EQ(held.AnswerAndRead(4, "answer4", c), "answer4");
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));  // idle: the keep-alive timeout still holds
   EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(250));

@@ -9,12 +9,14 @@
 // (`hold`) it keeps each request and its sink for the test to drive.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "harrier/backend.h"
 #include "harrier/generation.h"
 
 namespace harrier::testing {
@@ -94,6 +96,20 @@ class FakeGenerativeModel : public GenerativeModel {
   std::mutex mu;
   std::vector<std::string> prompts;  // guarded by mu
   std::vector<Held> held;            // guarded by mu
+};
+
+// A GenerativeBackend named "llama.cpp" (platform too, file model.gguf) whose Load gives a
+// scripted FakeGenerativeModel: what the registry and the loader see of llama.cpp's.
+class FakeGenerativeBackend final : public GenerativeBackend {
+ public:
+  std::string_view name() const override { return "llama.cpp"; }
+  std::string_view platform() const override { return "llama.cpp"; }
+  std::string_view default_model_filename() const override { return "model.gguf"; }
+  StatusOr<std::unique_ptr<GenerativeModel>> Load(const std::string&,
+                                                  const std::map<std::string, std::string>&,
+                                                  int) override {
+    return std::unique_ptr<GenerativeModel>(std::make_unique<FakeGenerativeModel>());
+  }
 };
 
 }  // namespace harrier::testing
