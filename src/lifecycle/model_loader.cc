@@ -138,12 +138,6 @@ StatusOr<BatchingPolicy> MakeBatchingPolicy(const inference::ModelConfig& config
   return policy;
 }
 
-int InstanceCount(const inference::ModelConfig& config) {
-  int n = 0;
-  for (const auto& g : config.instance_group()) n += std::max(1, g.count());
-  return std::max(1, n);
-}
-
 }  // namespace
 
 ModelLoader::ModelLoader(const Options& options)
@@ -171,7 +165,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   };
   // Instances take their options from the config as written: completion below does not change
   // the instance count, the graph optimization level or the parameters.
-  const int instances = InstanceCount(config);
+  const int instances = static_cast<int>(InstanceCount(config));
   InstanceOptions instance_options;
   // Instances x intra-op threads <= usable cores; a config parameter may say otherwise.
   instance_options.intra_op_threads = std::max(1, options_.usable_cores / instances);

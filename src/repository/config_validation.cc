@@ -259,6 +259,12 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
 
 }  // namespace
 
+int64_t InstanceCount(const inference::ModelConfig& config) {
+  int64_t n = 0;
+  for (const auto& group : config.instance_group()) n += std::max(1, group.count());
+  return std::max<int64_t>(1, n);
+}
+
 Status ValidateResponseCache(const inference::ModelConfig& config) {
   if (config.response_cache().enable()) {
     return Unimplemented(
@@ -287,9 +293,7 @@ Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::strin
                            "true or leave the section out");
   }
   RETURN_IF_ERROR(ValidateInstanceGroups(config));
-  int64_t instances = 0;
-  for (const auto& group : config.instance_group()) instances += std::max(1, group.count());
-  if (instances > 1) {
+  if (const int64_t instances = InstanceCount(config); instances > 1) {
     return InvalidArgument("instance_group: " + std::to_string(instances) + " instances; " + a +
                            " is one engine, whose concurrency is the parameter "
                            "parallel_sequences");

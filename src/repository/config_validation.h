@@ -42,6 +42,10 @@ inline constexpr uint64_t kMaxPriorityLevels = 1000;
 // Messages do not name the model or the file: callers add that (Status::WithContext).
 Status ValidateModelConfig(const inference::ModelConfig& config);
 
+// The instances a config's groups make in all: a count of 0 means 1, and no group means one
+// instance.
+int64_t InstanceCount(const inference::ModelConfig& config);
+
 // The check every model's config gets, generative ones included: response_cache.enable is
 // false (Harrier has no response cache; Triton's default, written out, is accepted).
 Status ValidateResponseCache(const inference::ModelConfig& config);
