@@ -257,6 +257,36 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
   return Status::Ok();
 }
 
+// Of `dynamic_batching` a generator reads only the priority levels: the engine batches every
+// decode step itself and bounds its waiting room with the parameter max_waiting_requests.
+// What it would ignore is refused by name rather than accepted without effect.
+Status ValidateGenerativeBatching(const inference::ModelDynamicBatching& batching,
+                                  const std::string& a) {
+  const std::string batches_itself =
+      " does not apply: " + a + " batches every decode step itself (continuous batching)";
+  if (batching.preferred_batch_size_size() > 0) {
+    return InvalidArgument("dynamic_batching: preferred_batch_size" + batches_itself);
+  }
+  if (batching.max_queue_delay_microseconds() > 0) {
+    return InvalidArgument("dynamic_batching: max_queue_delay_microseconds" + batches_itself);
+  }
+  if (batching.preserve_ordering()) {
+    return InvalidArgument("dynamic_batching: preserve_ordering does not apply: each request of " +
+                           a + " is its own stream of responses");
+  }
+  const bool queue_policy_set =
+      batching.default_queue_policy().ByteSizeLong() > 0 ||
+      std::any_of(batching.priority_queue_policy().begin(), batching.priority_queue_policy().end(),
+                  [](const auto& level) { return level.second.ByteSizeLong() > 0; });
+  if (queue_policy_set) {
+    return InvalidArgument(
+        "dynamic_batching: queue policies do not apply to " + a +
+        ": its waiting room is bounded by the parameter max_waiting_requests, and each request "
+        "sets its own deadline (X-Request-Timeout-Us)");
+  }
+  return ValidateDynamicBatching(batching, 0);
+}
+
 }  // namespace
 
 int64_t InstanceCount(const inference::ModelConfig& config) {
@@ -291,6 +321,9 @@ Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::strin
     return InvalidArgument("model_transaction_policy: decoupled is false, but " + a +
                            " answers a request with many responses (one per token); set it "
                            "true or leave the section out");
+  }
+  if (config.has_dynamic_batching()) {
+    RETURN_IF_ERROR(ValidateGenerativeBatching(config.dynamic_batching(), a));
   }
   RETURN_IF_ERROR(ValidateInstanceGroups(config));
   if (const int64_t instances = InstanceCount(config); instances > 1) {

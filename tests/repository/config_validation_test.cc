@@ -284,7 +284,12 @@ TEST(ValidateGenerativeConfigTest, AcceptsWhatAGeneratorCanHonour) {
        {"", "backend: 'llama.cpp' parameters { key: 'context_size' value { string_value: '512' } }",
         "model_transaction_policy { decoupled: true } response_cache { enable: false }",
         "instance_group [ { count: 1 kind: KIND_MODEL } ]", "instance_group [ { kind: KIND_CPU } ]",
-        "dynamic_batching { priority_levels: 2 default_priority_level: 1 }"}) {
+        "dynamic_batching { priority_levels: 2 default_priority_level: 1 }",
+        // What Triton's config endpoint writes for an empty section: every field at its default.
+        "dynamic_batching { max_queue_delay_microseconds: 0 preserve_ordering: false "
+        "default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 0 } "
+        "priority_queue_policy { key: 1 value { } } priority_levels: 1 default_priority_level: 1 "
+        "}"}) {
     StatusOr<inference::ModelConfig> config = ParseModelConfig(text, "config.pbtxt");
     ASSERT_TRUE(config.ok()) << text;
     Status s = ValidateGenerativeConfig(*config, "llama.cpp");
@@ -310,6 +315,21 @@ TEST(ValidateGenerativeConfigTest, RefusesWhatItCannotHonourByName) {
                 "decoupled is false, but a llama.cpp model answers a request with many responses"},
            Case{"instance_group [ { kind: KIND_GPU } ]", StatusCode::kUnimplemented,
                 "no GPU support"},
+           Case{"dynamic_batching { preferred_batch_size: [ 4 ] }", kInvalid,
+                "dynamic_batching: preferred_batch_size does not apply: a llama.cpp model batches "
+                "every decode step itself"},
+           Case{"dynamic_batching { max_queue_delay_microseconds: 100 }", kInvalid,
+                "max_queue_delay_microseconds does not apply"},
+           Case{"dynamic_batching { preserve_ordering: true }", kInvalid,
+                "preserve_ordering does not apply"},
+           Case{"dynamic_batching { default_queue_policy { max_queue_size: 8 } }", kInvalid,
+                "queue policies do not apply to a llama.cpp model: its waiting room is bounded by "
+                "the parameter max_waiting_requests"},
+           Case{"dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                "priority_queue_policy { key: 1 value { default_timeout_microseconds: 5 } } }",
+                kInvalid, "queue policies do not apply"},
+           Case{"dynamic_batching { priority_levels: 2 default_priority_level: 3 }", kInvalid,
+                "default_priority_level 3 is outside [1, priority_levels 2]"},
            Case{"instance_group [ { count: 2 } ]", kInvalid,
                 "instance_group: 2 instances; a llama.cpp model is one engine, whose concurrency "
                 "is the parameter parallel_sequences"},
