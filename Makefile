@@ -12,7 +12,8 @@
 #                    the attack suites against an ASan + UBSan harrier (ASAN_SUITES; docs/testing.md)
 #   make test-tsan   unit tests under ThreadSanitizer, then the integration suites that drive the
 #                    server's threads hardest against a ThreadSanitizer harrier (TSAN_SUITES)
-#   make bench       micro-benchmarks, then the shared kit (../shared/bench/compare.sh)
+#   make bench       micro-benchmarks, instructions per request (valgrind), then the shared kit
+#                    (../shared/bench/compare.sh)
 #   make fuzz        build the libFuzzer targets (clang, ASan + UBSan) and fuzz each for FUZZ_SECONDS (60);
 #                    FUZZ_TARGETS="http2_frames ..." picks some (docs/fuzzing.md)
 #   make install     install build/harrier and ONNX Runtime into PREFIX (/usr/local): bin/harrier

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: the micro-benchmarks, then the shared kit beside Harrier's floor and peers.
+# make bench: the micro-benchmarks, instructions per request (bench/instructions.sh, with
+# valgrind), then the shared kit beside Harrier's floor and peers.
 #   bench/run.sh BUILD_DIR            everything (the kit takes ~10 minutes)
 #   BENCH_KIT=0 bench/run.sh BUILD    micro-benchmarks only
 # Results: printed, and the kit's lines in ~/.cache/harrier-bench/logs/results.txt.
@@ -11,6 +12,13 @@ for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"
   "$b" --benchmark_min_time=0.5
 done
+# User-space instructions per request (the figure that repeats on a noisy machine).
+if command -v valgrind >/dev/null; then
+  echo "== instructions per request (bench/instructions.sh)"
+  bash "$here/instructions.sh" "$build" || echo "instructions.sh failed" >&2
+else
+  echo "valgrind not installed: instructions per request skipped" >&2
+fi
 kit=$here/../../shared/bench/compare.sh
 # The kit's raw ONNX Runtime loop (raw_ort.cpp) creates its Ort::Env with telemetry on, which
 # leaves ~/.cache/Microsoft/DeveloperTools/.onnxruntime/ (a device id and an event database)
