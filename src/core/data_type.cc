@@ -29,10 +29,17 @@ constexpr std::array<TypeInfo, 14> kTypes{{
     {DataType::kBytes, "BYTES", "TYPE_STRING", 0},
 }};
 
+// kTypes[i] describes DataType(i + 1), so that a lookup (several per request) is an index.
+constexpr bool InEnumOrder() {
+  for (size_t i = 0; i < kTypes.size(); ++i)
+    if (static_cast<size_t>(kTypes[i].type) != i + 1) return false;
+  return true;
+}
+static_assert(InEnumOrder(), "kTypes must list the data types in the enum's order");
+
 const TypeInfo* Find(DataType type) {
-  for (const auto& t : kTypes)
-    if (t.type == type) return &t;
-  return nullptr;
+  const auto i = static_cast<size_t>(type);
+  return i >= 1 && i <= kTypes.size() ? &kTypes[i - 1] : nullptr;
 }
 
 }  // namespace

@@ -30,6 +30,10 @@ TEST(DataTypeTest, ByteSizes) {
   EXPECT_EQ(DataTypeByteSize(DataType::kFp64), 8u);
   EXPECT_EQ(DataTypeByteSize(DataType::kBytes), 0u);
   EXPECT_EQ(DataTypeByteSize(DataType::kInvalid), 0u);
+  // A value past the enum (a cast from the wire gone wrong) describes nothing.
+  EXPECT_EQ(DataTypeByteSize(static_cast<DataType>(15)), 0u);
+  EXPECT_EQ(DataTypeName(static_cast<DataType>(255)), "INVALID");
+  EXPECT_EQ(DataTypeName(DataType::kInvalid), "INVALID");
 }
 
 TEST(TensorTest, ElementCountRejectsNegativeAndOverflow) {
