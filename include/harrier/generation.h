@@ -107,7 +107,12 @@ struct TokenLogprobs {
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
-  // The prompt is tokenized and the sequence admitted (reused: tokens taken from the cache).
+  // The prompt is tokenized, fits the context, and the request waits for a sequence: what
+  // Generate accepted can no longer be refused for its prompt. Once, before OnStart; never for a
+  // request that ends first (its OnEnd then says why: a prompt an engine tokenizes off the
+  // caller's thread may turn out too long). The default ignores it.
+  virtual void OnAccepted() {}
+  // The sequence is admitted to a slot (reused: prompt tokens taken from the cache).
   virtual void OnStart(int prompt_tokens, int reused_prompt_tokens) = 0;
   // The next piece of generated text: whole UTF-8 code points, never part of a stop string.
   // `logprob` is the sampled token's log-probability when the request asked for logprobs.
@@ -141,8 +146,9 @@ class GenerativeModel {
   // engine's documented default). kInvalidArgument for a role the template refuses.
   virtual StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) = 0;
   // Queues a generation. Errors found at once (a prompt longer than the context, a full queue,
-  // shutting down) are returned here and the sink hears nothing; once accepted, the sink hears
-  // OnStart ... OnEnd.
+  // shutting down) are returned here and the sink hears nothing; once queued, the sink hears
+  // OnAccepted, OnStart ... OnEnd, or only OnEnd when the request ends before it is accepted
+  // (an engine may check a long prompt off the calling thread, and refuse it then).
   virtual Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
   virtual int context_size() const = 0;
   virtual GenerationStats Stats() const = 0;

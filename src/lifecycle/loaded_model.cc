@@ -43,6 +43,10 @@ class TimingSink final : public GenerationSink {
         clock_(clock),
         received_(received),
         ticket_(std::move(ticket)) {}
+  void OnAccepted() override {
+    accepted_ = true;
+    next_->OnAccepted();
+  }
   void OnStart(int prompt_tokens, int reused) override { next_->OnStart(prompt_tokens, reused); }
   void OnToken(std::string_view text, float logprob) override {
     const Clock::time_point now = clock_->Now();
@@ -71,7 +75,8 @@ class TimingSink final : public GenerationSink {
     // As for tensor models: engine failures and timeouts say the version is sick; a client's
     // bad request or its leaving do not. The latency is the time to the first token, what a
     // generation's user waits on (its whole duration is the length the client asked for).
-    if (model_->traffic != nullptr && model_->traffic->active()) {
+    // A request refused before it was accepted (its prompt too long) is not the version's doing.
+    if (accepted_ && model_->traffic != nullptr && model_->traffic->active()) {
       model_->traffic->Record(
           model_->version, (tokens_ > 0 ? first_ : now) - received_,
           code != StatusCode::kOk && code != StatusCode::kCancelled,
@@ -89,6 +94,7 @@ class TimingSink final : public GenerationSink {
   const Clock::time_point received_;
   AdmissionTicket ticket_;  // the engine's thread only, after construction
   uint64_t tokens_ = 0;     // the engine's thread only
+  bool accepted_ = false;   // the engine's threads, one after the other
   Clock::time_point first_, last_;
 };
 

@@ -437,6 +437,25 @@ class GenerationTests(unittest.TestCase):
         self.assertIn("/v1/chat/completions", json.loads(body)["error"])
 
 
+    def test_a_prompt_too_long_to_fit_is_refused_before_it_is_read_through(self):
+        # llama.cpp's tokenizer is quadratic over bytes it spells out one by one (newlines in
+        # Llama's vocabulary): 1 MiB of them took 57 s on an I/O thread before this check.
+        started = time.monotonic()
+        status, _, body = completion(self.port, "\n" * (1 << 20), 1)
+        self.assertEqual(status, 400, body)
+        self.assertIn("bytes: more than the model's context of",
+                      json.loads(body)["error"]["message"])
+        self.assertLess(time.monotonic() - started, 5)
+        # Under that bound but over the context in tokens, streamed: read off the I/O thread,
+        # still refused as a plain error, not a stream.
+        status, headers, body = completion(self.port, "\n" * 24000, 1, stream=True)
+        self.assertEqual(status, 400, body)
+        self.assertEqual(headers["content-type"], "application/json")
+        self.assertIn("context", json.loads(body)["error"]["message"])
+        status, _, _ = call(self.port, "GET", "/v2/health/ready")
+        self.assertEqual(status, 200)
+
+
 class OwnServerTests(unittest.TestCase):
     """Tests against a server of their own, on the suite's repository with the class's FLAGS,
     logging to LOG in the work directory; its exit status on SIGTERM must be 0."""

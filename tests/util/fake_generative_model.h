@@ -1,12 +1,14 @@
 // A GenerativeModel for generation front-end tests: no engine, no threads. The chat template
 // writes "<role>content" per message then "<assistant>". In scripted mode (the default) Generate
-// plays `script` at once on the calling thread: OnStart, one OnToken per piece (up to
+// plays `script` at once on the calling thread: OnAccepted, OnStart, one OnToken per piece (up to
 // max_tokens, stopping early when the request's token is cancelled), then OnEnd (length when
 // max_tokens cut it, else stop). When the request asks for logprobs, each OnToken is preceded
 // by OnTokenLogprobs: the token's bytes (`token_bytes[i]`, or the piece itself when
 // `token_bytes` is shorter), logprob -0.5 (as OnToken's), and request.top_logprobs
 // alternatives: the token itself at -0.5, then "alt1", "alt2", ... at -1, -2, ... In held mode
-// (`hold`) it keeps each request and its sink for the test to drive.
+// (`hold`) it keeps each request and its sink for the test to drive, having called OnAccepted
+// unless `accept_held` is false (a prompt an engine has yet to tokenize: the test accepts or
+// ends it).
 #pragma once
 
 #include <map>
@@ -43,11 +45,13 @@ class FakeGenerativeModel : public GenerativeModel {
       prompts.push_back(request.prompt);
       if (!refuse.ok()) return refuse;
       if (hold) {
+        if (accept_held) sink->OnAccepted();
         held.push_back({std::move(request), std::move(sink)});
         return Status::Ok();
       }
     }
     const int prompt_tokens = static_cast<int>(request.prompt.size());
+    sink->OnAccepted();
     sink->OnStart(prompt_tokens, 0);
     int produced = 0;
     for (const auto& piece : script) {
@@ -92,6 +96,7 @@ class FakeGenerativeModel : public GenerativeModel {
   // piece "" of a token whose text is held back).
   std::vector<std::string> token_bytes;
   bool hold = false;
+  bool accept_held = true;
   Status refuse;  // not OK: Generate returns it
   std::mutex mu;
   std::vector<std::string> prompts;  // guarded by mu

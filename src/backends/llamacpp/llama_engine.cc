@@ -154,6 +154,14 @@ struct LlamaEngine::Impl {
   }
 
   StatusOr<std::vector<llama_token>> Tokenize(std::string_view text) const;
+  // kInvalidArgument for a prompt of more bytes than n_ctx_seq tokens can spell (checked before
+  // tokenizing: llama.cpp's tokenizer can take seconds over a long one), or, once tokenized, of
+  // no tokens or more than n_ctx_seq.
+  Status CheckPromptBytes(size_t bytes) const;
+  Status CheckPromptTokens(size_t tokens) const;
+  // The tokenizer thread: long prompts (over kInlineTokenizeBytes), in arrival order, then into
+  // the inbox; ends what it was given once stopping.
+  void TokenizerLoop();
   // Throws std::invalid_argument for a prompt llama.cpp cannot tokenize.
   std::vector<llama_token> TokenizeOrThrow(std::string_view text) const;
   std::string Piece(llama_token token) const;
@@ -201,6 +209,10 @@ struct LlamaEngine::Impl {
   // forgets no position a reused or shared prefix needs.)
   bool share_prefixes = false;
   std::string chat_template;  // the GGUF's, or empty for kDefaultChatTemplate
+  // The most bytes of text one token stands for (its piece, special tokens spelled out), for
+  // the vocabularies whose pieces spell their input byte for byte (SentencePiece, byte-level
+  // BPE); 0, no bound, for those that normalise it (WordPiece drops whitespace).
+  size_t max_piece_bytes = 0;
 
   // The engine thread's own.
   std::vector<Slot> slots;
@@ -215,12 +227,15 @@ struct LlamaEngine::Impl {
   mutable std::mutex mu;
   std::condition_variable wake;
   std::deque<Job> inbox;       // guarded by mu: accepted by Generate, not yet seen by the engine
+  std::deque<Job> to_tokenize;  // guarded by mu: long prompts for the tokenizer thread
+  std::condition_variable tokenizer_wake;
   bool stopping = false;       // guarded by mu
   int in_engine = 0;           // guarded by mu: accepted requests whose OnEnd has not run
   LlamaEngineStats published;  // guarded by mu
 
   std::mutex shutdown_mu;  // serialises Shutdown's join
   std::thread thread;      // guarded by shutdown_mu after Create
+  std::thread tokenizer;   // guarded by shutdown_mu after Create
 };
 
 StatusOr<std::vector<llama_token>> LlamaEngine::Impl::Tokenize(std::string_view text) const {
@@ -259,6 +274,76 @@ std::vector<llama_token> LlamaEngine::Impl::TokenizeOrThrow(std::string_view tex
   return tokens;
 }
 
+Status LlamaEngine::Impl::CheckPromptBytes(size_t bytes) const {
+  if (max_piece_bytes == 0 || bytes <= static_cast<size_t>(n_ctx_seq) * max_piece_bytes) {
+    return Status::Ok();
+  }
+  return InvalidArgument("the prompt is " + std::to_string(bytes) +
+                         " bytes: more than the model's context of " + std::to_string(n_ctx_seq) +
+                         " tokens can hold (no token of this model stands for more than " +
+                         std::to_string(max_piece_bytes) + " bytes)");
+}
+
+Status LlamaEngine::Impl::CheckPromptTokens(size_t tokens) const {
+  if (tokens == 0) {
+    return InvalidArgument("the prompt is empty, and the model adds no BOS token to start from");
+  }
+  if (tokens > static_cast<size_t>(n_ctx_seq)) {
+    return InvalidArgument("the prompt is " + std::to_string(tokens) +
+                           " tokens, more than the model's context of " +
+                           std::to_string(n_ctx_seq));
+  }
+  return Status::Ok();
+}
+
+void LlamaEngine::Impl::TokenizerLoop() {
+  pthread_setname_np(pthread_self(), "llama-tokenize");
+  std::unique_lock lock(mu);
+  while (true) {
+    tokenizer_wake.wait(lock, [&] { return stopping || !to_tokenize.empty(); });
+    if (stopping) break;
+    Job job = std::move(to_tokenize.front());
+    to_tokenize.pop_front();
+    lock.unlock();
+    // Checked again here: the request may have waited behind another long prompt.
+    FinishReason reason = FinishReason::kError;
+    Status refused;
+    if (IsCancelled(job.request)) {
+      reason = FinishReason::kCancelled;
+      refused = Cancelled("the request was cancelled before its prompt was read");
+    } else if (options.clock->Now() >= job.request.deadline) {
+      reason = FinishReason::kDeadline;
+      refused = DeadlineExceeded("the request's deadline passed before its prompt was read");
+    } else if (StatusOr<std::vector<llama_token>> tokens = Tokenize(job.request.prompt);
+               !tokens.ok()) {
+      refused = tokens.status();
+    } else if (Status fits = CheckPromptTokens(tokens->size()); !fits.ok()) {
+      refused = fits;
+    } else {
+      job.prompt = std::move(tokens).value();
+    }
+    if (!refused.ok()) {
+      EndQueued(job, reason, refused);
+      lock.lock();
+      continue;
+    }
+    lock.lock();
+    if (stopping) {  // the engine thread may have ended what it had: end this one here
+      lock.unlock();
+      EndQueued(job, FinishReason::kCancelled, Cancelled("the model's engine is shutting down"));
+      lock.lock();
+      break;
+    }
+    inbox.push_back(std::move(job));
+    wake.notify_one();
+  }
+  std::deque<Job> left = std::exchange(to_tokenize, {});
+  lock.unlock();
+  for (Job& job : left) {
+    EndQueued(job, FinishReason::kCancelled, Cancelled("the model's engine is shutting down"));
+  }
+}
+
 std::string LlamaEngine::Impl::Piece(llama_token token) const {
   std::string piece(32, '\0');
   int32_t n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()),
@@ -295,12 +380,14 @@ void LlamaEngine::Impl::Run(std::promise<Status>* ready) {
 }
 
 void LlamaEngine::Impl::Loop() {
+  std::vector<std::shared_ptr<GenerationSink>> accepted;
   while (true) {
     {
       std::unique_lock lock(mu);
       // Cancellation and deadlines need no wake-up: the loop only sleeps with no request at all.
       wake.wait(lock, [&] { return stopping || !inbox.empty() || !queue.empty() || active > 0; });
       for (Job& job : inbox) {
+        accepted.push_back(job.sink);
         // Most urgent first (the lowest level), in arrival order within a level.
         auto at = std::upper_bound(
             queue.begin(), queue.end(), job.request.priority,
@@ -310,6 +397,9 @@ void LlamaEngine::Impl::Loop() {
       inbox.clear();
       if (stopping) break;
     }
+    // Here, on this thread, so that each OnAccepted comes before its OnStart (Admit, below).
+    for (const auto& sink : accepted) sink->OnAccepted();
+    accepted.clear();
     // llama.cpp's C API lets C++ exceptions out of llama_decode (and the sampler, the
     // tokenizer); they end what was running, not the process.
     try {
@@ -737,6 +827,16 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   impl->n_ctx_seq = std::min(impl->n_ctx, static_cast<int>(llama_n_ctx_seq(impl->context.get())));
   impl->n_batch = static_cast<int>(llama_n_batch(impl->context.get()));
   impl->n_vocab = llama_vocab_n_tokens(impl->vocab);
+  if (const enum llama_vocab_type type = llama_vocab_type(impl->vocab);
+      type == LLAMA_VOCAB_TYPE_SPM || type == LLAMA_VOCAB_TYPE_BPE) {
+    std::string piece(256, '\0');
+    for (llama_token t = 0; t < impl->n_vocab; ++t) {
+      int32_t n = llama_token_to_piece(impl->vocab, t, piece.data(),
+                                       static_cast<int32_t>(piece.size()), 0, /*special=*/true);
+      if (n < 0) n = -n;  // longer than the buffer: its length, negated
+      impl->max_piece_bytes = std::max(impl->max_piece_bytes, static_cast<size_t>(n));
+    }
+  }
   impl->share_prefixes =
       !llama_model_is_recurrent(impl->model.get()) && !llama_model_is_hybrid(impl->model.get());
 
@@ -766,6 +866,7 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
     impl->thread.join();
     return status;
   }
+  impl->tokenizer = SpawnThread([raw] { raw->TokenizerLoop(); });
   spdlog::debug("llama.cpp engine for {}: {} cells, {} sequences, batch {}, {} threads",
                 options.model_path, impl->n_ctx, options.parallel_sequences, impl->n_batch,
                 impl->threads);
@@ -796,14 +897,12 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
   if (impl_->options.clock->Now() >= request.deadline) {
     return DeadlineExceeded("the request's deadline passed before it was queued");
   }
-  ASSIGN_OR_RETURN(std::vector<llama_token> prompt, impl_->Tokenize(request.prompt));
-  if (prompt.empty()) {
-    return InvalidArgument("the prompt is empty, and the model adds no BOS token to start from");
-  }
-  if (static_cast<int>(prompt.size()) > impl_->n_ctx_seq) {
-    return InvalidArgument("the prompt is " + std::to_string(prompt.size()) +
-                           " tokens, more than the model's context of " +
-                           std::to_string(impl_->n_ctx_seq));
+  RETURN_IF_ERROR(impl_->CheckPromptBytes(request.prompt.size()));
+  const bool tokenize_here = request.prompt.size() <= kInlineTokenizeBytes;
+  std::vector<llama_token> prompt;
+  if (tokenize_here) {
+    ASSIGN_OR_RETURN(prompt, impl_->Tokenize(request.prompt));
+    RETURN_IF_ERROR(impl_->CheckPromptTokens(prompt.size()));
   }
   {
     std::lock_guard lock(impl_->mu);
@@ -813,10 +912,11 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
       return ResourceExhausted("the model has " + std::to_string(impl_->in_engine) +
                                " requests in progress or waiting, its limit");
     }
-    impl_->inbox.push_back(Job{std::move(request), std::move(sink), std::move(prompt)});
+    (tokenize_here ? impl_->inbox : impl_->to_tokenize)
+        .push_back(Job{std::move(request), std::move(sink), std::move(prompt)});
     ++impl_->in_engine;
   }
-  impl_->wake.notify_one();
+  (tokenize_here ? impl_->wake : impl_->tokenizer_wake).notify_one();
   return Status::Ok();
 }
 
@@ -887,6 +987,8 @@ void LlamaEngine::Shutdown() {
     impl_->stopping = true;
   }
   impl_->wake.notify_all();
+  impl_->tokenizer_wake.notify_all();
+  if (impl_->tokenizer.joinable()) impl_->tokenizer.join();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

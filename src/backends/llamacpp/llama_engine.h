@@ -78,6 +78,11 @@ class LlamaEngine : public GenerativeModel {
   // The most alternatives per token GenerationRequest::top_logprobs may ask for (OpenAI's chat
   // limit): each costs a token piece on the engine's thread, which every sequence shares.
   static constexpr int kMaxTopLogprobs = 20;
+  // A prompt of at most this many bytes is tokenized on Generate's calling thread; a longer one
+  // on the engine's tokenizer thread. llama.cpp's tokenizer is quadratic in the number of bytes
+  // it spells out one by one (a run of newlines or emoji in Llama's vocabulary: 3.5 s for
+  // 256 KiB, measured), and the caller is an I/O thread that other clients share.
+  static constexpr size_t kInlineTokenizeBytes = 4096;
 
   struct Options {
     // The GGUF file. Required.
@@ -119,12 +124,19 @@ class LlamaEngine : public GenerativeModel {
   LlamaEngine(const LlamaEngine&) = delete;
   LlamaEngine& operator=(const LlamaEngine&) = delete;
 
-  // Tokenizes the prompt (on the calling thread) and queues the request. Errors, with nothing
-  // queued and the sink never called: kInvalidArgument (max_tokens not -1 or >= 1, an empty
-  // stop string, a sampling parameter out of range, top_logprobs outside 0..kMaxTopLogprobs,
-  // a prompt of no tokens or of more than context_size), kDeadlineExceeded (the deadline has
-  // passed), kCancelled (the token is cancelled), kResourceExhausted (the queue is full),
-  // kUnavailable (shut down).
+  // Queues the request, its prompt tokenized on the calling thread when it is at most
+  // kInlineTokenizeBytes long, else on the engine's tokenizer thread (one per engine, in
+  // arrival order). Errors, with nothing queued and the sink never called: kInvalidArgument
+  // (max_tokens not -1 or >= 1, an empty stop string, a sampling parameter out of range,
+  // top_logprobs outside 0..kMaxTopLogprobs, a prompt of more bytes than context_size tokens can
+  // spell in this model's vocabulary, or a short prompt of no tokens or of more than
+  // context_size), kDeadlineExceeded (the deadline has passed), kCancelled (the token is
+  // cancelled), kResourceExhausted (parallel_sequences + max_waiting_requests requests are in
+  // the engine, those being tokenized included), kUnavailable (shut down). A long prompt's own
+  // refusal (no tokens, or more than context_size) comes later, as OnEnd(kError) with
+  // kInvalidArgument before any OnAccepted; so do its cancellation (kCancelled) and deadline
+  // (kDeadline) while it waits for the tokenizer. Every accepted request hears OnAccepted from
+  // the engine thread before its OnStart.
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
 
   // The prompt for `messages` in the model's chat format, ending with the start of the

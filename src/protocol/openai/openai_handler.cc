@@ -169,9 +169,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   // Non-streaming: the answer goes to `respond` once every sequence has ended.
   void SetResponder(HttpResponder respond) { respond_ = std::move(respond); }
-  // Streaming: events go to `out` (and the store). Starts the heartbeat.
-  void SetStream(std::shared_ptr<ResponseStream> out) {
+  // Streaming: events go to `out` (and the store), behind `head`, which goes to `respond` when
+  // the first sequence is accepted (its prompt fits). When none is, `respond` gets a plain error
+  // instead. Starts the heartbeat.
+  void SetStream(std::shared_ptr<ResponseStream> out, HttpResponse head, HttpResponder respond) {
     out_ = std::move(out);
+    head_ = std::move(head);
+    respond_ = std::move(respond);
     last_write_ = Clock::now();
     ScheduleHeartbeat(last_write_ + s_.shared->options.heartbeat_interval);
   }
@@ -201,6 +205,21 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // When every sequence was refused at once, the handler answers with a plain error (not a
   // stream) and reports it through the record; only then, once they all ended.
   GenerationRecord& record() { return record_; }
+
+  // The engine accepted sequence `index`: a stream's head goes out with the first.
+  void OnAccepted(int index) {
+    HttpResponse head;
+    HttpResponder respond;
+    {
+      std::lock_guard lock(mu_);
+      choices_[index].accepted = true;
+      if (!streaming() || head_sent_) return;
+      head_sent_ = true;
+      head = std::move(head_);
+      respond = respond_;
+    }
+    respond(std::move(head));
+  }
 
   void OnStart(int index) {
     std::lock_guard lock(mu_);
@@ -245,6 +264,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     Choice& c = choices_[index];
     if (c.ended) return;
     c.ended = true;
+    if (!c.accepted) c.refused = true;  // by the engine, before its prompt was accepted
     c.reason = reason;
     c.usage = usage;
     c.status = status;
@@ -302,8 +322,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<TokenLogprob> logprobs;
     std::size_t logprobs_offset = 0;  // streaming: bytes of the tokens already sent
     bool role_sent = false;
+    bool accepted = false;  // the engine's OnAccepted came
     bool ended = false;
-    bool refused = false;  // by the engine at once: it never ran
+    bool refused = false;  // by the engine, at once or before it was accepted: it never ran
     harrier::FinishReason reason = harrier::FinishReason::kStop;
     GenerationUsage usage;
     Status status;
@@ -365,12 +386,26 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   void FinishLocked(std::unique_lock<std::mutex> lock) {
     finished_ = true;
-    if (streaming() &&
-        std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.refused; })) {
-      // Nothing was streamed: the handler answers the refusal as a plain error.
+    if (streaming() && !head_sent_) {
+      // No sequence was accepted (each refused at once, or by the engine for its prompt): no
+      // stream, a plain error.
+      Status failure = Internal("no sequence was accepted");
+      for (const Choice& c : choices_) {
+        if (!FinishStatus(c.reason, c.status).ok()) {
+          failure = FinishStatus(c.reason, c.status);
+          break;
+        }
+      }
+      if (out_) out_->Abandon();
       if (!s_.request_id.empty()) (void)s_.shared->store->Finish(s_.request_id);
+      HttpResponse answer = ErrorResponse(s_.kind, failure);
+      answer.headers.emplace_back("X-Request-Id", client_request_id_);
+      if (record_.traced()) answer.headers.emplace_back("traceresponse", record_.TraceResponse());
+      answer.on_sent = record_.Finish(answer.status, failure.message(), answer.body.size());
+      HttpResponder respond = std::move(respond_);
       lock.unlock();
       Forget();
+      respond(std::move(answer));
       return;
     }
     GenerationUsage total;
@@ -466,6 +501,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
     if (finished_ || client_gone_ || overflowed_ || !out_) return;
     const auto interval = s_.shared->options.heartbeat_interval;
     const auto now = Clock::now();
+    if (!head_sent_) {  // nothing to keep alive yet: the head waits for an accepted prompt
+      ScheduleHeartbeat(now + interval);
+      return;
+    }
     if (now - last_write_ >= interval) {
       out_->Write(std::string(kSseHeartbeat), {});
       last_write_ = now;
@@ -494,6 +533,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   uint64_t response_bytes_ = 0;          // guarded by mu_
   Clock::time_point last_write_{};       // guarded by mu_
   std::shared_ptr<ResponseStream> out_;  // guarded by mu_
+  HttpResponse head_;                    // guarded by mu_: a stream's, until head_sent_
+  bool head_sent_ = false;               // guarded by mu_
   HttpResponder respond_;                // guarded by mu_
 };
 
@@ -501,6 +542,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
 class ChoiceSink : public GenerationSink {
  public:
   ChoiceSink(std::shared_ptr<Generation> g, int index) : g_(std::move(g)), index_(index) {}
+  void OnAccepted() override { g_->OnAccepted(index_); }
   void OnStart(int, int) override { g_->OnStart(index_); }
   void OnTokenLogprobs(const TokenLogprobs& token) override { g_->OnTokenLogprobs(index_, token); }
   void OnToken(std::string_view text, float) override { g_->OnToken(index_, text); }
@@ -765,7 +807,15 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   std::shared_ptr<ResponseStream> out;
   if (streaming) {
     out = std::make_shared<ResponseStream>();
-    g->SetStream(out);
+    HttpResponse head;
+    head.headers.emplace_back("Content-Type", "text/event-stream");
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    head.headers.emplace_back("X-Accel-Buffering", "no");  // proxies: do not hold the events
+    head.headers.emplace_back("X-Request-Id", g->request_id());
+    head.headers.emplace_back("X-Harrier-Model-Version", std::to_string(model->version()));
+    if (!trace_response.empty()) head.headers.emplace_back("traceresponse", trace_response);
+    head.stream = out;
+    g->SetStream(out, std::move(head), respond);
   } else {
     g->SetResponder(respond);
   }
@@ -776,9 +826,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     shared_->live[g->request_id()] = g;
   }
 
-  // The sequences, each with its own sink; all share the generation's token.
-  int accepted = 0;
-  Status first_refusal;
+  // The sequences, each with its own sink; all share the generation's token. A stream's head,
+  // or the plain error when no sequence is accepted, is the generation's to send.
   for (int i = 0; i < n; ++i) {
     GenerationRequest r;
     r.prompt = prompt;
@@ -800,28 +849,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.priority = static_cast<uint64_t>(p.priority);
     r.client_id = scheduling.client_id;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
-    if (!s.ok()) {
-      if (accepted == 0 && i == 0) first_refusal = s;
-      g->Refused(i, s);
-    } else {
-      ++accepted;
-    }
-  }
-  if (streaming) {
-    if (accepted == 0) {
-      // Nothing will be streamed: answer the refusal as a plain error.
-      out->Abandon();
-      return fail(first_refusal, "", "");
-    }
-    HttpResponse head;
-    head.headers.emplace_back("Content-Type", "text/event-stream");
-    head.headers.emplace_back("Cache-Control", "no-cache");
-    head.headers.emplace_back("X-Accel-Buffering", "no");  // proxies: do not hold the events
-    head.headers.emplace_back("X-Request-Id", g->request_id());
-    head.headers.emplace_back("X-Harrier-Model-Version", std::to_string(model->version()));
-    if (!trace_response.empty()) head.headers.emplace_back("traceresponse", trace_response);
-    head.stream = out;
-    respond(std::move(head));
+    if (!s.ok()) g->Refused(i, s);
   }
 }
 

@@ -30,6 +30,8 @@ const char* const kTinyModel = HARRIER_SOURCE_DIR "/../shared/models/llama-2-tin
 
 // Everything a request's sink received.
 struct Output {
+  bool accepted = false;
+  std::thread::id accepted_on;  // the thread that called OnAccepted
   bool started = false;
   int prompt_tokens = -1;
   int reused_prompt_tokens = -1;
@@ -52,9 +54,19 @@ class RecordingSink : public GenerationSink {
   std::function<void(int tokens)> on_token;
   std::function<void()> on_start;
 
+  void OnAccepted() override {
+    std::lock_guard lock(mu_);
+    EXPECT_FALSE(out_.accepted) << "OnAccepted twice";
+    EXPECT_FALSE(out_.started) << "OnAccepted after OnStart";
+    EXPECT_FALSE(out_.ended) << "OnAccepted after OnEnd";
+    out_.accepted = true;
+    out_.accepted_on = std::this_thread::get_id();
+  }
+
   void OnStart(int prompt_tokens, int reused_prompt_tokens) override {
     {
       std::lock_guard lock(mu_);
+      EXPECT_TRUE(out_.accepted) << "OnStart before OnAccepted";
       EXPECT_FALSE(out_.started) << "OnStart twice";
       out_.started = true;
       out_.prompt_tokens = prompt_tokens;
@@ -581,6 +593,61 @@ TEST_F(LlamaEngineTest, RefusesBadRequests) {
   EXPECT_EQ(engine->Generate(Greedy("fine", 4), nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(sink->Snapshot().started);
   EXPECT_EQ(engine->Stats().prompt_tokens_total, 0u);
+}
+
+// llama.cpp's tokenizer spells a newline of Llama's vocabulary out as a byte token, and
+// reallocates its output for each such run: quadratic (1 MiB of newlines took 57 s).
+TEST_F(LlamaEngineTest, APromptLongerInBytesThanTheContextCanHoldIsRefusedUntokenized) {
+  LlamaEngine::Options options = Options(1);
+  options.context_size = 256;
+  auto engine = Engine(options);
+  ASSERT_NE(engine, nullptr);
+  auto sink = std::make_shared<RecordingSink>();
+  const auto before = std::chrono::steady_clock::now();
+  const Status status = engine->Generate(Greedy(std::string(1 << 20, '\n'), 1), sink);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("the prompt is 1048576 bytes: more than the model's "
+                                          "context of 256 tokens can hold"));
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  EXPECT_FALSE(sink->Snapshot().accepted);
+}
+
+TEST_F(LlamaEngineTest, ALongPromptIsTokenizedOffTheCallersThread) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  std::string prompt;
+  while (prompt.size() <= LlamaEngine::kInlineTokenizeBytes) prompt += "The cat sat on the mat. ";
+  const StatusOr<int> tokens = engine->CountTokens(prompt);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_LT(*tokens, 4096);
+  const Output out = Run(*engine, Greedy(prompt, 2));
+  EXPECT_TRUE(out.accepted);
+  EXPECT_NE(out.accepted_on, std::this_thread::get_id());
+  EXPECT_EQ(out.prompt_tokens, *tokens);
+  EXPECT_EQ(out.texts.size(), 2u);
+  EXPECT_EQ(out.reason, FinishReason::kLength);
+}
+
+// Too many tokens, found by the tokenizer thread: the sink hears only OnEnd, and the engine
+// takes the next request.
+TEST_F(LlamaEngineTest, ALongPromptOverTheContextEndsBeforeItIsAccepted) {
+  LlamaEngine::Options options = Options(1);
+  options.context_size = 512;
+  options.max_waiting_requests = 0;
+  auto engine = Engine(options);
+  ASSERT_NE(engine, nullptr);
+  const std::string prompt(LlamaEngine::kInlineTokenizeBytes + 1, '\n');  // a token a byte
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Generate(Greedy(prompt, 4), sink).ok());
+  const Output out = sink->Wait();
+  EXPECT_FALSE(out.accepted);
+  EXPECT_FALSE(out.started);
+  EXPECT_EQ(out.reason, FinishReason::kError);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status.message(), HasSubstr("tokens, more than the model's context of 512"));
+  // Its place in the engine is free again (no waiting room: a leak would refuse this one).
+  const Output next = Run(*engine, Greedy("fine", 2));
+  EXPECT_EQ(next.texts.size(), 2u);
 }
 
 TEST_F(LlamaEngineTest, EmptyPromptContinuesFromBos) {

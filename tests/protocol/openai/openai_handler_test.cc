@@ -262,6 +262,56 @@ TEST_F(OpenAiHandlerTest, AFinishedStreamResumesAfterItsLastEventId) {
   EXPECT_EQ(Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "x"}}).status, 400);
 }
 
+// An engine may read a long prompt after Generate returned (off the I/O thread): a stream's
+// head waits for the engine to accept the prompt, and a prompt refused then is a plain error.
+TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
+  engine_.hold = true;
+  engine_.accept_held = false;
+  Make();
+  auto answer = std::make_shared<std::optional<HttpResponse>>();
+  auto send = [&](std::string body) {
+    answer->reset();
+    HttpRequest r;
+    r.method = "POST";
+    r.target = "/v1/completions";
+    r.body = std::make_shared<const std::string>(std::move(body));
+    handler_->Handle(std::move(r), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  };
+  send(R"({"model":"llm","prompt":"long","stream":true})");
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_FALSE(answer->has_value());  // not yet: the prompt may still be refused
+  held[0].sink->OnEnd(harrier::FinishReason::kError, {},
+                      InvalidArgument("the prompt is 9000 tokens, more than the model's context"));
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->status, 400);
+  EXPECT_EQ((*answer)->stream, nullptr);
+  EXPECT_NE((*answer)->body.find("9000 tokens"), std::string::npos) << (*answer)->body;
+  EXPECT_NE((*answer)->body.find("invalid_request_error"), std::string::npos);
+
+  // Accepted: the head goes out then, and the stream carries the rest.
+  send(R"({"model":"llm","prompt":"long","stream":true})");
+  held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_FALSE(answer->has_value());
+  held[0].sink->OnAccepted();
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->status, 200);
+  ASSERT_NE((*answer)->stream, nullptr);
+  StreamReader reader((*answer)->stream);
+  held[0].sink->OnStart(1, 0);
+  held[0].sink->OnToken("a", 0);
+  held[0].sink->OnEnd(harrier::FinishReason::kStop, {1, 1, 0}, Status::Ok());
+  for (int i = 0; i < 400 && !reader.finished; ++i) {
+    reader.Drain();
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  const auto events = reader.Events();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_NE(events.front().data.find("\"text\":\"a\""), std::string::npos) << events.front().data;
+  EXPECT_EQ(events.back().data, "[DONE]");
+}
+
 TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
   engine_.hold = true;
   const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
