@@ -140,6 +140,29 @@ StatusOr<BatchingPolicy> MakeBatchingPolicy(const inference::ModelConfig& config
 
 }  // namespace
 
+namespace {
+
+// The version's model file: `filename` (checked to stay in the version's directory) under
+// <model>/<version>/, which must be a regular file (a symbolic link to one is followed): a FIFO
+// or a device would hold the load, and its lifecycle thread, forever.
+StatusOr<std::string> ModelFile(const ModelDirectory& dir, int64_t version,
+                                const inference::ModelConfig& config, std::string_view fallback) {
+  RETURN_IF_ERROR(ValidateModelFilename(config).WithContext(
+      dir.config_path.empty() ? dir.path : dir.config_path));
+  const std::string filename = config.default_model_filename().empty()
+                                   ? std::string(fallback)
+                                   : config.default_model_filename();
+  std::string path = dir.path + "/" + std::to_string(version) + "/" + filename;
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return InvalidArgument("'" + path + "' is not a regular file");
+  }
+  return path;
+}
+
+}  // namespace
+
 ModelLoader::ModelLoader(const Options& options)
     : options_(options),
       allowed_cpus_(options.pin_instance_workers ? AllowedCpus() : std::vector<int>{}) {}
@@ -152,10 +175,8 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic));
   Backend& backend = *choice.tensor;
   inference::ModelConfig config = base_config;
-  const std::string filename = config.default_model_filename().empty()
-                                   ? std::string(backend.default_model_filename())
-                                   : config.default_model_filename();
-  const std::string model_path = dir.path + "/" + std::to_string(version) + "/" + filename;
+  ASSIGN_OR_RETURN(const std::string model_path,
+                   ModelFile(dir, version, config, backend.default_model_filename()));
 
   // Where a load's time goes, for its log line (the reading of the file's signature, the
   // instances' sessions, the warm-up).
@@ -311,8 +332,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   config.set_platform(std::string(backend.platform()));
   if (config.default_model_filename().empty())
     config.set_default_model_filename(std::string(backend.default_model_filename()));
-  const std::string model_path =
-      dir.path + "/" + std::to_string(version) + "/" + config.default_model_filename();
+  ASSIGN_OR_RETURN(const std::string model_path, ModelFile(dir, version, config, ""));
   std::map<std::string, std::string> parameters;
   for (const auto& [key, value] : config.parameters()) parameters[key] = value.string_value();
 

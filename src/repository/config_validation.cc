@@ -304,6 +304,20 @@ Status ValidateResponseCache(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
+Status ValidateModelFilename(const inference::ModelConfig& config) {
+  const std::string& name = config.default_model_filename();
+  if (name.empty()) return Status::Ok();
+  if (name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos || name.size() > 255) {
+    return InvalidArgument(
+        "default_model_filename must name a file in the version's directory (one path "
+        "component, not '.' or '..'), not " +
+        (name.size() > 255 ? "a name of " + std::to_string(name.size()) + " bytes"
+                           : Quote(std::string(name.c_str()))));
+  }
+  return Status::Ok();
+}
+
 Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::string_view engine) {
   const std::string a = "a " + std::string(engine) + " model";
   if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
@@ -317,6 +331,7 @@ Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::strin
                            "samples do not apply; leave them out");
   }
   RETURN_IF_ERROR(ValidateResponseCache(config));
+  RETURN_IF_ERROR(ValidateModelFilename(config));
   if (config.has_model_transaction_policy() && !config.model_transaction_policy().decoupled()) {
     return InvalidArgument("model_transaction_policy: decoupled is false, but " + a +
                            " answers a request with many responses (one per token); set it "
@@ -337,6 +352,7 @@ Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::strin
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   if (config.name().empty()) return InvalidArgument("name is not set");
   RETURN_IF_ERROR(ValidateResponseCache(config));
+  RETURN_IF_ERROR(ValidateModelFilename(config));
   if (config.model_transaction_policy().decoupled()) {
     return Unimplemented(
         "model_transaction_policy: decoupled is true; a " +

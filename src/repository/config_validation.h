@@ -50,6 +50,13 @@ int64_t InstanceCount(const inference::ModelConfig& config);
 // false (Harrier has no response cache; Triton's default, written out, is accepted).
 Status ValidateResponseCache(const inference::ModelConfig& config);
 
+// The check every model's config gets before its file is opened: default_model_filename, when
+// set, names a file in the version's directory, which the loader joins it to — one path
+// component, not "." or "..", no NUL, at most 255 bytes. A config override through the
+// repository API can set it, so this is what keeps a load from reading (or hanging on) a file
+// outside the repository.
+Status ValidateModelFilename(const inference::ModelConfig& config);
+
 // The checks on a text generator's config (`engine` names it in messages: "llama.cpp"): no
 // input, output, max_batch_size or model_warmup (it takes text, and warms up with one token);
 // no response cache; model_transaction_policy.decoupled not false (it answers many responses);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -811,6 +812,37 @@ TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad
   auto a = m.Get("a", std::nullopt);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ((*a)->max_batch_size(), 4);
+}
+
+// default_model_filename is joined to the version's directory: a config override cannot point
+// it anywhere else (outside the repository, or at another model's file), and a model file that
+// is no regular file fails at once (a FIFO would hold the load and its thread forever).
+TEST_F(ModelRepositoryManagerTest, TheModelFileStaysInTheVersionsDirectory) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("b/1/model.onnx", "identity FP32 -1 4");
+  Write("b/1/other.onnx", "identity FP32 -1 4");
+  auto manager = Explicit();
+  auto& m = *manager;
+  for (const char* name : {"../../b/1/model.onnx", "..", ".", "/etc/passwd", "1/model.onnx"}) {
+    ModelLoadOptions o;
+    o.config_json = std::string(R"({"default_model_filename": ")") + name + "\"}";
+    const Status s = Control(m, true, "a", o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name << ": " << s.ToString();
+    EXPECT_NE(s.message().find("default_model_filename must name a file in the version's "
+                               "directory"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(m.Get("a", std::nullopt).status().code(), StatusCode::kUnavailable) << name;
+  }
+  ModelLoadOptions other;
+  other.config_json = R"({"default_model_filename": "other.onnx"})";
+  EXPECT_TRUE(Control(m, true, "b", other).ok());
+
+  fs::create_directories(root_ / "c/1");
+  ASSERT_EQ(::mkfifo((root_ / "c/1/model.onnx").c_str(), 0600), 0);
+  const Status fifo = Control(m, true, "c");
+  EXPECT_EQ(fifo.code(), StatusCode::kInvalidArgument) << fifo.ToString();
+  EXPECT_NE(fifo.message().find("is not a regular file"), std::string::npos) << fifo.ToString();
 }
 
 // File overrides (Triton's "file:<version>/<name>" load parameters): the model loads from a
