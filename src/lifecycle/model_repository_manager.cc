@@ -113,6 +113,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // Loaded from a load request's file overrides: the directory they were written to, removed
     // once no version holds it (after the version is retired). Null: from the repository.
     std::shared_ptr<const OverrideDirectory> files = nullptr;
+    // READY: the fingerprint of files it failed to reload from (a poll does not retry them).
+    uint64_t failed_reload_fingerprint = 0;
   };
   struct ModelEntry {
     std::string platform;
@@ -127,6 +129,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // The content of <model>/traffic.json last applied ("" when none): a poll applies a changed
     // file; the API's policy stands until the file changes.
     std::string traffic_file;
+    // The last failure of the model as a whole (its directory, its config), logged once: a
+    // poll that meets it again says nothing until it changes or clears.
+    std::string last_failure;
   };
 
   static Options WithCores(Options options) {
@@ -293,18 +298,33 @@ Status ModelRepositoryManagerImpl::Reconcile(
       }
     }
   }
-  // A failure before any version: with versions serving, they go on serving.
+  // A failure before any version: with versions serving, they go on serving. Logged once while
+  // a poll keeps meeting it (a symbolic-link loop, a broken config.pbtxt).
+  const bool polled = !force && !config_override;
   auto fail = [&](const Status& s) {
-    spdlog::error("model '{}'{}: {}", dir.name,
-                  serving.empty() ? " is UNAVAILABLE"
-                                  : " was not reloaded (its serving "
-                                    "versions go on serving)",
-                  s.message());
+    const std::string reason = client_paths_.Rewrite(s.message());
+    bool repeated = false;
+    {
+      std::shared_lock lock(mu_);
+      auto it = models_.find(dir.name);
+      repeated = polled && it != models_.end() && it->second.last_failure == reason;
+    }
+    if (!repeated) {
+      spdlog::error("model '{}'{}: {}", dir.name,
+                    serving.empty() ? " is UNAVAILABLE"
+                                    : " was not reloaded (its serving "
+                                      "versions go on serving)",
+                    s.message());
+    }
     if (serving.empty()) {
       ModelEntry entry;
       entry.platform = std::string(loader_.PlatformFor(dir, inference::ModelConfig()));
-      entry.reason = client_paths_.Rewrite(s.message());
+      entry.reason = reason;
+      entry.last_failure = reason;
       SetModel(dir.name, std::move(entry));
+    } else {
+      std::unique_lock lock(mu_);
+      models_[dir.name].last_failure = reason;
     }
     return s;
   };
@@ -340,6 +360,9 @@ Status ModelRepositoryManagerImpl::Reconcile(
   ReconcileInputs plan_inputs;
   for (const auto& [v, e] : serving) plan_inputs.serving[v] = e.fingerprint;
   for (const auto& [v, e] : failed_before) plan_inputs.failed_before[v] = e.fingerprint;
+  for (const auto& [v, e] : serving)
+    if (e.failed_reload_fingerprint != 0)
+      plan_inputs.failed_reload[v] = e.failed_reload_fingerprint;
   plan_inputs.selected = selection.selected;
   for (int64_t v : selection.selected) {
     auto fp = ModelFingerprint(LocalFileSystem(), dir, v);
@@ -349,6 +372,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
   const ReconcilePlan plan = PlanReconcile(plan_inputs);
   const std::map<int64_t, uint64_t>& fingerprints = plan_inputs.fingerprints;
   const std::vector<int64_t>& to_load = plan.to_load;
+  {
+    std::unique_lock lock(mu_);
+    if (auto it = models_.find(dir.name); it != models_.end()) it->second.last_failure.clear();
+  }
   if (plan.nothing_to_do()) {  // nothing changed but, maybe, traffic.json
     ApplyTraffic(dir);
     return Status::Ok();
@@ -367,6 +394,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   }
 
   std::map<int64_t, VersionEntry> loaded;
+  std::map<int64_t, uint64_t> failed_reloads;  // serving version -> the files it failed from
   Status first_failure = Status::Ok();
   for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
@@ -392,6 +420,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
     if (serving.contains(v)) {
       spdlog::error("model '{}' version {} failed to reload: {}; the loaded one goes on serving",
                     dir.name, v, result.status().message());
+      failed_reloads[v] = fingerprints.at(v);
       continue;
     }
     spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
@@ -435,6 +464,8 @@ Status ModelRepositoryManagerImpl::Reconcile(
         }
       } else if (old != serving.end()) {
         versions[v] = old->second;
+        if (auto f = failed_reloads.find(v); f != failed_reloads.end())
+          versions[v].failed_reload_fingerprint = f->second;
       } else if (auto failed = failed_before.find(v); failed != failed_before.end()) {
         versions[v] = failed->second;  // failed before, from the same files: not retried
       }

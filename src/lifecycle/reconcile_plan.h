@@ -17,17 +17,23 @@ struct ReconcileInputs {
   std::vector<int64_t> selected;              // the version policy's choice now, ascending
   std::map<int64_t, uint64_t> fingerprints;   // of each selected version's files now
   bool force = false;  // a load request or a config override: reload every selected version
+  // READY version -> the fingerprint of the files it failed to reload from (it serves on)
+  std::map<int64_t, uint64_t> failed_reload;
 };
 
 struct ReconcilePlan {
   // Versions to load: new ones, ones whose files changed, every selected one when forced; not
-  // one that failed before from the same files (a poll does not retry it until they change).
+  // one that failed before from the same files, nor a serving one whose reload from the same
+  // files failed (a poll does not retry either until they change).
   std::vector<int64_t> to_load;
   // Serving versions the policy no longer selects: they retire once every selected version
   // serves (RetireDeselected()), and go on serving otherwise.
   std::vector<int64_t> deselected;
+  // Versions that failed before and are no longer selected (their directory removed, or the
+  // policy changed): they leave the index, and no longer count against readiness.
+  std::vector<int64_t> forgotten;
 
-  bool nothing_to_do() const { return to_load.empty() && deselected.empty(); }
+  bool nothing_to_do() const { return to_load.empty() && deselected.empty() && forgotten.empty(); }
 };
 
 ReconcilePlan PlanReconcile(const ReconcileInputs& inputs);

@@ -1042,6 +1042,62 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
   auto serving = m.Get("a", std::nullopt);
   ASSERT_TRUE(serving.ok());
   EXPECT_EQ((*serving)->version(), 2);
+
+  // Rolled back (its directory removed): the failed version leaves the index, and the server
+  // is ready again (it stayed 503 until a config.pbtxt edit).
+  EXPECT_FALSE(m.AllReady());
+  std::filesystem::remove_all(root_ / "a/3");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    for (const auto& row : m.Index())
+      if (row.name == "a" && row.version == 3) return false;
+    return true;
+  }));
+  EXPECT_TRUE(m.AllReady());
+}
+
+// A poll meets each failure once: a serving version's reload that failed is not tried again
+// from the same files (each try was a whole load), and a broken config.pbtxt or directory is
+// logged once, not every poll.
+TEST_F(ModelRepositoryManagerTest, APollDoesNotRetryOrRelogTheSameFailure) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("b/1/model.onnx", "identity FP32 -1 4");
+  auto o = Options(root_.string(), 2);
+  o.control_mode = ModelControlMode::kPoll;
+  o.poll_interval = std::chrono::hours(1);  // polled by hand with PollNow()
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  ASSERT_TRUE(m.Get("a", 1).ok());
+  testing::RecordingLog log;
+  Write("a/1/model.onnx", "garbage but longer");  // the serving version's file, broken
+  Write("b/config.pbtxt", "max_batch_size: [");   // a config that does not parse
+  fs::create_directory_symlink(root_ / "loop", root_ / "loop");
+  // Each poll's parts take a millisecond here; 300 ms leaves them time to finish.
+  auto polled = [&](int times, size_t logged) {
+    for (int i = 0; i < times; ++i) {
+      m.PollNow();
+      EXPECT_TRUE(Eventually([&] {
+        return log.Find(spdlog::level::err, "version 1 failed to reload").size() >= logged &&
+               log.Find(spdlog::level::err, "model 'b' was not reloaded").size() >= logged;
+      }));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  polled(3, 1);
+  EXPECT_EQ(log.Find(spdlog::level::err, "version 1 failed to reload").size(), 1u);
+  EXPECT_EQ(log.Find(spdlog::level::err, "model 'b' was not reloaded").size(), 1u);
+  EXPECT_EQ(log.Find(spdlog::level::err, "model 'loop' is UNAVAILABLE").size(), 1u);
+  EXPECT_TRUE(m.Get("a", 1).ok());  // the loaded one goes on serving
+  EXPECT_TRUE(m.Get("b", 1).ok());
+
+  // Changed again: tried (and logged) again.
+  Write("a/1/model.onnx", "garbage, changed again");
+  Write("b/config.pbtxt", "max_batch_size: -");
+  polled(2, 2);
+  EXPECT_EQ(log.Find(spdlog::level::err, "version 1 failed to reload").size(), 2u);
+  EXPECT_EQ(log.Find(spdlog::level::err, "model 'b' was not reloaded").size(), 2u);
 }
 
 // ---- Traffic between versions (docs/routing.md) ----------------------------------------------
