@@ -662,10 +662,26 @@ Status LoadFailed(const std::string& name, StatusCode code, const std::string& w
   return Status(code, "failed to load '" + name + "': " + why);
 }
 
+Status ValidateModelName(std::string_view name) {
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
+      control || name.size() > 255) {
+    return InvalidArgument(
+        "a model name is one a repository directory could have: one path component, not "
+        "'.' or '..', at most 255 bytes, no control characters");
+  }
+  return Status::Ok();
+}
+
 void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptions options,
                                            std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
-  // Checked here, before anything is written or queued: a bad request changes nothing.
+  // Checked here, before anything is written or queued: a bad request changes nothing. A name
+  // is one a repository directory could have, and printable: with file overrides it need not
+  // exist, and it goes into log lines, the index and metrics as it is.
+  if (Status named = ValidateModelName(name); !named.ok()) return done(named);
   if (auto checked = ValidateFileOverrides(options.files, options.config_json.has_value());
       !checked.ok()) {
     return done(checked.status());

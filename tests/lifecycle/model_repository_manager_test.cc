@@ -903,6 +903,25 @@ TEST_F(FileOverrideTest, LoadsAModelUnderANewNameFromItsFilesAndUnloadRemovesThe
   EXPECT_EQ(Control(*m, true, "fresh").code(), StatusCode::kNotFound);
 }
 
+// A load with files names a model that need not exist: the name still has to be one a
+// repository directory could have (it goes into log lines, the index and metrics as it is).
+TEST_F(FileOverrideTest, ANameNoDirectoryCouldHaveIsRefusedAndNothingIsWritten) {
+  auto m = Explicit();
+  for (const std::string& name :
+       {std::string("q\"} 1\nfake_metric{a=\""), std::string("a/b"), std::string(".."),
+        std::string("nul\0byte", 8), std::string(300, 'x'), std::string()}) {
+    const Status s = Control(*m, true, name, WithFiles({{"1/model.onnx", "identity FP32 -1 4"}}));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("a model name is one a repository directory could have"),
+              std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_TRUE(Written().empty());
+  EXPECT_TRUE(m->Index().empty());
+  EXPECT_TRUE(
+      Control(*m, true, "sp ace", WithFiles({{"1/model.onnx", "identity FP32 -1 4"}})).ok());
+}
+
 TEST_F(FileOverrideTest, ReplacesTheRepositoryVersionThenAPlainLoadGoesBackToTheRepository) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto m = Explicit({"a"});
