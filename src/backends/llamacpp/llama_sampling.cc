@@ -18,11 +18,12 @@ Status ValidateSamplingParams(const SamplingParams& p) {
     return OutOfRange("temperature", std::to_string(p.temperature), "must be >= 0");
   }
   if (p.top_k < 0) return OutOfRange("top_k", std::to_string(p.top_k), "must be >= 0 (0 = off)");
-  if (!(p.top_p > 0 && p.top_p <= 1)) {
-    return OutOfRange("top_p", std::to_string(p.top_p), "must be in (0, 1] (1 = off)");
+  // 0 (top_p) and 1 (min_p) are OpenAI's and llama.cpp's too: only the likeliest token stays.
+  if (!(p.top_p >= 0 && p.top_p <= 1)) {
+    return OutOfRange("top_p", std::to_string(p.top_p), "must be in [0, 1] (1 = off)");
   }
-  if (!(p.min_p >= 0 && p.min_p < 1)) {
-    return OutOfRange("min_p", std::to_string(p.min_p), "must be in [0, 1) (0 = off)");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) {
+    return OutOfRange("min_p", std::to_string(p.min_p), "must be in [0, 1] (0 = off)");
   }
   if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0) {
     return OutOfRange("repeat_penalty", std::to_string(p.repeat_penalty), "must be > 0 (1 = off)");

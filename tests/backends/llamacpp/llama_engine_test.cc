@@ -582,7 +582,7 @@ TEST_F(LlamaEngineTest, RefusesBadRequests) {
   EXPECT_EQ(engine->Generate(empty_stop, sink).code(), StatusCode::kInvalidArgument);
 
   GenerationRequest bad_sampling = Greedy("fine", 4);
-  bad_sampling.sampling.top_p = 0;
+  bad_sampling.sampling.top_p = 1.5f;
   EXPECT_EQ(engine->Generate(bad_sampling, sink).code(), StatusCode::kInvalidArgument);
 
   GenerationRequest cancelled = Greedy("fine", 4);
@@ -648,6 +648,21 @@ TEST_F(LlamaEngineTest, ALongPromptOverTheContextEndsBeforeItIsAccepted) {
   // Its place in the engine is free again (no waiting room: a leak would refuse this one).
   const Output next = Run(*engine, Greedy("fine", 2));
   EXPECT_EQ(next.texts.size(), 2u);
+}
+
+// top_p 0 and min_p 1 (OpenAI accepts both) leave only the likeliest token: greedy's output.
+TEST_F(LlamaEngineTest, TopPZeroAndMinPOneSampleTheLikeliestToken) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  const Output greedy = Run(*engine, Greedy("Once upon a time", 8));
+  for (bool top_p : {true, false}) {
+    GenerationRequest r = Greedy("Once upon a time", 8);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 3;
+    (top_p ? r.sampling.top_p : r.sampling.min_p) = top_p ? 0.0f : 1.0f;
+    const Output out = Run(*engine, std::move(r));
+    EXPECT_EQ(out.texts, greedy.texts) << (top_p ? "top_p 0" : "min_p 1");
+  }
 }
 
 TEST_F(LlamaEngineTest, EmptyPromptContinuesFromBos) {

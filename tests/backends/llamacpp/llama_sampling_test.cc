@@ -53,9 +53,13 @@ INSTANTIATE_TEST_SUITE_P(
         ParamsCase{"nan_temperature", With([](SamplingParams& p) { p.temperature = NAN; }),
                    "temperature"},
         ParamsCase{"negative_top_k", With([](SamplingParams& p) { p.top_k = -1; }), "top_k"},
-        ParamsCase{"zero_top_p", With([](SamplingParams& p) { p.top_p = 0; }), "top_p"},
+        // OpenAI accepts top_p 0; in llama.cpp it keeps the likeliest token (min_keep 1), as
+        // min_p 1 does.
+        ParamsCase{"zero_top_p", With([](SamplingParams& p) { p.top_p = 0; }), nullptr},
+        ParamsCase{"negative_top_p", With([](SamplingParams& p) { p.top_p = -0.1f; }), "top_p"},
         ParamsCase{"top_p_over_one", With([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p"},
-        ParamsCase{"min_p_one", With([](SamplingParams& p) { p.min_p = 1; }), "min_p"},
+        ParamsCase{"min_p_one", With([](SamplingParams& p) { p.min_p = 1; }), nullptr},
+        ParamsCase{"min_p_over_one", With([](SamplingParams& p) { p.min_p = 1.01f; }), "min_p"},
         ParamsCase{"zero_penalty", With([](SamplingParams& p) { p.repeat_penalty = 0; }),
                    "repeat_penalty"},
         ParamsCase{"openai_penalties", With([](SamplingParams& p) {
