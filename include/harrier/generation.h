@@ -151,6 +151,9 @@ class GenerativeModel {
   // (an engine may check a long prompt off the calling thread, and refuse it then).
   virtual Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
   virtual int context_size() const = 0;
+  // The most requests the engine holds at once, running and waiting (Generate refuses more for
+  // now); 0 when it sets no bound. A request of more sequences than this can never run whole.
+  virtual int max_requests() const { return 0; }
   virtual GenerationStats Stats() const = 0;
   // Refuses new generations and ends the active ones (kCancelled); joins the engine's thread.
   virtual void Shutdown() = 0;

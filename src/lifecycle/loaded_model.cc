@@ -133,6 +133,7 @@ class MeteredGenerator final : public GenerativeModel {
     return s;
   }
   int context_size() const override { return model_->generator->context_size(); }
+  int max_requests() const override { return model_->generator->max_requests(); }
   GenerationStats Stats() const override { return model_->generator->Stats(); }
   void Shutdown() override { model_->generator->Shutdown(); }
 

@@ -43,7 +43,7 @@ class FakeGenerativeModel : public GenerativeModel {
     {
       std::lock_guard lock(mu);
       prompts.push_back(request.prompt);
-      if (!refuse.ok()) return refuse;
+      if (!refuse.ok() && prompts.size() > static_cast<size_t>(refuse_after_calls)) return refuse;
       if (hold) {
         if (accept_held) sink->OnAccepted();
         held.push_back({std::move(request), std::move(sink)});
@@ -83,6 +83,7 @@ class FakeGenerativeModel : public GenerativeModel {
   }
 
   int context_size() const override { return 512; }
+  int max_requests() const override { return max_requests_value; }
   GenerationStats Stats() const override { return {}; }
   void Shutdown() override {}
 
@@ -97,7 +98,9 @@ class FakeGenerativeModel : public GenerativeModel {
   std::vector<std::string> token_bytes;
   bool hold = false;
   bool accept_held = true;
-  Status refuse;  // not OK: Generate returns it
+  int max_requests_value = 0;  // max_requests(): 0, no bound
+  Status refuse;  // not OK: Generate returns it (after the first refuse_after_calls calls)
+  int refuse_after_calls = 0;
   std::mutex mu;
   std::vector<std::string> prompts;  // guarded by mu
   std::vector<Held> held;            // guarded by mu

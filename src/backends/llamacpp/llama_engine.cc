@@ -965,6 +965,10 @@ StatusOr<int> LlamaEngine::CountTokens(std::string_view text) const {
   return static_cast<int>(tokens.size());
 }
 
+int LlamaEngine::max_requests() const {
+  return impl_->options.parallel_sequences + impl_->options.max_waiting_requests;
+}
+
 int LlamaEngine::context_size() const {
   return impl_->n_ctx_seq;
 }

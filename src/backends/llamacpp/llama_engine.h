@@ -155,6 +155,8 @@ class LlamaEngine : public GenerativeModel {
 
   // The most tokens one sequence may hold, prompt and output together (context_size).
   int context_size() const override;
+  // parallel_sequences + max_waiting_requests.
+  int max_requests() const override;
 
   // Snapshots, consistent as of the last step: a request whose OnEnd has run is no longer
   // counted, nor its slot as active.

@@ -411,6 +411,15 @@ class Generation : public std::enable_shared_from_this<Generation> {
     GenerationUsage total;
     bool failed = false;
     Status failure;
+    // A choice the engine refused says why the request failed (the others it stopped were
+    // cancelled for it).
+    for (const auto& c : choices_) {
+      if (c.refused && !c.status.ok() && c.status.code() != StatusCode::kCancelled) {
+        failed = true;
+        failure = c.status;
+        break;
+      }
+    }
     for (const auto& c : choices_) {
       total.prompt_tokens = std::max(total.prompt_tokens, c.usage.prompt_tokens);
       total.completion_tokens += c.usage.completion_tokens;
@@ -776,6 +785,14 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
                                 model_name + "/infer"),
                 "model");
   }
+  if (const int most = engine->max_requests(); most > 0 && params.n > most) {
+    // Refused for good, not a 429 to retry: the engine never holds that many at once.
+    return fail(InvalidArgument("n is " + std::to_string(params.n) + ", but model '" + model_name +
+                                "' holds at most " + std::to_string(most) +
+                                " requests at once (its parallel_sequences and "
+                                "max_waiting_requests), each choice being one"),
+                "n");
+  }
   std::string prompt;
   if (params.chat) {
     auto rendered = engine->ApplyChatTemplate(params.messages);
@@ -849,7 +866,17 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.priority = static_cast<uint64_t>(p.priority);
     r.client_id = scheduling.client_id;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
-    if (!s.ok()) g->Refused(i, s);
+    if (s.ok()) continue;
+    g->Refused(i, s);
+    if (!streaming) {
+      // The answer is this refusal whatever the others give: they stop now, and the rest are
+      // not started.
+      for (int j = i + 1; j < n; ++j) {
+        g->Refused(j, Cancelled("another choice of this request was refused"));
+      }
+      g->engine_token()->Cancel();
+      break;
+    }
   }
 }
 

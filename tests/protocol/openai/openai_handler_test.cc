@@ -312,6 +312,41 @@ TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
   EXPECT_EQ(events.back().data, "[DONE]");
 }
 
+// More choices than the engine ever holds can never run: a 400 naming n, not a 429 to retry.
+TEST_F(OpenAiHandlerTest, MoreChoicesThanTheEngineHoldsAreABadRequest) {
+  engine_.max_requests_value = 3;
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","n":4})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  simdjson::dom::parser parser;
+  EXPECT_EQ(std::string_view(Parse(parser, r.body)["error"]["param"]), "n");
+  EXPECT_TRUE(engine_.prompts.empty());
+  EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","n":3})").status, 200);
+}
+
+// One choice refused at once (the engine full): the answer is that refusal, now; the choices
+// already running stop, and the rest are not started.
+TEST_F(OpenAiHandlerTest, AChoiceRefusedAtOnceStopsTheOthers) {
+  engine_.hold = true;
+  engine_.refuse = ResourceExhausted("the model has 8 requests in progress or waiting");
+  engine_.refuse_after_calls = 1;
+  Make();
+  auto answer = std::make_shared<std::optional<HttpResponse>>();
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/v1/completions";
+  request.body = std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3})");
+  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  EXPECT_EQ(engine_.prompts.size(), 2u);  // the third was never asked for
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_NE(held[0].request.cancellation, nullptr);
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  held[0].sink->OnEnd(harrier::FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->status, 429) << (*answer)->body;
+  EXPECT_NE((*answer)->body.find("8 requests in progress"), std::string::npos) << (*answer)->body;
+}
+
 TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
   engine_.hold = true;
   const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
