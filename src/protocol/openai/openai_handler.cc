@@ -270,8 +270,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
     c.status = status;
     record_.SequenceEnded(usage);
     if (streaming() && !finished_) {
-      if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline) {
-        const Status why = FinishStatus(reason, status);
+      // A cancelled stream says so too: a reader who resumes it must see that it was cut short.
+      if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline ||
+          reason == harrier::FinishReason::kCancelled) {
+        const Status why = reason == harrier::FinishReason::kCancelled && !cancelled_because_.ok()
+                               ? cancelled_because_
+                               : FinishStatus(reason, status);
         EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
       } else if (reason != harrier::FinishReason::kCancelled) {
         // Tokens whose text never came (the stop string's): their logprobs still go out.
@@ -298,6 +302,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
       if (finished_) return;
       client_gone_ = true;
       if (out_) out_->Abandon();
+      // What a reader who resumes the stream is told, if the sequences stop for it.
+      cancelled_because_ = Cancelled(
+          grace.count() <= 0 ? std::string("the client disconnected; the generation stopped")
+                             : "the client disconnected and did not resume the stream within " +
+                                   std::to_string(grace.count()) + " ms; the generation stopped");
     }
     if (grace.count() <= 0) {
       engine_token_->Cancel();
@@ -358,26 +367,32 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // One event: numbered and kept by the store (for resumption), then sent unless the client is
   // gone. A client that holds back too much is told so and the sequences stop.
   void EmitLocked(std::string data) {
-    uint64_t id = ++events_;
-    if (!s_.request_id.empty()) {
-      auto stored = s_.shared->store->Append(s_.request_id, data);
-      if (stored.ok()) id = *stored;
-    }
-    if (client_gone_ || !out_ || overflowed_) return;
-    if (out_->pending_bytes() > s_.shared->options.max_pending_stream_bytes) {
+    if (overflowed_) return;  // the stream ended with the back-pressure error: nothing after it
+    const bool overflowing = !client_gone_ && out_ &&
+                             out_->pending_bytes() > s_.shared->options.max_pending_stream_bytes;
+    if (overflowing) {
+      // Kept and numbered like any event, in place of `data`: a reader who resumes the stream
+      // sees where and why it ended.
       overflowed_ = true;
       const Status why =
           ResourceExhausted("the client reads the stream too slowly: more than " +
                             std::to_string(s_.shared->options.max_pending_stream_bytes) +
                             " bytes are waiting for it; the generation stops");
-      out_->Write(
-          SseEvent(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why)),
-          {});
+      data = IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why);
+    }
+    uint64_t id = ++events_;
+    if (!s_.request_id.empty()) {
+      auto stored = s_.shared->store->Append(s_.request_id, data);
+      if (stored.ok()) id = *stored;
+    }
+    if (overflowing) {
+      out_->Write(SseEvent(data, id), {});
       out_->Finish();
       // Outside the lock would be better, but Cancel only wakes the engine's loop.
       engine_token_->Cancel();
       return;
     }
+    if (client_gone_ || !out_) return;
     std::string event = SseEvent(data, id);
     response_bytes_ += event.size();
     out_->Write(std::move(event), {});
@@ -538,6 +553,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool client_gone_ = false;             // guarded by mu_
   bool resumed_ = false;                 // guarded by mu_
   bool overflowed_ = false;              // guarded by mu_
+  Status cancelled_because_;             // guarded by mu_: set when the client went
   uint64_t events_ = 0;                  // guarded by mu_
   uint64_t response_bytes_ = 0;          // guarded by mu_
   Clock::time_point last_write_{};       // guarded by mu_

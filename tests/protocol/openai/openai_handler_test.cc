@@ -392,10 +392,26 @@ TEST_F(OpenAiHandlerTest, AClientThatGoesStopsItsGenerationAtOnceByDefault) {
   auto held = engine_.TakeHeld();
   ASSERT_EQ(held.size(), 1u);
   EXPECT_FALSE(held[0].request.cancellation->cancelled());
-  token->Cancel();  // the transport: the client went away
+  held[0].sink->OnStart(1, 0);
+  held[0].sink->OnToken("a", 0);  // events 1 (the role) and 2
+  token->Cancel();                // the transport: the client went away
   EXPECT_TRUE(held[0].request.cancellation->cancelled());
   EXPECT_TRUE(r.stream->abandoned());
-  held[0].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+  held[0].sink->OnEnd(FinishReason::kCancelled, {1, 1, 0}, Status::Ok());
+
+  // Resumed later: the stream says it was cut short, not just [DONE].
+  const auto resumed =
+      Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"), "", {{"last-event-id", "2"}});
+  ASSERT_TRUE(resumed.stream);
+  StreamReader reader(resumed.stream);
+  for (int i = 0; i < 200 && !reader.finished; ++i) {
+    reader.Drain();
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto events = reader.Events();
+  ASSERT_EQ(events.size(), 2u) << reader.text;
+  EXPECT_NE(events[0].data.find("the client disconnected"), std::string::npos) << events[0].data;
+  EXPECT_EQ(events[1].data, "[DONE]");
 }
 
 TEST_F(OpenAiHandlerTest, WithAGraceTheGenerationGoesOnUntilItEndsOrUntilAResume) {
@@ -441,7 +457,23 @@ TEST_F(OpenAiHandlerTest, AClientThatDoesNotReadGetsAnErrorEventAndTheGeneration
   const auto events = reader.Events();
   ASSERT_FALSE(events.empty());
   EXPECT_NE(events.back().data.find("too slowly"), std::string::npos);
+  ASSERT_TRUE(events.back().id.has_value());  // numbered and kept, like any event
+  held[0].sink->OnToken("late", 0);           // after the error: neither sent nor kept
   held[0].sink->OnEnd(FinishReason::kCancelled, {}, Status::Ok());
+
+  // A reader who resumes from the last event before the error gets the error, and no more.
+  const auto resumed = Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"), "",
+                            {{"last-event-id", std::to_string(*events.back().id - 1)}});
+  ASSERT_TRUE(resumed.stream);
+  StreamReader again(resumed.stream);
+  for (int i = 0; i < 200 && !again.finished; ++i) {
+    again.Drain();
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto replayed = again.Events();
+  ASSERT_EQ(replayed.size(), 1u) << again.text;
+  EXPECT_EQ(replayed[0].id, events.back().id);
+  EXPECT_NE(replayed[0].data.find("too slowly"), std::string::npos);
 }
 
 TEST_F(OpenAiHandlerTest, AnIdleStreamGetsHeartbeatComments) {
