@@ -146,6 +146,13 @@ Status ParseWeights(element value, TrafficPolicy* policy) {
 Status ParseStickyHeader(element value, TrafficPolicy* policy) {
   std::string_view name;
   if (value.get_string().get(name)) return Bad("sticky_header", "must be a string");
+  // A name no request could carry (requests' headers are bounded too) would be kept, and logged
+  // with every change, for nothing.
+  constexpr size_t kMaxName = 256;
+  if (name.size() > kMaxName) {
+    return Bad("sticky_header", "a header name of " + std::to_string(name.size()) +
+                                    " bytes; at most " + std::to_string(kMaxName));
+  }
   for (char c : name) {
     if (!IsTokenChar(c)) {
       return Bad("sticky_header", "'" + std::string(name) + "' is not a header name");
@@ -355,6 +362,17 @@ StatusOr<TrafficPolicy> ParseTrafficPolicy(std::string_view json) {
   }
   if (policy.guard && !policy.rollout) {
     return Bad("guard", "watches a rollout's candidate; it needs a rollout");
+  }
+  if (policy.shadow && !policy.rollout) {
+    const int64_t shadow = policy.shadow->version;
+    const bool another_answers =
+        std::any_of(policy.weights.begin(), policy.weights.end(),
+                    [&](const auto& vw) { return vw.first != shadow && vw.second > 0; });
+    if (!another_answers) {
+      return Bad("shadow.version", "version " + std::to_string(shadow) +
+                                       " answers all of the traffic: a shadow copies requests "
+                                       "that another version answers, so it would never run");
+    }
   }
   return policy;
 }

@@ -264,6 +264,10 @@ TEST(ParseTrafficPolicyTest, RejectsBadDocumentsNamingTheField) {
       {R"({"weights": {"1": 1}, "breaker": {"threshold": 3}})", "breaker.threshold: unknown field"},
       {R"({"weights": {"1": 1}, "breaker": {"open_seconds": 1, "open_seconds": 2}})",
        "breaker.open_seconds: appears twice"},
+      {R"({"weights": {"1": 1}, "shadow": {"version": 1, "percent": 20}})",
+       "shadow.version: version 1 answers all of the traffic"},
+      {R"({"weights": {"1": 1, "2": 0}, "shadow": {"version": 1, "percent": 20}})",
+       "shadow.version: version 1 answers all of the traffic"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.doc);
@@ -273,6 +277,19 @@ TEST(ParseTrafficPolicyTest, RejectsBadDocumentsNamingTheField) {
     EXPECT_EQ(p.status().message().rfind("traffic policy: ", 0), 0u) << p.status().message();
     EXPECT_NE(p.status().message().find(c.message), std::string::npos) << p.status().message();
   }
+}
+
+TEST(ParseTrafficPolicyTest, AStickyHeaderNameNoRequestCouldCarryIsRefused) {
+  const std::string doc =
+      R"({"weights": {"1": 1}, "sticky_header": ")" + std::string(300, 'x') + "\"}";
+  auto p = ParseTrafficPolicy(doc);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("sticky_header: a header name of 300 bytes; at most 256"),
+            std::string::npos)
+      << p.status().message();
+  EXPECT_TRUE(ParseTrafficPolicy(R"({"weights": {"1": 1}, "sticky_header": ")" +
+                                 std::string(256, 'x') + "\"}")
+                  .ok());
 }
 
 TEST(ValidateAgainstVersionsTest, EveryVersionGivenTrafficMustBeServed) {
