@@ -356,6 +356,7 @@ int Serve(const ServeFlags& flags) {
   openai_options.disconnect_grace = seconds_ms(flags.generation_disconnect_grace_secs);
   openai_options.max_pending_stream_bytes = flags.generation_stream_buffer_bytes;
   openai_options.store.retention = seconds_ms(flags.generation_stream_retention_secs);
+  openai_options.max_body_bytes = flags.max_body_bytes;
   openai::OpenAiHandler openai_handler(manager->get(), &kserve_handler, openai_options);
   // The status page (GET /dashboard, docs/dashboard.md) in front of them all.
   DashboardHandler dashboard_handler([&manager] { return (*manager)->DashboardVersions(); },

@@ -184,4 +184,21 @@ std::optional<std::string> EncodeContent(std::string_view body, ContentCoding co
   return out;
 }
 
+Status DecodeRequestBody(const HttpRequest& request, uint64_t max_bytes, size_t padding,
+                         std::shared_ptr<const std::string>* body) {
+  const std::string_view name = request.Header("content-encoding");
+  if (name.empty()) return Status::Ok();
+  const std::optional<ContentCoding> coding = ParseContentEncoding(name);
+  if (!coding) {
+    constexpr size_t kShown = 32;  // the client's text, bounded
+    return InvalidArgument("unsupported Content-Encoding '" + std::string(name.substr(0, kShown)) +
+                           (name.size() > kShown ? "...'" : "'") +
+                           "; this server decodes gzip and deflate");
+  }
+  if (*coding == ContentCoding::kIdentity || *body == nullptr) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string decoded, DecodeContent(**body, *coding, max_bytes, padding));
+  *body = std::make_shared<const std::string>(std::move(decoded));
+  return Status::Ok();
+}
+
 }  // namespace harrier

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "harrier/http_message.h"
 #include "harrier/status.h"
 
 namespace harrier {
@@ -40,6 +42,14 @@ std::string_view ContentCodingName(ContentCoding coding);
 // or checksum, truncated, bytes after the end).
 StatusOr<std::string> DecodeContent(std::string_view encoded, ContentCoding coding,
                                     uint64_t max_bytes, size_t padding);
+
+// A REST request's body as a front end parses it (`*body`, the request's own to begin with):
+// decoded, within `max_bytes` and with `padding` spare bytes after its end, when its
+// Content-Encoding names gzip or deflate; as it is without one (or with identity). Another
+// coding is kInvalidArgument, as in Triton (docs/api.md, "Compression"); DecodeContent's errors
+// otherwise.
+Status DecodeRequestBody(const HttpRequest& request, uint64_t max_bytes, size_t padding,
+                         std::shared_ptr<const std::string>* body);
 
 // Encodes `body` in `coding` (gzip or deflate) at zlib's fastest level: a response is on the
 // request's critical path, and level 1 already shrinks tensor data and JSON most of the way.

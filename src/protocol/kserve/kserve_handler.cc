@@ -37,25 +37,10 @@ namespace {
 
 constexpr std::string_view kJson = "application/json";
 
-// The body as the codecs read it: decoded, within `max_bytes`, when the request names a
-// content coding (docs/api.md, "Compression"). A coding other than gzip and deflate is a 400,
-// as in Triton.
+// The body as the codecs read it (docs/api.md, "Compression"), padded for simdjson.
 Status DecodeBodyContent(const HttpRequest& request, uint64_t max_bytes,
                          std::shared_ptr<const std::string>* body) {
-  const std::string_view name = request.Header("content-encoding");
-  if (name.empty()) return Status::Ok();
-  const std::optional<ContentCoding> coding = ParseContentEncoding(name);
-  if (!coding) {
-    constexpr size_t kShown = 32;  // the client's text, bounded
-    return InvalidArgument("unsupported Content-Encoding '" + std::string(name.substr(0, kShown)) +
-                           (name.size() > kShown ? "...'" : "'") +
-                           "; this server decodes gzip and deflate");
-  }
-  if (*coding == ContentCoding::kIdentity) return Status::Ok();
-  ASSIGN_OR_RETURN(std::string decoded,
-                   DecodeContent(**body, *coding, max_bytes, kJsonPaddingBytes));
-  *body = std::make_shared<const std::string>(std::move(decoded));
-  return Status::Ok();
+  return DecodeRequestBody(request, max_bytes, kJsonPaddingBytes, body);
 }
 
 // Encodes an inference response in the coding the client accepts; unencoded if zlib fails.
@@ -548,12 +533,13 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
   const bool traffic_write = route.kind == Route::Kind::kTraffic &&
                              (request.method == "PUT" || request.method == "DELETE");
   if (request.method != route.method && !logging_post && !traffic_write) {
+    const std::string allowed = route.kind == Route::Kind::kLogging ? std::string("GET, POST")
+                                : route.kind == Route::Kind::kTraffic
+                                    ? std::string("GET, PUT, DELETE")
+                                    : std::string(route.method);
     HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
-                                            request.target + "'; use " + std::string(route.method));
-    r.headers.emplace_back("Allow", route.kind == Route::Kind::kLogging ? std::string("GET, POST")
-                                    : route.kind == Route::Kind::kTraffic
-                                        ? std::string("GET, PUT, DELETE")
-                                        : std::string(route.method));
+                                            request.target + "'; use " + allowed);
+    r.headers.emplace_back("Allow", allowed);
     return answer(std::move(r));
   }
   using Kind = Route::Kind;

@@ -15,6 +15,7 @@
 #include "core/timer_thread.h"
 #include "harrier/generation.h"
 #include "harrier/response_stream.h"
+#include "protocol/common/content_coding.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/openai/generate_request.h"
 #include "protocol/openai/generate_response.h"
@@ -735,7 +736,12 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
       request.received_at == Clock::time_point{} ? Clock::now() : request.received_at;
   const std::string client_id =
       ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
-  const std::string_view body = request.body ? std::string_view(*request.body) : std::string_view();
+  // Decoded when it came compressed (as the KServe endpoints do); checked below, once the
+  // record can answer for it.
+  std::shared_ptr<const std::string> content = request.body;
+  const Status decoded =
+      DecodeRequestBody(request, shared_->options.max_body_bytes, /*padding=*/0, &content);
+  const std::string_view body = content ? std::string_view(*content) : std::string_view();
   GenerationRecord::Head about;
   about.request_id = client_id;
   about.protocol = "http";
@@ -764,6 +770,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.on_sent = record->Finish(r.status, status.message(), r.body.size());
     respond(std::move(r));
   };
+  if (!decoded.ok()) return fail(decoded);
 
   std::string param;
   StatusOr<GenerationParams> parsed =

@@ -59,6 +59,9 @@ class OpenAiHandler : public HttpHandler {
     std::size_t max_pending_stream_bytes = std::size_t{1} << 20;
     StreamStoreOptions store;
     RequestLimits limits;
+    // A body sent with Content-Encoding gzip or deflate is decoded up to this many bytes
+    // (413 past them), as the KServe endpoints do (--max-body-bytes).
+    uint64_t max_body_bytes = uint64_t{64} << 20;
   };
 
   // `models` and `next` are not owned and must outlive the handler and every request in flight.

@@ -256,6 +256,11 @@ TEST_F(KServeHandlerTest, UnknownPathsAndMethods) {
   ExpectError(head, 405, "method HEAD");
   EXPECT_EQ(HeaderOf(head, "Allow"), "GET");
   EXPECT_EQ(Call("DELETE", "/v2").status, 405);
+  // A route of several methods names them all, in the message as in Allow.
+  HttpResponse traffic = Call("POST", "/v2/models/simple/traffic");
+  ExpectError(traffic, 405, "use GET, PUT, DELETE");
+  EXPECT_EQ(HeaderOf(traffic, "Allow"), "GET, PUT, DELETE");
+  ExpectError(Call("PUT", "/v2/logging"), 405, "use GET, POST");
 }
 
 // ---- inference -----------------------------------------------------------------------------

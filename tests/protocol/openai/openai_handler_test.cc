@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harrier/response_stream.h"
+#include "protocol/common/content_coding.h"
 #include "util/fake_generative_model.h"
 #include "util/fake_model_manager.h"
 #include "util/fake_tracer.h"
@@ -345,6 +346,21 @@ TEST_F(OpenAiHandlerTest, AChoiceRefusedAtOnceStopsTheOthers) {
   ASSERT_TRUE(answer->has_value());
   EXPECT_EQ((*answer)->status, 429) << (*answer)->body;
   EXPECT_NE((*answer)->body.find("8 requests in progress"), std::string::npos) << (*answer)->body;
+}
+
+// Content-Encoding as on the KServe endpoints: gzip and deflate decoded, others refused (a
+// compressed body used to be parsed as it came: "not valid UTF-8").
+TEST_F(OpenAiHandlerTest, ACompressedBodyIsDecodedAndAnUnknownCodingRefused) {
+  const std::string json = R"({"model":"llm","prompt":"x","max_tokens":2})";
+  const std::optional<std::string> gzipped = EncodeContent(json, ContentCoding::kGzip);
+  ASSERT_TRUE(gzipped.has_value());
+  auto r = Call("POST", "/v1/completions", *gzipped, {{"content-encoding", "gzip"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = Call("POST", "/v1/completions", json, {{"content-encoding", "br"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("unsupported Content-Encoding 'br'"), std::string::npos) << r.body;
+  r = Call("POST", "/v1/completions", json + "garbage", {{"content-encoding", "gzip"}});
+  EXPECT_EQ(r.status, 400) << r.body;
 }
 
 TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
