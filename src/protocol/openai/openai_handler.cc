@@ -794,9 +794,11 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   auto routed = models_->Route(model_name, version, request.headers);
   if (!routed.ok()) {
     const bool missing = routed.status().code() == StatusCode::kNotFound;
-    return fail(
-        missing ? NotFound("The model '" + model_name + "' does not exist") : routed.status(),
-        "model", missing ? "model_not_found" : "");
+    // With a version in the URL the router says which is missing, the model or the version.
+    return fail(missing && !version.has_value()
+                    ? NotFound("The model '" + model_name + "' does not exist")
+                    : routed.status(),
+                "model", missing ? "model_not_found" : "");
   }
   std::shared_ptr<ServableModel> model = std::move(routed).value();
   record->SetModel(model->name(), model->version());
@@ -904,11 +906,22 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
 }
 
 void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::string_view stream_id) {
+  // The store's ids are 128 random bits in 32 hex digits: anything else names no stream, and is
+  // not echoed back (a client's text of any length in a header and a message).
+  const bool well_formed =
+      stream_id.size() == 32 && std::all_of(stream_id.begin(), stream_id.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      });
   auto error = [&](const Status& s) {
     HttpResponse r = ErrorResponse(kChat, s);
-    r.headers.emplace_back("X-Request-Id", std::string(stream_id));
+    if (well_formed) r.headers.emplace_back("X-Request-Id", std::string(stream_id));
     respond(std::move(r));
   };
+  if (!well_formed) {
+    return error(
+        NotFound("no such stream: a stream's id is the 32 hexadecimal digits of its "
+                 "X-Request-Id"));
+  }
   uint64_t last = 0;
   if (request.HasHeader("last-event-id")) {
     auto parsed = ParseLastEventId(request.Header("last-event-id"));

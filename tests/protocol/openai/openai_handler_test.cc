@@ -363,6 +363,23 @@ TEST_F(OpenAiHandlerTest, ACompressedBodyIsDecodedAndAnUnknownCodingRefused) {
   EXPECT_EQ(r.status, 400) << r.body;
 }
 
+TEST_F(OpenAiHandlerTest, AStreamIdOfTheWrongShapeIsNotFoundAndNotEchoed) {
+  const std::string id(5000, 'x');
+  const auto r = Call("GET", "/v1/streams/" + id);
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Header(r, "X-Request-Id"), "");
+  EXPECT_EQ(r.body.find("xxxxxxxx"), std::string::npos) << r.body.substr(0, 200);
+  const auto upper = Call("GET", "/v1/streams/0123456789ABCDEF0123456789ABCDEF");
+  EXPECT_EQ(upper.status, 404);
+}
+
+// With a version in the URL, a missing version is not called a missing model.
+TEST_F(OpenAiHandlerTest, AMissingVersionIsNamedAsSuch) {
+  const auto r = Call("POST", "/v2/models/llm/versions/9/generate", R"({"text_input":"x"})");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.body.find("The model 'llm' does not exist"), std::string::npos) << r.body;
+}
+
 TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
   engine_.hold = true;
   const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
