@@ -152,13 +152,15 @@ Status GrpcInferenceHandler::RepositoryIndex(const inference::RepositoryIndexReq
   return Status::Ok();
 }
 
-namespace {}  // namespace
-
 void GrpcInferenceHandler::RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                                                std::function<void(Status)> done) const {
   ModelLoadOptions options;
   for (const auto& [name, parameter] : request.parameters()) {
-    if (name == "config" && parameter.has_string_param()) {
+    if (name == "config") {
+      if (!parameter.has_string_param())
+        return done(
+            InvalidArgument("load parameter 'config' must be a string_param holding the "
+                            "config as JSON"));
       options.config_json = parameter.string_param();
     } else if (name.rfind("file:", 0) == 0) {
       // Triton's: the file's content as a bytes_param (the model manager checks the path).

@@ -316,6 +316,17 @@ TEST_F(GrpcServerTest, ConfigStatisticsIndexAndModelControl) {
     grpc::ClientContext context;
     inference::RepositoryModelLoadRequest req;
     req.set_model_name("echo");
+    (*req.mutable_parameters())["config"].set_bytes_param("{}");  // the wrong type: said so
+    inference::RepositoryModelLoadResponse resp;
+    grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("'config' must be a string_param"), std::string::npos)
+        << s.error_message();
+  }
+  {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
     (*req.mutable_parameters())["file:1/model.onnx"].set_string_param("x");
     inference::RepositoryModelLoadResponse resp;
     grpc::Status s = stub_->RepositoryModelLoad(&context, req, &resp);
