@@ -638,6 +638,22 @@ template <class Stream>
 int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame* frame,
                                            void* user) {
   auto* c = static_cast<Http2Connection*>(user);
+  if (frame->hd.type == NGHTTP2_SETTINGS && (frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
+    // nghttp2 ends a flood of them only when its queue of ACKs to send passes 1,000, which a
+    // peer that reads them never lets happen: counted here, whatever the peer reads.
+    const Clock::time_point now = c->last_read_;
+    if (now - c->settings_window_start_ > kSettingsWindow) {
+      c->settings_window_start_ = now;
+      c->settings_frames_ = 0;
+    }
+    if (++c->settings_frames_ > kMaxSettingsFrames) {
+      spdlog::debug("http2: more than {} SETTINGS frames in {} s; closing the connection",
+                    kMaxSettingsFrames, kSettingsWindow.count());
+      nghttp2_session_terminate_session(c->session_, NGHTTP2_ENHANCE_YOUR_CALM);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   const int32_t id = frame->hd.stream_id;
   StreamState* s = c->Find(id);

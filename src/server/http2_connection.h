@@ -187,6 +187,13 @@ class Http2Connection : public Connection,
   // Read side.
   std::array<uint8_t, 64 * 1024> rbuf_;
   Clock::time_point last_read_;
+  // SETTINGS frames (not ACKs) the peer sent since settings_window_start_: past
+  // kMaxSettingsFrames within kSettingsWindow the connection ends with GOAWAY
+  // ENHANCE_YOUR_CALM (each one costs an ACK; a flood of them is an attack).
+  static constexpr int kMaxSettingsFrames = 100;
+  static constexpr std::chrono::seconds kSettingsWindow{10};
+  int settings_frames_ = 0;
+  Clock::time_point settings_window_start_{};
 
   // Write side: one batch at a time. Control frames and DATA frame headers are copied into
   // `owned_`; DATA payloads point into the responses' bodies. `segments_` records both in

@@ -57,6 +57,17 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     return std::move(m).value();
   }
 
+  // A poll-mode manager on root_ after its start, polled by hand (PollNow()).
+  std::unique_ptr<ModelRepositoryManager> Polled() {
+    auto o = Options(root_.string(), 2);
+    o.control_mode = ModelControlMode::kPoll;
+    o.poll_interval = std::chrono::hours(1);
+    auto created = ModelRepositoryManager::Create(o);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    (*created)->LoadAll();
+    return std::move(created).value();
+  }
+
   // An explicit-mode manager on root_ after its start: `startup` names the models loaded then
   // (--load-model; none by default), `overrides` where file overrides go ($TMPDIR when empty).
   std::unique_ptr<ModelRepositoryManager> Explicit(std::vector<std::string> startup = {},
@@ -1008,13 +1019,8 @@ TEST_F(FileOverrideTest, ShutdownRemovesTheDirectories) {
 
 TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndModels) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kPoll;
-  o.poll_interval = std::chrono::hours(1);  // polled by hand with PollNow()
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto polled_manager = Polled();
+  auto& m = *polled_manager;
   auto one = m.Get("a", 1);
   ASSERT_TRUE(one.ok());
   const ServableModel* const first = one->get();
@@ -1081,13 +1087,8 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
 TEST_F(ModelRepositoryManagerTest, APollDoesNotRetryOrRelogTheSameFailure) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   Write("b/1/model.onnx", "identity FP32 -1 4");
-  auto o = Options(root_.string(), 2);
-  o.control_mode = ModelControlMode::kPoll;
-  o.poll_interval = std::chrono::hours(1);  // polled by hand with PollNow()
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto polled_manager = Polled();
+  auto& m = *polled_manager;
   ASSERT_TRUE(m.Get("a", 1).ok());
   testing::RecordingLog log;
   Write("a/1/model.onnx", "garbage but longer");  // the serving version's file, broken

@@ -82,7 +82,10 @@ class H2Client {
         cbs, [](nghttp2_session*, const nghttp2_frame* frame, void* user) {
           auto* c = static_cast<H2Client*>(user);
           if (frame->hd.type == NGHTTP2_RST_STREAM) c->responses_[frame->hd.stream_id].reset = true;
-          if (frame->hd.type == NGHTTP2_GOAWAY) c->goaway_ = true;
+          if (frame->hd.type == NGHTTP2_GOAWAY) {
+            c->goaway_ = true;
+            c->goaway_error_ = frame->goaway.error_code;
+          }
           return 0;
         });
     nghttp2_session_callbacks_set_on_stream_close_callback(
@@ -104,6 +107,11 @@ class H2Client {
 
   bool connected() const { return connected_; }
   bool goaway() const { return goaway_; }
+  uint32_t goaway_error() const { return goaway_error_; }
+  // Queues an empty SETTINGS frame (which the server acknowledges); false if nghttp2 refuses.
+  bool SubmitSettings() {
+    return nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0) == 0;
+  }
   const H2Response& response(int32_t id) { return responses_[id]; }
 
   // Queues a request; `body` is sent as DATA (none when nullopt).
@@ -198,6 +206,7 @@ class H2Client {
   int fd_ = -1;
   bool connected_ = false;
   bool goaway_ = false;
+  uint32_t goaway_error_ = 0;
   bool eof_ = false;
   nghttp2_session* session_ = nullptr;
   std::map<int32_t, H2Response> responses_;
@@ -492,6 +501,26 @@ TEST_F(Http2Test, StopSendsGoawayAndFinishesTheStreamInFlight) {
   ASSERT_TRUE(c.RunUntilClosed(id));
   EXPECT_EQ(c.response(id).body, "done");
   stopper.join();
+}
+
+// nghttp2 ends a SETTINGS flood only when its queue of ACKs passes 1,000, which a peer that
+// reads them never lets happen (CI's grpc_wire suite saw 14,001 ACKs and no GOAWAY): the
+// connection counts them itself.
+TEST_F(Http2Test, ASettingsFloodEndsInGoawayEvenWhenItsAcksAreRead) {
+  StartServer();
+  H2Client c(server_->port());
+  int submitted = 0;
+  for (int i = 0; i < 300; ++i) submitted += c.SubmitSettings() ? 1 : 0;
+  ASSERT_GT(submitted, 150);
+  ASSERT_TRUE(c.Run([&] { return c.goaway(); }));
+  EXPECT_EQ(c.goaway_error(), static_cast<uint32_t>(NGHTTP2_ENHANCE_YOUR_CALM));
+  // A few SETTINGS, as any client sends, are fine; and the next connection is served.
+  H2Client d(server_->port());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(d.SubmitSettings());
+  const int32_t id = d.Submit("GET", "/after");
+  ASSERT_TRUE(d.RunUntilClosed(id));
+  EXPECT_EQ(d.response(id).status, 200);
+  EXPECT_FALSE(d.goaway());
 }
 
 TEST_F(Http2Test, ConnectionLossCancelsEveryOpenRequest) {

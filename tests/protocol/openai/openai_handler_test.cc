@@ -55,6 +55,15 @@ struct StreamReader {
   std::string text;
   bool finished = false;
 
+  // Drains until the stream has finished, or 2 s have passed (the test then fails on what it
+  // expected).
+  void DrainUntilFinished() {
+    for (int i = 0; i < 400 && !finished; ++i) {
+      Drain();
+      if (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   void Drain() {
     ResponseStream::Taken taken;
     stream->Take(&taken);
@@ -303,10 +312,7 @@ TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
   held[0].sink->OnStart(1, 0);
   held[0].sink->OnToken("a", 0);
   held[0].sink->OnEnd(harrier::FinishReason::kStop, {1, 1, 0}, Status::Ok());
-  for (int i = 0; i < 400 && !reader.finished; ++i) {
-    reader.Drain();
-    std::this_thread::sleep_for(milliseconds(2));
-  }
+  reader.DrainUntilFinished();
   const auto events = reader.Events();
   ASSERT_GE(events.size(), 2u);
   EXPECT_NE(events.front().data.find("\"text\":\"a\""), std::string::npos) << events.front().data;
@@ -409,10 +415,7 @@ TEST_F(OpenAiHandlerTest, ALiveStreamResumesThenReceivesTheRestAsItComes) {
   events = wait_events(4);  // c, finish, [DONE]
   ASSERT_EQ(events.size(), 4u) << reader.text;
   EXPECT_EQ(events[3].data, "[DONE]");
-  for (int i = 0; i < 100 && !reader.finished; ++i) {
-    reader.Drain();
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  reader.DrainUntilFinished();
   EXPECT_TRUE(reader.finished);
 }
 
@@ -437,10 +440,7 @@ TEST_F(OpenAiHandlerTest, AClientThatGoesStopsItsGenerationAtOnceByDefault) {
       Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"), "", {{"last-event-id", "2"}});
   ASSERT_TRUE(resumed.stream);
   StreamReader reader(resumed.stream);
-  for (int i = 0; i < 200 && !reader.finished; ++i) {
-    reader.Drain();
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  reader.DrainUntilFinished();
   const auto events = reader.Events();
   ASSERT_EQ(events.size(), 2u) << reader.text;
   EXPECT_NE(events[0].data.find("the client disconnected"), std::string::npos) << events[0].data;
@@ -499,10 +499,7 @@ TEST_F(OpenAiHandlerTest, AClientThatDoesNotReadGetsAnErrorEventAndTheGeneration
                             {{"last-event-id", std::to_string(*events.back().id - 1)}});
   ASSERT_TRUE(resumed.stream);
   StreamReader again(resumed.stream);
-  for (int i = 0; i < 200 && !again.finished; ++i) {
-    again.Drain();
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  again.DrainUntilFinished();
   const auto replayed = again.Events();
   ASSERT_EQ(replayed.size(), 1u) << again.text;
   EXPECT_EQ(replayed[0].id, events.back().id);
