@@ -429,7 +429,16 @@ class GenerationTests(unittest.TestCase):
         self.assertEqual(json.loads(body)["error"]["param"], "max_tokens")
         status, _, body = completion(self.port, "word " * 5000, 4)
         self.assertEqual(status, 400, body)
-        self.assertIn("context", json.loads(body)["error"]["message"])
+        error = json.loads(body)["error"]
+        self.assertIn("context", error["message"])
+        # OpenAI's code for it, and the field that holds the prompt.
+        self.assertEqual(error["code"], "context_length_exceeded", error)
+        self.assertEqual(error["param"], "prompt", error)
+        status, _, body = call(self.port, "POST", "/v1/chat/completions",
+                               {"model": "tiny-llama", "max_tokens": 1,
+                                "messages": [{"role": "user", "content": "word " * 5000}]})
+        self.assertEqual(status, 400, body)
+        self.assertEqual(json.loads(body)["error"]["param"], "messages", body)
         status, _, body = call(self.port, "POST", "/v2/models/tiny-llama/infer",
                                {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32",
                                             "data": [1]}]})

@@ -66,6 +66,19 @@ HttpResponse ErrorResponse(int kind, const Status& status, std::string_view para
   return r;
 }
 
+// A refusal of the prompt for its length (the engine's "the prompt is N tokens, more than the
+// model's context of C", or N bytes: docs/llamacpp-backend.md) carries OpenAI's code for it,
+// `context_length_exceeded`, and names the field that holds the prompt.
+HttpResponse RefusalResponse(int kind, const Status& status) {
+  const std::string_view message = status.message();
+  const bool too_long = status.code() == StatusCode::kInvalidArgument &&
+                        message.rfind("the prompt is ", 0) == 0 &&
+                        message.find("the model's context") != std::string_view::npos;
+  if (!too_long) return ErrorResponse(kind, status);
+  return ErrorResponse(kind, status, kind == kChat ? "messages" : "prompt",
+                       "context_length_exceeded");
+}
+
 HttpResponse MethodNotAllowed(std::string_view allow) {
   HttpResponse r = ErrorResponse(
       kChat, Status(StatusCode::kInvalidArgument, "method not allowed; use " + std::string(allow)));
@@ -414,7 +427,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
       }
       if (out_) out_->Abandon();
       if (!s_.request_id.empty()) (void)s_.shared->store->Finish(s_.request_id);
-      HttpResponse answer = ErrorResponse(s_.kind, failure);
+      HttpResponse answer = RefusalResponse(s_.kind, failure);
       answer.headers.emplace_back("X-Request-Id", client_request_id_);
       if (record_.traced()) answer.headers.emplace_back("traceresponse", record_.TraceResponse());
       answer.on_sent = record_.Finish(answer.status, failure.message(), answer.body.size());
@@ -470,7 +483,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     HttpResponse answer;
     if (!streaming()) {
       if (failed) {
-        answer = ErrorResponse(s_.kind, failure);
+        answer = RefusalResponse(s_.kind, failure);
         error = failure.message();
       } else {
         std::vector<openai::Choice> out;
