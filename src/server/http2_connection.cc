@@ -280,26 +280,33 @@ void Http2Connection<Stream>::Close() {
 }
 
 // Ends the connection on the server's initiative, once what had to be said (GOAWAY) is written:
-// at once for TCP; for TLS, close_notify first, then the close when the client answers it or
-// after kTlsCloseNotifyWait (checked by the tick). Never blocks. The shutdown waits for a write
-// in flight to finish (OnWrite starts it): Asio's SSL stream loses the close_notify it
-// produces while another operation's write is pending. Nothing is written after it.
+// for TLS, close_notify first, then the close when the client answers it or after
+// kTlsCloseNotifyWait; for TCP, at once, except after an error GOAWAY (the client may be in the
+// middle of sending), when the send side is shut and the client's input drained until it
+// closes or linger_timeout passes (the tick checks both bounds). Never blocks. The shutdown
+// waits for a write in flight to finish (OnWrite starts it): Asio's SSL stream loses the
+// close_notify it produces while another operation's write is pending, and a TCP write would
+// fail. Nothing is written after it.
 template <class Stream>
 void Http2Connection<Stream>::CloseGracefully() {
-  if constexpr (std::is_same_v<Stream, TlsStream>) {
-    if (closed_ || tls_closing_) return;
-    tls_closing_ = true;
-    tls_close_started_ = Clock::now();
-    if (!writing_) StartTlsShutdown();
-  } else {
-    Close();
-  }
+  if (closed_ || closing_) return;
+  closing_ = true;
+  close_started_ = Clock::now();
+  if (!writing_) StartClose();
 }
 
 template <class Stream>
-void Http2Connection<Stream>::StartTlsShutdown() {
+void Http2Connection<Stream>::StartClose() {
   if constexpr (std::is_same_v<Stream, TlsStream>) {
     stream_.async_shutdown([self = this->shared_from_this()](const error_code&) { self->Close(); });
+  } else {
+    if (!linger_on_close_) {
+      Close();
+      return;
+    }
+    error_code ignored;
+    stream_.shutdown(asio::socket_base::shutdown_send, ignored);
+    if (!read_pending_) ReadMore();  // OnRead drains until the client closes
   }
 }
 
@@ -307,6 +314,7 @@ void Http2Connection<Stream>::StartTlsShutdown() {
 
 template <class Stream>
 void Http2Connection<Stream>::ReadMore() {
+  read_pending_ = true;
   stream_.async_read_some(asio::buffer(rbuf_),
                           [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
                             self->OnRead(ec, n);
@@ -315,7 +323,16 @@ void Http2Connection<Stream>::ReadMore() {
 
 template <class Stream>
 void Http2Connection<Stream>::OnRead(const error_code& ec, std::size_t n) {
+  read_pending_ = false;
   if (closed_) return;
+  if (closing_) {  // what comes now is thrown away; TCP drains until the client closes
+    if (ec) {
+      Close();
+    } else if constexpr (!std::is_same_v<Stream, TlsStream>) {
+      ReadMore();
+    }
+    return;
+  }
   if (ec) {
     if (ec != asio::error::eof && ec != asio::error::connection_reset)
       spdlog::debug("http2: read failed: {}", ec.message());
@@ -341,8 +358,10 @@ bool Http2Connection<Stream>::Feed(const uint8_t* data, std::size_t n) {
       CloseGracefully();
       return false;
     }
-    // nghttp2 queued a GOAWAY for protocol errors it detected; send what is queued, then close.
+    // nghttp2 queued a GOAWAY for protocol errors it detected; send what is queued, then close,
+    // draining what the client still sends so that it gets to read the GOAWAY.
     nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+    linger_on_close_ = true;
     Flush();
     return false;
   }
@@ -442,7 +461,7 @@ ssize_t Http2Connection<Stream>::ReadBodyCb(nghttp2_session* session, int32_t st
 
 template <class Stream>
 void Http2Connection<Stream>::Flush() {
-  if (writing_ || closed_ || in_recv_ || tls_closing_) return;
+  if (writing_ || closed_ || in_recv_ || closing_) return;
   owned_.clear();
   segments_.clear();
   batch_bytes_ = 0;
@@ -501,8 +520,8 @@ void Http2Connection<Stream>::OnWrite(const error_code& ec) {
     sent_pending_.clear();
     if (closed_) return;  // defensive: a callback cannot reach this connection, but be safe
   }
-  if (tls_closing_) {  // CloseGracefully() waited for this write
-    StartTlsShutdown();
+  if (closing_) {  // CloseGracefully() waited for this write
+    StartClose();
     return;
   }
   Flush();
@@ -532,9 +551,13 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     Close();
     return;
   }
-  if (tls_closing_) {  // close_notify is out or on its way: only its bound matters now
-    if (now - tls_close_started_ > std::min(o.linger_timeout, kTlsCloseNotifyWait)) {
-      Close();  // the client never answered it
+  if (closing_) {  // close_notify or the drain is under way: only its bound matters now
+    const auto bound =
+        std::is_same_v<Stream, TlsStream>
+            ? std::min<std::chrono::milliseconds>(o.linger_timeout, kTlsCloseNotifyWait)
+            : o.linger_timeout;
+    if (now - close_started_ > bound) {
+      Close();  // the client never answered the close_notify, or never closed
       return;
     }
     ArmTick();

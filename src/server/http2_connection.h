@@ -26,8 +26,11 @@
 //     body_received_at the read with END_STREAM; a response's on_sent fires (true) when the
 //     write of the batch holding its END_STREAM frame completes, (false) when the stream or the
 //     connection goes first.
-//   - TLS: the server's own closes (after GOAWAY, a bad preface, a stalled header block) send
-//     close_notify once no write is in flight, bounded by kTlsCloseNotifyWait.
+//   - The server's own closes (after GOAWAY, a bad preface, a stalled header block) wait for
+//     the write in flight, then: over TLS send close_notify, bounded by kTlsCloseNotifyWait;
+//     over TCP close, or after an error GOAWAY shut the send side and drain what the client
+//     still sends, bounded by linger_timeout (closing with unread input makes the kernel send a
+//     reset, which can destroy the GOAWAY before the client reads it).
 //   - Stop: GOAWAY with the last stream id seen; streams in flight finish, then the connection
 //     closes. Idle (no open stream) for keepalive_timeout: GOAWAY and close. A body that stalls
 //     for body_timeout, or a write that stalls for write_timeout, closes the connection.
@@ -84,7 +87,7 @@ class Http2Connection : public Connection,
 
  private:
   void CloseGracefully();
-  void StartTlsShutdown();
+  void StartClose();
   struct StreamState;
   using Clock = std::chrono::steady_clock;
   using Timer =
@@ -168,8 +171,12 @@ class Http2Connection : public Connection,
   bool closed_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: Flush() waits until it returns
   bool stopping_ = false;
-  bool tls_closing_ = false;  // TLS close_notify sent (async_shutdown pending)
-  Clock::time_point tls_close_started_;
+  // CloseGracefully() began: TLS close_notify sent (async_shutdown pending), or the TCP send
+  // side shut and the input drained; either way nothing more is read or written.
+  bool closing_ = false;
+  Clock::time_point close_started_;
+  bool read_pending_ = false;     // an async_read_some is in flight
+  bool linger_on_close_ = false;  // an error GOAWAY: TCP drains the input before it closes
   bool any_stream_ = false;  // a request has begun on this connection (else: header timeout)
 
   std::unordered_map<int32_t, std::unique_ptr<StreamState>> streams_;
