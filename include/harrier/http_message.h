@@ -173,12 +173,20 @@ class HttpHandler {
     return nullptr;
   }
 
-  // How the transport's own refusals look to this handler's clients (400, 408, 413, 431, when
-  // a request breaks a limit before the handler sees it): gRPC answers them with a grpc-status.
-  // Return nullopt (the default) for the server's JSON error. Must be cheap; any thread.
-  virtual std::optional<HttpResponse> TransportError(int status, std::string_view message) {
+  // How the refusals made in front of the handler look to its clients: the transport's (400,
+  // 408, 413, 431, when a request breaks a limit before the handler sees it) and the access
+  // check's (401, 403, 429). gRPC answers them with a grpc-status, the OpenAI API (a target
+  // under /v1/) with its own error object. `request` is what was parsed of the request (its
+  // target is empty when the request line never parsed); `code` is a machine-readable reason
+  // ("invalid_key"), empty when there is none. Return nullopt (the default) for the server's
+  // JSON error. Must be cheap; any thread.
+  virtual std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                                     const HttpRequest& request,
+                                                     std::string_view code) {
     (void)status;
     (void)message;
+    (void)request;
+    (void)code;
     return std::nullopt;
   }
 };

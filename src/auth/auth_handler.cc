@@ -194,20 +194,11 @@ HttpResponse AuthHandler::Refuse(const HttpRequest& head, const Decision& d) con
   const std::string request_id =
       ResolveRequestId(head.Header("x-request-id"), RequestIdGenerator::Process());
   HttpResponse r;
-  if (std::optional<HttpResponse> own = next_->TransportError(d.status, d.message)) {
+  // The front end's own form (a grpc-status; the OpenAI API's error object with the reason as
+  // its code), else the server's JSON error.
+  if (std::optional<HttpResponse> own =
+          next_->TransportError(d.status, d.message, head, RefusalReasonName(d.reason))) {
     r = std::move(*own);
-  } else if (std::string_view(head.target).starts_with("/v1/")) {
-    // The OpenAI API's own error object, which its SDKs read (protocol/openai/openai_error.h),
-    // the reason as its machine-readable code.
-    r.status = d.status;
-    r.headers.emplace_back("Content-Type", "application/json");
-    r.body = "{\"error\":{\"message\":";
-    AppendJsonString(&r.body, d.message);
-    r.body += ",\"type\":";
-    AppendJsonString(&r.body, d.status == 429 ? "rate_limit_error" : "invalid_request_error");
-    r.body += ",\"param\":null,\"code\":";
-    AppendJsonString(&r.body, RefusalReasonName(d.reason));
-    r.body += "}}";
   } else {
     r.status = d.status;
     r.headers.emplace_back("Content-Type", "application/json");
@@ -273,8 +264,10 @@ std::shared_ptr<HttpStreamHandler> AuthHandler::OpenStream(const HttpRequest& he
   return next_->OpenStream(keyed, std::move(writer), response_head);
 }
 
-std::optional<HttpResponse> AuthHandler::TransportError(int status, std::string_view message) {
-  return next_->TransportError(status, message);
+std::optional<HttpResponse> AuthHandler::TransportError(int status, std::string_view message,
+                                                        const HttpRequest& request,
+                                                        std::string_view code) {
+  return next_->TransportError(status, message, request, code);
 }
 
 }  // namespace harrier::auth

@@ -118,7 +118,9 @@ class AuthHandler final : public HttpHandler {
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,
                                                 HttpResponse* response_head) override;
-  std::optional<HttpResponse> TransportError(int status, std::string_view message) override;
+  std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                             const HttpRequest& request,
+                                             std::string_view code) override;
 
  private:
   struct Decision {

@@ -32,6 +32,12 @@ std::optional<HttpResponse> DashboardHandler::Precheck(const HttpRequest& head) 
   return next_->Precheck(head);
 }
 
+std::optional<HttpResponse> DashboardHandler::TransportError(int status, std::string_view message,
+                                                             const HttpRequest& request,
+                                                             std::string_view code) {
+  return next_->TransportError(status, message, request, code);
+}
+
 void DashboardHandler::Handle(HttpRequest request, HttpResponder respond) {
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));

@@ -30,6 +30,9 @@ class DashboardHandler : public HttpHandler {
 
   void Handle(HttpRequest request, HttpResponder respond) override;
   std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
+  std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                             const HttpRequest& request,
+                                             std::string_view code) override;
 
   // The body GET /v2/dashboard/summary answers.
   std::string SummaryJson() const;

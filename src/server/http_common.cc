@@ -36,7 +36,7 @@ HttpResponse TransportErrorResponse(int status, std::string_view message,
                                     uint64_t request_bytes, AccessLog* access_log,
                                     HttpHandler* handler) {
   std::optional<HttpResponse> shaped;
-  if (handler != nullptr) shaped = handler->TransportError(status, message);
+  if (handler != nullptr) shaped = handler->TransportError(status, message, request, {});
   HttpResponse r =
       shaped ? std::move(*shaped) : JsonErrorResponse(status, message, content_type_name);
   // Every REST response names its request (docs/logging.md), these too: an error path, so the

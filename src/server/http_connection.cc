@@ -235,6 +235,7 @@ template <class Stream>
 void BasicHttpConnection<Stream>::StartRequest() {
   ++sequence_;
   request_ = HttpRequest{};
+  request_.version = HttpVersion::kHttp11;  // known from the start, for a refusal's shape too
   // One allocation for the usual handful of headers instead of a growing vector's three or four.
   request_.headers.reserve(kExpectedHeaders);
   body_.clear();
@@ -425,7 +426,6 @@ void BasicHttpConnection<Stream>::Parse() {
 template <class Stream>
 void BasicHttpConnection<Stream>::OnHeaderDone() {
   request_.received_at = Clock::now();
-  request_.version = HttpVersion::kHttp11;
   http10_ = parser_->version() < 11;
   // No body: complete with its header. Else Dispatch() stamps the body's end.
   if (parser_->is_done()) request_.body_received_at = request_.received_at;
@@ -691,8 +691,9 @@ void BasicHttpConnection<Stream>::SendError(int status, std::string_view message
   // read into body_ too, but body_ is sized ahead of each read, so body_received_ counts it.
   const uint64_t body_bytes =
       parser_ && parser_->is_header_done() && parser_->chunked() ? body_.size() : body_received_;
-  HttpResponse response = TransportErrorResponse(status, message, "Content-Type", request_,
-                                                 body_bytes, shared_->options.access_log);
+  HttpResponse response =
+      TransportErrorResponse(status, message, "Content-Type", request_, body_bytes,
+                             shared_->options.access_log, shared_->handler);
   close_after_response_ = true;
   linger_on_close_ = true;  // the rest of the request may still be on its way
   head_request_ = false;

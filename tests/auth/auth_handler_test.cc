@@ -30,7 +30,11 @@ class RecordingHandler : public HttpHandler {
     handled.push_back(request.auth_key_id);
     respond(HttpResponse{});
   }
-  std::optional<HttpResponse> TransportError(int status, std::string_view message) override {
+  std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                             const HttpRequest& request,
+                                             std::string_view code) override {
+    refusal_target = request.target;
+    refusal_code = code;
     if (!grpc_) return std::nullopt;
     HttpResponse r;
     r.headers.emplace_back("content-type", "application/grpc");
@@ -40,6 +44,8 @@ class RecordingHandler : public HttpHandler {
   }
   int prechecks = 0;
   std::vector<std::string> handled;  // auth_key_id of each request handled
+  std::string refusal_target;        // what the last TransportError was told
+  std::string refusal_code;
 
  private:
   bool grpc_;
@@ -195,13 +201,16 @@ TEST_F(AuthHandlerTest, AKeyWithoutTheScopeIs403) {
   EXPECT_EQ(log_.records()[0].error.find("ci-key"), std::string::npos);
 }
 
-TEST_F(AuthHandlerTest, TheOpenAiApiGetsItsOwnErrorObject) {
+// The front end shapes the refusal (the OpenAI handler answers /v1/ with OpenAI's error object,
+// the reason as its code): it is told the request and the reason.
+TEST_F(AuthHandlerTest, TheFrontEndIsToldTheRequestAndTheReason) {
   RecordingHandler next;
   AuthHandler auth(&next, Opts());
   HttpResponse r = Serve(auth, Request("POST", "/v1/chat/completions", {{"x-api-key", "bad"}}));
   EXPECT_EQ(r.status, 401);
-  EXPECT_EQ(r.body, R"({"error":{"message":"unknown API key","type":"invalid_request_error",)"
-                    R"("param":null,"code":"invalid_key"}})");
+  EXPECT_EQ(next.refusal_target, "/v1/chat/completions");
+  EXPECT_EQ(next.refusal_code, "invalid_key");
+  EXPECT_EQ(r.body, R"({"error":"unknown API key"})");  // the front end left it to the default
 }
 
 TEST_F(AuthHandlerTest, HealthIsOpen) {

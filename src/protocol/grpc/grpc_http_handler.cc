@@ -533,7 +533,13 @@ std::shared_ptr<HttpStreamHandler> GrpcHttpHandler::OpenStream(
   return stream;
 }
 
-std::optional<HttpResponse> GrpcHttpHandler::TransportError(int status, std::string_view message) {
+std::optional<HttpResponse> GrpcHttpHandler::TransportError(int status, std::string_view message,
+                                                            const HttpRequest& request,
+                                                            std::string_view code) {
+  (void)code;
+  // A gRPC client speaks HTTP/2; an HTTP/1.1 request to this port gets the server's JSON error
+  // with its HTTP status, not a grpc-status under a 200 it could not read.
+  if (request.version == HttpVersion::kHttp11) return std::nullopt;
   HttpResponse r;
   r.headers.emplace_back("content-type", "application/grpc");
   for (auto& field : StatusFields(GrpcCodeForHttpStatus(status), message))

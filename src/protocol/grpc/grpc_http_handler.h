@@ -25,8 +25,9 @@
 // compression_algorithm) are decompressed; another encoding is UNIMPLEMENTED, and such answers
 // announce `grpc-accept-encoding: identity,deflate,gzip`. Responses are not compressed. The
 // transport's own refusals (a header block or body over its limits, a stalled body) are turned into
-// a grpc-status as well (TransportError). A request that is not gRPC gets HTTP 415 (wrong content
-// type), 405 (not a POST) or 505 (not HTTP/2), each with a grpc-status too.
+// a grpc-status as well (TransportError; over HTTP/1.1 they stay the server's JSON errors). A
+// request that is not gRPC gets HTTP 415 (wrong content type), 405 (not a POST) or 505 (not
+// HTTP/2), each with a grpc-status too.
 //
 // Thread safety: every method may be called from any thread (the transport's I/O threads).
 #pragma once
@@ -61,7 +62,9 @@ class GrpcHttpHandler final : public HttpHandler {
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,
                                                 HttpResponse* response_head) override;
-  std::optional<HttpResponse> TransportError(int status, std::string_view message) override;
+  std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                             const HttpRequest& request,
+                                             std::string_view code) override;
 
  private:
   class InferStream;

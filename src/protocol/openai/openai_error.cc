@@ -15,11 +15,14 @@ std::string_view OpenAiErrorType(StatusCode code) {
   }
 }
 
-std::string OpenAiErrorJson(const Status& status, std::string_view param, std::string_view code) {
+namespace {
+
+std::string ErrorJson(std::string_view message, std::string_view type, std::string_view param,
+                      std::string_view code) {
   std::string out = "{\"error\":{\"message\":";
-  AppendJsonText(&out, status.message());
+  AppendJsonText(&out, message);
   out.append(",\"type\":");
-  AppendJsonString(&out, OpenAiErrorType(status.code()));
+  AppendJsonString(&out, type);
   out.append(",\"param\":");
   if (param.empty()) {
     out.append("null");
@@ -34,6 +37,19 @@ std::string OpenAiErrorJson(const Status& status, std::string_view param, std::s
   }
   out.append("}}");
   return out;
+}
+
+}  // namespace
+
+std::string OpenAiErrorJson(const Status& status, std::string_view param, std::string_view code) {
+  return ErrorJson(status.message(), OpenAiErrorType(status.code()), param, code);
+}
+
+std::string OpenAiErrorJson(int http_status, std::string_view message, std::string_view code) {
+  const std::string_view type = http_status == 429  ? "rate_limit_error"
+                                : http_status < 500 ? "invalid_request_error"
+                                                    : "server_error";
+  return ErrorJson(message, type, {}, code);
 }
 
 }  // namespace harrier::openai

@@ -28,4 +28,9 @@ std::string_view OpenAiErrorType(StatusCode code);
 std::string OpenAiErrorJson(const Status& status, std::string_view param = {},
                             std::string_view code = {});
 
+// The same object for a refusal made in front of the handler, known only by its HTTP status
+// (the transport's 413, the access check's 401): "rate_limit_error" for 429, else
+// "invalid_request_error" for 4xx and "server_error" for the rest; `param` null.
+std::string OpenAiErrorJson(int http_status, std::string_view message, std::string_view code);
+
 }  // namespace harrier::openai

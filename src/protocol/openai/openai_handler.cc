@@ -685,8 +685,16 @@ std::shared_ptr<HttpStreamHandler> OpenAiHandler::OpenStream(
   return next_->OpenStream(head, std::move(writer), response_head);
 }
 
-std::optional<HttpResponse> OpenAiHandler::TransportError(int status, std::string_view message) {
-  return next_->TransportError(status, message);
+std::optional<HttpResponse> OpenAiHandler::TransportError(int status, std::string_view message,
+                                                          const HttpRequest& request,
+                                                          std::string_view code) {
+  if (!std::string_view(request.target).starts_with("/v1/"))
+    return next_->TransportError(status, message, request, code);
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = OpenAiErrorJson(status, message, code);
+  return r;
 }
 
 void OpenAiHandler::Handle(HttpRequest request, HttpResponder respond) {

@@ -74,7 +74,10 @@ class OpenAiHandler : public HttpHandler {
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,
                                                 HttpResponse* response_head) override;
-  std::optional<HttpResponse> TransportError(int status, std::string_view message) override;
+  // Under /v1/: OpenAI's error object (`code` as its code), which its SDKs read; else next's.
+  std::optional<HttpResponse> TransportError(int status, std::string_view message,
+                                             const HttpRequest& request,
+                                             std::string_view code) override;
 
   struct Shared;  // what generations share with the handler (and may outlive it with)
 

@@ -3,8 +3,12 @@
 // status codes, the stream, the message size limit.
 #include "protocol/grpc/grpc_server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -525,6 +529,29 @@ TEST_F(GrpcServerTest, MessagesOverTheLimitAreRefused) {
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   grpc::ClientContext again;
   EXPECT_TRUE(stub_->ModelInfer(&again, EchoRequest(1), &resp).ok());
+}
+
+// The transport's refusals become a grpc-status for gRPC's clients (HTTP/2); an HTTP/1.1 client
+// of this port gets its HTTP status and a JSON error it can read, not a grpc-status under a 200.
+TEST_F(GrpcServerTest, AnHttp11RequestTheTransportRefusesGetsItsHttpStatus) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string bad =
+      "POST /inference.GRPCInferenceService/ModelInfer HTTP/1.1\r\nHost: t\r\n"
+      "Content-Length: twelve\r\n\r\n";
+  ASSERT_EQ(::send(fd, bad.data(), bad.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bad.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) answer.append(buf, n);
+  ::close(fd);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  EXPECT_NE(answer.find("{\"error\":"), std::string::npos) << answer;
+  EXPECT_EQ(answer.find("grpc-status"), std::string::npos) << answer;
 }
 
 TEST_F(GrpcServerTest, StreamAnswersEveryRequestAndCarriesErrorsInBand) {

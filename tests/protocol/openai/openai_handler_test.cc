@@ -39,6 +39,13 @@ class NextHandler : public HttpHandler {
     ++prechecks;
     return std::nullopt;
   }
+  std::optional<HttpResponse> TransportError(int status, std::string_view, const HttpRequest&,
+                                             std::string_view) override {
+    HttpResponse r;
+    r.status = status;
+    r.body = "next's";
+    return r;
+  }
   std::string last_target;
   int prechecks = 0;
 };
@@ -158,6 +165,29 @@ TEST_F(OpenAiHandlerTest, OtherRoutesGoToTheNextHandler) {
   head.target = "/v1/chat/completions";
   handler_->Precheck(head);
   EXPECT_EQ(next_.prechecks, 1);
+}
+
+// A refusal made in front of the handler (the transport's 413, the access check's 401) reaches
+// an OpenAI client as OpenAI's error object, which its SDKs read; other routes keep theirs.
+TEST_F(OpenAiHandlerTest, RefusalsInFrontOfItAreInOpenAisShapeUnderV1Only) {
+  Make();
+  HttpRequest head;
+  head.target = "/v1/chat/completions";
+  std::optional<HttpResponse> r = handler_->TransportError(413, "body too large", head, {});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Header(*r, "Content-Type"), "application/json");
+  EXPECT_EQ(r->body, R"({"error":{"message":"body too large","type":"invalid_request_error",)"
+                     R"("param":null,"code":null}})");
+  r = handler_->TransportError(429, "slow down", head, "key_rate_limited");
+  EXPECT_EQ(r->body, R"({"error":{"message":"slow down","type":"rate_limit_error",)"
+                     R"("param":null,"code":"key_rate_limited"}})");
+  r = handler_->TransportError(503, "draining", head, {});
+  EXPECT_NE(r->body.find(R"("type":"server_error")"), std::string::npos);
+  head.target = "/v2/models/llm/infer";
+  EXPECT_EQ(handler_->TransportError(413, "body too large", head, {})->body, "next's");
+  head.target = "";  // the request line never parsed
+  EXPECT_EQ(handler_->TransportError(400, "bad request line", head, {})->body, "next's");
 }
 
 TEST_F(OpenAiHandlerTest, ChatCompletionRendersTheTemplateAndAnswersInOpenAisShape) {
