@@ -97,22 +97,27 @@ int HexValue(char c) {
 }
 
 // Percent-decodes one path segment ("%2F" -> "/"; '+' stays '+', as in any URL path).
-StatusOr<std::string> PercentDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
+// Decodes one path segment into *out (a segment without '%', the usual case, is copied as is).
+Status PercentDecode(std::string_view s, std::string* out) {
+  if (s.find('%') == std::string_view::npos) {
+    out->assign(s);
+    return {};
+  }
+  out->clear();
+  out->reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '%') {
-      out.push_back(s[i]);
+      out->push_back(s[i]);
       continue;
     }
     if (s.size() - i < 3 || HexValue(s[i + 1]) < 0 || HexValue(s[i + 2]) < 0) {
       return InvalidArgument("malformed percent-encoding in URL path segment '" + std::string(s) +
                              "'");
     }
-    out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
+    out->push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
     i += 2;
   }
-  return out;
+  return {};
 }
 
 StatusOr<int64_t> ParseVersion(std::string_view s) {
@@ -430,10 +435,11 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
   if (seg.empty() || seg[0] != "v2") return not_found();
 
   Route route;
+  // Every return below is the last use of `route`: moved, never copied.
   auto simple = [&](Kind kind, std::string_view method) {
     route.kind = kind;
     route.method = method;
-    return route;
+    return std::move(route);
   };
   if (seg.size() == 1) return simple(Kind::kServerMetadata, "GET");
   // GET reads the settings; POST (which Handle() also lets through) changes them.
@@ -446,7 +452,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
   if (seg[1] == "repository") {
     if (seg.size() == 3 && seg[2] == "index") return simple(Kind::kRepositoryIndex, "POST");
     if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
-      ASSIGN_OR_RETURN(route.model, PercentDecode(seg[3]));
+      RETURN_IF_ERROR(PercentDecode(seg[3], &route.model));
       route.load = seg[4] == "load";
       return simple(Kind::kRepositoryControl, "POST");
     }
@@ -459,7 +465,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
     if (seg.size() == 3) {
       action = seg[2];
     } else if (seg.size() == 5 && seg[2] == "region") {
-      ASSIGN_OR_RETURN(route.region, PercentDecode(seg[3]));
+      RETURN_IF_ERROR(PercentDecode(seg[3], &route.region));
       if (route.region.empty()) return not_found();
       action = seg[4];
     } else {
@@ -474,7 +480,7 @@ StatusOr<KServeHandler::Route> KServeHandler::MatchRoute(std::string_view target
   if (seg[1] != "models" || seg.size() < 3) return not_found();
   if (seg.size() == 3 && seg[2] == "stats") return simple(Kind::kAllStats, "GET");
 
-  ASSIGN_OR_RETURN(route.model, PercentDecode(seg[2]));
+  RETURN_IF_ERROR(PercentDecode(seg[2], &route.model));
   if (route.model.empty())
     return InvalidArgument("empty model name in '" + std::string(path) + "'");
   size_t next = 3;
