@@ -2,7 +2,9 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -15,7 +17,10 @@
 #include "protocol/kserve/logging_settings.h"
 #include "protocol/kserve/scheduling_fields.h"
 #include "protocol/kserve/shared_memory_endpoints.h"
+#include "protocol/openai/generate_request.h"
+#include "protocol/openai/generation_params.h"
 #include "protocol/openai/generation_record.h"
+#include "protocol/openai/json_text.h"
 
 namespace harrier::grpc_frontend {
 
@@ -438,16 +443,42 @@ class StreamGenerationSink final : public GenerationSink {
   std::function<void(Status)> done_;
 };
 
-// A request parameter as a number: int64, double or a decimal string.
-std::optional<double> NumberParameter(const inference::ModelInferRequest& request,
-                                      const std::string& key) {
-  auto it = request.parameters().find(key);
-  if (it == request.parameters().end()) return std::nullopt;
-  const auto& p = it->second;
-  if (p.has_int64_param()) return static_cast<double>(p.int64_param());
-  if (p.has_double_param()) return p.double_param();
-  if (p.has_uint64_param()) return static_cast<double>(p.uint64_param());
-  return std::nullopt;
+// The call's parameters as the generate extension's body, {"text_input": "", "parameters":
+// {...}}, so that one parser (protocol/openai/generate_request.h) reads them for both front
+// ends: the same fields, defaults, ranges and messages. The text goes beside it, unparsed.
+std::string GenerateBodyOf(const inference::ModelInferRequest& request) {
+  std::string body = R"({"text_input":"","parameters":{)";
+  bool first = true;
+  for (const auto& [key, value] : request.parameters()) {
+    if (!first) body.push_back(',');
+    first = false;
+    openai::AppendJsonText(&body, key);
+    body.push_back(':');
+    char digits[32];
+    auto number = [&](auto v) {
+      body.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
+    };
+    switch (value.parameter_choice_case()) {
+      case inference::InferParameter::kBoolParam:
+        body += value.bool_param() ? "true" : "false";
+        break;
+      case inference::InferParameter::kInt64Param: number(value.int64_param()); break;
+      case inference::InferParameter::kUint64Param: number(value.uint64_param()); break;
+      case inference::InferParameter::kDoubleParam:
+        if (std::isfinite(value.double_param())) {
+          number(value.double_param());
+        } else {  // JSON has no NaN: the parser calls it a string, not a number
+          openai::AppendJsonText(&body, std::to_string(value.double_param()));
+        }
+        break;
+      case inference::InferParameter::kStringParam:
+        openai::AppendJsonText(&body, value.string_param());
+        break;
+      default: body += "null"; break;
+    }
+  }
+  body += "}}";
+  return body;
 }
 
 // text_input's bytes: the first element of a BYTES [1] input, raw or typed.
@@ -516,36 +547,26 @@ bool GrpcInferenceHandler::ModelGenerate(
   };
   StatusOr<std::string> text = TextInput(request);
   if (!text.ok()) return fail(text.status());
+  const openai::RequestLimits limits;
+  if (text->size() > limits.max_text_bytes) {
+    return fail(InvalidArgument("input 'text_input' is over " +
+                                std::to_string(limits.max_text_bytes) +
+                                " bytes, this server's limit"));
+  }
+  StatusOr<openai::GenerationParams> params = openai::ParseGenerateRequest(
+      GenerateBodyOf(request), (*model)->name(), openai::GenerateEndpoint::kGenerateStream, limits);
+  if (!params.ok()) return fail(params.status());
   GenerationRequest g;
+  openai::FillGenerationRequest(*params, 0, &g);
   g.prompt = std::move(text).value();
   g.cancellation = call.cancellation;
   g.deadline = call.deadline;
   g.received_at = call.received_at;
-  g.sampling.temperature = 1.0f;
-  if (auto v = NumberParameter(request, "max_tokens")) g.max_tokens = static_cast<int>(*v);
-  if (auto v = NumberParameter(request, "temperature"))
-    g.sampling.temperature = static_cast<float>(*v);
-  if (auto v = NumberParameter(request, "top_k")) g.sampling.top_k = static_cast<int>(*v);
-  if (auto v = NumberParameter(request, "top_p")) g.sampling.top_p = static_cast<float>(*v);
-  if (auto v = NumberParameter(request, "min_p")) g.sampling.min_p = static_cast<float>(*v);
-  if (auto v = NumberParameter(request, "repetition_penalty"))
-    g.sampling.repeat_penalty = static_cast<float>(*v);
-  if (auto v = NumberParameter(request, "seed")) g.sampling.seed = static_cast<uint32_t>(*v);
-  if (auto v = NumberParameter(request, "priority")) {
-    if (*v < 0 || *v > static_cast<double>(INT32_MAX) || *v != static_cast<uint64_t>(*v))
-      return fail(InvalidArgument("parameter 'priority' must be an integer from 0 to " +
-                                  std::to_string(INT32_MAX)));
-    g.priority = static_cast<uint64_t>(*v);
-  }
   if (call.client_id.size() > kserve::kMaxClientIdBytes) {
     return fail(InvalidArgument("metadata x-client-id is longer than " +
                                 std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
   }
   g.client_id = call.client_id;
-  if (auto it = request.parameters().find("stop"); it != request.parameters().end() &&
-                                                   it->second.has_string_param() &&
-                                                   !it->second.string_param().empty())
-    g.stop.push_back(it->second.string_param());
   record.Decoded(std::chrono::steady_clock::now());
   auto sink = std::make_shared<StreamGenerationSink>(*model, request.id(), std::move(record),
                                                      on_response, std::move(done));

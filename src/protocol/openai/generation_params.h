@@ -67,6 +67,13 @@ struct GenerationParams {
   int32_t priority = 0;
 };
 
+// Fills what choice `choice` (0 ... n - 1) of `p` asks of the engine: max_tokens, stop, the
+// sampling parameters, logprobs and priority; the prompt, cancellation, times and client id
+// are the caller's. With a seed, choice i samples with seed + i, wrapping below 4294967295
+// (llama.cpp's "random"), so that every choice stays reproducible. The one mapping every front
+// end uses (OpenAI, the generate extension, gRPC's ModelStreamInfer).
+void FillGenerationRequest(const GenerationParams& p, int choice, GenerationRequest* r);
+
 // Bounds on what one request may ask for. Over them: kInvalidArgument (400) for counts OpenAI
 // itself bounds (stop sequences, n, top_logprobs), kPayloadTooLarge (413) for sizes only
 // Harrier bounds (messages, text). The HTTP layer bounds the body before any of this.

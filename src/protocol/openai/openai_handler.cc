@@ -893,23 +893,11 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   // or the plain error when no sequence is accepted, is the generation's to send.
   for (int i = 0; i < n; ++i) {
     GenerationRequest r;
+    FillGenerationRequest(p, i, &r);
     r.prompt = prompt;
-    r.max_tokens = p.max_tokens;
-    r.stop = p.stop;
-    r.sampling.temperature = p.temperature;
-    r.sampling.top_k = p.top_k;
-    r.sampling.top_p = p.top_p;
-    r.sampling.min_p = p.min_p;
-    r.sampling.repeat_penalty = p.repetition_penalty;
-    r.sampling.frequency_penalty = p.frequency_penalty;
-    r.sampling.presence_penalty = p.presence_penalty;
-    if (p.seed) r.sampling.seed = *p.seed + static_cast<uint32_t>(i);
-    r.logprobs = p.logprobs;
-    r.top_logprobs = p.top_logprobs;
     r.cancellation = g->engine_token();
     r.received_at = received_at;
     r.deadline = scheduling.deadline;
-    r.priority = static_cast<uint64_t>(p.priority);
     r.client_id = scheduling.client_id;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (s.ok()) continue;
@@ -944,7 +932,13 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
                  "X-Request-Id"));
   }
   uint64_t last = 0;
-  if (request.HasHeader("last-event-id")) {
+  const auto ids = std::count_if(request.headers.begin(), request.headers.end(),
+                                 [](const auto& h) { return h.first == "last-event-id"; });
+  if (ids > 1) {  // which one the client meant is anyone's guess: not the server's to pick
+    return error(
+        InvalidArgument("Last-Event-ID is given " + std::to_string(ids) + " times; send it once"));
+  }
+  if (ids == 1) {
     auto parsed = ParseLastEventId(request.Header("last-event-id"));
     if (!parsed.ok()) return error(parsed.status());
     last = *parsed;

@@ -54,6 +54,10 @@ Status ReadContent(FieldReader& reader, element value, const std::string& param,
                                   "' must be a string or an array of content parts, got " +
                                   std::string(JsonTypeName(value.type())));
   }
+  if (parts.begin() == parts.end()) {  // as OpenAI's API answers it
+    return reader.Fail(param,
+                       "'" + param + "' is an empty array: expected at least one content part");
+  }
   out->clear();
   size_t index = 0;
   for (element part : parts) {

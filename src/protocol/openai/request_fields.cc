@@ -149,12 +149,14 @@ Status FieldReader::Seed(element value, std::string_view param, std::optional<ui
                                 ? std::to_string(value.get_uint64().value_unsafe())
                                 : std::string(JsonTypeName(value.type()))));
   }
-  if (i == -1) {
+  // -1, and 4294967295 (llama.cpp's LLAMA_DEFAULT_SEED, which it replaces with a random one),
+  // mean a random seed; llama-server reads both so.
+  if (i == -1 || i == std::numeric_limits<uint32_t>::max()) {
     out->reset();
     return Status::Ok();
   }
   if (i < 0 || i > std::numeric_limits<uint32_t>::max()) {
-    return Fail(param, Quoted(param) + " must be from 0 to 4294967295 (or -1 for a random one)" +
+    return Fail(param, Quoted(param) + " must be from 0 to 4294967294 (or -1 for a random one)" +
                            ", got " + std::to_string(i));
   }
   *out = static_cast<uint32_t>(i);

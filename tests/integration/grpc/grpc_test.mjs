@@ -578,6 +578,25 @@ test('ModelStreamInfer on a model that generates text: decoupled responses, then
   // A request without text_input: an error response, and the stream goes on.
   const bad = await collect([{ model_name: 'tiny-llama', id: 'x', inputs: [] }]);
   assert(/text_input/.test(bad.get('x').error), `error ${JSON.stringify(bad.get('x'))}`);
+  // Sampled with a seed and the default top_k/min_p: the same text as REST's for the same
+  // parameters (one parser reads both, with the same defaults).
+  const seeded = { ...textRequest('s', 'Once upon a time', 6),
+    parameters: { max_tokens: { int64_param: 6 }, temperature: { double_param: 0.9 },
+      seed: { int64_param: 42 } } };
+  const sampled = await collect([seeded]);
+  assert(!sampled.get('s').error, `seeded: ${JSON.stringify(sampled.get('s'))}`);
+  const rest = await fetch(`http://127.0.0.1:${server.httpPort()}/v2/models/tiny-llama/generate`, {
+    method: 'POST', body: JSON.stringify({ text_input: 'Once upon a time',
+      parameters: { max_tokens: 6, temperature: 0.9, seed: 42 } }) });
+  assertEqual(sampled.get('s').text, (await rest.json()).text_output, 'seeded text as over REST');
+  // Parameters out of their ranges are refused by name, as over REST.
+  const wrong = await collect([
+    { ...textRequest('w1', 'x', 1), parameters: { max_tokens: { double_param: 1e30 } } },
+    { ...textRequest('w2', 'x', 1), parameters: { temperature: { double_param: -1 } } },
+    { ...textRequest('w3', 'x', 1), parameters: { stop: { string_param: 'x'.repeat(5000) } } }]);
+  assert(/max_tokens/.test(wrong.get('w1').error), `w1 ${JSON.stringify(wrong.get('w1'))}`);
+  assert(/temperature/.test(wrong.get('w2').error), `w2 ${JSON.stringify(wrong.get('w2'))}`);
+  assert(/stop/.test(wrong.get('w3').error), `w3 ${JSON.stringify(wrong.get('w3'))}`);
 });
 
 const slowRequest = () => ({

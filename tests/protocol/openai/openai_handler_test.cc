@@ -300,6 +300,10 @@ TEST_F(OpenAiHandlerTest, AFinishedStreamResumesAfterItsLastEventId) {
   }
   EXPECT_EQ(Call("GET", "/v1/streams/0123456789abcdef0123456789abcdef").status, 404);
   EXPECT_EQ(Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "x"}}).status, 400);
+  const HttpResponse twice =
+      Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "2"}, {"last-event-id", "5"}});
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_NE(twice.body.find("given 2 times"), std::string::npos) << twice.body;
 }
 
 // An engine may read a long prompt after Generate returned (off the I/O thread): a stream's

@@ -58,10 +58,10 @@ TEST(ChatCompletionRequestTest, ReadsEveryField) {
       {"role": "developer", "content": "Really."},
       {"role": "user", "content": [{"type": "text", "text": "Hello, "}, {"type": "text", "text": "world"}]},
       {"role": "assistant", "content": null},
-      {"role": "user", "content": [], "name": "bob"}],
+      {"role": "user", "content": [{"type": "text", "text": ""}], "name": "bob"}],
     "max_tokens": 64, "temperature": 0.5, "top_p": 0.9, "top_k": 10, "min_p": 0.1,
     "repetition_penalty": 1.1, "frequency_penalty": -0.5, "presence_penalty": 2,
-    "seed": 4294967295, "stop": ["\n\n", "User:"], "stream": true,
+    "seed": 4294967294, "stop": ["\n\n", "User:"], "stream": true,
     "stream_options": {"include_usage": true}, "n": 3, "logprobs": true, "top_logprobs": 5,
     "user": "u-1", "priority": 2, "tools": [], "logit_bias": {}, "response_format": {"type": "text"},
     "some_future_field": {"x": [1, 2]}, "metadata": null})");
@@ -82,7 +82,7 @@ TEST(ChatCompletionRequestTest, ReadsEveryField) {
   EXPECT_EQ(p.repetition_penalty, 1.1f);
   EXPECT_EQ(p.frequency_penalty, -0.5f);
   EXPECT_EQ(p.presence_penalty, 2.0f);
-  EXPECT_EQ(p.seed, 4294967295u);
+  EXPECT_EQ(p.seed, 4294967294u);
   EXPECT_THAT(p.stop, ElementsAre("\n\n", "User:"));
   EXPECT_TRUE(p.stream);
   EXPECT_TRUE(p.include_usage);
@@ -116,6 +116,8 @@ TEST(ChatCompletionRequestTest, SmallVariants) {
   EXPECT_EQ(nulls.n, 1);
   // seed -1 is llama.cpp's "random".
   EXPECT_FALSE(parse(R"("seed":-1)").seed.has_value());
+  // So is 4294967295, LLAMA_DEFAULT_SEED, which llama.cpp replaces with a random seed.
+  EXPECT_FALSE(parse(R"("seed":4294967295)").seed.has_value());
   EXPECT_EQ(parse(R"("seed":0)").seed, 0u);
   // stream_options without include_usage.
   EXPECT_FALSE(parse(R"("stream":true,"stream_options":{})").include_usage);
@@ -202,6 +204,8 @@ TEST(ChatCompletionRequestTest, Rejects) {
        "messages[0].content[0].text", "must be a string"},
       {R"({"model":"m","messages":[{"role":"user","content":["text"]}]})", "messages[0].content[0]",
        "must be an object"},
+      {R"({"model":"m","messages":[{"role":"user","content":[]}]})", "messages[0].content",
+       "is an empty array"},
       {R"({"model":"m","messages":[{"role":"assistant","content":"","tool_calls":[{"id":"1"}]}]})",
        "messages[0].tool_calls", "does not call tools"},
       // Numbers.
@@ -222,8 +226,8 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {Chat(R"("repetition_penalty":0)"), "repetition_penalty", "above 0"},
       {Chat(R"("frequency_penalty":3)"), "frequency_penalty", "from -2 to 2"},
       {Chat(R"("presence_penalty":-2.5)"), "presence_penalty", "from -2 to 2"},
-      {Chat(R"("seed":-2)"), "seed", "from 0 to 4294967295"},
-      {Chat(R"("seed":4294967296)"), "seed", "from 0 to 4294967295"},
+      {Chat(R"("seed":-2)"), "seed", "from 0 to 4294967294"},
+      {Chat(R"("seed":4294967296)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("seed":1.5)"), "seed", "must be an integer"},
       {Chat(R"("n":0)"), "n", "'n' must be at least 1, got 0"},
       {Chat(R"("n":9)"), "n", "'n' must be at most 8, got 9"},
