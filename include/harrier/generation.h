@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,23 @@ namespace harrier {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (what the chat template knows)
   std::string content;
+};
+
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+  bool operator==(const TextRange&) const = default;
+};
+
+// A chat's messages through the model's chat template: the prompt, and where the messages'
+// contents landed in it. Contents are text, as in OpenAI's API: the engine reads a control
+// token's text in one (`</s>`, `<|im_end|>`) as text, so that a message cannot end its turn and
+// write another role's (GenerationRequest::literal). An engine may leave `contents` empty where
+// it needs none (llama.cpp's: when no content holds a control token's text).
+struct ChatPrompt {
+  std::string text;
+  std::vector<TextRange> contents;
 };
 
 // Sampling, as llama.cpp's sampler chain applies it. temperature 0 is greedy: deterministic.
@@ -66,6 +84,10 @@ struct GenerationUsage {
 
 struct GenerationRequest {
   std::string prompt;   // the text to continue (a chat request's messages already templated)
+  // Ranges of `prompt` that are text whatever they spell: a chat's ChatPrompt::contents. A
+  // control token's text in them is not that token. A prompt sent whole (completions, Triton's
+  // generate) has none: the client wrote its control tokens as text on purpose.
+  std::vector<TextRange> literal;
   int max_tokens = -1;  // -1: until a stop or the context's end
   std::vector<std::string> stop;  // not included in the output
   SamplingParams sampling;
@@ -144,7 +166,7 @@ class GenerativeModel {
   virtual ~GenerativeModel() = default;
   // The prompt for `messages` through the model's chat template (from its metadata, or the
   // engine's documented default). kInvalidArgument for a role the template refuses.
-  virtual StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) = 0;
+  virtual StatusOr<ChatPrompt> ApplyChatTemplate(const std::vector<ChatMessage>& messages) = 0;
   // Queues a generation. Errors found at once (a prompt longer than the context, a full queue,
   // shutting down) are returned here and the sink hears nothing; once queued, the sink hears
   // OnAccepted, OnStart ... OnEnd, or only OnEnd when the request ends before it is accepted

@@ -104,7 +104,7 @@ class MeteredGenerator final : public GenerativeModel {
  public:
   MeteredGenerator(const LoadedModel::Options* model, ModelStats* stats, const Clock* clock)
       : model_(model), stats_(stats), clock_(clock) {}
-  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
+  StatusOr<ChatPrompt> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
     return model_->generator->ApplyChatTemplate(messages);
   }
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {

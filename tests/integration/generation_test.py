@@ -201,6 +201,11 @@ class GenerationTests(unittest.TestCase):
         usage = answers[1]["usage"]
         self.assertEqual(usage["prompt_tokens_details"]["cached_tokens"], usage["prompt_tokens"] - 1)
 
+    def assert_close(self, got, want):
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(got, want):
+            self.assertAlmostEqual(g, w, delta=1e-4)
+
     def test_completion_logprobs_in_the_legacy_layout_whole_and_streamed(self):
         status, _, body = completion(self.port, "The quick brown fox", 6, logprobs=3)
         self.assertEqual(status, 200, body)
@@ -227,12 +232,21 @@ class GenerationTests(unittest.TestCase):
             for c in json.loads(d)["choices"]:
                 for key in streamed:
                     streamed[key] += (c["logprobs"] or {}).get(key, [])
-        self.assertEqual(streamed, lp)
+        # The same tokens; their log-probabilities equal to float precision only: a prompt read
+        # again from another slot's cache is decoded in a batch of another shape, and llama.cpp's
+        # sums run in another order.
+        self.assertEqual(streamed["tokens"], lp["tokens"])
+        self.assertEqual(streamed["text_offset"], lp["text_offset"])
+        self.assert_close(streamed["token_logprobs"], lp["token_logprobs"])
+        self.assertEqual([sorted(t) for t in streamed["top_logprobs"]],
+                         [sorted(t) for t in lp["top_logprobs"]])
+        for got, want in zip(streamed["top_logprobs"], lp["top_logprobs"]):
+            self.assert_close([got[k] for k in sorted(got)], [want[k] for k in sorted(want)])
         # logprobs 0: the chosen tokens, null alternatives; not sent: null.
         _, _, body = completion(self.port, "The quick brown fox", 3, logprobs=0)
         lp0 = json.loads(body)["choices"][0]["logprobs"]
         self.assertEqual(lp0["top_logprobs"], [None, None, None])
-        self.assertEqual(lp0["token_logprobs"], lp["token_logprobs"][:3])
+        self.assert_close(lp0["token_logprobs"], lp["token_logprobs"][:3])
         _, _, body = completion(self.port, "The quick brown fox", 3)
         self.assertIsNone(json.loads(body)["choices"][0]["logprobs"])
 
@@ -255,6 +269,21 @@ class GenerationTests(unittest.TestCase):
         text = "".join(json.loads(d)["choices"][0]["delta"].get("content", "")
                        for _, d in events[:-2] if json.loads(d)["choices"])
         self.assertEqual(text, expected)
+
+    def test_a_messages_control_token_text_is_read_as_text(self):
+        # "</s>" is Llama-2's end-of-sequence token. In a message it is text (OpenAI's reading):
+        # spelled out in several tokens each, where the same prompt sent whole as a completion
+        # (whose control tokens are the client's to write) has one token for each.
+        content = "hi </s></s></s> there"
+        body = {"model": "tiny-llama", "messages": [{"role": "user", "content": content}],
+                "max_tokens": 1, "temperature": 0}
+        status, _, chat = call(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, chat)
+        rendered = f"<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"  # ChatML
+        status, _, whole = completion(self.port, rendered, 1)
+        self.assertEqual(status, 200, whole)
+        self.assertGreater(json.loads(chat)["usage"]["prompt_tokens"],
+                           json.loads(whole)["usage"]["prompt_tokens"])
 
     def test_sixteen_concurrent_streams_each_equal_their_single_run(self):
         prompts = ["Story number %d begins" % i for i in range(16)]

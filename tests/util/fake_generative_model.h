@@ -30,19 +30,24 @@ class FakeGenerativeModel : public GenerativeModel {
     std::shared_ptr<GenerationSink> sink;
   };
 
-  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
-    std::string out;
+  // "<role>content" per message, then "<assistant>"; every content's range is returned.
+  StatusOr<ChatPrompt> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override {
+    ChatPrompt out;
     for (const auto& m : messages) {
       if (m.role == "tool") return InvalidArgument("the template knows no role 'tool'");
-      out += "<" + m.role + ">" + m.content;
+      out.text += "<" + m.role + ">";
+      out.contents.push_back({out.text.size(), out.text.size() + m.content.size()});
+      out.text += m.content;
     }
-    return out + "<assistant>";
+    out.text += "<assistant>";
+    return out;
   }
 
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
     {
       std::lock_guard lock(mu);
       prompts.push_back(request.prompt);
+      literals.push_back(request.literal);
       if (!refuse.ok() && prompts.size() > static_cast<size_t>(refuse_after_calls)) return refuse;
       if (hold) {
         if (accept_held) sink->OnAccepted();
@@ -102,8 +107,9 @@ class FakeGenerativeModel : public GenerativeModel {
   Status refuse;  // not OK: Generate returns it (after the first refuse_after_calls calls)
   int refuse_after_calls = 0;
   std::mutex mu;
-  std::vector<std::string> prompts;  // guarded by mu
-  std::vector<Held> held;            // guarded by mu
+  std::vector<std::string> prompts;              // guarded by mu
+  std::vector<std::vector<TextRange>> literals;  // guarded by mu: each prompt's
+  std::vector<Held> held;                        // guarded by mu
 };
 
 // A GenerativeBackend named "llama.cpp" (platform too, file model.gguf) whose Load gives a

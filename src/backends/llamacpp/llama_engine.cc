@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "backends/llamacpp/control_text.h"
 #include "backends/llamacpp/llama_runtime.h"
 #include "backends/llamacpp/llama_sampling.h"
 #include "backends/llamacpp/slot_choice.h"
@@ -153,7 +154,8 @@ struct LlamaEngine::Impl {
     if (batch.token != nullptr) llama_batch_free(batch);
   }
 
-  StatusOr<std::vector<llama_token>> Tokenize(std::string_view text) const;
+  StatusOr<std::vector<llama_token>> Tokenize(std::string_view text,
+                                              const std::vector<TextRange>& literal) const;
   // kInvalidArgument for a prompt of more bytes than n_ctx_seq tokens can spell (checked before
   // tokenizing: llama.cpp's tokenizer can take seconds over a long one), or, once tokenized, of
   // no tokens or more than n_ctx_seq.
@@ -163,9 +165,15 @@ struct LlamaEngine::Impl {
   // the inbox; ends what it was given once stopping.
   void TokenizerLoop();
   // Throws std::invalid_argument for a prompt llama.cpp cannot tokenize.
-  std::vector<llama_token> TokenizeOrThrow(std::string_view text) const;
+  std::vector<llama_token> TokenizeOrThrow(std::string_view text,
+                                           const std::vector<TextRange>& literal) const;
+  // Appends one llama_tokenize call's tokens; throws as TokenizeOrThrow.
+  void AppendTokens(std::string_view text, bool add_special, bool parse_special,
+                    std::vector<llama_token>* out) const;
   std::string Piece(llama_token token) const;
-  StatusOr<std::string> FormatChat(const std::vector<ChatMessage>& messages,
+  StatusOr<ChatPrompt> FormatChat(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt) const;
+  StatusOr<std::string> RenderChat(const std::vector<llama_chat_message>& chat, size_t text_bytes,
                                    bool add_generation_prompt) const;
 
   // The engine thread.
@@ -209,6 +217,7 @@ struct LlamaEngine::Impl {
   // forgets no position a reused or shared prefix needs.)
   bool share_prefixes = false;
   std::string chat_template;  // the GGUF's, or empty for kDefaultChatTemplate
+  ControlTexts controls;      // the vocabulary's CONTROL and UNKNOWN tokens' texts
   // The most bytes of text one token stands for (its piece, special tokens spelled out), for
   // the vocabularies whose pieces spell their input byte for byte (SentencePiece, byte-level
   // BPE); 0, no bound, for those that normalise it (WordPiece drops whitespace).
@@ -238,9 +247,10 @@ struct LlamaEngine::Impl {
   std::thread tokenizer;   // guarded by shutdown_mu after Create
 };
 
-StatusOr<std::vector<llama_token>> LlamaEngine::Impl::Tokenize(std::string_view text) const {
+StatusOr<std::vector<llama_token>> LlamaEngine::Impl::Tokenize(
+    std::string_view text, const std::vector<TextRange>& literal) const {
   try {
-    return TokenizeOrThrow(text);
+    return TokenizeOrThrow(text, literal);
   } catch (const std::invalid_argument& e) {
     return InvalidArgument(e.what());
   } catch (const std::exception& e) {
@@ -248,30 +258,49 @@ StatusOr<std::vector<llama_token>> LlamaEngine::Impl::Tokenize(std::string_view 
   }
 }
 
-std::vector<llama_token> LlamaEngine::Impl::TokenizeOrThrow(std::string_view text) const {
+std::vector<llama_token> LlamaEngine::Impl::TokenizeOrThrow(
+    std::string_view text, const std::vector<TextRange>& literal) const {
   if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
     throw std::invalid_argument("the prompt is too long to tokenize");
   }
-  const auto length = static_cast<int32_t>(text.size());
-  std::vector<llama_token> tokens(text.size() + 2);
-  // add_special: BOS where the model wants one; parse_special: a templated prompt writes special
-  // tokens as text.
-  int32_t n = llama_tokenize(vocab, text.data(), length, tokens.data(),
-                             static_cast<int32_t>(tokens.size()), /*add_special=*/true,
-                             /*parse_special=*/true);
-  if (n < 0 && n != std::numeric_limits<int32_t>::min()) {
-    tokens.resize(static_cast<size_t>(-n));
-    n = llama_tokenize(vocab, text.data(), length, tokens.data(),
-                       static_cast<int32_t>(tokens.size()), true, true);
+  std::vector<llama_token> tokens;
+  const std::vector<TokenizePiece> plan = PlanTokenization(text, literal, controls);
+  if (plan.size() == 1 && plan[0].parse_special) {
+    // add_special: BOS where the model wants one; parse_special: a templated prompt writes
+    // special tokens as text.
+    AppendTokens(text, /*add_special=*/true, /*parse_special=*/true, &tokens);
+  } else {
+    // A content's control text read as text (control_text.h): the pieces one by one, with the
+    // BOS and EOS that one call would add around them all.
+    if (llama_vocab_get_add_bos(vocab)) tokens.push_back(llama_vocab_bos(vocab));
+    for (const TokenizePiece& piece : plan) {
+      AppendTokens(text.substr(piece.range.begin, piece.range.end - piece.range.begin),
+                   /*add_special=*/false, piece.parse_special, &tokens);
+    }
+    if (llama_vocab_get_add_eos(vocab)) tokens.push_back(llama_vocab_eos(vocab));
   }
-  if (n < 0) throw std::invalid_argument("the prompt cannot be tokenized");
-  tokens.resize(static_cast<size_t>(n));
   // A chat template that writes BOS itself, after llama.cpp added one.
   const llama_token bos = llama_vocab_bos(vocab);
   if (tokens.size() >= 2 && bos != LLAMA_TOKEN_NULL && tokens[0] == bos && tokens[1] == bos) {
     tokens.erase(tokens.begin());
   }
   return tokens;
+}
+
+void LlamaEngine::Impl::AppendTokens(std::string_view text, bool add_special, bool parse_special,
+                                     std::vector<llama_token>* out) const {
+  const size_t at = out->size();
+  const auto length = static_cast<int32_t>(text.size());  // TokenizeOrThrow bounds it
+  out->resize(at + text.size() + 2);
+  int32_t n = llama_tokenize(vocab, text.data(), length, out->data() + at,
+                             static_cast<int32_t>(out->size() - at), add_special, parse_special);
+  if (n < 0 && n != std::numeric_limits<int32_t>::min()) {
+    out->resize(at + static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), length, out->data() + at, -n, add_special,
+                       parse_special);
+  }
+  if (n < 0) throw std::invalid_argument("the prompt cannot be tokenized");
+  out->resize(at + static_cast<size_t>(n));
 }
 
 Status LlamaEngine::Impl::CheckPromptBytes(size_t bytes) const {
@@ -314,7 +343,8 @@ void LlamaEngine::Impl::TokenizerLoop() {
     } else if (options.clock->Now() >= job.request.deadline) {
       reason = FinishReason::kDeadline;
       refused = DeadlineExceeded("the request's deadline passed before its prompt was read");
-    } else if (StatusOr<std::vector<llama_token>> tokens = Tokenize(job.request.prompt);
+    } else if (StatusOr<std::vector<llama_token>> tokens =
+                   Tokenize(job.request.prompt, job.request.literal);
                !tokens.ok()) {
       refused = tokens.status();
     } else if (Status fits = CheckPromptTokens(tokens->size()); !fits.ok()) {
@@ -837,6 +867,16 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
       impl->max_piece_bytes = std::max(impl->max_piece_bytes, static_cast<size_t>(n));
     }
   }
+  std::vector<std::string> control_texts;  // what only a parse of special tokens reads as such
+  for (llama_token t = 0; t < impl->n_vocab; ++t) {
+    if ((llama_vocab_get_attr(impl->vocab, t) &
+         (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN)) != 0) {
+      if (const char* text = llama_vocab_get_text(impl->vocab, t); text != nullptr) {
+        control_texts.emplace_back(text);
+      }
+    }
+  }
+  impl->controls = ControlTexts(control_texts);
   impl->share_prefixes =
       !llama_model_is_recurrent(impl->model.get()) && !llama_model_is_hybrid(impl->model.get());
 
@@ -901,7 +941,7 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
   const bool tokenize_here = request.prompt.size() <= kInlineTokenizeBytes;
   std::vector<llama_token> prompt;
   if (tokenize_here) {
-    ASSIGN_OR_RETURN(prompt, impl_->Tokenize(request.prompt));
+    ASSIGN_OR_RETURN(prompt, impl_->Tokenize(request.prompt, request.literal));
     RETURN_IF_ERROR(impl_->CheckPromptTokens(prompt.size()));
   }
   {
@@ -920,12 +960,12 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
   return Status::Ok();
 }
 
-StatusOr<std::string> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages) {
+StatusOr<ChatPrompt> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages) {
   return ApplyChatTemplate(messages, /*add_generation_prompt=*/true);
 }
 
-StatusOr<std::string> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages,
-                                                     bool add_generation_prompt) const {
+StatusOr<ChatPrompt> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) const {
   if (messages.empty()) return InvalidArgument("a chat needs at least one message");
   try {
     return impl_->FormatChat(messages, add_generation_prompt);
@@ -934,15 +974,41 @@ StatusOr<std::string> LlamaEngine::ApplyChatTemplate(const std::vector<ChatMessa
   }
 }
 
-StatusOr<std::string> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) const {
+StatusOr<ChatPrompt> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessage>& messages,
+                                                   bool add_generation_prompt) const {
   std::vector<llama_chat_message> chat;
   chat.reserve(messages.size());
   size_t text_bytes = 0;
+  bool control_text = false;  // in some content
   for (const ChatMessage& m : messages) {
     chat.push_back({m.role.c_str(), m.content.c_str()});
     text_bytes += m.role.size() + m.content.size();
+    control_text = control_text || controls.Find(m.content).has_value();
   }
+  ChatPrompt prompt;
+  ASSIGN_OR_RETURN(prompt.text, RenderChat(chat, text_bytes, add_generation_prompt));
+  if (!control_text) return prompt;  // nothing to read as text: no ranges needed
+
+  // Where each content landed: the template again, a marker in each content's place.
+  std::vector<std::string> markers;
+  std::vector<std::string_view> contents;
+  markers.reserve(messages.size());
+  contents.reserve(messages.size());
+  size_t marked_bytes = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    markers.push_back(ContentMarker(i));
+    chat[i].content = markers.back().c_str();
+    contents.push_back(messages[i].content);
+    marked_bytes += messages[i].role.size() + markers.back().size();
+  }
+  ASSIGN_OR_RETURN(const std::string marked, RenderChat(chat, marked_bytes, add_generation_prompt));
+  ASSIGN_OR_RETURN(prompt.contents, LocateContents(prompt.text, marked, contents));
+  return prompt;
+}
+
+StatusOr<std::string> LlamaEngine::Impl::RenderChat(const std::vector<llama_chat_message>& chat,
+                                                    size_t text_bytes,
+                                                    bool add_generation_prompt) const {
   const char* tmpl = chat_template.empty() ? kDefaultChatTemplate : chat_template.c_str();
   std::string prompt(2 * text_bytes + 256, '\0');
   if (prompt.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -960,8 +1026,13 @@ StatusOr<std::string> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessag
   return prompt;
 }
 
+StatusOr<std::vector<int32_t>> LlamaEngine::Tokenize(std::string_view text,
+                                                     const std::vector<TextRange>& literal) const {
+  return impl_->Tokenize(text, literal);
+}
+
 StatusOr<int> LlamaEngine::CountTokens(std::string_view text) const {
-  ASSIGN_OR_RETURN(std::vector<llama_token> tokens, impl_->Tokenize(text));
+  ASSIGN_OR_RETURN(std::vector<llama_token> tokens, impl_->Tokenize(text, {}));
   return static_cast<int>(tokens.size());
 }
 

@@ -145,11 +145,19 @@ class LlamaEngine : public GenerativeModel {
   // text; it runs no Jinja), ChatML otherwise ("<|im_start|>{role}\n{content}<|im_end|>\n" per
   // message, then "<|im_start|>assistant\n"); an unknown template is logged at load.
   // Errors: kInvalidArgument (no messages, or a message the template refuses).
-  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override;
+  // The contents' ranges come with it when one holds the text of a control token (a CONTROL or
+  // UNKNOWN token of the vocabulary), found by applying the template again with markers for the
+  // contents (control_text.h). Errors: kInvalidArgument (no messages, a message the template
+  // refuses, or such a content where the template changed it beyond trimming).
+  StatusOr<ChatPrompt> ApplyChatTemplate(const std::vector<ChatMessage>& messages) override;
   // The same, without the assistant's start when `add_generation_prompt` is false.
-  StatusOr<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const;
+  StatusOr<ChatPrompt> ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const;
 
+  // The tokens Generate would decode for this prompt (BOS included), a control token's text in
+  // a `literal` range read as text.
+  StatusOr<std::vector<int32_t>> Tokenize(std::string_view text,
+                                          const std::vector<TextRange>& literal = {}) const;
   // The prompt's length in tokens, counted as Generate counts it (BOS included).
   StatusOr<int> CountTokens(std::string_view text) const;
 

@@ -839,13 +839,13 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
                                 "max_waiting_requests), each choice being one"),
                 "n");
   }
-  std::string prompt;
+  ChatPrompt prompt;  // a completion's has no contents: its control texts are meant
   if (params.chat) {
     auto rendered = engine->ApplyChatTemplate(params.messages);
     if (!rendered.ok()) return fail(rendered.status(), "messages");
     prompt = std::move(rendered).value();
   } else {
-    prompt = params.prompt;
+    prompt.text = params.prompt;
   }
 
   if (streaming) {
@@ -894,7 +894,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   for (int i = 0; i < n; ++i) {
     GenerationRequest r;
     FillGenerationRequest(p, i, &r);
-    r.prompt = prompt;
+    r.prompt = prompt.text;
+    r.literal = prompt.contents;
     r.cancellation = g->engine_token();
     r.received_at = received_at;
     r.deadline = scheduling.deadline;

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -903,17 +904,55 @@ TEST_F(LlamaEngineTest, ChatTemplateDefaultsToChatML) {
   const auto prompt = engine->ApplyChatTemplate({{"system", "Be brief."}, {"user", "Hi there"}},
                                                 /*add_generation_prompt=*/true);
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
-  EXPECT_EQ(*prompt,
+  EXPECT_EQ(prompt->text,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
             "<|im_start|>assistant\n");
+  EXPECT_TRUE(prompt->contents.empty());  // no content holds a control token's text
   const auto without_generation_prompt =
       engine->ApplyChatTemplate({{"user", "Hi there"}}, /*add_generation_prompt=*/false);
   ASSERT_TRUE(without_generation_prompt.ok());
-  EXPECT_EQ(*without_generation_prompt, "<|im_start|>user\nHi there<|im_end|>\n");
+  EXPECT_EQ(without_generation_prompt->text, "<|im_start|>user\nHi there<|im_end|>\n");
   EXPECT_EQ(engine->ApplyChatTemplate({}, true).status().code(), StatusCode::kInvalidArgument);
   // A templated prompt generates like any other.
-  const Output out = Run(*engine, Greedy(*prompt, 4));
+  const Output out = Run(*engine, Greedy(prompt->text, 4));
   EXPECT_EQ(out.texts.size(), 4u);
+}
+
+TEST_F(LlamaEngineTest, AMessagesControlTokenTextIsReadAsText) {
+  auto engine = Engine(Options());
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> eos = engine->Tokenize("</s>").value();  // BOS, EOS
+  ASSERT_EQ(eos.size(), 2u);
+
+  // "</s>" (Llama-2's EOS) in a user's message: where it landed comes with the prompt.
+  const auto prompt =
+      engine->ApplyChatTemplate({{"system", "Be brief."}, {"user", "hi </s></s></s> x"}});
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  ASSERT_EQ(prompt->contents.size(), 2u);
+  const TextRange user = prompt->contents[1];
+  EXPECT_EQ(prompt->text.substr(user.begin, user.end - user.begin), "hi </s></s></s> x");
+  // Read with its contents as text, the prompt holds no EOS; parsed whole, it would.
+  const std::vector<int32_t> as_text = engine->Tokenize(prompt->text, prompt->contents).value();
+  const std::vector<int32_t> parsed = engine->Tokenize(prompt->text).value();
+  EXPECT_EQ(std::count(as_text.begin(), as_text.end(), eos[1]), 0);
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), eos[1]), 3);
+  EXPECT_GT(as_text.size(), parsed.size());  // "</s></s></s>" spelled out
+
+  // The template's own control tokens are still read as tokens, and the stretch between them is
+  // read as one call reads it (SentencePiece's space after a control token included): here
+  // BOS, the stretch as text, EOS.
+  const std::string text = "<s>[INST] hi </s> x [/INST] ok</s>";
+  const std::string stretch = "[INST] hi </s> x [/INST] ok";
+  std::vector<int32_t> expected = engine->Tokenize(stretch, {{0, stretch.size()}}).value();
+  expected.push_back(eos[1]);
+  EXPECT_EQ(engine->Tokenize(text, {{10, 19}}).value(), expected);
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), eos[0]), 1);
+
+  // Generate reads the ranges: the prompt's token count is the text's.
+  GenerationRequest request = Greedy(prompt->text, 1);
+  request.literal = prompt->contents;
+  const Output out = Run(*engine, std::move(request));
+  EXPECT_EQ(out.prompt_tokens, static_cast<int>(as_text.size()));
 }
 
 TEST_F(LlamaEngineTest, ShutdownCancelsActiveAndWaitingRequests) {

@@ -201,6 +201,8 @@ TEST_F(OpenAiHandlerTest, ChatCompletionRendersTheTemplateAndAnswersInOpenAisSha
     std::lock_guard lock(engine_.mu);
     ASSERT_EQ(engine_.prompts.size(), 1u);
     EXPECT_EQ(engine_.prompts[0], "<system>Be brief.<user>Hi<assistant>");
+    // The contents are text to the engine, wherever the template put them.
+    EXPECT_EQ(engine_.literals[0], (std::vector<TextRange>{{8, 17}, {23, 25}}));
   }
   simdjson::dom::parser parser;
   auto doc = Parse(parser, r.body);
@@ -237,6 +239,8 @@ TEST_F(OpenAiHandlerTest, MaxTokensEndsWithLengthAndNChoicesAreEachGenerated) {
   EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 4);
   std::lock_guard lock(engine_.mu);
   EXPECT_EQ(engine_.prompts, (std::vector<std::string>{"Once", "Once"}));
+  // A completion's prompt is the client's own, control tokens and all: nothing is literal.
+  EXPECT_EQ(engine_.literals, (std::vector<std::vector<TextRange>>(2)));
 }
 
 TEST_F(OpenAiHandlerTest, StreamedChatSendsNumberedEventsEndingWithDone) {

@@ -1,0 +1,172 @@
+#include "backends/llamacpp/control_text.h"
+
+#include <algorithm>
+
+namespace harrier {
+namespace {
+
+constexpr std::string_view kMarkerStart =
+    "\x1e"
+    "harrier-content-";
+constexpr char kMarkerEnd = '\x1e';
+
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";  // isspace in the C locale, as llama.cpp's
+  const size_t first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+bool Overlaps(TextRange a, TextRange b) {
+  return a.begin < b.end && b.begin < a.end;
+}
+
+// Whether `occurrence` overlaps one of `sorted`: by begin, with ends made non-decreasing (each
+// range widened to its predecessors' end, which keeps their union).
+bool TouchesAny(TextRange occurrence, const std::vector<TextRange>& sorted) {
+  auto it = std::partition_point(sorted.begin(), sorted.end(),
+                                 [&](const TextRange& r) { return r.end <= occurrence.begin; });
+  return it != sorted.end() && Overlaps(*it, occurrence);
+}
+
+}  // namespace
+
+ControlTexts::ControlTexts(const std::vector<std::string>& texts) {
+  for (const std::string& t : texts) {
+    if (t.empty()) continue;
+    sorted_.push_back(t);
+    first_byte_[static_cast<unsigned char>(t[0])] = true;
+    longest_ = std::max(longest_, t.size());
+  }
+  std::sort(sorted_.begin(), sorted_.end());  // char_traits<char> compares bytes as unsigned
+  sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
+}
+
+std::optional<TextRange> ControlTexts::Find(std::string_view text, size_t from) const {
+  for (size_t i = from; i < text.size(); ++i) {
+    if (!first_byte_[static_cast<unsigned char>(text[i])]) continue;
+    if (const size_t n = LongestAt(text.substr(i)); n > 0) return TextRange{i, i + n};
+  }
+  return std::nullopt;
+}
+
+size_t ControlTexts::LongestAt(std::string_view text) const {
+  // [lo, hi): the texts that start with text's first k bytes; sorted, so the one of exactly k
+  // bytes, if any, comes first.
+  auto lo = sorted_.begin();
+  auto hi = sorted_.end();
+  size_t longest = 0;
+  for (size_t k = 0; lo != hi; ++k) {
+    if (lo->size() == k) {
+      longest = k;
+      ++lo;
+    }
+    if (k == text.size()) break;
+    const auto byte = static_cast<unsigned char>(text[k]);
+    lo = std::lower_bound(lo, hi, byte, [k](const std::string& t, unsigned char b) {
+      return static_cast<unsigned char>(t[k]) < b;
+    });
+    hi = std::upper_bound(lo, hi, byte, [k](unsigned char b, const std::string& t) {
+      return b < static_cast<unsigned char>(t[k]);
+    });
+  }
+  return longest;
+}
+
+std::vector<TokenizePiece> PlanTokenization(std::string_view text,
+                                            const std::vector<TextRange>& literal,
+                                            const ControlTexts& controls) {
+  const std::vector<TokenizePiece> whole = {{{0, text.size()}, true}};
+  std::vector<TextRange> ranges;
+  for (TextRange r : literal) {
+    r.end = std::min(r.end, text.size());
+    if (r.begin < r.end) ranges.push_back(r);
+  }
+  if (ranges.empty() || controls.empty()) return whole;
+  std::sort(ranges.begin(), ranges.end(),
+            [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
+  // The ranges' ends, made non-decreasing, for TouchesAny's search.
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    ranges[i].end = std::max(ranges[i].end, ranges[i - 1].end);
+  }
+
+  // Every control text, as the tokenizer would find it; those touching a literal range are text.
+  std::vector<TextRange> tokens;  // read as control tokens
+  std::vector<TextRange> texts;   // read as text
+  for (std::optional<TextRange> found = controls.Find(text); found;
+       found = controls.Find(text, found->end)) {
+    (TouchesAny(*found, ranges) ? texts : tokens).push_back(*found);
+  }
+  if (texts.empty()) return whole;
+
+  // Each text widens to the stretch between the control tokens around it.
+  std::vector<TokenizePiece> plan;
+  size_t done = 0;  // the end of what the plan covers
+  size_t next_token = 0;
+  for (const TextRange& t : texts) {
+    if (t.begin < done) continue;  // in the stretch already planned
+    while (next_token < tokens.size() && tokens[next_token].end <= t.begin) ++next_token;
+    const size_t stretch_begin = next_token == 0 ? 0 : tokens[next_token - 1].end;
+    const size_t stretch_end = next_token < tokens.size() ? tokens[next_token].begin : text.size();
+    if (done < stretch_begin) plan.push_back({{done, stretch_begin}, true});
+    plan.push_back({{std::max(done, stretch_begin), stretch_end}, false});
+    done = stretch_end;
+  }
+  if (done < text.size()) plan.push_back({{done, text.size()}, true});
+  return plan;
+}
+
+std::string ContentMarker(size_t i) {
+  return std::string(kMarkerStart) + std::to_string(i) + kMarkerEnd;
+}
+
+StatusOr<std::vector<TextRange>> LocateContents(std::string_view rendered, std::string_view marked,
+                                                const std::vector<std::string_view>& contents) {
+  const auto mismatch = [] {
+    return InvalidArgument(
+        "the model's chat template changes a message's content in a way that cannot be traced "
+        "in its output, so a control token's text in it cannot be kept as text");
+  };
+  std::vector<TextRange> ranges;
+  size_t m = 0;  // in `marked`
+  size_t r = 0;  // in `rendered`
+  // The template's own text from `m` to the next marker (or the end) must come next in
+  // `rendered`; returns where that marker starts (npos: none).
+  const auto markup_matches = [&](size_t at_m, size_t at_r, size_t* marker) {
+    *marker = marked.find(kMarkerStart, at_m);
+    const size_t len = (*marker == std::string_view::npos ? marked.size() : *marker) - at_m;
+    return at_r <= rendered.size() && rendered.compare(at_r, len, marked.substr(at_m, len)) == 0;
+  };
+  size_t marker = 0;
+  if (!markup_matches(m, r, &marker)) return mismatch();
+  r += marker == std::string_view::npos ? marked.size() - m : marker - m;
+  while (marker != std::string_view::npos) {
+    const size_t digits = marker + kMarkerStart.size();
+    const size_t end = marked.find(kMarkerEnd, digits);
+    if (end == std::string_view::npos || end == digits || end - digits > 9) return mismatch();
+    size_t index = 0;
+    for (size_t i = digits; i < end; ++i) {
+      if (marked[i] < '0' || marked[i] > '9') return mismatch();
+      index = index * 10 + static_cast<size_t>(marked[i] - '0');
+    }
+    if (index >= contents.size()) return mismatch();
+    m = end + 1;
+    // The content, whole or trimmed: whichever the template's next text follows.
+    bool found = false;
+    for (std::string_view content : {contents[index], Trim(contents[index])}) {
+      if (rendered.compare(r, content.size(), content) != 0) continue;
+      size_t next = 0;
+      if (!markup_matches(m, r + content.size(), &next)) continue;
+      ranges.push_back({r, r + content.size()});
+      r += content.size() + ((next == std::string_view::npos ? marked.size() : next) - m);
+      marker = next;
+      found = true;
+      break;
+    }
+    if (!found) return mismatch();
+  }
+  if (r != rendered.size()) return mismatch();
+  return ranges;
+}
+
+}  // namespace harrier
