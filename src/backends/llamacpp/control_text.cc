@@ -31,44 +31,56 @@ bool TouchesAny(TextRange occurrence, const std::vector<TextRange>& sorted) {
 
 }  // namespace
 
-ControlTexts::ControlTexts(const std::vector<std::string>& texts) {
+ControlTexts::ControlTexts(const std::vector<std::string>& texts) : nodes_(1) {
   for (const std::string& t : texts) {
     if (t.empty()) continue;
-    sorted_.push_back(t);
-    first_byte_[static_cast<unsigned char>(t[0])] = true;
     longest_ = std::max(longest_, t.size());
+    uint32_t node = 0;
+    for (size_t k = 0; k < t.size(); ++k) {
+      const auto byte = static_cast<unsigned char>(t[k]);
+      uint32_t child = 0;
+      if (k == 0) {
+        child = root_[byte];
+      } else {
+        const auto& next = nodes_[node].next;
+        const auto it = std::lower_bound(next.begin(), next.end(), std::pair(byte, 0u));
+        if (it != next.end() && it->first == byte) child = it->second;
+      }
+      if (child == 0) {
+        child = static_cast<uint32_t>(nodes_.size());
+        nodes_.emplace_back();
+        if (k == 0) {
+          root_[byte] = child;
+        } else {
+          auto& next = nodes_[node].next;
+          next.insert(std::lower_bound(next.begin(), next.end(), std::pair(byte, 0u)),
+                      {byte, child});
+        }
+      }
+      node = child;
+    }
+    nodes_[node].ends = true;
   }
-  std::sort(sorted_.begin(), sorted_.end());  // char_traits<char> compares bytes as unsigned
-  sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
 }
 
 std::optional<TextRange> ControlTexts::Find(std::string_view text, size_t from) const {
   for (size_t i = from; i < text.size(); ++i) {
-    if (!first_byte_[static_cast<unsigned char>(text[i])]) continue;
+    if (root_[static_cast<unsigned char>(text[i])] == 0) continue;
     if (const size_t n = LongestAt(text.substr(i)); n > 0) return TextRange{i, i + n};
   }
   return std::nullopt;
 }
 
 size_t ControlTexts::LongestAt(std::string_view text) const {
-  // [lo, hi): the texts that start with text's first k bytes; sorted, so the one of exactly k
-  // bytes, if any, comes first.
-  auto lo = sorted_.begin();
-  auto hi = sorted_.end();
-  size_t longest = 0;
-  for (size_t k = 0; lo != hi; ++k) {
-    if (lo->size() == k) {
-      longest = k;
-      ++lo;
-    }
-    if (k == text.size()) break;
+  uint32_t node = root_[static_cast<unsigned char>(text[0])];
+  size_t longest = nodes_[node].ends ? 1 : 0;
+  for (size_t k = 1; k < text.size(); ++k) {
     const auto byte = static_cast<unsigned char>(text[k]);
-    lo = std::lower_bound(lo, hi, byte, [k](const std::string& t, unsigned char b) {
-      return static_cast<unsigned char>(t[k]) < b;
-    });
-    hi = std::upper_bound(lo, hi, byte, [k](unsigned char b, const std::string& t) {
-      return b < static_cast<unsigned char>(t[k]);
-    });
+    const auto& next = nodes_[node].next;
+    const auto it = std::lower_bound(next.begin(), next.end(), std::pair(byte, 0u));
+    if (it == next.end() || it->first != byte) break;
+    node = it->second;
+    if (nodes_[node].ends) longest = k + 1;
   }
   return longest;
 }

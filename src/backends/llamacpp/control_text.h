@@ -12,9 +12,11 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "harrier/generation.h"
@@ -32,16 +34,20 @@ class ControlTexts {
   bool empty() const { return longest_ == 0; }
 
   // The first control text that starts at or after `from`: at a position, the longest one that
-  // matches there. nullopt when there is none. Linear in the text, but for a narrowing binary
-  // search at each byte some control text starts with (log of their number, per byte matched).
+  // matches there. nullopt when there is none. A walk down a trie of the texts from each byte
+  // that one of them starts with: at most the longest text's length in steps per such byte.
   std::optional<TextRange> Find(std::string_view text, size_t from = 0) const;
 
  private:
-  // The longest text in sorted_ that `text` starts with; 0 when none.
+  struct Node {
+    std::vector<std::pair<unsigned char, uint32_t>> next;  // by byte, ascending
+    bool ends = false;                                     // a text ends here
+  };
+  // The longest text that `text` starts with; 0 when none.
   size_t LongestAt(std::string_view text) const;
 
-  std::vector<std::string> sorted_;  // byte order, no duplicates
-  std::array<bool, 256> first_byte_{};
+  std::vector<Node> nodes_;           // the trie; nodes_[0] is the root
+  std::array<uint32_t, 256> root_{};  // the root's children by byte, dense (0: none)
   size_t longest_ = 0;
 };
 

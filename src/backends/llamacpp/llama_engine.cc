@@ -235,7 +235,7 @@ struct LlamaEngine::Impl {
 
   mutable std::mutex mu;
   std::condition_variable wake;
-  std::deque<Job> inbox;       // guarded by mu: accepted by Generate, not yet seen by the engine
+  std::deque<Job> inbox;        // guarded by mu: accepted by Generate, not yet seen by the engine
   std::deque<Job> to_tokenize;  // guarded by mu: long prompts for the tokenizer thread
   std::condition_variable tokenizer_wake;
   bool stopping = false;       // guarded by mu
@@ -498,8 +498,8 @@ void LlamaEngine::Impl::Admit() {
     for (const Slot& slot : slots) {
       states.push_back({slot.sequence == nullptr, slot.cached, slot.last_used});
     }
-    const SlotChoice choice = ChooseSlot(
-        states, job.prompt, static_cast<size_t>(kMinReusedPrefixTokens), share_prefixes);
+    const SlotChoice choice =
+        ChooseSlot(states, job.prompt, static_cast<size_t>(kMinReusedPrefixTokens), share_prefixes);
     if (choice.slot < 0) return;  // every slot is taken
     Slot& slot = slots[choice.slot];
     size_t reused = choice.reused_tokens;
@@ -979,12 +979,15 @@ StatusOr<ChatPrompt> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessage
   std::vector<llama_chat_message> chat;
   chat.reserve(messages.size());
   size_t text_bytes = 0;
-  bool control_text = false;  // in some content
   for (const ChatMessage& m : messages) {
     chat.push_back({m.role.c_str(), m.content.c_str()});
     text_bytes += m.role.size() + m.content.size();
-    control_text = control_text || controls.Find(m.content).has_value();
   }
+  // Contents too long for the context are not scanned: Generate refuses their prompt unread.
+  const bool control_text =
+      CheckPromptBytes(text_bytes).ok() && std::ranges::any_of(messages, [&](const ChatMessage& m) {
+        return controls.Find(m.content).has_value();
+      });
   ChatPrompt prompt;
   ASSIGN_OR_RETURN(prompt.text, RenderChat(chat, text_bytes, add_generation_prompt));
   if (!control_text) return prompt;  // nothing to read as text: no ranges needed
