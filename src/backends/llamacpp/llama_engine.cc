@@ -188,7 +188,9 @@ struct LlamaEngine::Impl {
   // unless it ended with an error: then they are dropped, as they may be half written.
   void End(Slot& slot, FinishReason reason, const Status& status);
   void EndQueued(Job& job, FinishReason reason, const Status& status);
-  void EndYoungest(const Status& status);
+  // Ends the youngest live request: with kError and `status`, or, when `length_if_generated`
+  // and it has generated a token, with kLength (its output so far is its answer).
+  void EndYoungest(const Status& status, bool length_if_generated = false);
   void FailActive(const Status& status);
   // Cells neither held by a slot nor taken by this step's batch so far.
   int FreeCells() const;
@@ -572,9 +574,11 @@ void LlamaEngine::Impl::Step() {
     }));
   };
   while (generating() > 0 && MakeRoom(generating()) < generating()) {
-    EndYoungest(
-        ResourceExhausted("the KV cache is full: the model's context_size is shared by "
-                          "its parallel sequences, and they outgrew it"));
+    // The shared context ran out: the youngest request ends as at its own context's end, with
+    // what it generated (one that has generated nothing yet is refused, to be sent again).
+    EndYoungest(ResourceExhausted("the KV cache is full: the model's context_size is shared by "
+                                  "its parallel sequences, and they outgrew it"),
+                /*length_if_generated=*/true);
   }
   for (Slot& slot : slots) {
     if (slot.sequence == nullptr || slot.sequence->next_token == LLAMA_TOKEN_NULL) continue;
@@ -740,7 +744,7 @@ void LlamaEngine::Impl::EndQueued(Job& job, FinishReason reason, const Status& s
                   status);
 }
 
-void LlamaEngine::Impl::EndYoungest(const Status& status) {
+void LlamaEngine::Impl::EndYoungest(const Status& status, bool length_if_generated) {
   Slot* youngest = nullptr;
   for (Slot& slot : slots) {
     if (slot.sequence == nullptr) continue;
@@ -748,7 +752,12 @@ void LlamaEngine::Impl::EndYoungest(const Status& status) {
       youngest = &slot;
     }
   }
-  if (youngest != nullptr) End(*youngest, FinishReason::kError, status);
+  if (youngest == nullptr) return;
+  if (length_if_generated && youngest->sequence->generated > 0) {
+    End(*youngest, FinishReason::kLength, Status::Ok());
+  } else {
+    End(*youngest, FinishReason::kError, status);
+  }
 }
 
 void LlamaEngine::Impl::FailActive(const Status& status) {
@@ -979,7 +988,14 @@ StatusOr<ChatPrompt> LlamaEngine::Impl::FormatChat(const std::vector<ChatMessage
   std::vector<llama_chat_message> chat;
   chat.reserve(messages.size());
   size_t text_bytes = 0;
-  for (const ChatMessage& m : messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    // llama_chat_apply_template takes C strings: the text after a NUL would be dropped unseen.
+    if (m.content.find('\0') != std::string::npos || m.role.find('\0') != std::string::npos) {
+      return InvalidArgument("message " + std::to_string(i) +
+                             " holds a NUL character (\\u0000), which llama.cpp's chat "
+                             "templates read as the end of its text");
+    }
     chat.push_back({m.role.c_str(), m.content.c_str()});
     text_bytes += m.role.size() + m.content.size();
   }

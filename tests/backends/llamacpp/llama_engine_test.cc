@@ -387,8 +387,12 @@ TEST_F(LlamaEngineTest, YoungestSequenceGivesWayWhenTheSharedCacheIsFull) {
   ASSERT_TRUE(engine->Generate(Greedy("The first of two", kNoLimit), older).ok());
   const Output a = older->Wait();
   const Output b = younger->Wait();
-  EXPECT_EQ(b.reason, FinishReason::kError);
-  EXPECT_EQ(b.status.code(), StatusCode::kResourceExhausted) << b.status.ToString();
+  // The younger one ends as at the end of its context, with what it generated: a 200 with
+  // finish_reason "length" to an OpenAI client, not a 429 that would throw its text away.
+  EXPECT_EQ(b.reason, FinishReason::kLength);
+  EXPECT_TRUE(b.status.ok()) << b.status.ToString();
+  EXPECT_FALSE(b.texts.empty());
+  EXPECT_LT(b.prompt_tokens + static_cast<int>(b.texts.size()), 256);
   // The older one then has the cache to itself, up to its own limit.
   EXPECT_EQ(a.reason, FinishReason::kLength);
   EXPECT_EQ(a.prompt_tokens + static_cast<int>(a.texts.size()), 256 + 1);
@@ -913,6 +917,10 @@ TEST_F(LlamaEngineTest, ChatTemplateDefaultsToChatML) {
   ASSERT_TRUE(without_generation_prompt.ok());
   EXPECT_EQ(without_generation_prompt->text, "<|im_start|>user\nHi there<|im_end|>\n");
   EXPECT_EQ(engine->ApplyChatTemplate({}, true).status().code(), StatusCode::kInvalidArgument);
+  // llama.cpp's templates read a NUL as the end of the content: refused, not cut short.
+  const auto nul = engine->ApplyChatTemplate({{"user", std::string("a\0b", 3)}});
+  EXPECT_EQ(nul.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(nul.status().message(), HasSubstr("NUL"));
   // A templated prompt generates like any other.
   const Output out = Run(*engine, Greedy(prompt->text, 4));
   EXPECT_EQ(out.texts.size(), 4u);
