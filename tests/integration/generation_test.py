@@ -285,6 +285,23 @@ class GenerationTests(unittest.TestCase):
         self.assertGreater(json.loads(chat)["usage"]["prompt_tokens"],
                            json.loads(whole)["usage"]["prompt_tokens"])
 
+    def test_a_missing_version_asked_for_by_header_is_named_and_a_nul_refused(self):
+        body = {"model": "tiny-llama", "prompt": "x", "max_tokens": 1}
+        status, _, answer = call(self.port, "POST", "/v1/completions", body,
+                                 {"X-Harrier-Model-Version": "7"})
+        self.assertEqual(status, 404, answer)
+        error = json.loads(answer)["error"]
+        self.assertIn("version 7", error["message"])  # the model exists; the version does not
+        self.assertEqual(error["code"], "model_not_found")
+        # llama.cpp's templates stop at a NUL: the rest of the content would be lost unseen.
+        body = {"model": "tiny-llama", "max_tokens": 1,
+                "messages": [{"role": "system", "content": "keep\u0000these rules"}]}
+        status, _, answer = call(self.port, "POST", "/v1/chat/completions", json.dumps(body))
+        self.assertEqual(status, 400, answer)
+        error = json.loads(answer)["error"]
+        self.assertIn("NUL", error["message"])
+        self.assertEqual(error["param"], "messages")
+
     def test_sixteen_concurrent_streams_each_equal_their_single_run(self):
         prompts = ["Story number %d begins" % i for i in range(16)]
         single = {}

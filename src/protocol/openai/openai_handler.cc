@@ -66,6 +66,17 @@ HttpResponse ErrorResponse(int kind, const Status& status, std::string_view para
   return r;
 }
 
+// OpenAI's 404 for a model no one serves. A name longer than any a repository directory can
+// have (NAME_MAX) is not echoed: a body may carry megabytes of it.
+Status UnknownModel(std::string_view name) {
+  constexpr size_t kLongestName = 255;
+  if (name.size() > kLongestName) {
+    return NotFound("The model does not exist: its name is " + std::to_string(name.size()) +
+                    " bytes, and no model's is over " + std::to_string(kLongestName));
+  }
+  return NotFound("The model '" + std::string(name) + "' does not exist");
+}
+
 // A refusal of the prompt for its length (the engine's "the prompt is N tokens, more than the
 // model's context of C", or N bytes: docs/llamacpp-backend.md) carries OpenAI's code for it,
 // `context_length_exceeded`, and names the field that holds the prompt.
@@ -220,19 +231,24 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // stream) and reports it through the record; only then, once they all ended.
   GenerationRecord& record() { return record_; }
 
-  // The engine accepted sequence `index`: a stream's head goes out with the first.
+  // The engine accepted sequence `index`: a stream's head goes out with the first, once every
+  // sequence was handed to the engine and none was refused.
   void OnAccepted(int index) {
-    HttpResponse head;
-    HttpResponder respond;
-    {
-      std::lock_guard lock(mu_);
-      choices_[index].accepted = true;
-      if (!streaming() || head_sent_) return;
-      head_sent_ = true;
-      head = std::move(head_);
-      respond = respond_;
-    }
-    respond(std::move(head));
+    std::unique_lock lock(mu_);
+    choices_[index].accepted = true;
+    SendHeadLocked(std::move(lock));
+  }
+
+  // Every sequence was handed to the engine (or refused). Until then a stream's head waits, so
+  // that a request one of whose choices is refused at once gets a plain error (a 429 with
+  // Retry-After, as without streaming), not a stream that starts and then fails; and the
+  // answer waits, so that it is decided with every choice known.
+  void Submitted() {
+    std::unique_lock lock(mu_);
+    submitted_ = true;
+    lock = SendHeadLocked(std::move(lock));
+    if (ended_ < static_cast<int>(choices_.size()) || finished_) return;
+    FinishLocked(std::move(lock));
   }
 
   void OnStart(int index) {
@@ -305,7 +321,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
         }
       }
     }
-    if (++ended_ < static_cast<int>(choices_.size())) return;
+    if (++ended_ < static_cast<int>(choices_.size()) || !submitted_) return;
     FinishLocked(std::move(lock));
   }
 
@@ -413,18 +429,45 @@ class Generation : public std::enable_shared_from_this<Generation> {
     last_write_ = Clock::now();
   }
 
+  // Sends a stream's head when it is due: streaming, not sent yet, every sequence handed to the
+  // engine, one accepted and none refused. Returns the lock, held again.
+  std::unique_lock<std::mutex> SendHeadLocked(std::unique_lock<std::mutex> lock) {
+    if (!streaming() || head_sent_ || finished_ || !submitted_ || !RefusalLocked().ok() ||
+        std::none_of(choices_.begin(), choices_.end(),
+                     [](const Choice& c) { return c.accepted; })) {
+      return lock;
+    }
+    head_sent_ = true;
+    HttpResponse head = std::move(head_);
+    HttpResponder respond = respond_;
+    lock.unlock();
+    respond(std::move(head));
+    lock.lock();
+    return lock;
+  }
+
+  // Why a choice the engine refused was refused (the others it stopped were cancelled for
+  // it); Ok when none was.
+  Status RefusalLocked() const {
+    for (const auto& c : choices_) {
+      if (c.refused && !c.status.ok() && c.status.code() != StatusCode::kCancelled) {
+        return c.status;
+      }
+    }
+    return Status::Ok();
+  }
+
   void FinishLocked(std::unique_lock<std::mutex> lock) {
     finished_ = true;
     if (streaming() && !head_sent_) {
-      // No sequence was accepted (each refused at once, or by the engine for its prompt): no
-      // stream, a plain error.
-      Status failure = Internal("no sequence was accepted");
+      // No sequence was accepted (each refused at once, or by the engine for its prompt), or one
+      // was refused: no stream, a plain error.
+      Status failure = RefusalLocked();
       for (const Choice& c : choices_) {
-        if (!FinishStatus(c.reason, c.status).ok()) {
-          failure = FinishStatus(c.reason, c.status);
-          break;
-        }
+        if (!failure.ok()) break;
+        failure = FinishStatus(c.reason, c.status);
       }
+      if (failure.ok()) failure = Internal("no sequence was accepted");
       if (out_) out_->Abandon();
       if (!s_.request_id.empty()) (void)s_.shared->store->Finish(s_.request_id);
       HttpResponse answer = RefusalResponse(s_.kind, failure);
@@ -438,21 +481,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
       return;
     }
     GenerationUsage total;
-    bool failed = false;
-    Status failure;
-    // A choice the engine refused says why the request failed (the others it stopped were
-    // cancelled for it).
-    for (const auto& c : choices_) {
-      if (c.refused && !c.status.ok() && c.status.code() != StatusCode::kCancelled) {
-        failed = true;
-        failure = c.status;
-        break;
-      }
-    }
+    Status failure = RefusalLocked();
+    bool failed = !failure.ok();
     for (const auto& c : choices_) {
       total.prompt_tokens = std::max(total.prompt_tokens, c.usage.prompt_tokens);
       total.completion_tokens += c.usage.completion_tokens;
-      total.reused_prompt_tokens = std::max(total.reused_prompt_tokens, c.usage.reused_prompt_tokens);
+      total.reused_prompt_tokens =
+          std::max(total.reused_prompt_tokens, c.usage.reused_prompt_tokens);
       if (!failed && (c.reason == harrier::FinishReason::kError ||
                       c.reason == harrier::FinishReason::kDeadline ||
                       c.reason == harrier::FinishReason::kCancelled)) {
@@ -574,6 +609,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::shared_ptr<ResponseStream> out_;  // guarded by mu_
   HttpResponse head_;                    // guarded by mu_: a stream's, until head_sent_
   bool head_sent_ = false;               // guarded by mu_
+  bool submitted_ = false;               // guarded by mu_: see Submitted
   HttpResponder respond_;                // guarded by mu_
 };
 
@@ -747,8 +783,7 @@ HttpResponse OpenAiHandler::ListModels(bool one, std::string_view id) {
   if (!one) return JsonResponse(200, ModelListJson(entries));
   for (const auto& e : entries)
     if (e.id == id) return JsonResponse(200, ModelJson(e));
-  return ErrorResponse(kChat, NotFound("The model '" + std::string(id) + "' does not exist"),
-                       "model", "model_not_found");
+  return ErrorResponse(kChat, UnknownModel(id), "model", "model_not_found");
 }
 
 void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kind,
@@ -815,11 +850,12 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   auto routed = models_->Route(model_name, version, request.headers);
   if (!routed.ok()) {
     const bool missing = routed.status().code() == StatusCode::kNotFound;
-    // With a version in the URL the router says which is missing, the model or the version.
-    return fail(missing && !version.has_value()
-                    ? NotFound("The model '" + model_name + "' does not exist")
-                    : routed.status(),
-                "model", missing ? "model_not_found" : "");
+    // A version asked for (in the URL, or X-Harrier-Model-Version) that the model lacks: the
+    // router says which version; otherwise the model is unknown, in OpenAI's words.
+    const bool model_missing =
+        missing && !version.has_value() && !models_->Get(model_name, std::nullopt).ok();
+    return fail(model_missing ? UnknownModel(model_name) : routed.status(), "model",
+                missing ? "model_not_found" : "");
   }
   std::shared_ptr<ServableModel> model = std::move(routed).value();
   record->SetModel(model->name(), model->version());
@@ -903,16 +939,15 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (s.ok()) continue;
     g->Refused(i, s);
-    if (!streaming) {
-      // The answer is this refusal whatever the others give: they stop now, and the rest are
-      // not started.
-      for (int j = i + 1; j < n; ++j) {
-        g->Refused(j, Cancelled("another choice of this request was refused"));
-      }
-      g->engine_token()->Cancel();
-      break;
+    // The answer is this refusal whatever the others give, streamed or not: they stop now, and
+    // the rest are not started.
+    for (int j = i + 1; j < n; ++j) {
+      g->Refused(j, Cancelled("another choice of this request was refused"));
     }
+    g->engine_token()->Cancel();
+    break;
   }
+  g->Submitted();
 }
 
 void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::string_view stream_id) {

@@ -243,6 +243,8 @@ TEST_F(OpenAiHandlerTest, MaxTokensEndsWithLengthAndNChoicesAreEachGenerated) {
   EXPECT_EQ(engine_.literals, (std::vector<std::vector<TextRange>>(2)));
 }
 
+// (The fake generates inside Generate: the stream ends before the handler has handed it over,
+// and its head still goes first.)
 TEST_F(OpenAiHandlerTest, StreamedChatSendsNumberedEventsEndingWithDone) {
   const auto r = Call("POST", "/v1/chat/completions",
                       R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],
@@ -368,6 +370,21 @@ TEST_F(OpenAiHandlerTest, MoreChoicesThanTheEngineHoldsAreABadRequest) {
   EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","n":3})").status, 200);
 }
 
+// A model's name is a directory's: one longer than any could be is not echoed in the 404.
+TEST_F(OpenAiHandlerTest, AnUnknownModelsNameIsEchoedOnlyWhenAModelCouldHaveIt) {
+  auto r = Call("POST", "/v1/completions", R"({"model":"nope","prompt":"x"})");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find("The model 'nope' does not exist"), std::string::npos) << r.body;
+  const std::string name(300, 'm');
+  r = Call("POST", "/v1/completions", R"({"model":")" + name + R"(","prompt":"x"})");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.body.find(name), std::string::npos);
+  EXPECT_NE(r.body.find("its name is 300 bytes"), std::string::npos) << r.body;
+  r = Call("GET", "/v1/models/" + name);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.body.find(name), std::string::npos);
+}
+
 // One choice refused at once (the engine full): the answer is that refusal, now; the choices
 // already running stop, and the rest are not started.
 TEST_F(OpenAiHandlerTest, AChoiceRefusedAtOnceStopsTheOthers) {
@@ -389,6 +406,32 @@ TEST_F(OpenAiHandlerTest, AChoiceRefusedAtOnceStopsTheOthers) {
   held[0].sink->OnEnd(harrier::FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
   ASSERT_TRUE(answer->has_value());
   EXPECT_EQ((*answer)->status, 429) << (*answer)->body;
+  EXPECT_NE((*answer)->body.find("8 requests in progress"), std::string::npos) << (*answer)->body;
+}
+
+// The same streamed: no stream that starts and then fails (and streams on without the refused
+// choice), but the same plain 429, once the choice already running has stopped.
+TEST_F(OpenAiHandlerTest, AStreamedChoiceRefusedAtOnceGetsThePlainRefusal) {
+  engine_.hold = true;  // and accepted at once: the head would be due, but for the refusal
+  engine_.refuse = ResourceExhausted("the model has 8 requests in progress or waiting");
+  engine_.refuse_after_calls = 1;
+  Make();
+  auto answer = std::make_shared<std::optional<HttpResponse>>();
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/v1/completions";
+  request.body =
+      std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3,"stream":true})");
+  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  EXPECT_FALSE(answer->has_value());  // no head: the refusal is the answer
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  held[0].sink->OnEnd(harrier::FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->status, 429) << (*answer)->body;
+  EXPECT_EQ((*answer)->stream, nullptr);
+  EXPECT_FALSE(Header(**answer, "Retry-After").empty());
   EXPECT_NE((*answer)->body.find("8 requests in progress"), std::string::npos) << (*answer)->body;
 }
 
