@@ -303,10 +303,17 @@ class Generation : public std::enable_shared_from_this<Generation> {
       // A cancelled stream says so too: a reader who resumes it must see that it was cut short.
       if (reason == harrier::FinishReason::kError || reason == harrier::FinishReason::kDeadline ||
           reason == harrier::FinishReason::kCancelled) {
-        const Status why = reason == harrier::FinishReason::kCancelled && !cancelled_because_.ok()
-                               ? cancelled_because_
-                               : FinishStatus(reason, status);
-        EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
+        // One error event ends the stream (an SDK stops reading there): the other choices stop,
+        // and their ends say nothing more.
+        if (!error_sent_) {
+          error_sent_ = true;
+          const Status why = reason == harrier::FinishReason::kCancelled && !cancelled_because_.ok()
+                                 ? cancelled_because_
+                                 : FinishStatus(reason, status);
+          EmitLocked(IsTriton(s_.kind) ? GenerateErrorJson(why.message()) : OpenAiErrorJson(why));
+          // Cancel only wakes the engine's loop: safe under the lock, as in EmitLocked.
+          if (ended_ + 1 < static_cast<int>(choices_.size())) engine_token_->Cancel();
+        }
       } else if (reason != harrier::FinishReason::kCancelled) {
         // Tokens whose text never came (the stop string's): their logprobs still go out.
         if (!IsTriton(s_.kind) && !c.logprobs.empty()) EmitContentLocked(index, "");
@@ -610,6 +617,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   HttpResponse head_;                    // guarded by mu_: a stream's, until head_sent_
   bool head_sent_ = false;               // guarded by mu_
   bool submitted_ = false;               // guarded by mu_: see Submitted
+  bool error_sent_ = false;              // guarded by mu_: a stream's one error event
   HttpResponder respond_;                // guarded by mu_
 };
 

@@ -370,6 +370,35 @@ TEST_F(OpenAiHandlerTest, MoreChoicesThanTheEngineHoldsAreABadRequest) {
   EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","n":3})").status, 200);
 }
 
+// A stream of several choices ends at its one error event: the other choices stop, and a
+// reader (or one who resumes) sees the error once.
+TEST_F(OpenAiHandlerTest, AStreamOfSeveralChoicesEndsAtItsOneErrorEvent) {
+  engine_.hold = true;
+  Make();
+  auto answer = std::make_shared<std::optional<HttpResponse>>();
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/v1/completions";
+  request.body =
+      std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3,"stream":true})");
+  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  ASSERT_TRUE(answer->has_value());
+  ASSERT_EQ((*answer)->status, 200);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 3u);
+  held[1].sink->OnEnd(harrier::FinishReason::kError, {1, 0, 0}, Internal("the engine failed"));
+  EXPECT_TRUE(held[0].request.cancellation->cancelled());
+  held[0].sink->OnEnd(harrier::FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  held[2].sink->OnEnd(harrier::FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  StreamReader reader((*answer)->stream);
+  reader.DrainUntilFinished();
+  ASSERT_TRUE(reader.finished);
+  const auto events = reader.Events();
+  ASSERT_EQ(events.size(), 2u) << reader.text;
+  EXPECT_NE(events[0].data.find("the engine failed"), std::string::npos) << events[0].data;
+  EXPECT_EQ(events[1].data, "[DONE]");
+}
+
 // A model's name is a directory's: one longer than any could be is not echoed in the 404.
 TEST_F(OpenAiHandlerTest, AnUnknownModelsNameIsEchoedOnlyWhenAModelCouldHaveIt) {
   auto r = Call("POST", "/v1/completions", R"({"model":"nope","prompt":"x"})");
