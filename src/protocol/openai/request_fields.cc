@@ -24,6 +24,47 @@ std::string NumberText(int64_t i) {
   return std::to_string(i);
 }
 
+// A number simdjson's DOM parser cannot read (an integer past 64 bits, a number past a
+// double's range), which is valid JSON all the same: where it is, and its text.
+struct UnreadableNumber {
+  std::string path;  // through objects: "max_tokens", "parameters.seed"
+  std::string text;
+};
+
+// Searches `object`'s fields, and those of the objects in it down to `depth` more levels; not
+// arrays. nullopt when it is not there, or the body fails otherwise first.
+std::optional<UnreadableNumber> FindUnreadableNumber(simdjson::ondemand::object object,
+                                                     const std::string& prefix, int depth) {
+  for (auto field : object) {
+    std::string_view key;
+    simdjson::ondemand::value value;
+    simdjson::ondemand::json_type type;
+    if (field.unescaped_key().get(key) || field.value().get(value) || value.type().get(type)) {
+      return std::nullopt;
+    }
+    const std::string path = prefix + std::string(key);
+    if (type == simdjson::ondemand::json_type::number) {
+      std::string_view text = value.raw_json_token();
+      while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
+                               text.back() == '\r')) {
+        text.remove_suffix(1);
+      }
+      simdjson::ondemand::number number;
+      if (value.get_number().get(number)) {
+        constexpr size_t kShown = 40;
+        return UnreadableNumber{path, text.size() <= kShown
+                                          ? std::string(text)
+                                          : std::string(text.substr(0, kShown)) + "..."};
+      }
+    } else if (type == simdjson::ondemand::json_type::object && depth > 0) {
+      simdjson::ondemand::object inner;
+      if (value.get_object().get(inner)) return std::nullopt;
+      if (auto found = FindUnreadableNumber(inner, path + ".", depth - 1)) return found;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view JsonTypeName(element_type type) {
@@ -53,7 +94,22 @@ Status FieldReader::TooLarge(std::string_view param, std::string message) {
 StatusOr<simdjson::dom::object> FieldReader::ParseObject(simdjson::dom::parser& parser,
                                                          std::string_view body) {
   element root;
-  if (auto err = parser.parse(simdjson::padded_string(body)).get(root)) {
+  const simdjson::padded_string padded(body);
+  if (auto err = parser.parse(padded).get(root)) {
+    if (err == simdjson::NUMBER_ERROR) {
+      // Valid JSON, perhaps, with a number no field here could take: say which (top-level
+      // fields and Triton's `parameters`).
+      simdjson::ondemand::parser on_demand;
+      simdjson::ondemand::document doc;
+      simdjson::ondemand::object object;
+      if (!on_demand.iterate(padded).get(doc) && !doc.get_object().get(object)) {
+        if (auto found = FindUnreadableNumber(object, "", 1)) {
+          return Fail(found->path, Quoted(found->path) + " is " + found->text +
+                                       ", a number past what any field here takes (a 64-bit "
+                                       "integer, a double)");
+        }
+      }
+    }
     return Fail("", std::string("the body is not valid JSON: ") + simdjson::error_message(err));
   }
   simdjson::dom::object object;

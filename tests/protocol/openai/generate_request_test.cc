@@ -82,6 +82,8 @@ TEST(GenerateRequestTest, Rejects) {
     const char* fragment;
   } cases[] = {
       {"", StatusCode::kInvalidArgument, "", "not valid JSON"},
+      {R"({"text_input":"x","parameters":{"seed":1e400}})", StatusCode::kInvalidArgument,
+       "parameters.seed", "'parameters.seed' is 1e400, a number past"},
       {"[]", StatusCode::kInvalidArgument, "", "must be a JSON object"},
       {R"({})", StatusCode::kInvalidArgument, "text_input", "'text_input' is required"},
       {R"({"text_input":null})", StatusCode::kInvalidArgument, "text_input", "is required"},

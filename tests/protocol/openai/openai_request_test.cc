@@ -168,6 +168,14 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {"", "", "not valid JSON"},
       {"{", "", "not valid JSON"},
       {R"({"model":"m",})", "", "not valid JSON"},
+      // Valid JSON, with a number past 64 bits or a double's range: the field is named.
+      {Chat(R"("max_tokens":1000000000000000000000000000000)"), "max_tokens",
+       "'max_tokens' is 1000000000000000000000000000000, a number past what any field"},
+      {Chat(R"("temperature":1e999)"), "temperature", "'temperature' is 1e999, a number past"},
+      {Chat(R"("seed":18446744073709551616)"), "seed", "'seed' is 18446744073709551616"},
+      {Chat(R"("stream_options":{"x":-1e999})"), "stream_options.x", "is -1e999"},
+      {Chat(R"("logit_bias":{"1":1e999})"), "logit_bias.1", "'logit_bias.1' is 1e999"},
+      {Chat(R"("stop":[1e999])"), "", "not valid JSON"},  // in an array: not looked for
       {"[1]", "", "must be a JSON object, got an array"},
       {"\"x\"", "", "must be a JSON object, got a string"},
       // Required fields.
