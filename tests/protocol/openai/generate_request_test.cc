@@ -95,6 +95,9 @@ TEST(GenerateRequestTest, Rejects) {
        "parameters.max_tokens", "'parameters.max_tokens' must be at least 1, got -3"},
       {R"({"text_input":"x","max_tokens":"3"})", StatusCode::kInvalidArgument, "max_tokens",
        "must be an integer, got a string"},
+      // `parameters` wins, but an invalid value in the other place is still refused.
+      {R"({"text_input":"x","parameters":{"max_tokens":1},"max_tokens":-5})",
+       StatusCode::kInvalidArgument, "max_tokens", "'max_tokens' must be at least 1, got -5"},
       {R"({"text_input":"x","priority":-2})", StatusCode::kInvalidArgument, "priority",
        "'priority' must be at least 0, got -2"},
       {R"({"text_input":"x","parameters":{"temperature":9}})", StatusCode::kInvalidArgument,
