@@ -137,6 +137,19 @@ class OpenAiHandlerTest : public ::testing::Test {
     return answer->has_value() ? std::move(**answer) : HttpResponse{};
   }
 
+  // POSTs `body` without waiting: the answer lands in what this returns, when the handler
+  // gives it (a held engine's requests answer later, or never).
+  std::shared_ptr<std::optional<HttpResponse>> Post(std::string target, std::string body) {
+    if (!handler_) Make();
+    HttpRequest r;
+    r.method = "POST";
+    r.target = std::move(target);
+    r.body = std::make_shared<const std::string>(std::move(body));
+    auto answer = std::make_shared<std::optional<HttpResponse>>();
+    handler_->Handle(std::move(r), [answer](HttpResponse resp) { *answer = std::move(resp); });
+    return answer;
+  }
+
   static std::string Header(const HttpResponse& r, std::string_view name) {
     for (const auto& [k, v] : r.headers)
       if (k == name) return std::string(v);
@@ -318,15 +331,8 @@ TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
   engine_.hold = true;
   engine_.accept_held = false;
   Make();
-  auto answer = std::make_shared<std::optional<HttpResponse>>();
-  auto send = [&](std::string body) {
-    answer->reset();
-    HttpRequest r;
-    r.method = "POST";
-    r.target = "/v1/completions";
-    r.body = std::make_shared<const std::string>(std::move(body));
-    handler_->Handle(std::move(r), [answer](HttpResponse resp) { *answer = std::move(resp); });
-  };
+  std::shared_ptr<std::optional<HttpResponse>> answer;
+  auto send = [&](std::string body) { answer = Post("/v1/completions", std::move(body)); };
   send(R"({"model":"llm","prompt":"long","stream":true})");
   auto held = engine_.TakeHeld();
   ASSERT_EQ(held.size(), 1u);
@@ -375,13 +381,8 @@ TEST_F(OpenAiHandlerTest, MoreChoicesThanTheEngineHoldsAreABadRequest) {
 TEST_F(OpenAiHandlerTest, AStreamOfSeveralChoicesEndsAtItsOneErrorEvent) {
   engine_.hold = true;
   Make();
-  auto answer = std::make_shared<std::optional<HttpResponse>>();
-  HttpRequest request;
-  request.method = "POST";
-  request.target = "/v1/completions";
-  request.body =
-      std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3,"stream":true})");
-  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  const auto answer =
+      Post("/v1/completions", R"({"model":"llm","prompt":"x","n":3,"stream":true})");
   ASSERT_TRUE(answer->has_value());
   ASSERT_EQ((*answer)->status, 200);
   auto held = engine_.TakeHeld();
@@ -421,12 +422,7 @@ TEST_F(OpenAiHandlerTest, AChoiceRefusedAtOnceStopsTheOthers) {
   engine_.refuse = ResourceExhausted("the model has 8 requests in progress or waiting");
   engine_.refuse_after_calls = 1;
   Make();
-  auto answer = std::make_shared<std::optional<HttpResponse>>();
-  HttpRequest request;
-  request.method = "POST";
-  request.target = "/v1/completions";
-  request.body = std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3})");
-  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  const auto answer = Post("/v1/completions", R"({"model":"llm","prompt":"x","n":3})");
   EXPECT_EQ(engine_.prompts.size(), 2u);  // the third was never asked for
   auto held = engine_.TakeHeld();
   ASSERT_EQ(held.size(), 1u);
@@ -445,13 +441,8 @@ TEST_F(OpenAiHandlerTest, AStreamedChoiceRefusedAtOnceGetsThePlainRefusal) {
   engine_.refuse = ResourceExhausted("the model has 8 requests in progress or waiting");
   engine_.refuse_after_calls = 1;
   Make();
-  auto answer = std::make_shared<std::optional<HttpResponse>>();
-  HttpRequest request;
-  request.method = "POST";
-  request.target = "/v1/completions";
-  request.body =
-      std::make_shared<const std::string>(R"({"model":"llm","prompt":"x","n":3,"stream":true})");
-  handler_->Handle(std::move(request), [answer](HttpResponse resp) { *answer = std::move(resp); });
+  const auto answer =
+      Post("/v1/completions", R"({"model":"llm","prompt":"x","n":3,"stream":true})");
   EXPECT_FALSE(answer->has_value());  // no head: the refusal is the answer
   auto held = engine_.TakeHeld();
   ASSERT_EQ(held.size(), 1u);
