@@ -24,7 +24,9 @@ seconds=${1:-60}
 shift || true
 
 # target        -max_len: the largest input worth mutating (HTTP/2: a few frames of a full
-#               stream window; config.pbtxt: a long file; the rest: a few requests or headers)
+#               stream window; config.pbtxt: a long file; control text: a chat of a few
+#               messages, the target's checks being quadratic in it; the rest: a few requests
+#               or headers)
 declare -A max_len=(
   [infer_codec]=4096
   [http1_request]=8192
@@ -38,9 +40,11 @@ declare -A max_len=(
   [openai_request]=4096
   [model_control]=4096
   [model_load]=4096
+  [control_text]=2048
 )
 all_targets=(infer_codec http1_request http2_frames grpc_infer_request grpc_wire model_config
-             trace_context content_coding traffic_policy openai_request model_control model_load)
+             trace_context content_coding traffic_policy openai_request model_control model_load
+             control_text)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do

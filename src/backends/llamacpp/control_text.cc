@@ -1,6 +1,7 @@
 #include "backends/llamacpp/control_text.h"
 
 #include <algorithm>
+#include <set>
 
 namespace harrier {
 namespace {
@@ -139,46 +140,87 @@ StatusOr<std::vector<TextRange>> LocateContents(std::string_view rendered, std::
         "the model's chat template changes a message's content in a way that cannot be traced "
         "in its output, so a control token's text in it cannot be kept as text");
   };
-  std::vector<TextRange> ranges;
-  size_t m = 0;  // in `marked`
-  size_t r = 0;  // in `rendered`
-  // The template's own text from `m` to the next marker (or the end) must come next in
-  // `rendered`; returns where that marker starts (npos: none).
+  // The template's own text from `at_m` to the next marker (or the end) must come next in
+  // `rendered`, at `at_r`; returns where that marker starts (npos: none).
   const auto markup_matches = [&](size_t at_m, size_t at_r, size_t* marker) {
     *marker = marked.find(kMarkerStart, at_m);
     const size_t len = (*marker == std::string_view::npos ? marked.size() : *marker) - at_m;
     return at_r <= rendered.size() && rendered.compare(at_r, len, marked.substr(at_m, len)) == 0;
   };
-  size_t marker = 0;
-  if (!markup_matches(m, r, &marker)) return mismatch();
-  r += marker == std::string_view::npos ? marked.size() - m : marker - m;
-  while (marker != std::string_view::npos) {
-    const size_t digits = marker + kMarkerStart.size();
+  // The length of the markup from `at_m` to `marker` (npos: to the end).
+  const auto markup_size = [&](size_t at_m, size_t marker) {
+    return (marker == std::string_view::npos ? marked.size() : marker) - at_m;
+  };
+  // The marker at `at`: the message it names, and where the markup after it starts.
+  struct Marker {
+    size_t index = 0;
+    size_t after = 0;
+  };
+  const auto read_marker = [&](size_t at) -> std::optional<Marker> {
+    const size_t digits = at + kMarkerStart.size();
     const size_t end = marked.find(kMarkerEnd, digits);
-    if (end == std::string_view::npos || end == digits || end - digits > 9) return mismatch();
+    if (end == std::string_view::npos || end == digits || end - digits > 9) return std::nullopt;
     size_t index = 0;
     for (size_t i = digits; i < end; ++i) {
-      if (marked[i] < '0' || marked[i] > '9') return mismatch();
+      if (marked[i] < '0' || marked[i] > '9') return std::nullopt;
       index = index * 10 + static_cast<size_t>(marked[i] - '0');
     }
-    if (index >= contents.size()) return mismatch();
-    m = end + 1;
-    // The content, whole or trimmed: whichever the template's next text follows.
-    bool found = false;
-    for (std::string_view content : {contents[index], Trim(contents[index])}) {
-      if (rendered.compare(r, content.size(), content) != 0) continue;
-      size_t next = 0;
-      if (!markup_matches(m, r + content.size(), &next)) continue;
-      ranges.push_back({r, r + content.size()});
-      r += content.size() + ((next == std::string_view::npos ? marked.size() : next) - m);
-      marker = next;
-      found = true;
-      break;
-    }
-    if (!found) return mismatch();
+    if (index >= contents.size()) return std::nullopt;
+    return Marker{index, end + 1};
+  };
+
+  size_t first = 0;
+  if (!markup_matches(0, 0, &first)) return mismatch();
+  if (first == std::string_view::npos) {
+    if (marked.size() != rendered.size()) return mismatch();
+    return std::vector<TextRange>{};
   }
-  if (r != rendered.size()) return mismatch();
-  return ranges;
+
+  // Each content is there whole or trimmed, and which may show only further on: after "x " and
+  // the markup " ", "x  y" is "x " whole when the next content is "y" and "x" trimmed when it is
+  // " y". A depth-first search over the choices, whole first. A (marker, position) that led
+  // nowhere leads nowhere whichever way it was reached, so each is tried once: a chat of many
+  // blank contents takes time in proportion to markers times positions, not 2^markers.
+  struct Step {
+    size_t marker;  // where it starts in `marked`
+    size_t r;       // where its content starts in `rendered`
+    Marker read;
+    int tried = 0;  // 0: nothing yet, 1: whole, 2: trimmed too
+  };
+  std::vector<Step> path;
+  std::vector<TextRange> ranges;  // the choices of path's steps but the last
+  std::set<std::pair<size_t, size_t>> dead_ends;
+  const std::optional<Marker> read = read_marker(first);
+  if (!read) return mismatch();
+  path.push_back({first, first, *read});
+  while (!path.empty()) {
+    Step& step = path.back();
+    if (step.tried == 2) {
+      dead_ends.insert({step.marker, step.r});
+      path.pop_back();
+      if (!ranges.empty()) ranges.pop_back();
+      continue;
+    }
+    const std::string_view whole = contents[step.read.index];
+    const std::string_view content = step.tried++ == 0 ? whole : Trim(whole);
+    if (step.tried == 2 && content.size() == whole.size()) continue;  // nothing to trim
+    if (rendered.compare(step.r, content.size(), content) != 0) continue;
+    const size_t content_end = step.r + content.size();
+    size_t next = 0;
+    if (!markup_matches(step.read.after, content_end, &next)) continue;
+    const size_t next_r = content_end + markup_size(step.read.after, next);
+    if (next == std::string_view::npos) {
+      if (next_r != rendered.size()) continue;
+      ranges.push_back({step.r, content_end});
+      return ranges;
+    }
+    if (dead_ends.contains({next, next_r})) continue;
+    const std::optional<Marker> next_read = read_marker(next);
+    if (!next_read) return mismatch();  // the same marker, whichever way it is reached
+    ranges.push_back({step.r, content_end});
+    path.push_back({next, next_r, *next_read});  // `step` is not used after this
+  }
+  return mismatch();
 }
 
 }  // namespace harrier

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace harrier {
@@ -114,6 +115,60 @@ TEST(LocateContentsTest, ADroppedOrRepeatedMessageIsFollowed) {
       LocateContents("[b|b]", "[" + ContentMarker(1) + "|" + ContentMarker(1) + "]", contents);
   ASSERT_TRUE(ranges.ok());
   EXPECT_EQ(ranges.value(), (std::vector<TextRange>{{1, 2}, {3, 4}}));
+}
+
+struct LocateCase {
+  const char* name;
+  std::string rendered;
+  std::string marked;
+  std::vector<std::string_view> contents;
+  std::vector<TextRange> ranges;
+};
+
+class LocateTable : public ::testing::TestWithParam<LocateCase> {};
+
+TEST_P(LocateTable, FindsContentsWholeOrTrimmedWhereverARenderingHasThem) {
+  const LocateCase& c = GetParam();
+  const auto ranges = LocateContents(c.rendered, c.marked, c.contents);
+  ASSERT_TRUE(ranges.ok()) << ranges.status().ToString();
+  EXPECT_EQ(ranges.value(), c.ranges);
+}
+
+// Whether the template trimmed a content can show only after the markup that follows it: "x "
+// then " " reads as "x " whole until the next content does not fit (found by
+// tests/fuzz/control_text_fuzzer.cc).
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LocateTable,
+    ::testing::Values(
+        // "x" trimmed, " " markup, " y " whole: "x " whole would leave "y ]" for " y ".
+        LocateCase{"trimmed_before_blank_markup",
+                   "x  y ]",
+                   ContentMarker(0) + " " + ContentMarker(1) + "]",
+                   {"x ", " y "},
+                   {{0, 1}, {2, 5}}},
+        // The same with no markup between: "x " whole would leave "y " for " y ".
+        LocateCase{"trimmed_before_the_next_content",
+                   "x y ",
+                   ContentMarker(0) + ContentMarker(1),
+                   {"x ", " y "},
+                   {{0, 1}, {1, 4}}},
+        LocateCase{"the_whole_content_where_it_fits",
+                   "<u>x </u>",
+                   "<u>" + ContentMarker(0) + "</u>",
+                   {"x "},
+                   {{3, 5}}}),
+    [](const ::testing::TestParamInfo<LocateCase>& info) { return std::string(info.param.name); });
+
+TEST(LocateContentsTest, ManyBlankContentsDoNotTakeExponentialTime) {
+  // 200 blank contents, whole or trimmed, over 100 blanks and then a byte no choice reaches:
+  // 2^200 ways to choose, each (marker, position) tried once.
+  const std::vector<std::string_view> contents = {" "};
+  std::string marked;
+  for (int i = 0; i < 200; ++i) marked += ContentMarker(0);
+  EXPECT_FALSE(LocateContents(std::string(100, ' ') + "!", marked + "?", contents).ok());
+  const auto ranges = LocateContents(std::string(100, ' ') + "?", marked + "?", contents);
+  ASSERT_TRUE(ranges.ok()) << ranges.status().ToString();
+  EXPECT_EQ(ranges.value().size(), 200u);
 }
 
 TEST(LocateContentsTest, WhatCannotBeTracedIsRefused) {
