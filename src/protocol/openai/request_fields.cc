@@ -27,23 +27,38 @@ std::string NumberText(int64_t i) {
 // A number simdjson's DOM parser cannot read (an integer past 64 bits, a number past a
 // double's range), which is valid JSON all the same: where it is, and its text.
 struct UnreadableNumber {
-  std::string path;  // through objects: "max_tokens", "parameters.seed"
+  std::string path;  // as a field's param is named: "max_tokens", "messages[0].content[1].text"
   std::string text;
 };
 
-// Searches `object`'s fields, and those of the objects in it down to `depth` more levels; not
-// arrays. nullopt when it is not there, or the body fails otherwise first.
-std::optional<UnreadableNumber> FindUnreadableNumber(simdjson::ondemand::object object,
-                                                     const std::string& prefix, int depth) {
+// How far below the body the search goes, in objects and arrays: as deep as a request's fields
+// go (messages[i].content[j].text), and no further, so that a deeply nested body cannot make it
+// recurse without bound.
+constexpr int kUnreadableNumberDepth = 4;
+
+std::optional<UnreadableNumber> FindUnreadableNumber(simdjson::ondemand::value value,
+                                                     const std::string& path, int depth);
+
+// Searches the fields of `object`, whose path is `prefix` ("" for the body, else "name.").
+std::optional<UnreadableNumber> FindUnreadableNumberInObject(simdjson::ondemand::object object,
+                                                             const std::string& prefix, int depth) {
   for (auto field : object) {
     std::string_view key;
     simdjson::ondemand::value value;
-    simdjson::ondemand::json_type type;
-    if (field.unescaped_key().get(key) || field.value().get(value) || value.type().get(type)) {
-      return std::nullopt;
-    }
-    const std::string path = prefix + std::string(key);
-    if (type == simdjson::ondemand::json_type::number) {
+    if (field.unescaped_key().get(key) || field.value().get(value)) return std::nullopt;
+    if (auto found = FindUnreadableNumber(value, prefix + std::string(key), depth)) return found;
+  }
+  return std::nullopt;
+}
+
+// Searches `value` at `path`, and the objects and arrays in it down to `depth` more levels.
+// nullopt when it is not there, or the body fails otherwise first.
+std::optional<UnreadableNumber> FindUnreadableNumber(simdjson::ondemand::value value,
+                                                     const std::string& path, int depth) {
+  simdjson::ondemand::json_type type;
+  if (value.type().get(type)) return std::nullopt;
+  switch (type) {
+    case simdjson::ondemand::json_type::number: {
       std::string_view text = value.raw_json_token();
       while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
                                text.back() == '\r')) {
@@ -56,13 +71,27 @@ std::optional<UnreadableNumber> FindUnreadableNumber(simdjson::ondemand::object 
                                           ? std::string(text)
                                           : std::string(text.substr(0, kShown)) + "..."};
       }
-    } else if (type == simdjson::ondemand::json_type::object && depth > 0) {
-      simdjson::ondemand::object inner;
-      if (value.get_object().get(inner)) return std::nullopt;
-      if (auto found = FindUnreadableNumber(inner, path + ".", depth - 1)) return found;
+      return std::nullopt;
     }
+    case simdjson::ondemand::json_type::object: {
+      simdjson::ondemand::object object;
+      if (depth == 0 || value.get_object().get(object)) return std::nullopt;
+      return FindUnreadableNumberInObject(object, path + ".", depth - 1);
+    }
+    case simdjson::ondemand::json_type::array: {
+      simdjson::ondemand::array array;
+      if (depth == 0 || value.get_array().get(array)) return std::nullopt;
+      size_t index = 0;
+      for (auto element : array) {
+        simdjson::ondemand::value inner;
+        if (element.get(inner)) return std::nullopt;
+        const std::string inner_path = path + "[" + std::to_string(index++) + "]";
+        if (auto found = FindUnreadableNumber(inner, inner_path, depth - 1)) return found;
+      }
+      return std::nullopt;
+    }
+    default: return std::nullopt;
   }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -97,13 +126,13 @@ StatusOr<simdjson::dom::object> FieldReader::ParseObject(simdjson::dom::parser& 
   const simdjson::padded_string padded(body);
   if (auto err = parser.parse(padded).get(root)) {
     if (err == simdjson::NUMBER_ERROR) {
-      // Valid JSON, perhaps, with a number no field here could take: say which (top-level
-      // fields and Triton's `parameters`).
+      // Valid JSON, perhaps, with a number no field here could take: say which, by the path a
+      // field's refusal would name ("parameters.seed", "stop[1]").
       simdjson::ondemand::parser on_demand;
       simdjson::ondemand::document doc;
       simdjson::ondemand::object object;
       if (!on_demand.iterate(padded).get(doc) && !doc.get_object().get(object)) {
-        if (auto found = FindUnreadableNumber(object, "", 1)) {
+        if (auto found = FindUnreadableNumberInObject(object, "", kUnreadableNumberDepth)) {
           return Fail(found->path, Quoted(found->path) + " is " + found->text +
                                        ", a number past what any field here takes (a 64-bit "
                                        "integer, a double)");

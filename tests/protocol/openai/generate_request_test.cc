@@ -84,6 +84,8 @@ TEST(GenerateRequestTest, Rejects) {
       {"", StatusCode::kInvalidArgument, "", "not valid JSON"},
       {R"({"text_input":"x","parameters":{"seed":1e400}})", StatusCode::kInvalidArgument,
        "parameters.seed", "'parameters.seed' is 1e400, a number past"},
+      {R"({"text_input":"x","parameters":{"stop":["a",1e400]}})", StatusCode::kInvalidArgument,
+       "parameters.stop[1]", "'parameters.stop[1]' is 1e400, a number past"},
       {"[]", StatusCode::kInvalidArgument, "", "must be a JSON object"},
       {R"({})", StatusCode::kInvalidArgument, "text_input", "'text_input' is required"},
       {R"({"text_input":null})", StatusCode::kInvalidArgument, "text_input", "is required"},

@@ -175,7 +175,16 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {Chat(R"("seed":18446744073709551616)"), "seed", "'seed' is 18446744073709551616"},
       {Chat(R"("stream_options":{"x":-1e999})"), "stream_options.x", "is -1e999"},
       {Chat(R"("logit_bias":{"1":1e999})"), "logit_bias.1", "'logit_bias.1' is 1e999"},
-      {Chat(R"("stop":[1e999])"), "", "not valid JSON"},  // in an array: not looked for
+      // In arrays too, down to four levels of objects and arrays below the body.
+      {Chat(R"("stop":[1e999])"), "stop[0]", "'stop[0]' is 1e999, a number past"},
+      {Chat(R"("stop":["a",-1e999])"), "stop[1]", "'stop[1]' is -1e999"},
+      {R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":1e999}]}]})",
+       "messages[0].content[0].text", "'messages[0].content[0].text' is 1e999"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":1e999}]})",
+       "messages[1].role", "'messages[1].role' is 1e999"},
+      {Chat(R"("x":[[[[1e999]]]])"), "x[0][0][0][0]", "'x[0][0][0][0]' is 1e999"},
+      {Chat(R"("x":{"y":{"z":[1e999]}})"), "x.y.z[0]", "'x.y.z[0]' is 1e999"},
+      {Chat(R"("x":[[[[[1e999]]]]])"), "", "not valid JSON"},  // five levels: not looked for
       {"[1]", "", "must be a JSON object, got an array"},
       {"\"x\"", "", "must be a JSON object, got a string"},
       // Required fields.
@@ -332,6 +341,7 @@ TEST(CompletionRequestTest, Rejects) {
       {R"({"model":"m","prompt":[]})", kBad, "prompt", "one prompt per request"},
       {R"({"model":"m","prompt":[1,2,3]})", kBad, "prompt", "one prompt per request"},
       {R"({"model":"m","prompt":[[1,2]]})", kBad, "prompt", "token-id prompts"},
+      {R"({"model":"m","prompt":[1e999]})", kBad, "prompt[0]", "'prompt[0]' is 1e999, a number"},
       {R"({"prompt":"x"})", kBad, "model", "'model' is required"},
       {R"({"model":"m","prompt":"x","logprobs":6})", kBad, "logprobs", "at most 5"},
       {R"({"model":"m","prompt":"x","logprobs":true})", kBad, "logprobs", "must be an integer"},
