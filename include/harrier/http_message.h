@@ -101,8 +101,10 @@ struct HttpResponse {
 };
 
 // Called exactly once per request, from any thread; the server takes it back to the
-// connection's own thread.
-using HttpResponder = std::function<void(HttpResponse)>;
+// connection's own thread. The response is taken by rvalue reference: a responder that wraps
+// another passes it on without a copy or a move of its own (a response is a few hundred bytes
+// with its inline headers; by value, each layer moved it once more: issue 10).
+using HttpResponder = std::function<void(HttpResponse&&)>;
 
 // The transport's side of a streamed response (HttpHandler::OpenStream). Every method may be
 // called from any thread; the work is posted to the connection's thread. Calls after the stream
@@ -139,7 +141,10 @@ class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
   // Must not block: long work is handed to other threads and answered through `respond`.
-  virtual void Handle(HttpRequest request, HttpResponder respond) = 0;
+  // `request` is the transport's, lent for the call: a handler moves from it what it keeps past
+  // the call (a handler in front of another passes it on without a move of its own; a request is
+  // a few hundred bytes). The transport reuses it afterwards.
+  virtual void Handle(HttpRequest&& request, HttpResponder respond) = 0;
 
   // An early look at a request from its request line and headers alone (`head.body` is null,
   // `head.cancellation` too), made by the transport before it reads the body. A response

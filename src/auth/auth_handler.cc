@@ -241,7 +241,7 @@ std::optional<HttpResponse> AuthHandler::Precheck(const HttpRequest& head) {
   return next_->Precheck(head);
 }
 
-void AuthHandler::Handle(HttpRequest request, HttpResponder respond) {
+void AuthHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   Decision d = Check(request, Charge::kCheckOnly);
   if (d.status != 0) return respond(Refuse(request, d));
   request.auth_key_id = std::move(d.key_id);

@@ -113,7 +113,7 @@ class AuthHandler final : public HttpHandler {
   AuthHandler(HttpHandler* next, Options options);
 
   std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
   bool ServesAsStream(const HttpRequest& head) const override;
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,

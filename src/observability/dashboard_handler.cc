@@ -38,7 +38,7 @@ std::optional<HttpResponse> DashboardHandler::TransportError(int status, std::st
   return next_->TransportError(status, message, request, code);
 }
 
-void DashboardHandler::Handle(HttpRequest request, HttpResponder respond) {
+void DashboardHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
   const bool page = path == "/" || path == "/dashboard";

@@ -28,7 +28,7 @@ class DashboardHandler : public HttpHandler {
   // `next` is not owned and must outlive the handler.
   DashboardHandler(Source source, HttpHandler* next);
 
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
   std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
   std::optional<HttpResponse> TransportError(int status, std::string_view message,
                                              const HttpRequest& request,

@@ -27,7 +27,7 @@ std::string MetricsHandler::Scrape() const {
   return exposition.Text();
 }
 
-void MetricsHandler::Handle(HttpRequest request, HttpResponder respond) {
+void MetricsHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
   if (path != "/metrics") return respond(Error(404, "unknown path: metrics are at /metrics"));

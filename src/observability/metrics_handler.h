@@ -24,7 +24,7 @@ class MetricsHandler : public HttpHandler {
 
   explicit MetricsHandler(std::vector<Collector> collectors);
 
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
 
   // The exposition every collector builds, in collector order.
   std::string Scrape() const;

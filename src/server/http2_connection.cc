@@ -829,7 +829,7 @@ void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
 }
 
 template <class Stream>
-void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const {
+void Http2Connection<Stream>::Responder::operator()(HttpResponse&& response) const {
   if (io->ioc.get_executor().running_in_this_thread()) {
     if (auto c = connection.lock()) {
       c->OnResponse(stream_id, std::move(response));
@@ -850,7 +850,7 @@ void Http2Connection<Stream>::Responder::operator()(HttpResponse response) const
 }
 
 template <class Stream>
-void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse response) {
+void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse&& response) {
   if (closed_) {
     ReportSent(&response, false, {});
     return;
@@ -866,7 +866,7 @@ void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse response) {
 }
 
 template <class Stream>
-void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpResponse response) {
+void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpResponse&& response) {
   s->responded = true;
   s->response = std::move(response);
   int status = s->response.status;

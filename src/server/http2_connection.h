@@ -99,7 +99,7 @@ class Http2Connection : public Connection,
     std::weak_ptr<Http2Connection> connection;
     std::shared_ptr<IoThread> io;
     int32_t stream_id;
-    void operator()(HttpResponse response) const;
+    void operator()(HttpResponse&& response) const;
   };
   // A streamed response's writer (HttpHandler::OpenStream): every call is posted to the I/O
   // thread, even from it, so that it never runs inside an nghttp2 callback.
@@ -131,8 +131,8 @@ class Http2Connection : public Connection,
                        uint64_t request_bytes);
   void NoteRequest(StreamState* s);
   void Dispatch(int32_t stream_id, StreamState* s);
-  void OnResponse(int32_t stream_id, HttpResponse response);
-  void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse response);
+  void OnResponse(int32_t stream_id, HttpResponse&& response);
+  void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse&& response);
   // Streams (OpenStream): true when the handler took the stream.
   bool OpenStream(int32_t stream_id, StreamState* s);
   void OnStreamWrite(int32_t stream_id, std::unique_ptr<Part> part);

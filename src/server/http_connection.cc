@@ -234,9 +234,14 @@ void BasicHttpConnection<Stream>::Close() {
 template <class Stream>
 void BasicHttpConnection<Stream>::StartRequest() {
   ++sequence_;
+  // A new request, but the last one's header vector (emptied; a handler that kept the headers
+  // moved them away) keeps its room: none allocated for the usual handful of headers, and one
+  // for a connection's first instead of a growing vector's three or four.
+  auto headers = std::move(request_.headers);
+  headers.clear();
   request_ = HttpRequest{};
+  request_.headers = std::move(headers);
   request_.version = HttpVersion::kHttp11;  // known from the start, for a refusal's shape too
-  // One allocation for the usual handful of headers instead of a growing vector's three or four.
   request_.headers.reserve(kExpectedHeaders);
   body_.clear();
   if (body_.capacity() > kKeepBodyCapacity) std::string().swap(body_);
@@ -833,7 +838,7 @@ void BasicHttpConnection<Stream>::OnWatchRead(const error_code& ec, std::size_t 
 }
 
 template <class Stream>
-void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) const {
+void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse&& response) const {
   if (io->ioc.get_executor().running_in_this_thread()) {
     if (auto c = connection.lock()) {
       c->OnResponse(sequence, std::move(response));
@@ -862,7 +867,7 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse response) c
 }
 
 template <class Stream>
-void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse response) {
+void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse&& response) {
   // Closed meanwhile (client gone, timeout, Stop), or a second call: drop it.
   if (phase_ != Phase::kHandling || sequence != sequence_) {
     if (phase_ == Phase::kClosed) spdlog::debug("http: dropping a response: connection closed");
@@ -929,7 +934,7 @@ void BasicHttpConnection<Stream>::FormatHead() {
 }
 
 template <class Stream>
-void BasicHttpConnection<Stream>::StartWrite(HttpResponse response) {
+void BasicHttpConnection<Stream>::StartWrite(HttpResponse&& response) {
   response_ = std::move(response);
   if (shared_->stopping.load(std::memory_order_relaxed)) close_after_response_ = true;
   if (response_.stream) {

@@ -107,7 +107,7 @@ class BasicHttpConnection : public Connection,
     std::weak_ptr<BasicHttpConnection> connection;
     std::shared_ptr<IoThread> io;
     uint64_t sequence;
-    void operator()(HttpResponse response) const;
+    void operator()(HttpResponse&& response) const;
   };
 
   void StartRequest();
@@ -132,8 +132,8 @@ class BasicHttpConnection : public Connection,
   void WatchForDisconnect();
   void OnWatchRead(const boost::system::error_code& ec, std::size_t n);
   void CancelWatch();
-  void OnResponse(uint64_t sequence, HttpResponse response);
-  void StartWrite(HttpResponse response);
+  void OnResponse(uint64_t sequence, HttpResponse&& response);
+  void StartWrite(HttpResponse&& response);
   void WriteSome();
   bool EndedByWriteError(const boost::system::error_code& ec);
   void OnWrite(const boost::system::error_code& ec, std::size_t n);

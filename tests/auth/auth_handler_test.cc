@@ -26,7 +26,7 @@ class RecordingHandler : public HttpHandler {
     (void)head;
     return std::nullopt;
   }
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     handled.push_back(request.auth_key_id);
     respond(HttpResponse{});
   }

@@ -80,7 +80,7 @@ class HttpFuzzHarness::Handler final : public HttpHandler {
     return response;
   }
 
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     CheckRequest(request);
     const std::string_view target = request.target;
     if (StartsWith(target, "/throw")) throw std::runtime_error("the fuzz handler throws");

@@ -12,7 +12,7 @@ namespace {
 // The handler behind the dashboard: records what reached it.
 class RecordingHandler : public HttpHandler {
  public:
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     targets.push_back(request.target);
     HttpResponse r;
     r.status = 299;

@@ -222,7 +222,7 @@ class Handler : public HttpHandler {
   std::function<std::optional<HttpResponse>(const HttpRequest&)> on_precheck;
   std::atomic<int> calls{0};
 
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     ++calls;
     if (on_request) {
       on_request(std::move(request), std::move(respond));

@@ -28,7 +28,7 @@ using testing::RawHttpClient;
 
 class OkHandler : public HttpHandler {
  public:
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     HttpResponse r;
     r.body = request.target;
     respond(std::move(r));

@@ -38,7 +38,7 @@ class FakeHandler : public HttpHandler {
     return std::nullopt;
   }
 
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     ++calls;
     if (on_request) {
       on_request(std::move(request), std::move(respond));

@@ -43,7 +43,7 @@ class StreamingHandler : public HttpHandler {
   std::atomic<int> streams{0};
   bool answer_inline = true;  // else from another thread
 
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     if (request.target != "/stream") {
       HttpResponse r;
       r.body = "plain";

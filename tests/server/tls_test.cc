@@ -33,7 +33,7 @@ class OkHandler : public HttpHandler {
 
   std::atomic<bool> from_another_thread{false};  // answer 10 ms later, as a model's worker
 
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     version = request.version;
     HttpResponse r;
     r.body = "ok";

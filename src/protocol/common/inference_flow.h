@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -224,9 +225,11 @@ class InferenceFlow {
       : models_(models), options_(std::move(options)) {}
 
   // Runs one call (the steps above). The codec's Send is called exactly once: on this thread
-  // for a refusal, else on the thread of the model's callback.
+  // for a refusal, else on the thread of the model's callback. The codec (an rvalue: it is moved
+  // once, into the call's pooled state, rather than into a parameter first) may hold a response
+  // and the request's selection, hundreds of bytes.
   template <InferenceCodec Codec>
-  void Run(InferenceCall call, Codec codec) const;
+  requires(!std::is_reference_v<Codec>) void Run(InferenceCall call, Codec&& codec) const;
 
  private:
   // The routed version, or the refusal's status (already counted).
@@ -276,7 +279,8 @@ struct InferenceInFlight {
 };
 
 template <InferenceCodec Codec>
-void InferenceFlow::Run(InferenceCall call, Codec codec) const {
+requires(!std::is_reference_v<Codec>) void InferenceFlow::Run(InferenceCall call,
+                                                              Codec&& codec) const {
   InferenceObservers observers(options_.access_log, &call);
   std::shared_ptr<ServableModel> model;
   auto refuse = [&](const Status& s) {

@@ -313,7 +313,7 @@ HttpResponse GrpcHttpHandler::HealthCheck(const HttpRequest& request, HttpRespon
 GrpcHttpHandler::GrpcHttpHandler(ModelManager* models, const Options& options)
     : options_(options), handler_(models, options.handler) {}
 
-void GrpcHttpHandler::Handle(HttpRequest request, HttpResponder respond) {
+void GrpcHttpHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   if (request.method != "POST") {
     respond(NotGrpc(405, "gRPC calls are POST requests"));
     return;

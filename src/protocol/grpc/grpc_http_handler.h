@@ -57,7 +57,7 @@ class GrpcHttpHandler final : public HttpHandler {
   // `models` is not owned and must outlive the handler and every call in flight.
   GrpcHttpHandler(ModelManager* models, const Options& options);
 
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
   bool ServesAsStream(const HttpRequest& head) const override;
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
                                                 std::shared_ptr<HttpStreamWriter> writer,

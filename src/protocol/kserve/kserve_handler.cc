@@ -526,7 +526,7 @@ void KServeHandler::Answer(const HttpRequest& request, std::string_view request_
   respond(std::move(response));
 }
 
-void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
+void KServeHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   std::string request_id =
       ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
   auto answer = [&](HttpResponse response) {
@@ -567,8 +567,7 @@ void KServeHandler::Handle(HttpRequest request, HttpResponder respond) {
     case Kind::kRepositoryControl:
       return RepositoryControl(route, std::move(request), std::move(request_id),
                                std::move(respond));
-    case Kind::kInfer:
-      return Infer(route, std::move(request), std::move(request_id), std::move(respond));
+    case Kind::kInfer: return Infer(route, request, std::move(request_id), std::move(respond));
   }
   answer(ErrorResponse(Internal("unhandled route")));
 }
@@ -840,7 +839,7 @@ HttpResponse KServeHandler::RepositoryIndex(const HttpRequest& request) const {
   return JsonResponse(200, std::move(body));
 }
 
-void KServeHandler::Infer(const Route& route, HttpRequest request, std::string request_id,
+void KServeHandler::Infer(const Route& route, HttpRequest& request, std::string request_id,
                           HttpResponder respond) const {
   InferenceCall call;
   call.protocol = "http";

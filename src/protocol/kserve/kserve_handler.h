@@ -102,7 +102,7 @@ class KServeHandler : public HttpHandler {
   // `models` is not owned and must outlive the handler and every request in flight.
   KServeHandler(ModelManager* models, Options options);
 
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
   // For POST .../infer only: the 429 (with Retry-After) that Infer would answer when the
   // model's admission control refuses the request now (ServableModel::CheckAdmission with its
   // X-Client-Id), counted as a failure of that version. Anything else — another route, an
@@ -129,7 +129,8 @@ class KServeHandler : public HttpHandler {
                          HttpResponder respond) const;
   HttpResponse Logging(const HttpRequest& request) const;
   HttpResponse SharedMemory(const Route& route, const HttpRequest& request) const;
-  void Infer(const Route& route, HttpRequest request, std::string request_id,
+  // Reads `request` during the call only (its body and cancellation are moved from it).
+  void Infer(const Route& route, HttpRequest& request, std::string request_id,
              HttpResponder respond) const;
   // Adds X-Request-Id, writes the access log line (when on) and responds: every answer that is
   // not an inference's goes through here.

@@ -741,7 +741,7 @@ std::optional<HttpResponse> OpenAiHandler::TransportError(int status, std::strin
   return r;
 }
 
-void OpenAiHandler::Handle(HttpRequest request, HttpResponder respond) {
+void OpenAiHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   const std::string_view path = PathOf(request.target);
   std::string model;
   std::optional<int64_t> version;

@@ -68,7 +68,7 @@ class OpenAiHandler : public HttpHandler {
   OpenAiHandler(ModelManager* models, HttpHandler* next, Options options);
   ~OpenAiHandler() override;
 
-  void Handle(HttpRequest request, HttpResponder respond) override;
+  void Handle(HttpRequest&& request, HttpResponder respond) override;
   std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
   bool ServesAsStream(const HttpRequest& head) const override;
   std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,

@@ -29,7 +29,7 @@ using std::chrono::milliseconds;
 // Answers everything else with 299, so a test sees what the handler passed on.
 class NextHandler : public HttpHandler {
  public:
-  void Handle(HttpRequest request, HttpResponder respond) override {
+  void Handle(HttpRequest&& request, HttpResponder respond) override {
     last_target = request.target;
     HttpResponse r;
     r.status = 299;
