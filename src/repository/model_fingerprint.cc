@@ -55,6 +55,9 @@ Status AddTree(const FileSystem& fs, const std::string& path, const std::string&
 StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& dir,
                                     int64_t version) {
   Digest digest;
+  // The version's number too: two versions holding files of the same names and sizes, written
+  // within one tick of the file system's clock, are not the same version.
+  digest.Add(static_cast<uint64_t>(version));
   if (!dir.config_path.empty()) {
     ASSIGN_OR_RETURN(std::string config, fs.ReadFile(dir.config_path));
     digest.Add(config);
