@@ -7,6 +7,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -62,6 +63,35 @@ void RunOnThreads(int threads, size_t count, const std::function<void(size_t)>& 
   }
   work();
   for (std::thread& t : helpers) t.join();
+}
+
+// A traffic.json larger than this is not read (a policy is a few hundred bytes; PUT's body has
+// --max-body-bytes): a stray large file costs one stat per poll and one log line.
+constexpr uint64_t kMaxTrafficFileBytes = 1 << 20;
+
+// Whether a regular file is at a path, with its size and modification time.
+struct FileStamp {
+  bool present = false;
+  uint64_t size = 0;
+  int64_t modified_ns = 0;
+  friend bool operator==(const FileStamp&, const FileStamp&) = default;
+};
+
+FileStamp StampOf(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::is_regular_file(status)) return {};
+  FileStamp stamp;
+  stamp.present = true;
+  stamp.size = fs::file_size(path, ec);
+  if (ec) stamp.size = 0;
+  const fs::file_time_type modified = fs::last_write_time(path, ec);
+  if (!ec) {
+    stamp.modified_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch()).count();
+  }
+  return stamp;
 }
 
 class ModelRepositoryManagerImpl : public ModelRepositoryManager {
@@ -129,6 +159,16 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // The content of <model>/traffic.json last applied ("" when none): a poll applies a changed
     // file; the API's policy stands until the file changes.
     std::string traffic_file;
+    // What the file looked like when last read (size, modification time): a poll reads it
+    // again only when that changes, or when `traffic_file_waits` and the READY versions are no
+    // longer `traffic_file_ready`.
+    FileStamp traffic_file_stamp;
+    std::vector<int64_t> traffic_file_ready;
+    // The file's policy is not in force because of the versions: it named one that did not
+    // serve, or it was dropped when one left. Tried again when the versions change.
+    bool traffic_file_waits = false;
+    // The policy in force came from the file (not from PUT .../traffic).
+    bool traffic_from_file = false;
     // The last failure of the model as a whole (its directory, its config), logged once: a
     // poll that meets it again says nothing until it changes or clears.
     std::string last_failure;
@@ -396,9 +436,13 @@ Status ModelRepositoryManagerImpl::Reconcile(
   std::map<int64_t, VersionEntry> loaded;
   std::map<int64_t, uint64_t> failed_reloads;  // serving version -> the files it failed from
   Status first_failure = Status::Ok();
+  // The loader names the config in its errors: a config override's are the request's
+  // `parameters.config`, not the repository's config.pbtxt.
+  ModelDirectory load_dir = dir;
+  if (config_override) load_dir.config_path = "parameters.config";
   for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
-    auto result = loader_.LoadVersion(dir, config, v, traffic);
+    auto result = loader_.LoadVersion(load_dir, config, v, traffic);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (result.ok()) {
       const bool warmed = result->warmup_failure.empty();
@@ -471,11 +515,15 @@ Status ModelRepositoryManagerImpl::Reconcile(
       }
     }
     // The versions the policy no longer selects retire only when every selected version
-    // serves: a new version that fails (now or at an earlier poll) leaves the old ones serving.
+    // serves from what this reconcile meant it to: a new version that fails (now or at an
+    // earlier poll) leaves the old ones serving, and so does a serving version that failed to
+    // reload (it serves on from its old files, under a config that did not load: nothing that
+    // serves changes for a failed load).
     std::set<int64_t> ready;
     for (const auto& [v, e] : versions)
       if (e.state == ModelState::kReady) ready.insert(v);
-    const bool keep_deselected = !RetireDeselected(selection.selected, ready);
+    const bool keep_deselected =
+        !RetireDeselected(selection.selected, ready) || !failed_reloads.empty();
     for (const auto& [v, e] : serving) {
       if (versions.contains(v)) continue;  // selected: kept or replaced above
       if (keep_deselected) {
@@ -487,6 +535,16 @@ Status ModelRepositoryManagerImpl::Reconcile(
         replaced.push_back(e.model);
         replaced_files.push_back(e.files);
       }
+    }
+    // The policy follows the versions in the same exclusive section: a request routed by a
+    // policy never meets a version that has left (Route() decides under the shared lock).
+    std::vector<int64_t> serving_after;
+    for (const auto& [v, e] : versions)
+      if (e.state == ModelState::kReady) serving_after.push_back(v);
+    if (!entry.traffic) entry.traffic = std::make_shared<TrafficController>(dir.name);
+    if (auto dropped = entry.traffic->OnVersionsChanged(serving_after)) {
+      spdlog::warn("model '{}': {}", dir.name, *dropped);
+      if (entry.traffic_from_file) entry.traffic_file_waits = true;
     }
     entry.versions = std::move(versions);
     entry.unloaded = false;
@@ -520,11 +578,27 @@ std::vector<int64_t> ModelRepositoryManagerImpl::ReadyVersions(std::string_view 
 void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
   const std::shared_ptr<TrafficController> traffic = TrafficOf(dir.name);
   const std::vector<int64_t> ready = ReadyVersions(dir.name);
-  if (auto dropped = traffic->OnVersionsChanged(ready))
-    spdlog::warn("model '{}': {}", dir.name, *dropped);
   const std::string path = dir.path + "/traffic.json";
+  const FileStamp stamp = StampOf(path);
+  // Read only when the file changed, or when its policy waits for versions (named one that did
+  // not serve, or was dropped when one left) and the versions changed: a poll of a model whose
+  // file stays as it was reads nothing.
+  bool retry = false;
+  {
+    std::unique_lock lock(mu_);
+    ModelEntry& entry = models_[dir.name];
+    retry = entry.traffic_file_waits && entry.traffic_file_ready != ready;
+    if (stamp == entry.traffic_file_stamp && !retry) return;
+    entry.traffic_file_stamp = stamp;
+    entry.traffic_file_ready = ready;
+  }
   std::string content;
-  if (auto type = LocalFileSystem().GetFileType(path); type.ok() && *type == FileType::kRegular) {
+  if (stamp.present) {
+    if (stamp.size > kMaxTrafficFileBytes) {
+      spdlog::error("model '{}': {} not applied: it is {} bytes; a traffic policy is at most {}",
+                    dir.name, client_paths_.Rewrite(path), stamp.size, kMaxTrafficFileBytes);
+      return;
+    }
     auto read = LocalFileSystem().ReadFile(path);
     if (!read.ok()) {
       spdlog::error("model '{}': {}", dir.name, read.status().message());
@@ -535,8 +609,10 @@ void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
-    if (entry.traffic_file == content) return;
+    if (entry.traffic_file == content && !retry) return;  // touched, not changed
     entry.traffic_file = content;
+    entry.traffic_file_waits = false;
+    entry.traffic_from_file = false;
   }
   if (content.empty()) {
     traffic->ClearPolicy();
@@ -544,10 +620,26 @@ void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
     return;
   }
   auto policy = ParseTrafficPolicy(content);
-  Status set = policy.ok() ? traffic->SetPolicy(*policy, ready) : policy.status();
-  if (!set.ok())
+  if (!policy.ok()) {
     spdlog::error("model '{}': {} not applied: {}", dir.name, client_paths_.Rewrite(path),
-                  set.message());
+                  policy.status().message());
+    return;
+  }
+  // Under the lock that the versions change under: checked against the versions that serve
+  // when it is installed, not a moment before.
+  std::unique_lock lock(mu_);
+  ModelEntry& entry = models_[dir.name];
+  std::vector<int64_t> serving;
+  for (const auto& [v, e] : entry.versions)
+    if (e.state == ModelState::kReady) serving.push_back(v);
+  if (Status set = traffic->SetPolicy(*policy, serving); !set.ok()) {
+    // A version it names does not serve (yet): tried again when the versions change.
+    entry.traffic_file_waits = true;
+    spdlog::error("model '{}': {} not applied: {}; tried again when the served versions change",
+                  dir.name, client_paths_.Rewrite(path), set.message());
+    return;
+  }
+  entry.traffic_from_file = true;
 }
 
 StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
@@ -556,25 +648,31 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
   std::optional<int64_t> forced;
   for (const auto& [field, value] : headers) {
     if (field != "x-harrier-model-version") continue;
+    if (forced) return InvalidArgument("X-Harrier-Model-Version is given more than once");
     int64_t v = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size() || v <= 0)
+    // Written as a policy writes it: "1", not "01".
+    if (ec != std::errc() || end != value.data() + value.size() || v <= 0 || value[0] == '0')
       return InvalidArgument("X-Harrier-Model-Version must be a version number, got '" +
                              value.substr(0, 64) + "'");
     forced = v;
-    break;
   }
   // One lookup: the version itself without a policy (the common case), else the controller.
+  // All under one shared lock: the versions and the policy change together under the exclusive
+  // one (Reconcile, SetTrafficPolicy, Unload), so the version a policy picks is there to serve.
   std::shared_ptr<TrafficController> traffic;
-  {
-    std::shared_lock lock(mu_);
-    auto model = GetLocked(name, forced, &traffic);
-    if (!traffic) return model;
-  }
-  ASSIGN_OR_RETURN(RouteDecision decision, traffic->Route(forced, headers));
-  ASSIGN_OR_RETURN(std::shared_ptr<ServableModel> answering, Get(name, decision.version));
-  if (!decision.shadow_version) return answering;
-  auto shadow = Get(name, *decision.shadow_version);
+  std::shared_lock lock(mu_);
+  auto model = GetLocked(name, forced, &traffic);
+  if (!traffic) return model;
+  StatusOr<RouteDecision> decision = traffic->Route(forced, headers);
+  // Cleared since active() said otherwise (DELETE .../traffic): routed as without one.
+  if (!decision.ok() && !traffic->active()) return GetLocked(name, forced, nullptr);
+  if (!decision.ok()) return decision.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<ServableModel> answering,
+                   GetLocked(name, decision->version, nullptr));
+  if (!decision->shadow_version) return answering;
+  auto shadow = GetLocked(name, *decision->shadow_version, nullptr);
+  lock.unlock();
   if (!shadow.ok()) return answering;
   return std::shared_ptr<ServableModel>(
       std::make_shared<ShadowedModel>(std::static_pointer_cast<LoadedModel>(answering),
@@ -596,21 +694,34 @@ StatusOr<std::string> ModelRepositoryManagerImpl::TrafficJson(std::string_view n
 Status ModelRepositoryManagerImpl::SetTrafficPolicy(std::string_view name, std::string_view json) {
   {
     std::shared_lock lock(mu_);
-    ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
-    (void)entry;
+    RETURN_IF_ERROR(FindModel(name).status());
   }
   ASSIGN_OR_RETURN(TrafficPolicy policy, ParseTrafficPolicy(json));
-  return TrafficOf(std::string(name))->SetPolicy(policy, ReadyVersions(name));
+  // Checked and installed under the lock that the versions change under: a reload that retires
+  // a version the policy names either runs before (and the policy is refused) or after (and
+  // drops it); never between the check and the install.
+  std::unique_lock lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return FindModel(name).status();
+  ModelEntry& entry = it->second;
+  if (!entry.traffic) entry.traffic = std::make_shared<TrafficController>(std::string(name));
+  std::vector<int64_t> serving;
+  for (const auto& [v, e] : entry.versions)
+    if (e.state == ModelState::kReady) serving.push_back(v);
+  RETURN_IF_ERROR(entry.traffic->SetPolicy(policy, std::move(serving)));
+  entry.traffic_from_file = false;  // the API's policy stands until the file changes
+  entry.traffic_file_waits = false;
+  return Status::Ok();
 }
 
 Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
-  std::shared_ptr<TrafficController> traffic;
-  {
-    std::shared_lock lock(mu_);
-    ASSIGN_OR_RETURN(const ModelEntry* entry, FindModel(name));
-    traffic = entry->traffic;
-  }
-  if (traffic) traffic->ClearPolicy();
+  std::unique_lock lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return FindModel(name).status();
+  ModelEntry& entry = it->second;
+  if (entry.traffic) entry.traffic->ClearPolicy();
+  entry.traffic_from_file = false;
+  entry.traffic_file_waits = false;
   return Status::Ok();
 }
 
@@ -666,11 +777,12 @@ Status ValidateModelName(std::string_view name) {
   const bool control = std::any_of(name.begin(), name.end(), [](char c) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
-      control || name.size() > 255) {
+  // A name starting with '.' is a hidden directory, which the repository scan skips.
+  if (name.empty() || name.front() == '.' || name.find('/') != std::string_view::npos || control ||
+      name.size() > 255) {
     return InvalidArgument(
         "a model name is one a repository directory could have: one path component, not "
-        "'.' or '..', at most 255 bytes, no control characters");
+        "starting with '.', at most 255 bytes, no control characters");
   }
   return Status::Ok();
 }
@@ -788,6 +900,14 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
     }
     ModelEntry& entry = it->second;
     entry.unloaded = true;
+    // Out of rotation with its versions: a request is answered as for an unloaded model, not
+    // routed to an UNLOADING version. A later load reads traffic.json afresh.
+    if (entry.traffic) entry.traffic->ClearPolicy();
+    entry.traffic_file.clear();
+    entry.traffic_file_stamp = {};
+    entry.traffic_file_ready.clear();
+    entry.traffic_file_waits = false;
+    entry.traffic_from_file = false;
     for (auto& [v, e] : entry.versions) {
       e.state = e.model ? ModelState::kUnloading : ModelState::kUnavailable;
       e.reason = e.model ? "unloading" : "unloaded";
@@ -812,7 +932,6 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
     e.state = ModelState::kUnavailable;
     e.reason = "unloaded";
   }
-  if (it->second.traffic) it->second.traffic->ClearPolicy();
   spdlog::info("model '{}' unloaded", name);
 }
 

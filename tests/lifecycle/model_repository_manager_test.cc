@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -809,6 +810,20 @@ TEST_F(ModelRepositoryManagerTest, ALoadThatDoesNotFitIsAnInvalidArgumentNotARet
   EXPECT_NE(s.message().find("not enough memory for the model"), std::string::npos) << s.ToString();
 }
 
+// A config override that fails is named as the request's parameters.config, not as the
+// repository's config.pbtxt it replaced.
+TEST_F(ModelRepositoryManagerTest, AConfigOverridesFailureNamesTheOverrideNotTheFile) {
+  Write("a/config.pbtxt", "max_batch_size: 2\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit();
+  ModelLoadOptions escaping;
+  escaping.config_json = R"({"default_model_filename": "../x"})";
+  const Status s = Control(*manager, true, "a", escaping);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("parameters.config"), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.message().find("config.pbtxt"), std::string::npos) << s.ToString();
+}
+
 TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto manager = Explicit();
@@ -920,7 +935,8 @@ TEST_F(FileOverrideTest, ANameNoDirectoryCouldHaveIsRefusedAndNothingIsWritten) 
   auto m = Explicit();
   for (const std::string& name :
        {std::string("q\"} 1\nfake_metric{a=\""), std::string("a/b"), std::string(".."),
-        std::string("nul\0byte", 8), std::string(300, 'x'), std::string()}) {
+        std::string(".hidden"), std::string("nul\0byte", 8), std::string(300, 'x'),
+        std::string()}) {
     const Status s = Control(*m, true, name, WithFiles({{"1/model.onnx", "identity FP32 -1 4"}}));
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find("a model name is one a repository directory could have"),
@@ -1176,6 +1192,154 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonInTheRepositoryRoutesAndTheApiRepl
   EXPECT_NE(text.Text().find(
                 R"(harrier_traffic_breaker_state{model="a",version="1",state="half-open"} 0)"),
             std::string::npos);
+}
+
+// A load that fails changes nothing that serves: a config selecting fewer versions, whose one
+// selected version fails to reload, does not retire the versions it no longer selects.
+TEST_F(ModelRepositoryManagerTest, AFailedReloadRetiresNoVersionTheNewConfigDeselects) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  for (const char* v : {"1", "2", "3"})
+    Write(std::string("a/") + v + "/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
+  ASSERT_TRUE(m.Get("a", 1).ok());
+  ASSERT_TRUE(m.SetTrafficPolicy("a", R"({"weights": {"1": 1, "3": 1}})").ok());
+  Write("a/3/model.onnx", "garbage, half copied");
+  ModelLoadOptions only_three;
+  only_three.config_json = R"({"version_policy": {"specific": {"versions": [3]}}})";
+  EXPECT_FALSE(Control(m, true, "a", only_three).ok());
+  for (int64_t v : {1, 2, 3}) EXPECT_TRUE(m.Get("a", v).ok()) << "version " << v;
+  auto json = m.TrafficJson("a");
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find(R"("policy":{"weights":{"1":1,"3":1})"), std::string::npos) << *json;
+}
+
+// Requests routed by a policy while reloads retire a version it names, and policies set and
+// cleared meanwhile: every request finds a version (the policy follows the versions under the
+// same lock), none is told a version it never asked for is not found, or that the policy
+// vanished.
+TEST_F(ModelRepositoryManagerTest, RoutingByAPolicyNeverMeetsARetiredVersionOrAVanishedPolicy) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  for (const char* v : {"1", "2", "3"})
+    Write(std::string("a/") + v + "/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::string first_failure;
+  std::mutex first_mu;
+  auto fail = [&](const Status& s) {
+    if (failures.fetch_add(1) == 0) {
+      std::lock_guard lock(first_mu);
+      first_failure = s.ToString();
+    }
+  };
+  std::thread router([&] {
+    while (!stop) {
+      auto r = m.Route("a", std::nullopt, {});
+      if (!r.ok()) fail(r.status());
+    }
+  });
+  std::thread setter([&] {
+    while (!stop) {
+      (void)m.SetTrafficPolicy("a", R"({"weights": {"1": 0, "3": 1}})");
+      (void)m.ClearTrafficPolicy("a");
+    }
+  });
+  ModelLoadOptions with_three, without_three;
+  with_three.config_json = R"({"version_policy": {"specific": {"versions": [1, 3]}}})";
+  without_three.config_json = R"({"version_policy": {"specific": {"versions": [1]}}})";
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(Control(m, true, "a", with_three).ok());
+    (void)m.SetTrafficPolicy("a", R"({"weights": {"1": 0, "3": 1}})");
+    ASSERT_TRUE(Control(m, true, "a", without_three).ok());
+  }
+  stop = true;
+  router.join();
+  setter.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  // Whatever the last PUT raced with, the policy in force names only versions that serve.
+  for (int i = 0; i < 20; ++i) {
+    auto r = m.Route("a", std::nullopt, {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)->version(), 1);
+  }
+}
+
+// An unloading model under a policy answers as any unloading model does, not with the state of
+// a version the policy would have picked.
+TEST_F(ModelRepositoryManagerTest, AnUnloadingModelUnderAPolicyAnswersAsAnUnloadedModel) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  Write("a/traffic.json", R"({"weights": {"1": 1, "2": 1}})");
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
+  auto held = m.Get("a", 1);  // a request in flight: the unload waits for it
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(Control(m, false, "a").ok());
+  const auto routed = m.Route("a", std::nullopt, {});
+  EXPECT_EQ(routed.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(routed.status().message().find("has no available versions"), std::string::npos)
+      << routed.status().ToString();
+  held->reset();
+  // A later load reads traffic.json again: the policy is back.
+  ASSERT_TRUE(Eventually([&] { return Control(m, true, "a").ok(); }));
+  auto json = m.TrafficJson("a");
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find(R"("policy":{"weights":{"1":1,"2":1})"), std::string::npos) << *json;
+}
+
+// traffic.json is what the repository declares: a policy naming a version that is not there
+// yet applies when it comes, and one dropped when a version left applies again when it is back.
+TEST_F(ModelRepositoryManagerTest, TrafficJsonWaitsForTheVersionsItNames) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/traffic.json", R"({"weights": {"1": 9, "2": 1}})");
+  auto polled_manager = Polled();
+  auto& m = *polled_manager;
+  auto policy = [&] {
+    auto json = m.TrafficJson("a");
+    return json.ok() ? *json : json.status().ToString();
+  };
+  EXPECT_NE(policy().find(R"("policy":null)"), std::string::npos) << policy();
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    return policy().find(R"("policy":{"weights":{"1":9,"2":1})") != std::string::npos;
+  })) << policy();
+  // Version 2 leaves (the policy is dropped), then comes back (the file applies again).
+  fs::rename(root_ / "a/2", root_ / "a.2.away");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] { return policy().find(R"("policy":null)") != std::string::npos; }))
+      << policy();
+  fs::rename(root_ / "a.2.away", root_ / "a/2");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    return policy().find(R"("policy":{"weights":{"1":9,"2":1})") != std::string::npos;
+  })) << policy();
+  // A file too large to be a policy is not read; the policy in force stays.
+  Write("a/traffic.json", R"({"weights": {"1": 1, "2": 1}})" + std::string(1 << 20, ' '));
+  m.PollNow();
+  m.PollNow();
+  ASSERT_TRUE(Eventually([&] { return m.Get("a", 2).ok(); }));
+  EXPECT_NE(policy().find(R"("policy":{"weights":{"1":9,"2":1})"), std::string::npos) << policy();
+}
+
+TEST_F(ModelRepositoryManagerTest, TheVersionHeaderIsOneVersionWrittenAsPoliciesWriteIt) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Load();
+  EXPECT_TRUE(m->Route("a", std::nullopt, {{"x-harrier-model-version", "1"}}).ok());
+  for (const char* bad : {"01", " 1", "1 ", "0", "-1"}) {
+    EXPECT_EQ(m->Route("a", std::nullopt, {{"x-harrier-model-version", bad}}).status().code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(m->Route("a", std::nullopt,
+                     {{"x-harrier-model-version", "1"}, {"x-harrier-model-version", "1"}})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryManagerTest, AShadowedRequestIsAnsweredByItsVersionAndCompared) {

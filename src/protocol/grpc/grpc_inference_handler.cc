@@ -187,9 +187,12 @@ void GrpcInferenceHandler::RepositoryModelUnload(
     std::function<void(Status)> done) const {
   for (const auto& [name, parameter] : request.parameters()) {
     // No model depends on another here (no ensembles yet): unload_dependents changes nothing.
-    if (name != "unload_dependents" || !parameter.has_bool_param())
-      return done(InvalidArgument("unknown unload parameter '" + name +
-                                  "' (expected unload_dependents, a bool_param)"));
+    if (name != "unload_dependents") {
+      return done(InvalidArgument("unknown unload parameter '" + name.substr(0, 128) +
+                                  "' (expected unload_dependents)"));
+    }
+    if (!parameter.has_bool_param())
+      return done(InvalidArgument("unload parameter 'unload_dependents' must be a bool_param"));
   }
   models_->UnloadModel(request.model_name(), std::move(done));
 }

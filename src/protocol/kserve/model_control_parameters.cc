@@ -21,15 +21,20 @@ StatusOr<ModelLoadOptions> ParseModelControlParameters(
                            simdjson::error_message(err));
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) return InvalidArgument(what + " must be a JSON object");
+  bool seen_parameters = false;
   for (auto [key, value] : obj) {
     if (key != "parameters")
-      return InvalidArgument(what + ": unknown field '" + std::string(key) +
+      return InvalidArgument(what + ": unknown field '" + std::string(key.substr(0, 128)) +
                              "' (expected parameters)");
+    if (seen_parameters) return InvalidArgument(what + ": 'parameters' is given more than once");
+    seen_parameters = true;
     simdjson::dom::object parameters;
     if (value.get_object().get(parameters))
       return InvalidArgument(what + ": 'parameters' must be an object");
     for (auto [name, parameter] : parameters) {
       if (load && name == "config") {
+        if (options.config_json)
+          return InvalidArgument(what + ": parameters.config is given more than once");
         std::string_view config;
         if (parameter.get_string().get(config))
           return InvalidArgument(what +

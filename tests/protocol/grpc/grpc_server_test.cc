@@ -347,6 +347,18 @@ TEST_F(GrpcServerTest, ConfigStatisticsIndexAndModelControl) {
     EXPECT_TRUE(stub_->RepositoryModelUnload(&context, req, &resp).ok());
     EXPECT_EQ(models_.unloads.size(), 1u);
   }
+  {  // a known parameter of the wrong type is named as such, not as unknown
+    grpc::ClientContext context;
+    inference::RepositoryModelUnloadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["unload_dependents"].set_string_param("yes");
+    inference::RepositoryModelUnloadResponse resp;
+    grpc::Status s = stub_->RepositoryModelUnload(&context, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("'unload_dependents' must be a bool_param"), std::string::npos)
+        << s.error_message();
+    EXPECT_EQ(models_.unloads.size(), 1u);
+  }
 }
 
 TEST_F(GrpcServerTest, ModelInferPassesCallFieldsAndAnswersRaw) {

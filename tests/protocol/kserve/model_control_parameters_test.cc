@@ -49,6 +49,8 @@ TEST(ModelControlParametersTest, RefusesBadBodiesNamingTheProblem) {
       {R"({"parameters": {"file:1/model.onnx": "Zm9v\nYmFy"}})", "is not base64"},
       {R"({"parameters": {"file:1/model.onnx": 12}})", "must be a string"},
       {R"({"parameters": {"config": 1}})", "parameters.config must be a string"},
+      {R"({"parameters": {"config": "{}", "config": "{}"}})", "config is given more than once"},
+      {R"({"parameters": {}, "parameters": {}})", "'parameters' is given more than once"},
       {R"({"parameters": {"unload_dependents": true}})", "unknown parameter"},
       {R"({"parameters": []})", "'parameters' must be an object"},
       {R"({"other": {}})", "unknown field 'other'"},
