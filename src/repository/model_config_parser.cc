@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 namespace harrier {
@@ -83,8 +84,19 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view pbtxt,
   return config;
 }
 
+std::optional<uint64_t> OversizedConfigFile(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size <= kMaxModelConfigBytes) return std::nullopt;
+  return size;
+}
+
 StatusOr<inference::ModelConfig> ReadModelConfigFile(const std::string& path,
                                                      const FileSystem& fs) {
+  if (const std::optional<uint64_t> size = OversizedConfigFile(path)) {
+    return InvalidArgument(path + ": " + std::to_string(*size) + " bytes, over the " +
+                           std::to_string(kMaxModelConfigBytes) + " a model config may have");
+  }
   StatusOr<std::string> text = fs.ReadFile(path);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return inference::ModelConfig();

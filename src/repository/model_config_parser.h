@@ -6,6 +6,8 @@
 // AutoCompleteConfig (config_autocomplete.h) check meaning.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,10 +24,18 @@ namespace harrier {
 StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view pbtxt,
                                                   const std::string& path_for_errors);
 
+// The largest config.pbtxt read (a config is a few KiB; a poll must not read a stray large file
+// into memory every rotation). ModelFingerprint digests a larger one by its size and time.
+inline constexpr uint64_t kMaxModelConfigBytes = 1 << 20;
+
+// The size of the file at `path` on the local file system when it is over kMaxModelConfigBytes;
+// nullopt otherwise (or when it cannot be told: the read that follows says why).
+std::optional<uint64_t> OversizedConfigFile(const std::string& path);
+
 // Reads and parses the config file at `path`. A missing file is an empty config (a model
 // without config.pbtxt is auto-completed from the model file). Errors: those of
-// ParseModelConfig; kInvalidArgument when `path` is not a regular file; kInternal when it
-// cannot be read.
+// ParseModelConfig; kInvalidArgument when `path` is not a regular file or is over
+// kMaxModelConfigBytes; kInternal when it cannot be read.
 StatusOr<inference::ModelConfig> ReadModelConfigFile(const std::string& path,
                                                      const FileSystem& fs = LocalFileSystem());
 

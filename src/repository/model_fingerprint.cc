@@ -1,8 +1,12 @@
 #include "repository/model_fingerprint.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <string_view>
 #include <vector>
+
+#include "repository/model_config_parser.h"
 
 namespace harrier {
 namespace {
@@ -58,7 +62,14 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
   // The version's number too: two versions holding files of the same names and sizes, written
   // within one tick of the file system's clock, are not the same version.
   digest.Add(static_cast<uint64_t>(version));
-  if (!dir.config_path.empty()) {
+  if (const std::optional<uint64_t> size =
+          dir.config_path.empty() ? std::nullopt : OversizedConfigFile(dir.config_path)) {
+    // Not read (its load fails on its size): its size and time say when it changes.
+    std::error_code ec;
+    const auto modified = std::filesystem::last_write_time(dir.config_path, ec);
+    digest.Add(*size);
+    digest.Add(static_cast<uint64_t>(ec ? 0 : modified.time_since_epoch().count()));
+  } else if (!dir.config_path.empty()) {
     ASSIGN_OR_RETURN(std::string config, fs.ReadFile(dir.config_path));
     digest.Add(config);
   } else {

@@ -187,6 +187,15 @@ TEST_F(ReadModelConfigFileTest, ReadsAndNamesTheFileInErrors) {
   EXPECT_THAT(config.status().message(), HasSubstr(path + ":2:1:"));
 }
 
+TEST_F(ReadModelConfigFileTest, AFileOverTheLimitIsRefusedUnread) {
+  const std::string path = (dir_ / "config.pbtxt").string();
+  std::ofstream(path) << "max_batch_size: 4\n" << std::string(kMaxModelConfigBytes, ' ');
+  StatusOr<inference::ModelConfig> config = ReadModelConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr("a model config may have"));
+}
+
 TEST_F(ReadModelConfigFileTest, DirectoryIsAnError) {
   std::filesystem::create_directories(dir_ / "config.pbtxt");
   StatusOr<inference::ModelConfig> config = ReadModelConfigFile((dir_ / "config.pbtxt").string());

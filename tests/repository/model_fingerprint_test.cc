@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "repository/model_config_parser.h"
 #include "repository/repository_scan.h"
 
 namespace harrier {
@@ -53,6 +54,16 @@ TEST_F(ModelFingerprintTest, AConfigEditChangesEveryVersion) {
   Write("m/config.pbtxt", "max_batch_size: 8\n");
   EXPECT_NE(Of(1), one);
   EXPECT_NE(Of(2), two);
+}
+
+// A config too large to load is fingerprinted by its size and time, unread: a change to it is
+// still seen.
+TEST_F(ModelFingerprintTest, AnOversizedConfigIsFingerprintedUnread) {
+  Write("m/config.pbtxt", std::string(kMaxModelConfigBytes + 1, ' '));
+  const uint64_t big = Of(1);
+  EXPECT_NE(big, 0u);
+  Write("m/config.pbtxt", std::string(kMaxModelConfigBytes + 2, ' '));
+  EXPECT_NE(Of(1), big);
 }
 
 TEST_F(ModelFingerprintTest, AFileChangeChangesOnlyItsVersion) {
