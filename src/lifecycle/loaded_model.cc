@@ -76,11 +76,14 @@ class TimingSink final : public GenerationSink {
     // bad request or its leaving do not. The latency is the time to the first token, what a
     // generation's user waits on (its whole duration is the length the client asked for).
     // A request refused before it was accepted (its prompt too long) is not the version's doing.
+    // (A generation does not say whether its version was named, so it always counts as routed
+    // by the split.)
     if (accepted_ && model_->traffic != nullptr && model_->traffic->active()) {
-      model_->traffic->Record(
-          model_->version, (tokens_ > 0 ? first_ : now) - received_,
-          code != StatusCode::kOk && code != StatusCode::kCancelled,
-          code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
+      RequestOutcome outcome;
+      outcome.latency = (tokens_ > 0 ? first_ : now) - received_;
+      outcome.server_failure =
+          code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded;
+      model_->traffic->Record(model_->version, outcome);
     }
     ticket_.Release();  // before the answer goes out: a client that sends the next at once fits
     next_->OnEnd(reason, usage, status);
@@ -233,17 +236,9 @@ Status LoadedModel::CheckAdmission(std::string_view client_id) const {
 void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const Clock::time_point validate_start = clock_->Now();
   if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
-  if (!scheduler_) {
-    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), StatusCode::kInvalidArgument);
-    done(InvalidArgument("model '" + options_.name +
-                         "' generates text and takes no tensors: use POST /v1/chat/completions, "
-                         "POST /v1/completions or POST /v2/models/" +
-                         options_.name + "/generate"));
-    return;
-  }
   // Admission first: the cheapest "no", before any work is spent on the request.
   AdmissionTicket ticket;
-  if (options_.admission != nullptr) {
+  if (scheduler_ && options_.admission != nullptr) {
     StatusOr<AdmissionTicket> admitted =
         options_.admission->Admit(request->client_id, IsUrgent(options_.policy, request->priority));
     if (!admitted.ok()) {
@@ -252,6 +247,32 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
       return;
     }
     ticket = std::move(admitted).value();
+  }
+  Submit(std::move(request), std::move(done), std::move(ticket), validate_start);
+}
+
+void LoadedModel::InferShadowCopy(std::unique_ptr<InferenceRequest> request, InferCallback done) {
+  const Clock::time_point validate_start = clock_->Now();
+  if (request->received_at == Clock::time_point{}) request->received_at = validate_start;
+  // No ticket: a copy takes no in-flight slot, no overload slot and no rate-limit token, so it
+  // never refuses a client's request. It only uses spare capacity: none spare, it is shed (not a
+  // failure of the version, not in its statistics).
+  if (options_.admission != nullptr && !options_.admission->ServerHasSpareInflight()) {
+    done(ResourceExhausted("shadow copy shed: the server's in-flight limit is reached"));
+    return;
+  }
+  Submit(std::move(request), std::move(done), AdmissionTicket(), validate_start);
+}
+
+void LoadedModel::Submit(std::unique_ptr<InferenceRequest> request, InferCallback done,
+                         AdmissionTicket ticket, Clock::time_point validate_start) {
+  if (!scheduler_) {
+    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), StatusCode::kInvalidArgument);
+    done(InvalidArgument("model '" + options_.name +
+                         "' generates text and takes no tensors: use POST /v1/chat/completions, "
+                         "POST /v1/completions or POST /v2/models/" +
+                         options_.name + "/generate"));
+    return;
   }
   auto scheduled = std::make_unique<ScheduledRequest>();
   scheduled->ticket = std::move(ticket);
@@ -288,13 +309,16 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
       result = std::move(presented);
   }
   if (options_.traffic != nullptr && options_.traffic->active()) {
-    // The breaker counts what says the version is sick: engine failures and timeouts, not a
-    // client's bad request or a cancellation.
+    // The breaker and the guard count what says the version is sick: engine failures and
+    // timeouts, not a client's bad request (an engine's kInvalidArgument included) or a
+    // cancellation. A request that names its version (the URL's, X-Harrier-Model-Version through
+    // ForcedVersionModel, a shadow copy) was not sent by the split: not the rollout's traffic.
     const StatusCode code = result.ok() ? StatusCode::kOk : result.status().code();
-    options_.traffic->Record(
-        options_.version, ran - req.received_at,
-        code != StatusCode::kOk && code != StatusCode::kCancelled,
-        code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded);
+    RequestOutcome outcome;
+    outcome.latency = ran - req.received_at;
+    outcome.server_failure = code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded;
+    outcome.routed_by_split = !req.model_version.has_value();
+    options_.traffic->Record(options_.version, outcome);
   }
   if (!result.ok()) {
     stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());

@@ -71,6 +71,12 @@ class LoadedModel : public ServableModel {
   // Errors through `done`: kInvalidArgument (validation, on the calling thread), and the
   // scheduler's: kResourceExhausted, kDeadlineExceeded, kCancelled, kUnavailable, kInternal.
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
+  // A traffic policy's shadow copy of a request another version answers (ShadowedModel): as
+  // Infer(), but outside admission control — it takes no server in-flight slot, no overload
+  // slot and no rate-limit token, so shadow traffic never makes a client's request refused.
+  // When the server has no in-flight slot to spare it is shed instead: kResourceExhausted
+  // through `done`, not counted in the version's statistics.
+  void InferShadowCopy(std::unique_ptr<InferenceRequest> request, InferCallback done);
   // ModelAdmission::Peek: nothing taken. With priority levels more urgent than the default
   // (which Infer() exempts from overload protection) the overload part is skipped.
   Status CheckAdmission(std::string_view client_id) const override;
@@ -97,6 +103,10 @@ class LoadedModel : public ServableModel {
 
  private:
   explicit LoadedModel(Options options);
+  // Validates and submits an admitted request (or a shadow copy, with an empty ticket);
+  // `validate_start`: when Infer() began, the start of compute_input.
+  void Submit(std::unique_ptr<InferenceRequest> request, InferCallback done, AdmissionTicket ticket,
+              Clock::time_point validate_start);
   void OnComplete(std::unique_ptr<ScheduledRequest> r, StatusOr<std::vector<Tensor>> result,
                   const RequestTiming& timing);
 

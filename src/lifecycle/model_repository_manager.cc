@@ -17,6 +17,7 @@
 
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
+#include "lifecycle/forced_version_model.h"
 #include "lifecycle/freed_memory.h"
 #include "lifecycle/lifecycle_executor.h"
 #include "lifecycle/loaded_model.h"
@@ -486,6 +487,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   std::vector<std::shared_ptr<LoadedModel>> replaced;
   // The override directories of the replaced versions: removed after they retire.
   std::vector<std::shared_ptr<const OverrideDirectory>> replaced_files;
+  std::vector<int64_t> reloaded;  // serving versions replaced by a new instance
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
@@ -503,6 +505,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
       if (fresh != loaded.end()) {
         versions[v] = std::move(fresh->second);
         if (old != serving.end()) {
+          reloaded.push_back(v);
           replaced.push_back(old->second.model);
           replaced_files.push_back(old->second.files);
         }
@@ -546,6 +549,8 @@ Status ModelRepositoryManagerImpl::Reconcile(
       spdlog::warn("model '{}': {}", dir.name, *dropped);
       if (entry.traffic_from_file) entry.traffic_file_waits = true;
     }
+    // A breaker judged the instance a reload replaced: the new one starts closed.
+    for (int64_t v : reloaded) entry.traffic->OnVersionReplaced(v);
     entry.versions = std::move(versions);
     entry.unloaded = false;
   }
@@ -670,6 +675,11 @@ StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
   if (!decision.ok()) return decision.status();
   ASSIGN_OR_RETURN(std::shared_ptr<ServableModel> answering,
                    GetLocked(name, decision->version, nullptr));
+  // A version the client forced feeds its breaker, not a rollout's guard (docs/routing.md).
+  if (decision->forced) {
+    return std::shared_ptr<ServableModel>(
+        std::make_shared<ForcedVersionModel>(std::static_pointer_cast<LoadedModel>(answering)));
+  }
   if (!decision->shadow_version) return answering;
   auto shadow = GetLocked(name, *decision->shadow_version, nullptr);
   lock.unlock();

@@ -78,20 +78,20 @@ void ShadowedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallba
     }
     done(std::move(r));
   });
-  shadow_->Infer(std::move(copy), [pair, traffic = traffic_,
-                                   shadow_version](StatusOr<InferenceResponse> r) {
-    std::lock_guard lock(pair->mu);
-    if (r.ok()) {
-      pair->shadow = std::move(r->outputs);
-    } else if (r.status().code() == StatusCode::kResourceExhausted) {
-      pair->done = true;  // refused by admission: shed, not an error of the version
-      traffic->RecordShadowShed(shadow_version);
-      return;
-    } else {
-      pair->shadow = r.status();
-    }
-    MaybeCompare(*pair, *traffic, shadow_version);
-  });
+  shadow_->InferShadowCopy(
+      std::move(copy), [pair, traffic = traffic_, shadow_version](StatusOr<InferenceResponse> r) {
+        std::lock_guard lock(pair->mu);
+        if (r.ok()) {
+          pair->shadow = std::move(r->outputs);
+        } else if (r.status().code() == StatusCode::kResourceExhausted) {
+          pair->done = true;  // no in-flight slot spare (or a full queue): shed, not an error
+          traffic->RecordShadowShed(shadow_version);
+          return;
+        } else {
+          pair->shadow = r.status();
+        }
+        MaybeCompare(*pair, *traffic, shadow_version);
+      });
 }
 
 }  // namespace harrier

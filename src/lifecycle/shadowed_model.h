@@ -4,10 +4,13 @@
 // and its answer is dropped once compared with the real one (TrafficController::RecordShadow:
 // max absolute difference, top-1 agreement).
 //
-// Shadow work never delays the real answer: the copy goes only when the shadow version is idle
-// (nothing queued; otherwise it is shed and counted), it is submitted after the real request,
-// at the lowest priority, never inline, without the client's cancellation token or rate-limit
-// key, and the real answer is handed on the moment it is ready, whatever the shadow does.
+// Shadow work never refuses or delays the real answer: the copy goes only when the shadow
+// version is idle (nothing queued) and the server has an in-flight slot to spare (otherwise it
+// is shed and counted); it takes no slot of admission control (LoadedModel::InferShadowCopy:
+// no in-flight, overload or rate-limit slot), is submitted after the real request, at the
+// lowest priority, never inline, without the client's cancellation token; and the real answer
+// is handed on the moment it is ready, whatever the shadow does. The copy names its version,
+// so it feeds the shadow version's breaker but no rollout's guard window.
 //
 // Thread safety: as ServableModel.
 #pragma once

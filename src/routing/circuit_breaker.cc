@@ -34,6 +34,13 @@ void CircuitBreaker::RefreshState(Clock::time_point now) {
   }
 }
 
+void CircuitBreaker::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = State::kClosed;
+  probes_issued_ = 0;
+  ClearWindow();
+}
+
 bool CircuitBreaker::ShouldTrip(int64_t current_slot) const {
   int64_t requests = 0, failures = 0;
   for (const Slot& slot : ring_) {

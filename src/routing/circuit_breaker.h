@@ -45,6 +45,11 @@ class CircuitBreaker {
   // A finished request's result.
   void Record(Clock::time_point now, bool failure);
 
+  // Back to closed with an empty window, whatever the state: the version's instance was
+  // replaced (a reload), so what the breaker knew was about an instance that no longer serves.
+  // times_opened() is kept.
+  void Reset();
+
   // The state at `now` (an open breaker whose open_seconds have passed reads as kHalfOpen).
   State state(Clock::time_point now) const;
 

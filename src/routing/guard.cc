@@ -57,14 +57,26 @@ GuardVerdict EvaluateGuard(const GuardConfig& guard, const WindowSnapshot& candi
   }
   std::vector<std::string> breaches, holds;
   bool unjudged = false;
-  if (guard.max_error_rate) {
+  {
+    // Always judged, with the default allowance when the guard sets none: a candidate failing
+    // far more than its baseline is never promoted, whatever limits the operator chose. The
+    // allowance is over the baseline's own rate, so a baseline failing as much (a bad input
+    // stream, a shared dependency down) does not roll the candidate back; a baseline with too
+    // few requests to judge counts as failing nothing.
+    const double limit = guard.max_error_rate.value_or(kDefaultGuardMaxErrorRate);
+    const std::string limit_text =
+        "max_error_rate " + Percent(limit) + (guard.max_error_rate ? "" : " (default)");
+    const bool baseline_judged = baseline.requests >= guard.min_requests;
+    const double baseline_rate = baseline_judged ? baseline.error_rate : 0;
+    const std::string allowed =
+        baseline_judged ? "baseline " + Percent(baseline_rate) + " + " + limit_text : limit_text;
     const std::string figures = "candidate error rate " + Percent(candidate.error_rate) + " (" +
                                 std::to_string(candidate.errors) + " of " +
                                 std::to_string(candidate.requests) + ")";
-    if (candidate.error_rate > *guard.max_error_rate) {
-      breaches.push_back(figures + " > max_error_rate " + Percent(*guard.max_error_rate));
+    if (candidate.error_rate > baseline_rate + limit) {
+      breaches.push_back(figures + " > " + allowed);
     } else {
-      holds.push_back(figures + " <= max_error_rate " + Percent(*guard.max_error_rate));
+      holds.push_back(figures + " <= " + allowed);
     }
   }
   if (guard.max_p99_us) {

@@ -115,6 +115,11 @@ std::optional<std::string> TrafficController::OnVersionsChanged(std::vector<int6
   return std::nullopt;
 }
 
+void TrafficController::OnVersionReplaced(int64_t version) {
+  std::lock_guard lock(mu_);
+  if (router_) router_->ResetBreaker(version);
+}
+
 StatusOr<RouteDecision> TrafficController::Route(std::optional<int64_t> forced,
                                                  const Headers& headers) {
   RouteRequest request;
@@ -135,18 +140,17 @@ StatusOr<RouteDecision> TrafficController::Route(std::optional<int64_t> forced,
   return router_->Route(request, now);
 }
 
-void TrafficController::Record(int64_t version, Clock::duration latency, bool failed,
-                               bool breaker_failure) {
+void TrafficController::Record(int64_t version, const RequestOutcome& outcome) {
   if (!active()) return;
   std::lock_guard lock(mu_);
   if (!router_) return;
   const Clock::time_point now = clock_.Now();
-  router_->RecordResult(version, now, breaker_failure);
-  if (rollout_ && candidate_) {
+  router_->RecordResult(version, now, outcome.server_failure);
+  if (rollout_ && candidate_ && outcome.routed_by_split) {
     if (version == rollout_->config().candidate) {
-      candidate_->Record(latency, failed);
+      candidate_->Record(outcome.latency, outcome.server_failure);
     } else if (policy_->weights.contains(version)) {
-      baseline_->Record(latency, failed);
+      baseline_->Record(outcome.latency, outcome.server_failure);
     }
   }
   MaybeEvaluate(now);
@@ -320,8 +324,8 @@ std::map<int64_t, std::string> TrafficController::VersionNotes() const {
     } else {
       char percent[32];
       std::snprintf(percent, sizeof percent, "%g%%", rollout_->candidate_percent());
-      note += std::string(" \u00b7 rollout ") + RolloutStateName(rollout_->state()) + " at " +
-              percent;
+      note +=
+          std::string(" \u00b7 rollout ") + RolloutStateName(rollout_->state()) + " at " + percent;
     }
   }
   if (policy_->shadow) {
@@ -370,8 +374,8 @@ ShadowComparison CompareOutputs(const std::vector<Tensor>& answered,
       if (x[i] > x[argmax_x]) argmax_x = i;
       if (y[i] > y[argmax_y]) argmax_y = i;
     }
-    const bool classifier = n > 1 && (a.shape.size() == 1 ||
-                                      (a.shape.size() == 2 && a.shape[0] == 1));
+    const bool classifier =
+        n > 1 && (a.shape.size() == 1 || (a.shape.size() == 2 && a.shape[0] == 1));
     if (classifier && !c.top1_agrees) c.top1_agrees = argmax_x == argmax_y;
   }
   return c;

@@ -38,9 +38,23 @@ namespace harrier {
 
 // What a shadow comparison found for one request (outputs compared by name).
 struct ShadowComparison {
-  bool failed = false;           // the shadow version answered an error
-  double max_abs_difference = 0;  // over every FP32 output element both answers hold
+  bool failed = false;              // the shadow version answered an error
+  double max_abs_difference = 0;    // over every FP32 output element both answers hold
   std::optional<bool> top1_agrees;  // a classifier-shaped FP32 output: same arg-max
+};
+
+// A finished request, as the version that ran it reports it (TrafficController::Record).
+struct RequestOutcome {
+  // From receipt to the model's answer (for a generation: to its first token).
+  Clock::duration latency{};
+  // A server-side failure: an engine failure or a timeout, which says the version is sick. Not a
+  // client's bad request (kInvalidArgument, even from the engine), a cancellation or a refusal.
+  // The breaker and the guard count these and nothing else as errors.
+  bool server_failure = false;
+  // The policy's split picked the version. False for a version the client named (the URL's or
+  // X-Harrier-Model-Version) and for a shadow copy: they feed the version's breaker, but not
+  // the rollout's guard windows, which judge the traffic the rollout sends.
+  bool routed_by_split = true;
 };
 
 class TrafficController {
@@ -60,6 +74,16 @@ class TrafficController {
   // it names still serves; otherwise it is dropped, and the reason returned (to log).
   std::optional<std::string> OnVersionsChanged(std::vector<int64_t> available);
 
+  // `version`'s instance was replaced by a new one (a reload that kept the version number and
+  // swapped in a new instance). Closes that version's circuit breaker with an empty window: what
+  // it knew was about the instance that no longer serves, and a fixed version should not wait
+  // out open_seconds. The policy, the weights, the rollout and the guard windows are kept (the
+  // rollout is not restarted by a reload; its windows age out within window_seconds). No-op
+  // without a policy, without breakers or for a version the policy's router does not serve.
+  // Call it once the new instance takes requests; results of the old instance's requests that
+  // finish later still count.
+  void OnVersionReplaced(int64_t version);
+
   // A request's header fields: names lower-cased (HttpRequest::headers).
   using Headers = std::vector<std::pair<std::string, std::string>>;
 
@@ -68,9 +92,9 @@ class TrafficController {
   // kInternal when inactive (the caller asks only while active()).
   StatusOr<RouteDecision> Route(std::optional<int64_t> forced, const Headers& headers);
 
-  // A finished request to `version` (shadow copies included): its latency and whether it
-  // failed; `breaker_failure` — an engine failure or timeout, what the breaker counts.
-  void Record(int64_t version, Clock::duration latency, bool failed, bool breaker_failure);
+  // A finished request to `version` (shadow copies included). The version's breaker counts
+  // every one; the rollout's guard windows only those the split routed (see RequestOutcome).
+  void Record(int64_t version, const RequestOutcome& outcome);
   void RecordShadow(int64_t version, const ShadowComparison& comparison);
   // A shadow copy not sent because the shadow version was busy.
   void RecordShadowShed(int64_t version);
@@ -106,15 +130,15 @@ class TrafficController {
   std::atomic<uint64_t> rollbacks_{0};
 
   mutable std::mutex mu_;
-  std::optional<TrafficPolicy> policy_;        // guarded by mu_
-  std::unique_ptr<TrafficRouter> router_;      // guarded by mu_ (set with policy_)
-  std::unique_ptr<Rollout> rollout_;           // guarded by mu_; with a policy's rollout
-  std::unique_ptr<SlidingWindow> candidate_;   // guarded by mu_; with a guard
-  std::unique_ptr<SlidingWindow> baseline_;    // guarded by mu_; with a guard
-  std::optional<GuardVerdict> last_verdict_;   // guarded by mu_
-  Clock::time_point last_evaluation_{};        // guarded by mu_
+  std::optional<TrafficPolicy> policy_;                   // guarded by mu_
+  std::unique_ptr<TrafficRouter> router_;                 // guarded by mu_ (set with policy_)
+  std::unique_ptr<Rollout> rollout_;                      // guarded by mu_; with a policy's rollout
+  std::unique_ptr<SlidingWindow> candidate_;              // guarded by mu_; with a guard
+  std::unique_ptr<SlidingWindow> baseline_;               // guarded by mu_; with a guard
+  std::optional<GuardVerdict> last_verdict_;              // guarded by mu_
+  Clock::time_point last_evaluation_{};                   // guarded by mu_
   std::optional<Rollout::RollbackRecord> last_rollback_;  // guarded by mu_; survives a new policy
-  std::map<int64_t, ShadowFigures> shadow_;    // guarded by mu_
+  std::map<int64_t, ShadowFigures> shadow_;               // guarded by mu_
 };
 
 // Compares a shadow answer's outputs with the answering version's (by name; FP32 outputs

@@ -56,9 +56,11 @@ struct GuardConfig {
   int64_t window_seconds = 0;  // > 0, at most 3600
   int64_t min_requests = 50;   // requests needed in a window before it is judged
   // At least one of the three limits is set.
-  std::optional<double> max_p99_ratio;   // > 1: candidate p99 / baseline p99
-  std::optional<double> max_error_rate;  // 0..1: candidate errors / requests
-  std::optional<int64_t> max_p99_us;     // > 0: candidate p99, absolute
+  std::optional<double> max_p99_ratio;  // > 1: candidate p99 / baseline p99
+  // 0..1: candidate errors / requests above the baseline's; unset: the guard still judges the
+  // error rate, with kDefaultGuardMaxErrorRate (guard.h).
+  std::optional<double> max_error_rate;
+  std::optional<int64_t> max_p99_us;  // > 0: candidate p99, absolute
 
   bool operator==(const GuardConfig&) const = default;
 };

@@ -119,6 +119,11 @@ void TrafficRouter::RecordResult(int64_t version, Clock::time_point now, bool fa
   if (it != breakers_.end()) it->second->Record(now, failure);
 }
 
+void TrafficRouter::ResetBreaker(int64_t version) {
+  auto it = breakers_.find(version);
+  if (it != breakers_.end()) it->second->Reset();
+}
+
 Status TrafficRouter::SetWeights(const VersionWeights& weights) {
   bool any = false;
   for (const auto& [version, weight] : weights) {

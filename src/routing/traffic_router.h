@@ -71,6 +71,9 @@ class TrafficRouter {
   // A finished request's result for the version's breaker (shadow requests included). No-op
   // without breakers or for a version the model does not serve.
   void RecordResult(int64_t version, Clock::time_point now, bool failure);
+  // Closes the version's breaker with an empty window (CircuitBreaker::Reset): its instance was
+  // replaced. No-op without breakers or for a version the model does not serve.
+  void ResetBreaker(int64_t version);
 
   // Routes with these weights from now on (a rollout step, a rollback). kInvalidArgument, and
   // nothing changes, when no weight is above 0 or a version with weight > 0 is not served.

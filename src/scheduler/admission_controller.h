@@ -182,6 +182,11 @@ class ModelAdmission {
   Status Peek(std::string_view client_id, bool check_overload = true) const;
   Status Peek(std::string_view client_id, Clock::time_point now, bool check_overload) const;
 
+  // Whether the server has an in-flight slot to spare now (a peek: nothing taken). A shadow copy
+  // of a traffic policy takes no slot, and runs only when one is spare (LoadedModel::
+  // InferShadowCopy).
+  bool ServerHasSpareInflight() const { return server_->WouldAcquireInflight(); }
+
   // Feedback without a ticket (AdmissionTicket::OnComplete calls this).
   void OnComplete(uint64_t queue_ns, uint64_t service_ns);
   // The scheduler's report of each model execution (OverloadLimiter::RunStarted/RunFinished):

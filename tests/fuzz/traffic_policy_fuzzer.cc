@@ -7,6 +7,8 @@
 // (ParseTrafficPolicy(TrafficPolicyToJson(p)) == p, as traffic_policy.h promises), or a policy
 // validated against its own versions that TrafficController refuses, or that routes to a
 // version it does not name.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -16,8 +18,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "routing/traffic_controller.h"
 #include "routing/traffic_policy.h"
@@ -59,12 +59,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("a policy valid for its versions was refused: " + s.ToString());
   const harrier::TrafficController::Headers headers = {{policy->sticky_header, "client"}};
   for (int i = 0; i < 8; ++i) {
-    auto route = controller.Route(std::nullopt, i % 2 ? headers : harrier::TrafficController::Headers{});
+    auto route =
+        controller.Route(std::nullopt, i % 2 ? headers : harrier::TrafficController::Headers{});
     if (!route.ok()) continue;  // every version out of rotation is allowed
     if (!std::binary_search(versions.begin(), versions.end(), route->version))
       Fail("routed to version " + std::to_string(route->version) + ", which it does not name");
-    controller.Record(route->version, std::chrono::microseconds(100 * (i + 1)), i % 3 == 0,
-                      i % 3 == 0);
+    harrier::RequestOutcome outcome;
+    outcome.latency = std::chrono::microseconds(100 * (i + 1));
+    outcome.server_failure = i % 3 == 0;
+    outcome.routed_by_split = !route->forced;
+    controller.Record(route->version, outcome);
   }
   (void)controller.StateJson();
   return 0;

@@ -1326,6 +1326,60 @@ TEST_F(ModelRepositoryManagerTest, TrafficJsonWaitsForTheVersionsItNames) {
   EXPECT_NE(policy().find(R"("policy":{"weights":{"1":9,"2":1})"), std::string::npos) << policy();
 }
 
+// A breaker opened by a broken instance closes when a reload replaces the instance; and a
+// version forced by the header is marked as named (it feeds its breaker, not a rollout's guard).
+TEST_F(ModelRepositoryManagerTest, AReloadClosesTheBreakerOfTheInstanceItReplaced) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/2/model.onnx", "breaks FP32 -1 4");
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
+  ASSERT_TRUE(m.SetTrafficPolicy("a", R"({"weights": {"1": 1, "2": 1},
+      "breaker": {"failure_threshold": 2, "open_seconds": 600}})")
+                  .ok());
+  auto json = [&] {
+    auto j = m.TrafficJson("a");
+    return j.ok() ? *j : j.status().ToString();
+  };
+  for (int i = 0; i < 2; ++i) {
+    auto two = m.Route("a", std::nullopt, {{"x-harrier-model-version", "2"}});
+    ASSERT_TRUE(two.ok()) << two.status().ToString();
+    EXPECT_EQ((*two)->version(), 2);
+    EXPECT_EQ(InferSync(**two, Fp32Request({1, 2, 3, 4}, {1, 4})).status().code(),
+              StatusCode::kInternal);
+  }
+  ASSERT_NE(json().find(R"("2":"open")"), std::string::npos) << json();
+  Write("a/2/model.onnx", "identity FP32 -1 4  ");  // fixed (another size: a new fingerprint)
+  ASSERT_TRUE(Control(m, true, "a").ok());
+  EXPECT_NE(json().find(R"("2":"closed")"), std::string::npos) << json();
+  EXPECT_NE(json().find(R"("policy":{)"), std::string::npos) << json();  // kept
+}
+
+// Requests a client forces to the candidate with the header are not the rollout's traffic: they
+// do not decide it (a tester's, or anyone's, failing requests cannot roll it back).
+TEST_F(ModelRepositoryManagerTest, RequestsForcedToTheCandidateDoNotDecideItsRollout) {
+  Write("a/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("a/2/model.onnx", "breaks FP32 -1 4");
+  auto manager = Explicit({"*"});
+  auto& m = *manager;
+  ASSERT_TRUE(m.SetTrafficPolicy("a", R"({"weights": {"1": 1},
+      "rollout": {"candidate": 2, "steps": [10, 100], "dwell_seconds": 600},
+      "guard": {"window_seconds": 60, "min_requests": 2, "max_error_rate": 0.1}})")
+                  .ok());
+  for (int i = 0; i < 5; ++i) {
+    auto two = m.Route("a", std::nullopt, {{"x-harrier-model-version", "2"}});
+    ASSERT_TRUE(two.ok()) << two.status().ToString();
+    EXPECT_EQ(InferSync(**two, Fp32Request({1, 2, 3, 4}, {1, 4})).status().code(),
+              StatusCode::kInternal);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past an evaluation period
+  auto json = m.TrafficJson("a");
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find(R"("state":"running")"), std::string::npos) << *json;
+  EXPECT_NE(json->find(R"("rollbacks":0)"), std::string::npos) << *json;
+}
+
 TEST_F(ModelRepositoryManagerTest, TheVersionHeaderIsOneVersionWrittenAsPoliciesWriteIt) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto m = Load();

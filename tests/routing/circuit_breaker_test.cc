@@ -75,6 +75,31 @@ TEST(CircuitBreakerTest, OpensAtTheFailureCountThenProbes) {
   EXPECT_EQ(b.times_opened(), 1);
 }
 
+// probe12 F10: the version's instance was replaced. Open, half-open or closed with failures
+// counted: closed with an empty window; times_opened() stays.
+TEST(CircuitBreakerTest, ResetClosesWithAnEmptyWindow) {
+  FakeClock clock;
+  CircuitBreaker b(Config(3));
+  Replay(b, clock, {{0s, Op::kFail, 3, false, State::kOpen}});
+  b.Reset();
+  Replay(b, clock,
+         {
+             {0s, Op::kAllow, 5, true, State::kClosed},
+             {0s, Op::kFail, 2, false, State::kClosed},  // 2 of 3
+         });
+  b.Reset();
+  Replay(b, clock,
+         {
+             {0s, Op::kFail, 2, false, State::kClosed},  // 2 of 3 again, not 4
+             {0s, Op::kFail, 1, false, State::kOpen},
+             {30s, Op::kAllow, 2, true, State::kHalfOpen},
+             {0s, Op::kAllow, 1, false, State::kHalfOpen},
+         });
+  b.Reset();
+  Replay(b, clock, {{0s, Op::kAllow, 5, true, State::kClosed}});
+  EXPECT_EQ(b.times_opened(), 2);
+}
+
 TEST(CircuitBreakerTest, FailuresOutsideTheWindowDoNotCount) {
   FakeClock clock;
   CircuitBreaker b(Config(5));

@@ -22,6 +22,25 @@ TrafficPolicy Parse(const std::string& json) {
   return p.ok() ? *p : TrafficPolicy{};
 }
 
+RequestOutcome Ok(std::chrono::microseconds latency) {
+  RequestOutcome o;
+  o.latency = latency;
+  return o;
+}
+
+// An engine failure or a timeout.
+RequestOutcome ServerFailure(std::chrono::microseconds latency) {
+  RequestOutcome o = Ok(latency);
+  o.server_failure = true;
+  return o;
+}
+
+// A request whose version the client named (URL or X-Harrier-Model-Version).
+RequestOutcome Forced(RequestOutcome o) {
+  o.routed_by_split = false;
+  return o;
+}
+
 TEST(TrafficControllerTest, InactiveUntilAPolicyThatFitsTheServedVersions) {
   testing::FakeClock clock;
   TrafficController c("m", clock);
@@ -63,8 +82,8 @@ TEST(TrafficControllerTest, AGuardBreachRollsTheCandidateBackWithinOneWindow) {
   EXPECT_EQ(c.weights().at(2), 10 * c.weights().at(1) / 90);
   // The candidate takes 10 ms, the baseline 1 ms: a breach as soon as both have 20 requests.
   for (int i = 0; i < 30; ++i) {
-    c.Record(1, milliseconds(1), false, false);
-    c.Record(2, milliseconds(10), false, false);
+    c.Record(1, Ok(milliseconds(1)));
+    c.Record(2, Ok(milliseconds(10)));
     clock.Advance(milliseconds(20));
   }
   clock.Advance(milliseconds(150));
@@ -86,8 +105,8 @@ TEST(TrafficControllerTest, AHealthyCandidateAdvancesEachDwell) {
                           {1, 2})
                   .ok());
   for (int i = 0; i < 150; ++i) {
-    c.Record(1, milliseconds(1), false, false);
-    c.Record(2, milliseconds(1), false, false);
+    c.Record(1, Ok(milliseconds(1)));
+    c.Record(2, Ok(milliseconds(1)));
     clock.Advance(milliseconds(20));
     (void)c.Route(std::nullopt, {});
   }
@@ -143,11 +162,117 @@ TEST(TrafficControllerTest, BreakerStatesOfEachServedVersionForTheMetrics) {
   using State = CircuitBreaker::State;
   EXPECT_EQ(c.breaker_states(),
             (std::map<int64_t, State>{{1, State::kClosed}, {2, State::kClosed}}));
-  for (int i = 0; i < 2; ++i) c.Record(2, milliseconds(1), true, /*breaker_failure=*/true);
+  for (int i = 0; i < 2; ++i) c.Record(2, ServerFailure(milliseconds(1)));
   EXPECT_EQ(c.breaker_states(), (std::map<int64_t, State>{{1, State::kClosed}, {2, State::kOpen}}));
   clock.Advance(std::chrono::seconds(5));
   EXPECT_EQ(c.breaker_states().at(2), State::kHalfOpen);
   c.ClearPolicy();
+  EXPECT_TRUE(c.breaker_states().empty());
+}
+
+// probe12 F5: requests forced to the candidate (a tester's, or anyone's) are not the rollout's
+// traffic. They open its breaker, but the guard does not judge them.
+TEST(TrafficControllerTest, ForcedRequestsFeedTheBreakerButNotTheGuard) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":1},
+      "rollout":{"candidate":2,"steps":[10,100],"dwell_seconds":600},
+      "guard":{"window_seconds":60,"min_requests":10,"max_error_rate":0.1},
+      "breaker":{"failure_threshold":5,"open_seconds":600}})"),
+                          {1, 2})
+                  .ok());
+  for (int i = 0; i < 15; ++i) c.Record(2, Forced(ServerFailure(milliseconds(1))));
+  clock.Advance(milliseconds(200));
+  const std::string state = c.StateJson();
+  EXPECT_EQ(c.rollbacks(), 0u) << state;
+  EXPECT_NE(state.find(R"("state":"running")"), std::string::npos) << state;
+  EXPECT_EQ(c.breaker_states().at(2), CircuitBreaker::State::kOpen);
+}
+
+// probe12 F5: a candidate failing exactly as often as its baseline (bad input for both, a
+// shared dependency down) is not rolled back; one failing more than the allowance above it is.
+TEST(TrafficControllerTest, TheErrorLimitIsOverTheBaselinesOwnRate) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  const TrafficPolicy policy = Parse(R"({"weights":{"1":1},
+      "rollout":{"candidate":2,"steps":[50,100],"dwell_seconds":600},
+      "guard":{"window_seconds":60,"min_requests":10,"max_error_rate":0.1}})");
+  ASSERT_TRUE(c.SetPolicy(policy, {1, 2}).ok());
+  for (int i = 0; i < 20; ++i) {
+    c.Record(1, ServerFailure(milliseconds(1)));
+    c.Record(2, ServerFailure(milliseconds(1)));
+  }
+  clock.Advance(milliseconds(200));
+  std::string state = c.StateJson();
+  EXPECT_EQ(c.rollbacks(), 0u) << state;
+
+  ASSERT_TRUE(c.SetPolicy(policy, {1, 2}).ok());  // fresh windows
+  for (int i = 0; i < 20; ++i) {
+    c.Record(1, i < 2 ? ServerFailure(milliseconds(1)) : Ok(milliseconds(1)));  // 10%
+    c.Record(2, i < 5 ? ServerFailure(milliseconds(1)) : Ok(milliseconds(1)));  // 25%
+  }
+  clock.Advance(milliseconds(200));
+  state = c.StateJson();
+  EXPECT_EQ(c.rollbacks(), 1u) << state;
+  EXPECT_NE(state.find("candidate error rate 25.00% (5 of 20) > baseline 10.00% + "
+                       "max_error_rate 10.00%"),
+            std::string::npos)
+      << state;
+}
+
+// probe12 F11: a guard on latency alone still rolls back a candidate that fails every request
+// (fast failures keep its p99 low), by the default error allowance.
+TEST(TrafficControllerTest, ALatencyOnlyGuardRollsBackAnAllFailingCandidate) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":1},
+      "rollout":{"candidate":2,"steps":[50,100],"dwell_seconds":1},
+      "guard":{"window_seconds":2,"min_requests":5,"max_p99_ratio":2}})"),
+                          {1, 2})
+                  .ok());
+  for (int i = 0; i < 40; ++i) {
+    c.Record(1, Ok(std::chrono::microseconds(189)));
+    c.Record(2, ServerFailure(std::chrono::microseconds(189)));
+    clock.Advance(milliseconds(50));
+    (void)c.Route(std::nullopt, {});
+  }
+  const std::string state = c.StateJson();
+  EXPECT_EQ(c.rollbacks(), 1u) << state;
+  EXPECT_EQ(c.weights().count(2) ? c.weights().at(2) : 0, 0) << state;
+  EXPECT_NE(state.find("max_error_rate 5.00% (default)"), std::string::npos) << state;
+}
+
+// probe12 F10: a version whose failing instance a reload replaced gets traffic again at once,
+// not after open_seconds; the other versions' breakers and the weights are untouched.
+TEST(TrafficControllerTest, AReplacedVersionsBreakerClosesAgain) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":1,"2":1,"3":1},
+                                   "breaker":{"failure_threshold":2,"open_seconds":600}})"),
+                          {1, 2, 3})
+                  .ok());
+  using State = CircuitBreaker::State;
+  for (int i = 0; i < 2; ++i) {
+    c.Record(2, ServerFailure(milliseconds(1)));
+    c.Record(3, ServerFailure(milliseconds(1)));
+  }
+  ASSERT_EQ(c.breaker_states().at(2), State::kOpen);
+  const VersionWeights weights = c.weights();
+  c.OnVersionReplaced(2);
+  EXPECT_EQ(c.breaker_states(), (std::map<int64_t, State>{
+                                    {1, State::kClosed}, {2, State::kClosed}, {3, State::kOpen}}));
+  EXPECT_EQ(c.weights(), weights);
+  std::map<int64_t, int> counts;
+  for (int i = 0; i < 1000; ++i) counts[c.Route(std::nullopt, {})->version]++;
+  EXPECT_GT(counts[2], 300);
+  EXPECT_EQ(counts[3], 0);
+  // The window starts empty: one more failure does not reopen it (the threshold is 2).
+  c.Record(2, ServerFailure(milliseconds(1)));
+  EXPECT_EQ(c.breaker_states().at(2), State::kClosed);
+  // Without a policy, or for a version not served: nothing happens.
+  c.OnVersionReplaced(7);
+  c.ClearPolicy();
+  c.OnVersionReplaced(2);
   EXPECT_TRUE(c.breaker_states().empty());
 }
 

@@ -3,6 +3,8 @@
 //                                  (e.g. "identity FP32 -1 4"); Run copies INPUT0 to OUTPUT0
 //   "zero_fails <DTYPE> <dims...>" the same, but Run fails (kInvalidArgument) when INPUT0 is
 //                                  all zero bytes, as a graph that divides by its input does
+//   "breaks <DTYPE> <dims...>"     the same, but every Run fails (kInternal), as an engine
+//                                  failure does (what a circuit breaker counts)
 //   "too_big"                       kResourceExhausted, as an engine that cannot allocate
 //                                  the model's memory (llama.cpp's context) answers
 //   anything else                   kInvalidArgument, as a corrupt model would be
@@ -29,15 +31,17 @@ namespace harrier::testing {
 
 class FakeInstance : public ModelInstance {
  public:
-  explicit FakeInstance(std::atomic<int>* runs, bool zero_fails = false,
+  enum class Fails { kNever, kOnZeros, kAlways };
+  explicit FakeInstance(std::atomic<int>* runs, Fails fails = Fails::kNever,
                         std::optional<ModelSignature> signature = std::nullopt)
-      : runs_(runs), zero_fails_(zero_fails), signature_(std::move(signature)) {}
+      : runs_(runs), fails_(fails), signature_(std::move(signature)) {}
   const ModelSignature* signature() const override { return signature_ ? &*signature_ : nullptr; }
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
              std::vector<Tensor>* outputs, const RunContext&) override {
     ++*runs_;
     outputs->clear();
-    if (zero_fails_) {
+    if (fails_ == Fails::kAlways) return Internal("the engine failed");
+    if (fails_ == Fails::kOnZeros) {
       const auto* bytes = inputs[0].data;
       if (std::all_of(bytes, bytes + inputs[0].size_bytes,
                       [](std::byte b) { return b == std::byte{0}; }))
@@ -57,7 +61,7 @@ class FakeInstance : public ModelInstance {
 
  private:
   std::atomic<int>* runs_;
-  const bool zero_fails_;
+  const Fails fails_;
   const std::optional<ModelSignature> signature_;
 };
 
@@ -84,8 +88,11 @@ class FakeBackend : public Backend {
     std::ifstream in(path);
     std::string word;
     in >> word;
+    const auto fails = word == "zero_fails" ? FakeInstance::Fails::kOnZeros
+                       : word == "breaks"   ? FakeInstance::Fails::kAlways
+                                            : FakeInstance::Fails::kNever;
     return std::unique_ptr<ModelInstance>(new FakeInstance(
-        &runs, word == "zero_fails",
+        &runs, fails,
         instances_report_signature ? std::optional(std::move(signature)) : std::nullopt));
   }
 
@@ -121,7 +128,7 @@ class FakeBackend : public Backend {
     in >> word >> dtype;
     if (word == "too_big") return ResourceExhausted(path + ": not enough memory for the model");
     auto type = DataTypeFromName(dtype);
-    if ((word != "identity" && word != "zero_fails") || !type)
+    if ((word != "identity" && word != "zero_fails" && word != "breaks") || !type)
       return InvalidArgument(path + ": not a valid model file");
     TensorSpec spec{"INPUT0", *type, {}};
     int64_t d;
