@@ -520,13 +520,23 @@ Status ModelRepositoryManagerImpl::Reconcile(
     // The versions the policy no longer selects retire only when every selected version
     // serves from what this reconcile meant it to: a new version that fails (now or at an
     // earlier poll) leaves the old ones serving, and so does a serving version that failed to
-    // reload (it serves on from its old files, under a config that did not load: nothing that
-    // serves changes for a failed load).
+    // reload from these files, now or at an earlier poll that this one does not retry (it
+    // serves on from its old files, under a config that did not load: nothing that serves
+    // changes for a failed load, however many polls meet it).
     std::set<int64_t> ready;
     for (const auto& [v, e] : versions)
       if (e.state == ModelState::kReady) ready.insert(v);
-    const bool keep_deselected =
-        !RetireDeselected(selection.selected, ready) || !failed_reloads.empty();
+    bool reload_failed = !failed_reloads.empty();
+    for (int64_t v : selection.selected) {
+      auto it = versions.find(v);
+      auto fp = fingerprints.find(v);
+      if (it != versions.end() && fp != fingerprints.end() &&
+          it->second.failed_reload_fingerprint != 0 &&
+          it->second.failed_reload_fingerprint == fp->second) {
+        reload_failed = true;
+      }
+    }
+    const bool keep_deselected = !RetireDeselected(selection.selected, ready) || reload_failed;
     for (const auto& [v, e] : serving) {
       if (versions.contains(v)) continue;  // selected: kept or replaced above
       if (keep_deselected) {

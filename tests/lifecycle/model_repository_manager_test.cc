@@ -1214,6 +1214,37 @@ TEST_F(ModelRepositoryManagerTest, AFailedReloadRetiresNoVersionTheNewConfigDese
   EXPECT_NE(json->find(R"("policy":{"weights":{"1":1,"3":1})"), std::string::npos) << *json;
 }
 
+// The same in poll mode, at every poll that meets the bad config, not only the first: a later
+// poll does not retry the failed reload, and must not take the config as loaded either; and
+// when the good config comes back and the bad one again (the same files as the failure
+// remembered), still nothing retires.
+TEST_F(ModelRepositoryManagerTest, APollsFailedConfigRetiresNothingAtAnyLaterPoll) {
+  const std::string good = "version_policy: { all: {} }\n";
+  const std::string bad = "input [ { name: \"nope\" } ]\n";  // latest 1, and does not fit
+  Write("a/config.pbtxt", good);
+  for (const char* v : {"1", "2", "3"})
+    Write(std::string("a/") + v + "/model.onnx", "identity FP32 -1 4");
+  auto polled_manager = Polled();
+  auto& m = *polled_manager;
+  auto all_serve = [&] { return m.Get("a", 1).ok() && m.Get("a", 2).ok() && m.Get("a", 3).ok(); };
+  ASSERT_TRUE(all_serve());
+  // A poll's parts take a millisecond here; 200 ms leaves each time to finish.
+  auto poll = [&] {
+    m.PollNow();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  };
+  for (int round = 0; round < 2; ++round) {
+    Write("a/config.pbtxt", bad);
+    for (int i = 0; i < 3; ++i) {
+      poll();
+      EXPECT_TRUE(all_serve()) << "round " << round << ", poll " << i;
+    }
+    Write("a/config.pbtxt", good + std::string(round + 1, '\n'));  // good again (a new fingerprint)
+    poll();
+    EXPECT_TRUE(Eventually(all_serve));
+  }
+}
+
 // Requests routed by a policy while reloads retire a version it names, and policies set and
 // cleared meanwhile: every request finds a version (the policy follows the versions under the
 // same lock), none is told a version it never asked for is not found, or that the policy
