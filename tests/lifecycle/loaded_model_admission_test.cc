@@ -15,22 +15,6 @@ namespace {
 using testing::FakeClock;
 using testing::Fp32InferenceRequest;
 
-// A FakeInstance whose runs wait until the test opens the gate.
-class GatedInstance : public ModelInstance {
- public:
-  GatedInstance(std::atomic<int>* runs, std::shared_future<void> gate)
-      : inner_(runs), gate_(std::move(gate)) {}
-  Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
-             std::vector<Tensor>* outputs, const RunContext& context) override {
-    gate_.wait();
-    return inner_.Run(inputs, output_names, outputs, context);
-  }
-
- private:
-  testing::FakeInstance inner_;
-  std::shared_future<void> gate_;
-};
-
 class LoadedModelAdmissionTest : public ::testing::Test {
  protected:
   ~LoadedModelAdmissionTest() override { Open(); }
@@ -58,7 +42,7 @@ class LoadedModelAdmissionTest : public ::testing::Test {
     options.policy = std::move(policy);
     options.admission = std::move(admission).value();
     std::vector<std::unique_ptr<ModelInstance>> instances;
-    instances.push_back(std::make_unique<GatedInstance>(&runs_, gate_));
+    instances.push_back(std::make_unique<testing::GatedInstance>(&runs_, gate_));
     auto m = LoadedModel::Create(std::move(options), std::move(instances));
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return std::move(m).value();

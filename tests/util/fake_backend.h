@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -142,6 +143,23 @@ class FakeBackend : public Backend {
 
   std::mutex mu_;
   InstanceOptions last_options_;
+};
+
+// A FakeInstance whose runs wait until the test opens the gate (`gate`'s promise is set): to
+// hold requests in flight.
+class GatedInstance : public ModelInstance {
+ public:
+  GatedInstance(std::atomic<int>* runs, std::shared_future<void> gate)
+      : inner_(runs), gate_(std::move(gate)) {}
+  Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
+             std::vector<Tensor>* outputs, const RunContext& context) override {
+    gate_.wait();
+    return inner_.Run(inputs, output_names, outputs, context);
+  }
+
+ private:
+  FakeInstance inner_;
+  std::shared_future<void> gate_;
 };
 
 }  // namespace harrier::testing
