@@ -147,6 +147,21 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // READY: the fingerprint of files it failed to reload from (a poll does not retry them).
     uint64_t failed_reload_fingerprint = 0;
   };
+  struct TrafficFile {
+    // The content last applied ("" when none): a poll applies a changed file; the API's policy
+    // stands until the file changes.
+    std::string content;
+    // What the file looked like when last read (size, modification time): a poll reads it
+    // again only when that changes, or when `waits` and the READY versions are no longer
+    // `ready`.
+    FileStamp stamp;
+    std::vector<int64_t> ready;
+    // Its policy is not in force because of the versions: it named one that did not serve, or
+    // it was dropped when one left. Tried again when the versions change.
+    bool waits = false;
+    // The policy in force came from the file (not from PUT .../traffic).
+    bool in_force = false;
+  };
   struct ModelEntry {
     std::string platform;
     std::string reason;                        // a failure before any version could load
@@ -157,19 +172,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // The model's traffic controller: made with the entry's first load, kept for the model's
     // life (its versions hold it too).
     std::shared_ptr<TrafficController> traffic;
-    // The content of <model>/traffic.json last applied ("" when none): a poll applies a changed
-    // file; the API's policy stands until the file changes.
-    std::string traffic_file;
-    // What the file looked like when last read (size, modification time): a poll reads it
-    // again only when that changes, or when `traffic_file_waits` and the READY versions are no
-    // longer `traffic_file_ready`.
-    FileStamp traffic_file_stamp;
-    std::vector<int64_t> traffic_file_ready;
-    // The file's policy is not in force because of the versions: it named one that did not
-    // serve, or it was dropped when one left. Tried again when the versions change.
-    bool traffic_file_waits = false;
-    // The policy in force came from the file (not from PUT .../traffic).
-    bool traffic_from_file = false;
+    // What is known of <model>/traffic.json (ApplyTraffic); reset to nothing by an unload.
+    TrafficFile traffic_file;
     // The last failure of the model as a whole (its directory, its config), logged once: a
     // poll that meets it again says nothing until it changes or clears.
     std::string last_failure;
@@ -230,6 +234,14 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   std::shared_ptr<TrafficController> TrafficOf(const std::string& name);
   // The READY version numbers of `name`, ascending.
   std::vector<int64_t> ReadyVersions(std::string_view name) const;
+  // The READY version numbers among `versions`, ascending. REQUIRES: mu_ held, or `versions`
+  // not yet published.
+  static std::vector<int64_t> ReadyIn(const std::map<int64_t, VersionEntry>& versions) {
+    std::vector<int64_t> ready;
+    for (const auto& [v, e] : versions)
+      if (e.state == ModelState::kReady) ready.push_back(v);
+    return ready;
+  }
   // After the versions of `name` changed: the policy follows them (dropped, and logged, when a
   // version it names no longer serves), and a changed traffic.json is applied.
   void ApplyTraffic(const ModelDirectory& dir);
@@ -551,13 +563,11 @@ Status ModelRepositoryManagerImpl::Reconcile(
     }
     // The policy follows the versions in the same exclusive section: a request routed by a
     // policy never meets a version that has left (Route() decides under the shared lock).
-    std::vector<int64_t> serving_after;
-    for (const auto& [v, e] : versions)
-      if (e.state == ModelState::kReady) serving_after.push_back(v);
+    const std::vector<int64_t> serving_after = ReadyIn(versions);
     if (!entry.traffic) entry.traffic = std::make_shared<TrafficController>(dir.name);
     if (auto dropped = entry.traffic->OnVersionsChanged(serving_after)) {
       spdlog::warn("model '{}': {}", dir.name, *dropped);
-      if (entry.traffic_from_file) entry.traffic_file_waits = true;
+      if (entry.traffic_file.in_force) entry.traffic_file.waits = true;
     }
     // A breaker judged the instance a reload replaced: the new one starts closed.
     for (int64_t v : reloaded) entry.traffic->OnVersionReplaced(v);
@@ -582,12 +592,8 @@ std::shared_ptr<TrafficController> ModelRepositoryManagerImpl::TrafficOf(const s
 
 std::vector<int64_t> ModelRepositoryManagerImpl::ReadyVersions(std::string_view name) const {
   std::shared_lock lock(mu_);
-  std::vector<int64_t> ready;
   auto it = models_.find(name);
-  if (it != models_.end())
-    for (const auto& [v, e] : it->second.versions)
-      if (e.state == ModelState::kReady) ready.push_back(v);
-  return ready;
+  return it == models_.end() ? std::vector<int64_t>() : ReadyIn(it->second.versions);
 }
 
 void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
@@ -602,10 +608,10 @@ void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
-    retry = entry.traffic_file_waits && entry.traffic_file_ready != ready;
-    if (stamp == entry.traffic_file_stamp && !retry) return;
-    entry.traffic_file_stamp = stamp;
-    entry.traffic_file_ready = ready;
+    retry = entry.traffic_file.waits && entry.traffic_file.ready != ready;
+    if (stamp == entry.traffic_file.stamp && !retry) return;
+    entry.traffic_file.stamp = stamp;
+    entry.traffic_file.ready = ready;
   }
   std::string content;
   if (stamp.present) {
@@ -624,10 +630,10 @@ void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
   {
     std::unique_lock lock(mu_);
     ModelEntry& entry = models_[dir.name];
-    if (entry.traffic_file == content && !retry) return;  // touched, not changed
-    entry.traffic_file = content;
-    entry.traffic_file_waits = false;
-    entry.traffic_from_file = false;
+    if (entry.traffic_file.content == content && !retry) return;  // touched, not changed
+    entry.traffic_file.content = content;
+    entry.traffic_file.waits = false;
+    entry.traffic_file.in_force = false;
   }
   if (content.empty()) {
     traffic->ClearPolicy();
@@ -644,17 +650,14 @@ void ModelRepositoryManagerImpl::ApplyTraffic(const ModelDirectory& dir) {
   // when it is installed, not a moment before.
   std::unique_lock lock(mu_);
   ModelEntry& entry = models_[dir.name];
-  std::vector<int64_t> serving;
-  for (const auto& [v, e] : entry.versions)
-    if (e.state == ModelState::kReady) serving.push_back(v);
-  if (Status set = traffic->SetPolicy(*policy, serving); !set.ok()) {
+  if (Status set = traffic->SetPolicy(*policy, ReadyIn(entry.versions)); !set.ok()) {
     // A version it names does not serve (yet): tried again when the versions change.
-    entry.traffic_file_waits = true;
+    entry.traffic_file.waits = true;
     spdlog::error("model '{}': {} not applied: {}; tried again when the served versions change",
                   dir.name, client_paths_.Rewrite(path), set.message());
     return;
   }
-  entry.traffic_from_file = true;
+  entry.traffic_file.in_force = true;
 }
 
 StatusOr<std::shared_ptr<ServableModel>> ModelRepositoryManagerImpl::Route(
@@ -725,12 +728,9 @@ Status ModelRepositoryManagerImpl::SetTrafficPolicy(std::string_view name, std::
   if (it == models_.end()) return FindModel(name).status();
   ModelEntry& entry = it->second;
   if (!entry.traffic) entry.traffic = std::make_shared<TrafficController>(std::string(name));
-  std::vector<int64_t> serving;
-  for (const auto& [v, e] : entry.versions)
-    if (e.state == ModelState::kReady) serving.push_back(v);
-  RETURN_IF_ERROR(entry.traffic->SetPolicy(policy, std::move(serving)));
-  entry.traffic_from_file = false;  // the API's policy stands until the file changes
-  entry.traffic_file_waits = false;
+  RETURN_IF_ERROR(entry.traffic->SetPolicy(policy, ReadyIn(entry.versions)));
+  entry.traffic_file.in_force = false;  // the API's policy stands until the file changes
+  entry.traffic_file.waits = false;
   return Status::Ok();
 }
 
@@ -740,8 +740,8 @@ Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
   if (it == models_.end()) return FindModel(name).status();
   ModelEntry& entry = it->second;
   if (entry.traffic) entry.traffic->ClearPolicy();
-  entry.traffic_from_file = false;
-  entry.traffic_file_waits = false;
+  entry.traffic_file.in_force = false;
+  entry.traffic_file.waits = false;
   return Status::Ok();
 }
 
@@ -923,11 +923,7 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
     // Out of rotation with its versions: a request is answered as for an unloaded model, not
     // routed to an UNLOADING version. A later load reads traffic.json afresh.
     if (entry.traffic) entry.traffic->ClearPolicy();
-    entry.traffic_file.clear();
-    entry.traffic_file_stamp = {};
-    entry.traffic_file_ready.clear();
-    entry.traffic_file_waits = false;
-    entry.traffic_from_file = false;
+    entry.traffic_file = {};
     for (auto& [v, e] : entry.versions) {
       e.state = e.model ? ModelState::kUnloading : ModelState::kUnavailable;
       e.reason = e.model ? "unloading" : "unloaded";
