@@ -113,7 +113,10 @@ class KServeHandler : public HttpHandler {
  private:
   struct Route;
 
+  // The route of `target` (its path; the query is ignored): kNotFound for an unknown path,
+  // kInvalidArgument for a bad version or percent-encoding.
   static StatusOr<Route> MatchRoute(std::string_view target);
+  static StatusOr<Route> ParsePath(std::string_view path);
   HttpResponse ServerMetadata() const;
   HttpResponse ServerReady() const;
   HttpResponse ModelMetadata(const Route& route) const;
