@@ -35,7 +35,7 @@ struct RequestedOutput {
   // Classification extension: return the top `classification` entries as BYTES
   // "value:index" instead of the raw tensor ("value:index:label" with labels); 0 = off.
   int64_t classification = 0;
-  Parameters parameters;  // every parameter as sent, including the two above
+  Parameters parameters;  // every other parameter as sent (the two above are read out)
   // The output's classification labels (the config's label_filename, line i for index i), set
   // by the front end from ServableModel::ClassificationLabels for a classification; null: none.
   std::shared_ptr<const std::vector<std::string>> labels;

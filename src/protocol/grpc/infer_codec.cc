@@ -460,6 +460,7 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
     ASSIGN_OR_RETURN(r.parameters,
                      DecodeParameters(out.parameters(), "output '" + out.name() + "'"));
     ASSIGN_OR_RETURN(r.classification, ClassificationOf(r.parameters, r.name));
+    r.parameters.erase("classification");  // read out, as RequestedOutput says
     // `binary_data` is the REST binary extension's; every gRPC output is bytes already.
     request->outputs.push_back(std::move(r));
   }

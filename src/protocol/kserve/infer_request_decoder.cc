@@ -2,9 +2,11 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -355,15 +357,11 @@ class Decoder {
   InlineVector<PendingBinary, 4> binary_;
 };
 
-// Parameters: a JSON object whose values are bool, integer, number or string.
-bool AddParameter(Parameters* out, std::string_view key, ParameterValue value) {
-  return out->emplace(std::string(key), std::move(value)).second;
-}
-
-// A tensor's parameters, checked as DecodeParameters checks them, without a map: the few a
-// tensor carries (binary_data_size, the shared-memory three) are looked up and dropped, so a
-// flat array over the DOM's keys serves (a map costs a node, and a key string over 15 bytes, per
-// parameter per request).
+// Parameters (a JSON object whose values are bool, integer, number or string), decoded without
+// a map: the few a request, a tensor or an output carries (binary_data_size, binary_data, the
+// shared-memory three) are looked up and dropped, so a flat array over the DOM's keys serves (a
+// map costs a node, and a key string over 15 bytes, per parameter per request). What is kept
+// goes to a map at the end (MoveInto).
 class FlatParameters {
  public:
   const ParameterValue* Find(std::string_view key) const {
@@ -381,22 +379,18 @@ class FlatParameters {
     for (const auto& [k, v] : entries_) map.emplace(std::string(k), v);
     return map;
   }
-  // Moves every entry but the one named `except` into `map`.
-  void MoveInto(Parameters* map, std::string_view except) {
+  // Moves every entry but those named in `except` into `map`.
+  void MoveInto(Parameters* map, std::initializer_list<std::string_view> except) {
     for (auto& [k, v] : entries_)
-      if (k != except) map->emplace(std::string(k), std::move(v));
+      if (std::find(except.begin(), except.end(), k) == except.end())
+        map->emplace(std::string(k), std::move(v));
   }
 
  private:
   InlineVector<std::pair<std::string_view, ParameterValue>, 4> entries_;  // keys in the DOM
 };
 
-bool AddParameter(FlatParameters* out, std::string_view key, ParameterValue value) {
-  return out->Add(key, std::move(value));
-}
-
-template <typename Out>
-Status DecodeParameters(element e, const Label& where, Out* out) {
+Status DecodeParameters(element e, const Label& where, FlatParameters* out) {
   if (e.is_null()) return Status::Ok();
   object obj;
   if (e.get_object().get(obj)) {
@@ -417,7 +411,7 @@ Status DecodeParameters(element e, const Label& where, Out* out) {
                                " must be a bool, number or string, got " +
                                std::string(JsonTypeName(value.type())));
     }
-    if (!AddParameter(out, key, std::move(v))) {
+    if (!out->Add(key, std::move(v))) {
       return InvalidArgument(where + ": parameter " + Quote(key) + " appears twice");
     }
   }
@@ -477,7 +471,7 @@ Status Decoder::DecodeRoot(element root, InferenceRequest* request) {
       if (!b) return InvalidArgument("request: parameter 'binary_data_output' must be a bool");
       request->binary_data_output = *b;
     }
-    params.MoveInto(&request->parameters, "binary_data_output");
+    params.MoveInto(&request->parameters, {"binary_data_output"});
   }
   if (!has[kInputs]) return InvalidArgument("request: missing required field 'inputs'");
   array inputs;
@@ -738,19 +732,23 @@ Status Decoder::DecodeOutput(element e, size_t index, InferenceRequest* request)
                              " is not allowed in a request");
     }
   }
-  if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &out.parameters));
-  if (auto it = out.parameters.find("binary_data"); it != out.parameters.end()) {
-    const bool* b = std::get_if<bool>(&it->second);
+  FlatParameters params;
+  if (has[kParameters]) RETURN_IF_ERROR(DecodeParameters(f[kParameters], label, &params));
+  if (const ParameterValue* value = params.Find("binary_data"); value != nullptr) {
+    const bool* b = std::get_if<bool>(value);
     if (!b) return InvalidArgument(label + ": parameter 'binary_data' must be a bool");
     out.binary_data = *b;
   }  // else JSON, whatever `binary_data_output` says: Triton's rule (qa/L0_http/test.sh)
-  if (auto it = out.parameters.find("classification"); it != out.parameters.end()) {
-    const int64_t* n = std::get_if<int64_t>(&it->second);
+  if (const ParameterValue* value = params.Find("classification"); value != nullptr) {
+    const int64_t* n = std::get_if<int64_t>(value);
     if (!n || *n < 0) {
       return InvalidArgument(label + ": parameter 'classification' must be an integer >= 0");
     }
     out.classification = *n;
   }
+  // The rest (shared memory's) to the map: an output that asks only for binary data costs no
+  // map node (issue 10).
+  params.MoveInto(&out.parameters, {"binary_data", "classification"});
   request->outputs.push_back(std::move(out));
   return Status::Ok();
 }

@@ -402,6 +402,9 @@ TEST(DecodeInferRequestTest, OutputSelection) {
   EXPECT_FALSE(r->outputs[1].binary_data);
   EXPECT_EQ(r->outputs[2].classification, 3);
   EXPECT_EQ(std::get<std::string>(r->outputs[2].parameters.at("extra")), "kept");
+  // The two read into fields are not kept in the map as well.
+  EXPECT_TRUE(r->outputs[1].parameters.empty());
+  EXPECT_EQ(r->outputs[2].parameters.size(), 1u);
 }
 
 TEST(DecodeInferRequestTest, DeeplyNestedDataIsRejectedWithoutRecursingDeeply) {
