@@ -236,9 +236,10 @@ void BasicHttpConnection<Stream>::StartRequest() {
   ++sequence_;
   // A new request, but the last one's header vector (emptied; a handler that kept the headers
   // moved them away) keeps its room: none allocated for the usual handful of headers, and one
-  // for a connection's first instead of a growing vector's three or four.
+  // for a connection's first instead of a growing vector's three or four. Its fields' strings
+  // go to the parser's spares.
   auto headers = std::move(request_.headers);
-  headers.clear();
+  spare_header_fields_.Reclaim(&headers);
   request_ = HttpRequest{};
   request_.headers = std::move(headers);
   request_.version = HttpVersion::kHttp11;  // known from the start, for a refusal's shape too
@@ -250,7 +251,7 @@ void BasicHttpConnection<Stream>::StartRequest() {
       holder.reset();  // whoever still holds it frees it
     }
   }
-  parser_.emplace(&request_, &body_, shared_->options.max_body_bytes,
+  parser_.emplace(&request_, &body_, &spare_header_fields_, shared_->options.max_body_bytes,
                   shared_->options.max_header_bytes);
   body_received_ = 0;
   body_expected_ = 0;
@@ -892,6 +893,8 @@ void BasicHttpConnection<Stream>::OnResponse(uint64_t sequence, HttpResponse&& r
 
 template <class Stream>
 void BasicHttpConnection<Stream>::FormatHead() {
+  // Literals as string_views: `+= "..."` would measure each with strlen (13 per response).
+  using namespace std::string_view_literals;
   int status = response_.status;
   if (status < 200 || status > 599) {
     spdlog::error("http: handler returned status {}; sending 500", status);
@@ -902,35 +905,35 @@ void BasicHttpConnection<Stream>::FormatHead() {
   const bool no_body = status == 204 || status == 304;
   if (no_body && stream_) AbandonStream();
   head_.clear();
-  head_ += "HTTP/1.1 ";
+  head_ += "HTTP/1.1 "sv;
   AppendNumber(&head_, static_cast<uint64_t>(status));
   head_ += ' ';
   auto reason = http::obsolete_reason(static_cast<http::status>(status));
   head_.append(reason.data(), reason.size());
-  head_ += "\r\n";
+  head_ += "\r\n"sv;
   for (const auto& [name, value] : response_.headers) {
     if (IsFramingHeader(name)) continue;
     head_ += name;
-    head_ += ": ";
+    head_ += ": "sv;
     head_ += value;
-    head_ += "\r\n";
+    head_ += "\r\n"sv;
   }
   if (no_body) {
     response_.body.clear();
   } else if (stream_) {
-    if (!http10_) head_ += "Transfer-Encoding: chunked\r\n";  // HTTP/1.0: the close ends it
+    if (!http10_) head_ += "Transfer-Encoding: chunked\r\n"sv;  // HTTP/1.0: the close ends it
   } else {
-    head_ += "Content-Length: ";
+    head_ += "Content-Length: "sv;
     AppendNumber(&head_, response_.body.size());
-    head_ += "\r\n";
+    head_ += "\r\n"sv;
   }
   if (close_after_response_) {
-    head_ += "Connection: close\r\n";
+    head_ += "Connection: close\r\n"sv;
   } else if (http10_) {
-    head_ += "Connection: keep-alive\r\n";
+    head_ += "Connection: keep-alive\r\n"sv;
   }
   head_ += DateHeader();
-  head_ += "\r\n";
+  head_ += "\r\n"sv;
 }
 
 template <class Stream>

@@ -198,6 +198,7 @@ class BasicHttpConnection : public Connection,
   std::array<std::shared_ptr<std::string>, 2> body_holders_;
   std::size_t next_body_holder_ = 0;  // the slot a new holder takes
   std::optional<RequestParser> parser_;
+  SpareHeaderFields spare_header_fields_;  // the last requests' field strings (RequestParser)
   uint64_t body_received_ = 0;  // Content-Length bodies read directly into body_
   uint64_t body_expected_ = 0;
   bool head_request_ = false;

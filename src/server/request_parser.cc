@@ -11,9 +11,25 @@ namespace http = boost::beast::http;
 using boost::beast::error_code;
 using boost::beast::string_view;
 
-RequestParser::RequestParser(HttpRequest* request, std::string* body, uint64_t max_body_bytes,
-                             uint32_t max_header_bytes)
-    : request_(request), body_(body), max_body_bytes_(max_body_bytes) {
+void SpareHeaderFields::Reclaim(std::vector<HeaderField>* fields) {
+  for (HeaderField& field : *fields) {
+    if (fields_.size() == kMaxFields) break;
+    if (field.first.capacity() > kMaxBytes || field.second.capacity() > kMaxBytes) continue;
+    fields_.push_back(std::move(field));
+  }
+  fields->clear();
+}
+
+HeaderField SpareHeaderFields::Take() {
+  if (fields_.empty()) return {};
+  HeaderField field = std::move(fields_.back());
+  fields_.pop_back();
+  return field;
+}
+
+RequestParser::RequestParser(HttpRequest* request, std::string* body, SpareHeaderFields* spare,
+                             uint64_t max_body_bytes, uint32_t max_header_bytes)
+    : request_(request), body_(body), spare_(spare), max_body_bytes_(max_body_bytes) {
   body_limit(max_body_bytes);
   header_limit(max_header_bytes);
 }
@@ -97,12 +113,14 @@ void RequestParser::on_field_impl(http::field name, string_view name_string, str
     return Refuse(400, "obsolete line folding (a header line starting with a space or tab)", ec);
   if (name == http::field::host) ++host_fields_;
   if (name == http::field::transfer_encoding) NoteTransferCodings(value);
-  std::string lower(name_string.data(), name_string.size());
-  for (char& c : lower)
+  HeaderField field = spare_ != nullptr ? spare_->Take() : HeaderField{};
+  field.first.assign(name_string.data(), name_string.size());
+  for (char& c : field.first)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  field.second.assign(value.data(), value.size());
   if (name == http::field::expect && boost::beast::iequals(value, "100-continue"))
     expects_continue_ = true;
-  request_->headers.emplace_back(std::move(lower), std::string(value.data(), value.size()));
+  request_->headers.push_back(std::move(field));
 }
 
 void RequestParser::on_header_impl(error_code& ec) {

@@ -22,23 +22,48 @@
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "harrier/http_message.h"
 
 namespace harrier::server_internal {
 
+using HeaderField = std::pair<std::string, std::string>;
+
+// The header fields of a connection's earlier requests, kept for their strings' room: the next
+// request's fields are parsed into them, so the usual handful (whose names and values recur
+// request after request: Inference-Header-Content-Length is 31 bytes, past a std::string's
+// inline 15) costs no heap allocation (issue 10). Bounded: at most kMaxFields fields, and a
+// string whose room passed kMaxBytes is freed instead of kept.
+class SpareHeaderFields {
+ public:
+  static constexpr std::size_t kMaxFields = 16;
+  static constexpr std::size_t kMaxBytes = 256;
+
+  // Takes `fields`' strings, leaving it empty (its own room kept).
+  void Reclaim(std::vector<HeaderField>* fields);
+  // A kept field (its contents are stale: assign both), or a new one.
+  HeaderField Take();
+  std::size_t size() const { return fields_.size(); }
+
+ private:
+  std::vector<HeaderField> fields_;
+};
+
 class RequestParser final : public boost::beast::http::basic_parser<true> {
  public:
-  // `request` and `body` must outlive the parser. `max_body_bytes` bounds the body (a
+  // `request`, `body` and `spare` must outlive the parser; `spare` (may be null) lends the
+  // fields' strings. `max_body_bytes` bounds the body (a
   // Content-Length over it fails the header with http::error::body_limit; chunked data over it
   // fails when the chunk header arrives). `max_header_bytes` bounds request line + fields
   // (http::error::header_limit).
-  RequestParser(HttpRequest* request, std::string* body, uint64_t max_body_bytes,
-                uint32_t max_header_bytes);
+  RequestParser(HttpRequest* request, std::string* body, SpareHeaderFields* spare,
+                uint64_t max_body_bytes, uint32_t max_header_bytes);
 
   // Why the parser refused the request itself (see above); set when put() failed for it.
   struct Refusal {
@@ -77,6 +102,7 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
 
   HttpRequest* request_;
   std::string* body_;
+  SpareHeaderFields* spare_;
   uint64_t max_body_bytes_;
   int version_ = 11;
   bool expects_continue_ = false;

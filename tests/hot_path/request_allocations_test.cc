@@ -206,7 +206,7 @@ constexpr double kHandlerJsonCeiling = 6;
 constexpr double kHandlerBinaryCeiling = 6;
 constexpr double kTransportCeiling = 1.5;
 constexpr double kServerJsonCeiling = 7;
-constexpr double kServerBinaryCeiling = 8;
+constexpr double kServerBinaryCeiling = 7;
 // How Harrier calls ONNX Runtime decides how much it allocates (one OrtValue per input and
 // output, Run's own vectors): a change that adds to it fails here too.
 constexpr double kEngineCeiling = 24;

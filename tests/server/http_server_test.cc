@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server/raw_http_client.h"
@@ -136,6 +138,52 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
     EXPECT_FALSE(r->Header("date").empty());
   }
   EXPECT_EQ(handler_.calls.load(), 3);
+}
+
+// The fields of a connection's earlier requests lend their strings to the next one's
+// (SpareHeaderFields): a request sees exactly its own header fields, lower-cased, never a
+// field or a byte left from the last.
+TEST_F(HttpServerTest, EachRequestOnAConnectionSeesOnlyItsOwnHeaderFields) {
+  std::mutex mu;
+  std::vector<std::vector<std::pair<std::string, std::string>>> seen;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    {
+      std::lock_guard lock(mu);
+      seen.push_back(request.headers);
+    }
+    respond(HttpResponse{});
+  };
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  const std::string requests[] = {
+      "GET /a HTTP/1.1\r\nHost: first-host.example:8000\r\n"
+      "Inference-Header-Content-Length: 123456\r\nX-Long-Value: " +
+          std::string(40, 'v') + "\r\nX-Foo: Bar\r\n\r\n",
+      "GET /b HTTP/1.1\r\nHOST: h\r\nX-Other: o\r\n\r\n",
+      "GET /c HTTP/1.1\r\nHost: h2\r\nX-Huge: " + std::string(1000, 'h') +
+          "\r\nX-Foo: Baz\r\nInference-Header-Content-Length: 7\r\n\r\n",
+      "GET /d HTTP/1.1\r\nHost: h3\r\n\r\n",
+  };
+  for (const std::string& request : requests) {
+    ASSERT_TRUE(c.Send(request));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0], (Fields{{"host", "first-host.example:8000"},
+                             {"inference-header-content-length", "123456"},
+                             {"x-long-value", std::string(40, 'v')},
+                             {"x-foo", "Bar"}}));
+  EXPECT_EQ(seen[1], (Fields{{"host", "h"}, {"x-other", "o"}}));
+  EXPECT_EQ(seen[2], (Fields{{"host", "h2"},
+                             {"x-huge", std::string(1000, 'h')},
+                             {"x-foo", "Baz"},
+                             {"inference-header-content-length", "7"}}));
+  EXPECT_EQ(seen[3], (Fields{{"host", "h3"}}));
 }
 
 // HttpRequest::sole_requester: a connection is its I/O thread's sole requester until another
