@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "core/sanitizers.h"
@@ -84,8 +85,6 @@ class BlockPool {
   std::vector<void*> free_;  // guarded by mu_; capacity max_free_ from construction
 };
 
-// A standard allocator over a BlockPool. Single objects come from the pool; arrays and objects
-// over the pool's block size (or over-aligned ones) from operator new.
 // The pool of a class that takes its memory from one (its class operator new and delete call
 // ClassPool<T>().Allocate / Free): blocks of sizeof(T), at most `kMaxFree` kept, one pool per T
 // for the process. Never destroyed, so that an object freed during exit still finds it.
@@ -95,6 +94,8 @@ BlockPool& ClassPool() {
   return *pool;
 }
 
+// A standard allocator over a BlockPool. Single objects come from the pool; arrays and objects
+// over the pool's block size (or over-aligned ones) from operator new.
 template <typename T>
 class PoolAllocator {
  public:
@@ -126,6 +127,52 @@ class PoolAllocator {
   }
 
  private:
+  std::shared_ptr<BlockPool> pool_;
+};
+
+// One T in a block of a BlockPool, owned as by a std::unique_ptr: moving the box moves a
+// pointer. For a large value that travels through several moves, such as a response carried by
+// an Asio handler (Asio moves a posted handler four times before it runs; a response with its
+// inline headers is ~600 bytes): the value is moved once into the box and once out of it.
+template <typename T>
+class PoolBox {
+ public:
+  template <typename... Args>
+  static PoolBox Make(std::shared_ptr<BlockPool> pool, Args&&... args) {
+    void* block = pool->Allocate(sizeof(T));
+    try {
+      return PoolBox(new (block) T(std::forward<Args>(args)...), std::move(pool));
+    } catch (...) {
+      pool->Free(block, sizeof(T));
+      throw;
+    }
+  }
+  PoolBox(PoolBox&& other) noexcept
+      : value_(std::exchange(other.value_, nullptr)), pool_(std::move(other.pool_)) {}
+  PoolBox& operator=(PoolBox&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      value_ = std::exchange(other.value_, nullptr);
+      pool_ = std::move(other.pool_);
+    }
+    return *this;
+  }
+  ~PoolBox() { Reset(); }
+
+  T& operator*() const noexcept { return *value_; }
+  T* operator->() const noexcept { return value_; }
+
+ private:
+  PoolBox(T* value, std::shared_ptr<BlockPool> pool) noexcept
+      : value_(value), pool_(std::move(pool)) {}
+  void Reset() noexcept {
+    if (value_ == nullptr) return;
+    value_->~T();
+    pool_->Free(value_, sizeof(T));
+    value_ = nullptr;
+  }
+
+  T* value_ = nullptr;
   std::shared_ptr<BlockPool> pool_;
 };
 

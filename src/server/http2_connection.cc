@@ -838,13 +838,16 @@ void Http2Connection<Stream>::Responder::operator()(HttpResponse&& response) con
     }
     return;
   }
-  // As the HTTP/1.1 responder posts (http_connection.cc): memory from the thread's post pool.
-  asio::post(io->ioc, PooledHandler(io->post_pool, [connection = connection, stream_id = stream_id,
-                                                    response = std::move(response)]() mutable {
+  // As the HTTP/1.1 responder posts (http_connection.cc): memory from the thread's post pool,
+  // the response in a block of its own.
+  asio::post(io->ioc,
+             PooledHandler(io->post_pool, [connection = connection, stream_id = stream_id,
+                                           response = PoolBox<HttpResponse>::Make(
+                                               io->post_pool, std::move(response))]() mutable {
                if (auto c = connection.lock()) {
-                 c->OnResponse(stream_id, std::move(response));
+                 c->OnResponse(stream_id, std::move(*response));
                } else {
-                 ReportSent(&response, false, {});
+                 ReportSent(&*response, false, {});
                }
              }));
 }

@@ -855,14 +855,17 @@ void BasicHttpConnection<Stream>::Responder::operator()(HttpResponse&& response)
   // is most often a model's worker (issue 10). (PostCoalesced, which streamed parts use, was
   // tried here: no difference at 1 or 16 connections, docs/benchmarks.md; a busy thread takes an
   // asio::post without a wake-up, where a drained coalescing queue makes the next response pay
-  // an eventfd write and two reads.)
-  asio::post(io->ioc, PooledHandler(io->post_pool, [connection = connection, sequence = sequence,
-                                                    response = std::move(response)]() mutable {
+  // an eventfd write and two reads.) The response itself waits in a block of the same pool, so
+  // that Asio's moves of the handler do not copy it (PoolBox).
+  asio::post(io->ioc,
+             PooledHandler(io->post_pool, [connection = connection, sequence = sequence,
+                                           response = PoolBox<HttpResponse>::Make(
+                                               io->post_pool, std::move(response))]() mutable {
                if (auto c = connection.lock()) {
-                 c->OnResponse(sequence, std::move(response));
+                 c->OnResponse(sequence, std::move(*response));
                } else {
                  spdlog::debug("http: dropping a response: its connection is closed");
-                 ReportSent(&response, false, {});
+                 ReportSent(&*response, false, {});
                }
              }));
 }

@@ -97,10 +97,10 @@ class IoThread : public std::enable_shared_from_this<IoThread> {
   // (issue 10, docs/performance.md); each keeps at most kPooledBlocks free blocks. Any thread.
   //   token_pool: a request's CancellationToken with its shared_ptr control block
   //               (std::allocate_shared), freed by the request's last holder.
-  //   post_pool:  a response posted to this thread from another one (PooledHandler), freed
-  //               here once it has run (or with the io_context, if it never does). A block
-  //               holds the HttpResponse (its headers inline, harrier/http_headers.h) and
-  //               Asio's operation around it.
+  //   post_pool:  a response posted to this thread from another one, freed here once it has
+  //               run (or with the io_context, if it never does): one block holds the
+  //               HttpResponse (its headers inline, harrier/http_headers.h; a PoolBox), another
+  //               Asio's operation around the handler that points at it (PooledHandler).
   static constexpr std::size_t kPooledBlocks = 64;
   static constexpr std::size_t kTokenBlockBytes = sizeof(CancellationToken) + 64;
   static constexpr std::size_t kPostBlockBytes = sizeof(HttpResponse) + 256;
