@@ -15,6 +15,7 @@
 #include "core/json_writer.h"
 #include "core/request_id.h"
 #include "core/status_mapping.h"
+#include "core/url_path.h"
 #include "core/utf8.h"
 #include "protocol/common/content_coding.h"
 #include "protocol/common/traced_request.h"
@@ -87,37 +88,6 @@ HttpResponse ErrorResponse(const Status& status) {
 
 HttpResponse EmptyOk() {
   return HttpResponse{};
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes one path segment ("%2F" -> "/"; '+' stays '+', as in any URL path).
-// Decodes one path segment into *out (a segment without '%', the usual case, is copied as is).
-Status PercentDecode(std::string_view s, std::string* out) {
-  if (s.find('%') == std::string_view::npos) {
-    out->assign(s);
-    return {};
-  }
-  out->clear();
-  out->reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out->push_back(s[i]);
-      continue;
-    }
-    if (s.size() - i < 3 || HexValue(s[i + 1]) < 0 || HexValue(s[i + 2]) < 0) {
-      return InvalidArgument("malformed percent-encoding in URL path segment '" + std::string(s) +
-                             "'");
-    }
-    out->push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
-    i += 2;
-  }
-  return {};
 }
 
 StatusOr<int64_t> ParseVersion(std::string_view s) {
@@ -504,7 +474,9 @@ StatusOr<KServeHandler::Route> KServeHandler::ParsePath(std::string_view path) {
     return InvalidArgument("empty model name in '" + std::string(path) + "'");
   size_t next = 3;
   if (seg.size() >= 5 && seg[3] == "versions") {
-    ASSIGN_OR_RETURN(route.version, ParseVersion(seg[4]));
+    std::string version;  // inline: a version's digits fit a std::string's own room
+    RETURN_IF_ERROR(PercentDecode(seg[4], &version));
+    ASSIGN_OR_RETURN(route.version, ParseVersion(version));
     next = 5;
   }
   if (seg.size() == next) return simple(Kind::kModelMetadata, "GET");

@@ -13,6 +13,7 @@
 #include "core/request_id.h"
 #include "core/status_mapping.h"
 #include "core/timer_thread.h"
+#include "core/url_path.h"
 #include "harrier/generation.h"
 #include "harrier/response_stream.h"
 #include "protocol/common/content_coding.h"
@@ -103,8 +104,10 @@ openai::FinishReason WireReason(harrier::FinishReason reason) {
                                                   : openai::FinishReason::kStop;
 }
 
-// /v2/models/{m}[/versions/{v}]/generate[_stream]: the model, the version and which; false when
-// the path is not one of them.
+// /v2/models/{m}[/versions/{v}]/generate[_stream]: the model, the version and which, both
+// segments percent-decoded as the KServe routes decode them; false when the path is not one of
+// them, or when a segment is malformed (a bad escape, a version that is not a positive integer):
+// the KServe routes then answer the 400 that names it.
 bool MatchGenerate(std::string_view path, std::string* model, std::optional<int64_t>* version,
                    int* kind) {
   constexpr std::string_view kPrefix = "/v2/models/";
@@ -121,8 +124,7 @@ bool MatchGenerate(std::string_view path, std::string* model, std::optional<int6
   }
   const std::size_t slash = rest.find('/');
   if (slash == std::string_view::npos) {
-    if (rest.empty()) return false;
-    *model = std::string(rest);
+    if (rest.empty() || !PercentDecode(rest, model).ok()) return false;
     *version = std::nullopt;
     return true;
   }
@@ -130,10 +132,12 @@ bool MatchGenerate(std::string_view path, std::string* model, std::optional<int6
   constexpr std::string_view kVersions = "/versions/";
   if (tail.substr(0, kVersions.size()) != kVersions) return false;
   tail.remove_prefix(kVersions.size());
+  std::string digits;
+  if (!PercentDecode(tail, &digits).ok()) return false;
   int64_t v = 0;
-  const auto [end, ec] = std::from_chars(tail.data(), tail.data() + tail.size(), v);
-  if (ec != std::errc() || end != tail.data() + tail.size() || v <= 0) return false;
-  *model = std::string(rest.substr(0, slash));
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v <= 0) return false;
+  if (!PercentDecode(rest.substr(0, slash), model).ok()) return false;
   *version = v;
   return true;
 }
@@ -767,7 +771,10 @@ void OpenAiHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
     if (request.method != "GET") return with_id(MethodNotAllowed("GET"));
     const bool one = path.size() > 11;
-    return with_id(ListModels(one, one ? path.substr(11) : std::string_view()));
+    std::string id;  // percent-decoded, as the SDKs encode it (encodeURIComponent)
+    if (Status s = one ? PercentDecode(path.substr(11), &id) : Status::Ok(); !s.ok())
+      return with_id(ErrorResponse(kChat, s, "model", {}));
+    return with_id(ListModels(one, id));
   }
   if (path.substr(0, 12) == "/v1/streams/" && path.size() > 12) {
     if (request.method != "GET") return with_id(MethodNotAllowed("GET"));

@@ -157,6 +157,10 @@ TEST_F(KServeHandlerTest, PercentDecodedModelNamesAndQueriesIgnored) {
   EXPECT_EQ(Call("GET", "/v2/models/simple/ready?verbose=1").status, 200);
   ExpectError(Call("GET", "/v2/models/my%2/ready"), 400, "malformed percent-encoding");
   ExpectError(Call("GET", "/v2/models/my%zzmodel/ready"), 400, "malformed percent-encoding");
+  // The version segment is decoded as the name is: one path, one answer, however it is spelt.
+  EXPECT_EQ(Call("GET", "/v2/models/simpl%65/versions/%32/ready").status, 200);
+  ExpectError(Call("GET", "/v2/models/simple/versions/%3/ready"), 400,
+              "malformed percent-encoding");
   // A name that decodes to invalid UTF-8 still gets a valid JSON error.
   ExpectError(Call("GET", "/v2/models/a%FFb/ready"), 404, "unknown model 'a?b'");
 }

@@ -901,6 +901,28 @@ TEST_F(OpenAiHandlerTest, TritonGenerateAndGenerateStream) {
   EXPECT_EQ(Call("GET", "/v2/models/llm/generate").status, 405);
 }
 
+// A model name or version in the path is percent-decoded here as on the KServe routes: one
+// model, one answer, however the client spells it (the SDKs escape path parameters).
+TEST_F(OpenAiHandlerTest, EncodedModelNamesAndVersionsReachTheirModel) {
+  simdjson::dom::parser parser;
+  auto r = Call("POST", "/v2/models/ll%6d/generate", R"({"text_input":"x"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(std::string_view(Parse(parser, r.body)["model_name"]), "llm");
+  r = Call("POST", "/v2/models/%6C%6Cm/versions/%33/generate_stream", R"({"text_input":"x"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Call("GET", "/v1/models/ll%6d");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(std::string_view(Parse(parser, r.body)["id"]), "llm");
+  // A malformed escape: /v1/ answers in OpenAI's shape; a generate path is not one, so the
+  // KServe routes behind answer it (they name the bad segment).
+  r = Call("GET", "/v1/models/ll%6");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(std::string_view(Parse(parser, r.body)["error"]["message"]).find("percent-encoding"),
+            std::string_view::npos);
+  EXPECT_EQ(Call("POST", "/v2/models/ll%zz/generate", R"({"text_input":"x"})").status, 299);
+  EXPECT_EQ(next_.last_target, "/v2/models/ll%zz/generate");
+}
+
 TEST_F(OpenAiHandlerTest, ModelsListsTheGeneratingModelsOnly) {
   auto r = Call("GET", "/v1/models");
   ASSERT_EQ(r.status, 200);
