@@ -449,7 +449,8 @@ class StreamGenerationSink final : public GenerationSink {
 // The call's parameters as the generate extension's body, {"text_input": "", "parameters":
 // {...}}, so that one parser (protocol/openai/generate_request.h) reads them for both front
 // ends: the same fields, defaults, ranges and messages. The text goes beside it, unparsed.
-std::string GenerateBodyOf(const inference::ModelInferRequest& request) {
+// JSON has no NaN or infinity: a double parameter that is one is refused here, by name.
+StatusOr<std::string> GenerateBodyOf(const inference::ModelInferRequest& request) {
   std::string body = R"({"text_input":"","parameters":{)";
   bool first = true;
   for (const auto& [key, value] : request.parameters()) {
@@ -468,11 +469,11 @@ std::string GenerateBodyOf(const inference::ModelInferRequest& request) {
       case inference::InferParameter::kInt64Param: number(value.int64_param()); break;
       case inference::InferParameter::kUint64Param: number(value.uint64_param()); break;
       case inference::InferParameter::kDoubleParam:
-        if (std::isfinite(value.double_param())) {
-          number(value.double_param());
-        } else {  // JSON has no NaN: the parser calls it a string, not a number
-          openai::AppendJsonText(&body, std::to_string(value.double_param()));
+        if (!std::isfinite(value.double_param())) {
+          return InvalidArgument("'parameters." + key + "' must be a finite number, got " +
+                                 std::to_string(value.double_param()));
         }
+        number(value.double_param());
         break;
       case inference::InferParameter::kStringParam:
         openai::AppendJsonText(&body, value.string_param());
@@ -484,30 +485,51 @@ std::string GenerateBodyOf(const inference::ModelInferRequest& request) {
   return body;
 }
 
-// text_input's bytes: the first element of a BYTES [1] input, raw or typed.
+// text_input's bytes: the one element of a BYTES input, raw or typed. One prompt per request, as
+// the REST endpoints take: a shape of more than one element (two prompts), or data that holds
+// more elements than the shape, is refused rather than cut to its first.
 StatusOr<std::string> TextInput(const inference::ModelInferRequest& request) {
+  int found = -1;
   for (int i = 0; i < request.inputs_size(); ++i) {
-    const auto& in = request.inputs(i);
-    if (in.name() != "text_input") continue;
-    if (in.datatype() != "BYTES")
-      return InvalidArgument("input 'text_input' must be BYTES, not " + in.datatype());
-    if (in.contents().bytes_contents_size() > 0) return in.contents().bytes_contents(0);
-    if (i < request.raw_input_contents_size()) {
-      const std::string& raw = request.raw_input_contents(i);
-      if (raw.size() < 4) return InvalidArgument("input 'text_input' is malformed");
-      uint32_t n = 0;
-      for (int k = 0; k < 4; ++k)
-        n |= static_cast<uint32_t>(static_cast<uint8_t>(raw[k])) << (8 * k);
-      // One element, shape [1]: its length prefix must account for every byte.
-      if (raw.size() != 4 + static_cast<size_t>(n))
-        return InvalidArgument("input 'text_input' is malformed: one BYTES element of " +
-                               std::to_string(n) + " bytes in " + std::to_string(raw.size()) +
-                               " bytes of raw contents");
-      return raw.substr(4, n);
-    }
-    return InvalidArgument("input 'text_input' has no data");
+    if (request.inputs(i).name() != "text_input") continue;
+    if (found >= 0) return InvalidArgument("input 'text_input' is given twice");
+    found = i;
   }
-  return InvalidArgument("a generative model takes the BYTES input 'text_input'");
+  if (found < 0) return InvalidArgument("a generative model takes the BYTES input 'text_input'");
+  const auto& in = request.inputs(found);
+  if (in.datatype() != "BYTES")
+    return InvalidArgument("input 'text_input' must be BYTES, not " + in.datatype());
+  bool one = true;  // every dimension 1 ([1], [1, 1] with a batch dimension, or a scalar)
+  bool empty = false;
+  std::string shape;
+  for (int64_t d : in.shape()) {
+    shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    if (d == 0) empty = true;
+    if (d != 1) one = false;
+  }
+  if (empty) return InvalidArgument("input 'text_input' has no data");
+  if (!one) {
+    return InvalidArgument("input 'text_input' has shape [" + shape +
+                           "]: this server takes one prompt per request (shape [1])");
+  }
+  const int typed = in.contents().bytes_contents_size();
+  if (typed > 1) {
+    return InvalidArgument("input 'text_input' holds " + std::to_string(typed) +
+                           " elements: this server takes one prompt per request (shape [1])");
+  }
+  if (typed == 1) return in.contents().bytes_contents(0);
+  if (found >= request.raw_input_contents_size())
+    return InvalidArgument("input 'text_input' has no data");
+  const std::string& raw = request.raw_input_contents(found);
+  if (raw.size() < 4) return InvalidArgument("input 'text_input' is malformed");
+  uint32_t n = 0;
+  for (int k = 0; k < 4; ++k) n |= static_cast<uint32_t>(static_cast<uint8_t>(raw[k])) << (8 * k);
+  // One element: its length prefix must account for every byte (a second element would not).
+  if (raw.size() != 4 + static_cast<size_t>(n))
+    return InvalidArgument("input 'text_input' is malformed: one BYTES element of " +
+                           std::to_string(n) + " bytes in " + std::to_string(raw.size()) +
+                           " bytes of raw contents");
+  return raw.substr(4, n);
 }
 
 }  // namespace
@@ -556,8 +578,10 @@ bool GrpcInferenceHandler::ModelGenerate(
                                 std::to_string(limits.max_text_bytes) +
                                 " bytes, this server's limit"));
   }
+  StatusOr<std::string> body = GenerateBodyOf(request);
+  if (!body.ok()) return fail(body.status());
   StatusOr<openai::GenerationParams> params = openai::ParseGenerateRequest(
-      GenerateBodyOf(request), (*model)->name(), openai::GenerateEndpoint::kGenerateStream, limits);
+      *body, (*model)->name(), openai::GenerateEndpoint::kGenerateStream, limits);
   if (!params.ok()) return fail(params.status());
   GenerationRequest g;
   openai::FillGenerationRequest(*params, 0, &g);

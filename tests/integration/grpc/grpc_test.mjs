@@ -597,6 +597,27 @@ test('ModelStreamInfer on a model that generates text: decoupled responses, then
   assert(/max_tokens/.test(wrong.get('w1').error), `w1 ${JSON.stringify(wrong.get('w1'))}`);
   assert(/temperature/.test(wrong.get('w2').error), `w2 ${JSON.stringify(wrong.get('w2'))}`);
   assert(/stop/.test(wrong.get('w3').error), `w3 ${JSON.stringify(wrong.get('w3'))}`);
+  // NaN has no JSON spelling: it is refused as what it is, not as "a string".
+  const nan = await collect([
+    { ...textRequest('n1', 'x', 1), parameters: { temperature: { double_param: NaN } } },
+    { ...textRequest('n2', 'x', 1), parameters: { top_p: { double_param: Infinity } } }]);
+  assert(/'parameters.temperature' must be a finite number, got nan/.test(nan.get('n1').error),
+    `n1 ${JSON.stringify(nan.get('n1'))}`);
+  assert(/'parameters.top_p' must be a finite number, got inf/.test(nan.get('n2').error),
+    `n2 ${JSON.stringify(nan.get('n2'))}`);
+  // One prompt per request, as over REST: a second one is refused, never dropped unseen.
+  const prompts = (id, shape, texts) => ({ ...textRequest(id, 'x', 1),
+    inputs: [{ name: 'text_input', datatype: 'BYTES', shape,
+      contents: { bytes_contents: texts.map((t) => Buffer.from(t)) } }] });
+  const several = await collect([prompts('p1', [2], ['Hello', 'Goodbye']),
+    prompts('p2', [1, 2], ['Hello', 'Goodbye']), prompts('p3', [1], ['Hello', 'Goodbye']),
+    prompts('p4', [1, 1], ['Hello'])]);
+  assert(/shape \[2\]: this server takes one prompt/.test(several.get('p1').error),
+    `p1 ${JSON.stringify(several.get('p1'))}`);
+  assert(/shape \[1,2\]/.test(several.get('p2').error), `p2 ${JSON.stringify(several.get('p2'))}`);
+  assert(/holds 2 elements/.test(several.get('p3').error), `p3 ${JSON.stringify(several.get('p3'))}`);
+  assert(!several.get('p4').error && several.get('p4').final === 1,
+    `p4 (a batch dimension of 1) ${JSON.stringify(several.get('p4'))}`);
 });
 
 const slowRequest = () => ({
