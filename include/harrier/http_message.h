@@ -75,6 +75,13 @@ struct HttpRequest {
   }
 };
 
+// Whether a route that serves GET serves `method`: GET, and HEAD, which RFC 9110 §9.3.2 asks of
+// every GET resource (the transports send a HEAD response's head only: docs/server.md). A handler
+// that refuses other methods answers 405 with `Allow: GET, HEAD`.
+inline bool IsGetOrHead(std::string_view method) {
+  return method == "GET" || method == "HEAD";
+}
+
 class ResponseStream;  // harrier/response_stream.h
 
 struct HttpResponse {

@@ -43,11 +43,11 @@ void DashboardHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   path = path.substr(0, path.find('?'));
   const bool page = path == "/" || path == "/dashboard";
   if (!page && path != kSummaryPath) return next_->Handle(std::move(request), std::move(respond));
-  if (request.method != "GET") {
+  if (!IsGetOrHead(request.method)) {
     HttpResponse r;
     r.status = 405;
     r.headers.emplace_back("Content-Type", "application/json");
-    r.headers.emplace_back("Allow", "GET");
+    r.headers.emplace_back("Allow", "GET, HEAD");
     r.body = "{\"error\":\"use GET on this path\"}";
     return respond(std::move(r));
   }

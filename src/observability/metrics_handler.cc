@@ -31,9 +31,9 @@ void MetricsHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
   if (path != "/metrics") return respond(Error(404, "unknown path: metrics are at /metrics"));
-  if (request.method != "GET") {
+  if (!IsGetOrHead(request.method)) {
     HttpResponse r = Error(405, "use GET on /metrics");
-    r.headers.emplace_back("Allow", "GET");
+    r.headers.emplace_back("Allow", "GET, HEAD");
     return respond(std::move(r));
   }
   HttpResponse r;

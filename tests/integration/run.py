@@ -321,6 +321,28 @@ class EndpointTests(HarrierTestCase):
         self.assert_error(r, 405)
         self.assertIn("allow", r.headers)
 
+    def test_head_is_served_wherever_get_is(self):
+        # RFC 9110 §9.1: the head of the GET answer, with its length, and no body; the
+        # connection then serves the next request (a body sent after a HEAD would be read as
+        # the next response's start).
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=10)
+        try:
+            conn.request("GET", "/v2/models/simple")
+            get = conn.getresponse()
+            body = get.read()
+            for path in ("/v2/models/simple", "/v2/health/live", "/v1/models"):
+                conn.request("HEAD", path)
+                r = conn.getresponse()
+                self.assertEqual(r.status, 200, path)
+                self.assertEqual(r.read(), b"", path)
+                if path == "/v2/models/simple":
+                    self.assertEqual(r.getheader("content-length"), str(len(body)))
+            conn.request("GET", "/v2/health/live")
+            self.assertEqual(conn.getresponse().status, 200)
+        finally:
+            conn.close()
+
     def test_keep_alive_and_pipelining(self):
         one = http_request("GET", "/v2/health/live")
         with connect(SERVER.port) as s:

@@ -97,8 +97,9 @@ TEST(DashboardHandlerTest, OtherMethodsAreRefused) {
   Fixture f;
   HttpResponse r = Call(f.handler, "POST", "/v2/dashboard/summary");
   EXPECT_EQ(r.status, 405);
-  EXPECT_EQ(Header(r, "Allow"), "GET");
+  EXPECT_EQ(Header(r, "Allow"), "GET, HEAD");
   EXPECT_EQ(Call(f.handler, "DELETE", "/").status, 405);
+  EXPECT_EQ(Call(f.handler, "HEAD", "/").status, 200);  // as GET; the transport drops the body
   EXPECT_TRUE(f.next.targets.empty());
 }
 

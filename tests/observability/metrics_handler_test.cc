@@ -53,6 +53,7 @@ TEST(MetricsHandlerTest, OtherPathsAndMethodsAreRefused) {
   HttpResponse r = Call(handler, "POST", "/metrics");
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(r.body, "{\"error\":\"use GET on /metrics\"}");
+  EXPECT_EQ(Call(handler, "HEAD", "/metrics").status, 200);  // as GET
 }
 
 }  // namespace

@@ -529,11 +529,15 @@ void KServeHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   const bool logging_post = route.kind == Route::Kind::kLogging && request.method == "POST";
   const bool traffic_write = route.kind == Route::Kind::kTraffic &&
                              (request.method == "PUT" || request.method == "DELETE");
-  if (request.method != route.method && !logging_post && !traffic_write) {
-    const std::string allowed = route.kind == Route::Kind::kLogging ? std::string("GET, POST")
+  const bool get_route = route.method == "GET";
+  const bool allowed_method =
+      get_route ? IsGetOrHead(request.method) : request.method == route.method;
+  if (!allowed_method && !logging_post && !traffic_write) {
+    const std::string allowed = route.kind == Route::Kind::kLogging ? std::string("GET, HEAD, POST")
                                 : route.kind == Route::Kind::kTraffic
-                                    ? std::string("GET, PUT, DELETE")
-                                    : std::string(route.method);
+                                    ? std::string("GET, HEAD, PUT, DELETE")
+                                : get_route ? std::string("GET, HEAD")
+                                            : std::string(route.method);
     HttpResponse r = ErrorResponse(405, "method " + request.method + " is not allowed on '" +
                                             request.target + "'; use " + allowed);
     r.headers.emplace_back("Allow", allowed);

@@ -769,7 +769,7 @@ void OpenAiHandler::Handle(HttpRequest&& request, HttpResponder respond) {
     return Generate(std::move(request), std::move(respond), k, std::string(), std::nullopt);
   }
   if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
-    if (request.method != "GET") return with_id(MethodNotAllowed("GET"));
+    if (!IsGetOrHead(request.method)) return with_id(MethodNotAllowed("GET, HEAD"));
     const bool one = path.size() > 11;
     std::string id;  // percent-decoded, as the SDKs encode it (encodeURIComponent)
     if (Status s = one ? PercentDecode(path.substr(11), &id) : Status::Ok(); !s.ok())
@@ -777,7 +777,7 @@ void OpenAiHandler::Handle(HttpRequest&& request, HttpResponder respond) {
     return with_id(ListModels(one, id));
   }
   if (path.substr(0, 12) == "/v1/streams/" && path.size() > 12) {
-    if (request.method != "GET") return with_id(MethodNotAllowed("GET"));
+    if (!IsGetOrHead(request.method)) return with_id(MethodNotAllowed("GET, HEAD"));
     const std::string id(path.substr(12));
     return Resume(std::move(request), std::move(respond), id);
   }

@@ -256,15 +256,23 @@ TEST_F(KServeHandlerTest, UnknownPathsAndMethods) {
   HttpResponse r = Call("GET", "/v2/models/simple/infer");
   ExpectError(r, 405, "use POST");
   EXPECT_EQ(HeaderOf(r, "Allow"), "POST");
-  HttpResponse head = Call("HEAD", "/v2/health/live");
-  ExpectError(head, 405, "method HEAD");
-  EXPECT_EQ(HeaderOf(head, "Allow"), "GET");
-  EXPECT_EQ(Call("DELETE", "/v2").status, 405);
+  // Every GET route serves HEAD as GET (RFC 9110 §9.1); the transport sends the head only.
+  EXPECT_EQ(Call("HEAD", "/v2/health/live").status, 200);
+  EXPECT_EQ(Call("HEAD", "/v2/health/ready").status, 200);
+  HttpResponse head = Call("HEAD", "/v2/models/simple");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, Call("GET", "/v2/models/simple").body);
+  EXPECT_EQ(Call("HEAD", "/v2/models/simple/traffic").status,
+            Call("GET", "/v2/models/simple/traffic").status);
+  HttpResponse del = Call("DELETE", "/v2");
+  ExpectError(del, 405, "use GET, HEAD");
+  EXPECT_EQ(HeaderOf(del, "Allow"), "GET, HEAD");
+  ExpectError(Call("HEAD", "/v2/models/simple/infer"), 405, "use POST");
   // A route of several methods names them all, in the message as in Allow.
   HttpResponse traffic = Call("POST", "/v2/models/simple/traffic");
-  ExpectError(traffic, 405, "use GET, PUT, DELETE");
-  EXPECT_EQ(HeaderOf(traffic, "Allow"), "GET, PUT, DELETE");
-  ExpectError(Call("PUT", "/v2/logging"), 405, "use GET, POST");
+  ExpectError(traffic, 405, "use GET, HEAD, PUT, DELETE");
+  EXPECT_EQ(HeaderOf(traffic, "Allow"), "GET, HEAD, PUT, DELETE");
+  ExpectError(Call("PUT", "/v2/logging"), 405, "use GET, HEAD, POST");
 }
 
 // ---- inference -----------------------------------------------------------------------------

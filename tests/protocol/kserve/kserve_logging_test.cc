@@ -211,7 +211,7 @@ TEST_F(KServeLoggingTest, PostLoggingRejects) {
   EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::info);  // nothing changed
   HttpResponse put = Call("PUT", "/v2/logging", "{}");
   EXPECT_EQ(put.status, 405);
-  EXPECT_EQ(HeaderOf(put, "Allow"), "GET, POST");
+  EXPECT_EQ(HeaderOf(put, "Allow"), "GET, HEAD, POST");
 }
 
 TEST_F(KServeLoggingTest, LoggingWithoutAControlIs501) {

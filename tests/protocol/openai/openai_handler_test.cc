@@ -936,6 +936,8 @@ TEST_F(OpenAiHandlerTest, ModelsListsTheGeneratingModelsOnly) {
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(std::string_view(Parse(parser, r.body)["error"]["code"]), "model_not_found");
   EXPECT_EQ(Call("POST", "/v1/models").status, 405);
+  EXPECT_EQ(Call("HEAD", "/v1/models").status, 200);  // as GET (RFC 9110 §9.1)
+  EXPECT_EQ(Call("HEAD", "/v1/models/llm").status, 200);
   EXPECT_EQ(Call("GET", "/v1/embeddings").status, 404);
 }
 
