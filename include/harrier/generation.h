@@ -177,8 +177,11 @@ class GenerativeModel {
   // now); 0 when it sets no bound. A request of more sequences than this can never run whole.
   virtual int max_requests() const { return 0; }
   virtual GenerationStats Stats() const = 0;
-  // Refuses new generations and ends the active ones (kCancelled); joins the engine's thread.
-  virtual void Shutdown() = 0;
+  // Refuses new generations and ends the active and waiting ones with kError and `why`: the
+  // server's reason, never the client's (kUnavailable: an unload, a version a reload replaced, the
+  // server stopping), so that a client can tell it from its own cancellation and knows to retry
+  // elsewhere. Joins the engine's thread. Idempotent: the first reason holds.
+  virtual void Shutdown(const Status& why) = 0;
 };
 
 }  // namespace harrier

@@ -138,7 +138,7 @@ class MeteredGenerator final : public GenerativeModel {
   int context_size() const override { return model_->generator->context_size(); }
   int max_requests() const override { return model_->generator->max_requests(); }
   GenerationStats Stats() const override { return model_->generator->Stats(); }
-  void Shutdown() override { model_->generator->Shutdown(); }
+  void Shutdown(const Status& why) override { model_->generator->Shutdown(why); }
 
  private:
   const LoadedModel::Options* const model_;
@@ -205,8 +205,13 @@ LoadedModel::~LoadedModel() {
 }
 
 void LoadedModel::Shutdown() {
+  Shutdown(Unavailable("model '" + name() + "' version " + std::to_string(version()) +
+                       " is shutting down"));
+}
+
+void LoadedModel::Shutdown(const Status& why) {
   if (scheduler_) scheduler_->Shutdown();
-  if (options_.generator) options_.generator->Shutdown();
+  if (options_.generator) options_.generator->Shutdown(why);
 }
 
 uint64_t LoadedModel::queue_depth() const {

@@ -98,8 +98,11 @@ class LoadedModel : public ServableModel {
   // The version's Prometheus histograms and counters (recorded by its ModelStats).
   const ModelMetrics& metrics() const { return stats_.metrics(); }
 
-  // Stops accepting requests, finishes queued and running ones. Idempotent.
+  // Stops accepting requests, finishes queued and running ones. Idempotent. A generation still
+  // running is ended with `why` (GenerativeModel::Shutdown): the server's reason, which its
+  // client sees (the first overload says the version is shutting down).
   void Shutdown();
+  void Shutdown(const Status& why);
 
  private:
   explicit LoadedModel(Options options);

@@ -758,7 +758,13 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
           "(their requests are refused)",
           model->name(), model->version(), model.use_count() - 1, options_.unload_timeout.count());
     }
-    model->Shutdown();  // finishes what is queued or running, joins the workers
+    // Finishes what is queued or running, joins the workers; a generation still running (past
+    // the bound above) ends with this reason, which its client reads.
+    const std::string which =
+        "model '" + model->name() + "' version " + std::to_string(model->version());
+    model->Shutdown(Unavailable(unload ? which + " was unloaded"
+                                       : which + " was retired (a reload replaced it, or its "
+                                                 "version policy no longer selects it)"));
     model.reset();      // the last reference (unless a late request still holds one)
   }
   // glibc keeps freed chunks in its arenas (the version's weights, ONNX Runtime's buffers, the
@@ -1266,7 +1272,7 @@ void ModelRepositoryManagerImpl::Shutdown() {
     }
   }
   // Outside the lock: draining runs the queued requests' callbacks.
-  for (auto& m : loaded) m->Shutdown();
+  for (auto& m : loaded) m->Shutdown(Unavailable("the server is shutting down"));
   files.clear();  // the server leaves none of the files it wrote behind
 }
 

@@ -227,6 +227,46 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
   m.Shutdown();
 }
 
+// A generation still running when its version goes is ended with the server's reason (an
+// unload, a version retired by a reload, the server stopping), never as if its client had
+// cancelled: the client reads it (probe 13, L2).
+TEST_F(ModelRepositoryManagerTest, AGeneratorIsShutDownWithTheReasonItsVersionWent) {
+  testing::FakeGenerativeBackend generators;
+  BackendRegistry registry;
+  registry.AddTensorBackend(&backend_);
+  registry.AddGenerativeBackend(&generators);
+  Write("text/1/model.gguf", "gguf");
+  auto o = Options(root_.string(), 2);
+  o.backends = &registry;
+  o.control_mode = ModelControlMode::kExplicit;
+  o.startup_models = {"text"};
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& m = **created;
+  m.LoadAll();
+  ASSERT_TRUE(m.Get("text", std::nullopt).ok());
+  auto call = [&](auto op) {
+    std::promise<Status> done;
+    op([&](Status s) { done.set_value(s); });
+    return done.get_future().get();
+  };
+  // A changed config reloads it: the version it replaces is retired.
+  Write("text/config.pbtxt",
+        "parameters { key: \"context_size\" value: { string_value: \"256\" } }");
+  ASSERT_TRUE(call([&](auto done) { m.LoadModel("text", {}, done); }).ok());
+  ASSERT_TRUE(call([&](auto done) { m.UnloadModel("text", done); }).ok());
+  ASSERT_TRUE(call([&](auto done) { m.LoadModel("text", {}, done); }).ok());
+  m.Shutdown();
+  const std::vector<Status> reasons = generators.shutdown_reasons();
+  ASSERT_EQ(reasons.size(), 3u);
+  for (const Status& why : reasons) EXPECT_EQ(why.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(reasons[0].message(),
+            "model 'text' version 1 was retired (a reload replaced it, or its version policy no "
+            "longer selects it)");
+  EXPECT_EQ(reasons[1].message(), "model 'text' version 1 was unloaded");
+  EXPECT_EQ(reasons[2].message(), "the server is shutting down");
+}
+
 // What clients read (index, Get()'s errors, the status page) names files relative to the
 // repository; the log keeps the full path.
 TEST_F(ModelRepositoryManagerTest, ReasonsSentToClientsHoldRepositoryRelativePaths) {

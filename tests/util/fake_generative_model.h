@@ -11,6 +11,7 @@
 // ends it).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -90,7 +91,17 @@ class FakeGenerativeModel : public GenerativeModel {
   int context_size() const override { return 512; }
   int max_requests() const override { return max_requests_value; }
   GenerationStats Stats() const override { return {}; }
-  void Shutdown() override {}
+  // Records the first reason (GenerativeModel::Shutdown: the first holds) for on_shutdown.
+  void Shutdown(const Status& why) override {
+    std::function<void(const Status&)> tell;
+    {
+      std::lock_guard lock(mu);
+      if (shut_down) return;
+      shut_down = true;
+      tell = on_shutdown;
+    }
+    if (tell) tell(why);
+  }
 
   std::vector<Held> TakeHeld() {
     std::lock_guard lock(mu);
@@ -110,6 +121,8 @@ class FakeGenerativeModel : public GenerativeModel {
   std::vector<std::string> prompts;              // guarded by mu
   std::vector<std::vector<TextRange>> literals;  // guarded by mu: each prompt's
   std::vector<Held> held;                        // guarded by mu
+  bool shut_down = false;                        // guarded by mu
+  std::function<void(const Status&)> on_shutdown;  // set before the model is used
 };
 
 // A GenerativeBackend named "llama.cpp" (platform too, file model.gguf) whose Load gives a
@@ -122,8 +135,23 @@ class FakeGenerativeBackend final : public GenerativeBackend {
   StatusOr<std::unique_ptr<GenerativeModel>> Load(const std::string&,
                                                   const std::map<std::string, std::string>&,
                                                   int) override {
-    return std::unique_ptr<GenerativeModel>(std::make_unique<FakeGenerativeModel>());
+    auto model = std::make_unique<FakeGenerativeModel>();
+    model->on_shutdown = [this](const Status& why) {
+      std::lock_guard lock(mu_);
+      shutdown_reasons_.push_back(why);
+    };
+    return std::unique_ptr<GenerativeModel>(std::move(model));
   }
+
+  // Why each model this backend loaded was shut down, in order.
+  std::vector<Status> shutdown_reasons() const {
+    std::lock_guard lock(mu_);
+    return shutdown_reasons_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Status> shutdown_reasons_;  // guarded by mu_
 };
 
 }  // namespace harrier::testing

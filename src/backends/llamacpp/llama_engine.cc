@@ -241,6 +241,7 @@ struct LlamaEngine::Impl {
   std::deque<Job> to_tokenize;  // guarded by mu: long prompts for the tokenizer thread
   std::condition_variable tokenizer_wake;
   bool stopping = false;       // guarded by mu
+  Status stopped_because;      // guarded by mu: Shutdown's reason, once stopping
   int in_engine = 0;           // guarded by mu: accepted requests whose OnEnd has not run
   LlamaEngineStats published;  // guarded by mu
 
@@ -361,8 +362,9 @@ void LlamaEngine::Impl::TokenizerLoop() {
     }
     lock.lock();
     if (stopping) {  // the engine thread may have ended what it had: end this one here
+      const Status why = stopped_because;
       lock.unlock();
-      EndQueued(job, FinishReason::kCancelled, Cancelled("the model's engine is shutting down"));
+      EndQueued(job, FinishReason::kError, why);
       lock.lock();
       break;
     }
@@ -370,10 +372,9 @@ void LlamaEngine::Impl::TokenizerLoop() {
     wake.notify_one();
   }
   std::deque<Job> left = std::exchange(to_tokenize, {});
+  const Status why = stopped_because;
   lock.unlock();
-  for (Job& job : left) {
-    EndQueued(job, FinishReason::kCancelled, Cancelled("the model's engine is shutting down"));
-  }
+  for (Job& job : left) EndQueued(job, FinishReason::kError, why);
 }
 
 std::string LlamaEngine::Impl::Piece(llama_token token) const {
@@ -445,12 +446,16 @@ void LlamaEngine::Impl::Loop() {
       FailActive(Internal(std::string("llama.cpp failed: ") + e.what()));
     }
   }
-  const Status shutting_down = Cancelled("the model's engine is shutting down");
+  Status shutting_down;
+  {
+    std::lock_guard lock(mu);
+    shutting_down = stopped_because;
+  }
   for (Slot& slot : slots) {
-    if (slot.sequence != nullptr) End(slot, FinishReason::kCancelled, shutting_down);
+    if (slot.sequence != nullptr) End(slot, FinishReason::kError, shutting_down);
   }
   while (!queue.empty()) {
-    EndQueued(queue.front(), FinishReason::kCancelled, shutting_down);
+    EndQueued(queue.front(), FinishReason::kError, shutting_down);
     queue.pop_front();
   }
 }
@@ -925,7 +930,7 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
 LlamaEngine::LlamaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LlamaEngine::~LlamaEngine() {
-  Shutdown();
+  Shutdown(Unavailable("the model's engine is shutting down"));
 }
 
 Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) {
@@ -1074,11 +1079,14 @@ LlamaEngineStats LlamaEngine::DetailedStats() const {
   return stats;
 }
 
-void LlamaEngine::Shutdown() {
+void LlamaEngine::Shutdown(const Status& why) {
   std::lock_guard join_lock(impl_->shutdown_mu);
   {
     std::lock_guard lock(impl_->mu);
-    impl_->stopping = true;
+    if (!impl_->stopping) {
+      impl_->stopping = true;
+      impl_->stopped_because = why.ok() ? Unavailable("the model's engine is shutting down") : why;
+    }
   }
   impl_->wake.notify_all();
   impl_->tokenizer_wake.notify_all();

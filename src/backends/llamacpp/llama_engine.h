@@ -171,10 +171,10 @@ class LlamaEngine : public GenerativeModel {
   GenerationStats Stats() const override;
   LlamaEngineStats DetailedStats() const;
 
-  // Refuses new requests, ends every active and waiting request with kCancelled (OnEnd runs for
-  // each; OnStart never for the waiting ones) and stops the engine thread; returns when it has.
-  // Idempotent.
-  void Shutdown() override;
+  // Refuses new requests, ends every active and waiting request with kError and `why` (OnEnd
+  // runs for each; OnStart never for the waiting ones) and stops the engine thread; returns when
+  // it has. Idempotent: the first reason holds.
+  void Shutdown(const Status& why) override;
 
  private:
   struct Impl;

@@ -963,7 +963,8 @@ TEST_F(LlamaEngineTest, AMessagesControlTokenTextIsReadAsText) {
   EXPECT_EQ(out.prompt_tokens, static_cast<int>(as_text.size()));
 }
 
-TEST_F(LlamaEngineTest, ShutdownCancelsActiveAndWaitingRequests) {
+// Shutdown ends them with the server's reason, never as if their clients had cancelled.
+TEST_F(LlamaEngineTest, ShutdownEndsActiveAndWaitingRequestsWithItsReason) {
   auto engine = Engine(Options(2));
   ASSERT_NE(engine, nullptr);
   std::mutex mu;
@@ -989,15 +990,17 @@ TEST_F(LlamaEngineTest, ShutdownCancelsActiveAndWaitingRequests) {
   const GenerationStats before = engine->Stats();
   EXPECT_EQ(before.active_sequences, 2);
   EXPECT_EQ(before.waiting_requests, 2);
-  engine->Shutdown();
+  engine->Shutdown(Unavailable("model 'm' version 1 was unloaded"));
   for (int i = 0; i < 4; ++i) {
     const Output out = sinks[i]->Snapshot();
     EXPECT_TRUE(out.ended) << i;
-    EXPECT_EQ(out.reason, FinishReason::kCancelled) << i;
+    EXPECT_EQ(out.reason, FinishReason::kError) << i;
+    EXPECT_EQ(out.status.code(), StatusCode::kUnavailable) << i;
+    EXPECT_EQ(out.status.message(), "model 'm' version 1 was unloaded") << i;
     EXPECT_EQ(out.started, i < 2) << i;
   }
   EXPECT_EQ(engine->Generate(Greedy("after", 1), sinks[0]).code(), StatusCode::kUnavailable);
-  engine->Shutdown();  // idempotent
+  engine->Shutdown(Unavailable("another reason"));  // idempotent
 }
 
 TEST_F(LlamaEngineTest, StatsCountTokensAndCells) {

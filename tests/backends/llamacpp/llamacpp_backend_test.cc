@@ -20,7 +20,7 @@ TEST(LlamaCppBackendTest, LoadsWithTheConfigsParameters) {
   auto model = backend.Load(kModel, {{"context_size", "256"}, {"parallel_sequences", "2"}}, 1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->context_size(), 256);
-  (*model)->Shutdown();
+  (*model)->Shutdown(Unavailable("the test is done"));
 }
 
 TEST(LlamaCppBackendTest, RefusesBadParametersByName) {
