@@ -26,6 +26,7 @@
 #include "backends/llamacpp/llama_sampling.h"
 #include "backends/llamacpp/slot_choice.h"
 #include "backends/llamacpp/stop_matcher.h"
+#include "core/compute_cores.h"
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
 #include "harrier/wake_batch.h"
@@ -624,7 +625,13 @@ void LlamaEngine::Impl::Step() {
     return;
   }
 
-  const int32_t code = llama_decode(context.get(), batch);
+  int32_t code = 0;
+  {
+    // The process's cores, taken for the step: another model's pool that would not fit beside
+    // this one waits instead of preempting it at every barrier (core/compute_cores.h).
+    const ComputeCores::Lease cores = ComputeCores::Process().Take(threads);
+    code = llama_decode(context.get(), batch);
+  }
   ++totals.decode_steps_total;
   if (code != 0) {
     OnDecodeFailure(code);
