@@ -102,6 +102,14 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     r.AddTensorBackend(&backend_);
     return r;
   }();
+  // The tensor backend beside a fake text generator, for the tests of generative models.
+  testing::FakeGenerativeBackend generators_;
+  BackendRegistry with_generators_ = [this] {
+    BackendRegistry r;
+    r.AddTensorBackend(&backend_);
+    r.AddGenerativeBackend(&generators_);
+    return r;
+  }();
 };
 
 TEST_F(ModelRepositoryManagerTest, UnusableRepositoryFailsFast) {
@@ -190,10 +198,6 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorTheBuildLacksIsRefusedByName) {
 // A text generator answers a request with many responses: its config says decoupled, as
 // Triton's decoupled models' do, and a config that says otherwise is refused by name.
 TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwiseIsRefused) {
-  testing::FakeGenerativeBackend generators;
-  BackendRegistry registry;
-  registry.AddTensorBackend(&backend_);
-  registry.AddGenerativeBackend(&generators);
   Write("text/1/model.gguf", "gguf");
   Write("said/1/model.gguf", "gguf");
   Write("said/config.pbtxt", "model_transaction_policy { decoupled: true }");
@@ -202,7 +206,7 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
   Write("cached/1/model.gguf", "gguf");
   Write("cached/config.pbtxt", "response_cache { enable: true }");
   auto o = Options(root_.string(), 2);
-  o.backends = &registry;
+  o.backends = &with_generators_;
   auto created = ModelRepositoryManager::Create(o);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   auto& m = **created;
@@ -231,13 +235,9 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
 // unload, a version retired by a reload, the server stopping), never as if its client had
 // cancelled: the client reads it (probe 13, L2).
 TEST_F(ModelRepositoryManagerTest, AGeneratorIsShutDownWithTheReasonItsVersionWent) {
-  testing::FakeGenerativeBackend generators;
-  BackendRegistry registry;
-  registry.AddTensorBackend(&backend_);
-  registry.AddGenerativeBackend(&generators);
   Write("text/1/model.gguf", "gguf");
   auto o = Options(root_.string(), 2);
-  o.backends = &registry;
+  o.backends = &with_generators_;
   o.control_mode = ModelControlMode::kExplicit;
   o.startup_models = {"text"};
   auto created = ModelRepositoryManager::Create(o);
@@ -257,7 +257,7 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsShutDownWithTheReasonItsVersionWe
   ASSERT_TRUE(call([&](auto done) { m.UnloadModel("text", done); }).ok());
   ASSERT_TRUE(call([&](auto done) { m.LoadModel("text", {}, done); }).ok());
   m.Shutdown();
-  const std::vector<Status> reasons = generators.shutdown_reasons();
+  const std::vector<Status> reasons = generators_.shutdown_reasons();
   ASSERT_EQ(reasons.size(), 3u);
   for (const Status& why : reasons) EXPECT_EQ(why.code(), StatusCode::kUnavailable);
   EXPECT_EQ(reasons[0].message(),
