@@ -1,5 +1,7 @@
 #include "core/url_path.h"
 
+#include <charconv>
+
 namespace harrier {
 namespace {
 
@@ -32,6 +34,19 @@ Status PercentDecode(std::string_view segment, std::string* out) {
     i += 2;
   }
   return {};
+}
+
+StatusOr<int64_t> ParseUrlVersion(std::string_view segment) {
+  std::string digits;  // inline: a version's digits fit a std::string's own room
+  RETURN_IF_ERROR(PercentDecode(segment, &digits));
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || digits[0] == '-' || ec != std::errc() ||
+      end != digits.data() + digits.size() || v < 1) {
+    return InvalidArgument("model version '" + std::string(segment) +
+                           "' in the URL must be a positive integer");
+  }
+  return v;
 }
 
 }  // namespace harrier

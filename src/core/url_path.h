@@ -4,6 +4,7 @@
 // (the OpenAI SDKs use encodeURIComponent), and every route must decode it the same way.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,10 @@ namespace harrier {
 // segment without '%', the usual case, is copied as is. kInvalidArgument, naming the segment,
 // for a '%' not followed by two hex digits.
 Status PercentDecode(std::string_view segment, std::string* out);
+
+// The version segment of `/v2/models/{m}/versions/{v}/...`, percent-decoded: a positive decimal
+// integer (leading zeros accepted, as Triton accepts them). kInvalidArgument, naming it, otherwise
+// (PercentDecode's own error for a malformed escape).
+StatusOr<int64_t> ParseUrlVersion(std::string_view segment);
 
 }  // namespace harrier

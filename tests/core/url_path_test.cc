@@ -31,5 +31,25 @@ TEST(PercentDecodeTest, RefusesAPercentWithoutTwoHexDigits) {
   }
 }
 
+TEST(ParseUrlVersionTest, TakesAPositiveIntegerDecodedOrNot) {
+  EXPECT_EQ(*ParseUrlVersion("1"), 1);
+  EXPECT_EQ(*ParseUrlVersion("%31%32"), 12);
+  EXPECT_EQ(*ParseUrlVersion("007"), 7);  // leading zeros, as Triton takes them
+  EXPECT_EQ(*ParseUrlVersion("9223372036854775807"), INT64_MAX);
+}
+
+TEST(ParseUrlVersionTest, RefusesAnythingElseNamingTheSegment) {
+  for (const char* bad :
+       {"", "0", "-1", "%2D1", "+1", "1a", "1.0", " 1", "abc", "9223372036854775808"}) {
+    StatusOr<int64_t> v = ParseUrlVersion(bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(v.status().message(),
+              "model version '" + std::string(bad) + "' in the URL must be a positive integer");
+  }
+  EXPECT_NE(ParseUrlVersion("%zz").status().message().find("malformed percent-encoding"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace harrier

@@ -90,16 +90,6 @@ HttpResponse EmptyOk() {
   return HttpResponse{};
 }
 
-StatusOr<int64_t> ParseVersion(std::string_view s) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || s[0] == '-' || ec != std::errc() || ptr != s.data() + s.size() || v < 1) {
-    return InvalidArgument("model version '" + std::string(s) +
-                           "' in the URL must be a positive integer");
-  }
-  return v;
-}
-
 void AppendVersion(std::string* out, int64_t version) {
   out->push_back('"');
   AppendJsonNumber(out, version);
@@ -474,9 +464,7 @@ StatusOr<KServeHandler::Route> KServeHandler::ParsePath(std::string_view path) {
     return InvalidArgument("empty model name in '" + std::string(path) + "'");
   size_t next = 3;
   if (seg.size() >= 5 && seg[3] == "versions") {
-    std::string version;  // inline: a version's digits fit a std::string's own room
-    RETURN_IF_ERROR(PercentDecode(seg[4], &version));
-    ASSIGN_OR_RETURN(route.version, ParseVersion(version));
+    ASSIGN_OR_RETURN(route.version, ParseUrlVersion(seg[4]));
     next = 5;
   }
   if (seg.size() == next) return simple(Kind::kModelMetadata, "GET");

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -132,13 +131,9 @@ bool MatchGenerate(std::string_view path, std::string* model, std::optional<int6
   constexpr std::string_view kVersions = "/versions/";
   if (tail.substr(0, kVersions.size()) != kVersions) return false;
   tail.remove_prefix(kVersions.size());
-  std::string digits;
-  if (!PercentDecode(tail, &digits).ok()) return false;
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (ec != std::errc() || end != digits.data() + digits.size() || v <= 0) return false;
-  if (!PercentDecode(rest.substr(0, slash), model).ok()) return false;
-  *version = v;
+  StatusOr<int64_t> v = ParseUrlVersion(tail);
+  if (!v.ok() || !PercentDecode(rest.substr(0, slash), model).ok()) return false;
+  *version = *v;
   return true;
 }
 
