@@ -204,9 +204,12 @@ LoadedModel::~LoadedModel() {
   Shutdown();
 }
 
+std::string LoadedModel::label() const {
+  return "model '" + name() + "' version " + std::to_string(version());
+}
+
 void LoadedModel::Shutdown() {
-  Shutdown(Unavailable("model '" + name() + "' version " + std::to_string(version()) +
-                       " is shutting down"));
+  Shutdown(Unavailable(label() + " is shutting down"));
 }
 
 void LoadedModel::Shutdown(const Status& why) {
@@ -331,8 +334,7 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
       stats_.RecordCancellation(timing.executed_batch_size > 0 ? CancellationStage::kRunning
                                                                : CancellationStage::kQueued);
     }
-    r->done(result.status().WithContext("model '" + options_.name + "' version " +
-                                        std::to_string(options_.version)));
+    r->done(result.status().WithContext(label()));
     return;
   }
   ModelStats::Durations d;

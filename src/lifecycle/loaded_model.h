@@ -61,6 +61,8 @@ class LoadedModel : public ServableModel {
 
   const std::string& name() const override { return options_.name; }
   int64_t version() const override { return options_.version; }
+  // "model 'm' version N": how reasons and logs name this version.
+  std::string label() const;
   int64_t max_batch_size() const override { return options_.io.max_batch_size; }
   std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
       std::string_view output) const override {

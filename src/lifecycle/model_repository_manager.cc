@@ -760,8 +760,7 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
     }
     // Finishes what is queued or running, joins the workers; a generation still running (past
     // the bound above) ends with this reason, which its client reads.
-    const std::string which =
-        "model '" + model->name() + "' version " + std::to_string(model->version());
+    const std::string which = model->label();
     model->Shutdown(Unavailable(unload ? which + " was unloaded"
                                        : which + " was retired (a reload replaced it, or its "
                                                  "version policy no longer selects it)"));
