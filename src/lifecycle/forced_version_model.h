@@ -5,45 +5,25 @@
 // a rollout's guard windows (RequestOutcome::routed_by_split): a tester's — or anyone's —
 // requests forced to the candidate are not the traffic the rollout sends, and must not decide it.
 //
-// Header-only on purpose: one line of Infer() over a LoadedModel, no state of its own.
+// Header-only on purpose: one line of Infer() over the version, no state of its own.
 // Thread safety: as ServableModel.
 #pragma once
 
 #include <memory>
-#include <string>
 #include <utility>
 
-#include "harrier/model_manager.h"
-#include "lifecycle/loaded_model.h"
+#include "lifecycle/forwarding_model.h"
 
 namespace harrier {
 
-class ForcedVersionModel : public ServableModel {
+class ForcedVersionModel : public ForwardingModel {
  public:
-  explicit ForcedVersionModel(std::shared_ptr<LoadedModel> version) : model_(std::move(version)) {}
+  using ForwardingModel::ForwardingModel;
 
-  const std::string& name() const override { return model_->name(); }
-  int64_t version() const override { return model_->version(); }
-  int64_t max_batch_size() const override { return model_->max_batch_size(); }
-  std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
-      std::string_view output) const override {
-    return model_->ClassificationLabels(output);
-  }
-  std::string ConfigJson() const override { return model_->ConfigJson(); }
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override {
-    request->model_version = model_->version();
-    model_->Infer(std::move(request), std::move(done));
+    request->model_version = version();
+    ForwardingModel::Infer(std::move(request), std::move(done));
   }
-  Status CheckAdmission(std::string_view client_id) const override {
-    return model_->CheckAdmission(client_id);
-  }
-  void RecordFailure(StatusCode code, Clock::time_point received_at) override {
-    model_->RecordFailure(code, received_at);
-  }
-  GenerativeModel* generative() override { return model_->generative(); }
-
- private:
-  const std::shared_ptr<LoadedModel> model_;
 };
 
 }  // namespace harrier

@@ -37,14 +37,16 @@ void MaybeCompare(ShadowPair& pair, TrafficController& traffic, int64_t shadow_v
 ShadowedModel::ShadowedModel(std::shared_ptr<LoadedModel> answering,
                              std::shared_ptr<LoadedModel> shadow,
                              std::shared_ptr<TrafficController> traffic)
-    : answering_(std::move(answering)), shadow_(std::move(shadow)), traffic_(std::move(traffic)) {}
+    : ForwardingModel(std::move(answering)),
+      shadow_(std::move(shadow)),
+      traffic_(std::move(traffic)) {}
 
 void ShadowedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) {
   const int64_t shadow_version = shadow_->version();
   // Shed first: a shadow version with anything queued gets no copy.
   if (shadow_->queue_depth() > 0) {
     traffic_->RecordShadowShed(shadow_version);
-    return answering_->Infer(std::move(request), std::move(done));
+    return ForwardingModel::Infer(std::move(request), std::move(done));
   }
   // The copy, before the real request is validated (which may reshape its inputs in place).
   // Input tensors share their buffers (and the body) with the real request.
@@ -65,19 +67,20 @@ void ShadowedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallba
   copy->allow_inline = InlineAllowance::kNever;
 
   auto pair = std::make_shared<ShadowPair>();
-  answering_->Infer(std::move(request), [pair, traffic = traffic_, shadow_version,
-                                         done = std::move(done)](StatusOr<InferenceResponse> r) {
-    {
-      std::lock_guard lock(pair->mu);
-      if (r.ok()) {
-        pair->answered = r->outputs;
-      } else {
-        pair->answered_failed = true;
-      }
-      MaybeCompare(*pair, *traffic, shadow_version);
-    }
-    done(std::move(r));
-  });
+  ForwardingModel::Infer(std::move(request),
+                         [pair, traffic = traffic_, shadow_version,
+                          done = std::move(done)](StatusOr<InferenceResponse> r) {
+                           {
+                             std::lock_guard lock(pair->mu);
+                             if (r.ok()) {
+                               pair->answered = r->outputs;
+                             } else {
+                               pair->answered_failed = true;
+                             }
+                             MaybeCompare(*pair, *traffic, shadow_version);
+                           }
+                           done(std::move(r));
+                         });
   shadow_->InferShadowCopy(
       std::move(copy), [pair, traffic = traffic_, shadow_version](StatusOr<InferenceResponse> r) {
         std::lock_guard lock(pair->mu);

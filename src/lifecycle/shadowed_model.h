@@ -12,41 +12,28 @@
 // is handed on the moment it is ready, whatever the shadow does. The copy names its version,
 // so it feeds the shadow version's breaker but no rollout's guard window.
 //
+// A generation is not copied: generative() is the answering version's engine, and a text
+// generation runs there alone (docs/routing.md).
+//
 // Thread safety: as ServableModel.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "harrier/model_manager.h"
-#include "lifecycle/loaded_model.h"
+#include "lifecycle/forwarding_model.h"
 #include "routing/traffic_controller.h"
 
 namespace harrier {
 
-class ShadowedModel : public ServableModel {
+class ShadowedModel : public ForwardingModel {
  public:
   ShadowedModel(std::shared_ptr<LoadedModel> answering, std::shared_ptr<LoadedModel> shadow,
                 std::shared_ptr<TrafficController> traffic);
 
-  const std::string& name() const override { return answering_->name(); }
-  int64_t version() const override { return answering_->version(); }
-  int64_t max_batch_size() const override { return answering_->max_batch_size(); }
-  std::shared_ptr<const std::vector<std::string>> ClassificationLabels(
-      std::string_view output) const override {
-    return answering_->ClassificationLabels(output);
-  }
-  std::string ConfigJson() const override { return answering_->ConfigJson(); }
   void Infer(std::unique_ptr<InferenceRequest> request, InferCallback done) override;
-  Status CheckAdmission(std::string_view client_id) const override {
-    return answering_->CheckAdmission(client_id);
-  }
-  void RecordFailure(StatusCode code, Clock::time_point received_at) override {
-    answering_->RecordFailure(code, received_at);
-  }
 
  private:
-  const std::shared_ptr<LoadedModel> answering_;
   const std::shared_ptr<LoadedModel> shadow_;
   const std::shared_ptr<TrafficController> traffic_;
 };

@@ -1467,6 +1467,33 @@ TEST_F(ModelRepositoryManagerTest, TheVersionHeaderIsOneVersionWrittenAsPolicies
             StatusCode::kInvalidArgument);
 }
 
+// A generation is not copied to a shadow version, and the handle that a shadow or a forced
+// version gives still generates: before, a policy's shadow made `percent` of generations answer
+// "does not generate text".
+TEST_F(ModelRepositoryManagerTest, AGeneratorWithAShadowOrAForcedVersionStillGenerates) {
+  Write("text/config.pbtxt", "version_policy: { all: {} }\n");
+  Write("text/1/model.gguf", "gguf");
+  Write("text/2/model.gguf", "gguf");
+  auto o = Options(root_.string(), 2);
+  o.backends = &with_generators_;
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& m = **created;
+  m.LoadAll();
+  ASSERT_TRUE(m.SetTrafficPolicy(
+                   "text", R"({"weights": {"1": 1}, "shadow": {"version": 2, "percent": 100}})")
+                  .ok());
+  auto shadowed = m.Route("text", std::nullopt, {});
+  ASSERT_TRUE(shadowed.ok()) << shadowed.status().ToString();
+  EXPECT_EQ((*shadowed)->version(), 1);
+  EXPECT_NE((*shadowed)->generative(), nullptr);
+  auto forced = m.Route("text", std::nullopt, {{"x-harrier-model-version", "2"}});
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  EXPECT_EQ((*forced)->version(), 2);
+  EXPECT_NE((*forced)->generative(), nullptr);
+  m.Shutdown();
+}
+
 TEST_F(ModelRepositoryManagerTest, AShadowedRequestIsAnsweredByItsVersionAndCompared) {
   Write("a/config.pbtxt", "version_policy: { all: {} }\n");
   Write("a/1/model.onnx", "identity FP32 -1 4");
