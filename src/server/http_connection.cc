@@ -265,6 +265,15 @@ void BasicHttpConnection<Stream>::StartRequest() {
   if (buffer_.size() > 0) {  // a pipelined request is already here
     phase_ = Phase::kHeader;
     SetDeadline(now + shared_->options.header_timeout);
+    if (watch_pending_) {
+      // The last request's disconnect watch is still reading into buffer_'s free space. Parsing
+      // now would move the bytes under it (consuming all of a flat_buffer rewinds it), and a
+      // read for the rest of this request would be a second one beside it, taking bytes out
+      // of order. So the watch is stopped first, and OnWatchRead parses.
+      parse_after_watch_ = true;
+      CancelWatch();
+      return;
+    }
     Parse();
     return;
   }
@@ -804,6 +813,13 @@ template <class Stream>
 void BasicHttpConnection<Stream>::OnWatchRead(const error_code& ec, std::size_t n) {
   watch_pending_ = false;
   if (phase_ == Phase::kClosed) return;
+  if (parse_after_watch_) {  // stopped for a pipelined request (StartRequest)
+    parse_after_watch_ = false;
+    if (n > 0) buffer_.commit(n);
+    // An error or the client's EOF comes back from the next read, if the request needs one.
+    if (phase_ == Phase::kHeader) Parse();  // else a timeout answered it meanwhile
+    return;
+  }
   if (phase_ == Phase::kIdle) {  // the response is out: this is the next request's read
     OnRead(ec, n);
     return;

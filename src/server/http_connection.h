@@ -210,6 +210,7 @@ class BasicHttpConnection : public Connection,
   bool watch_pending_ = false;       // a read is outstanding while handling or writing, and on into
                                      // the next request's wait (StartRequest)
   bool resume_after_watch_ = false;  // OnWriteDone waits for that read to complete
+  bool parse_after_watch_ = false;   // StartRequest waits for it before parsing (pipelined)
 
   // Write side.
   std::optional<HttpResponse> inline_response_;  // answered inside Handle(): written after it

@@ -858,6 +858,7 @@ struct HeldRequests {
   std::vector<HttpResponder> responders;
   std::vector<std::shared_ptr<CancellationToken>> tokens;
   std::vector<std::string> targets;
+  std::vector<std::string> bodies;
   std::atomic<int> count{0};
 
   std::function<void(HttpRequest, HttpResponder)> Handler() {
@@ -866,6 +867,7 @@ struct HeldRequests {
       responders.push_back(std::move(respond));
       tokens.push_back(request.cancellation);
       targets.push_back(request.target);
+      bodies.push_back(*request.body);
       ++count;
     };
   }
@@ -974,6 +976,46 @@ TEST_F(HttpServerTest, PipelinedRequestArrivingWhileHandlingIsKept) {
     EXPECT_EQ(held.targets, (std::vector<std::string>{"/first", "/second", "/third"}));
   }
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(held.Token(i)->cancelled());
+}
+
+// A pipelined request of which only a part came while the one before it was handled: the
+// part is in the connection's buffer and the disconnect watch still reads into it when the
+// answer is out. Parsing that part must not start a second read beside the watch (before: the
+// rest of the header landed in the watch and the request waited for the header timeout; body
+// bytes were split between the two reads and the handler got the wrong body), nor move the
+// buffer under it (a read into freed memory).
+TEST_F(HttpServerTest, APipelinedRequestCutAcrossAnAnswerIsReadWhole) {
+  HeldRequests held;
+  handler_.on_request = held.Handler();
+  options_.header_timeout = milliseconds(3000);
+  options_.body_timeout = milliseconds(3000);
+  StartServer();
+  RawHttpClient c(server_->port());
+  const std::string body(1000, 'b');
+  const std::string second = Post("/second", body);
+  const size_t header_end = second.find("\r\n\r\n") + 4;
+  // Where the part sent before the answer ends: inside the header, at its end, inside the body.
+  const std::vector<size_t> cuts = {20, header_end, header_end + 300};
+  int n = 0;
+  for (size_t cut : cuts) {
+    ASSERT_TRUE(c.Send(Post("/first", "1")));
+    ASSERT_TRUE(WaitFor([&] { return held.count.load() == n + 1; }));
+    ASSERT_TRUE(c.Send(second.substr(0, cut)));
+    std::this_thread::sleep_for(milliseconds(50));  // the watch takes it in, and reads on
+    EXPECT_EQ(held.AnswerAndRead(n, "one", c), "one") << cut;
+    std::this_thread::sleep_for(milliseconds(50));  // the next request is parsed as far as it goes
+    ASSERT_TRUE(c.Send(second.substr(cut)));
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(held.AnswerAndRead(n + 1, "two", c), "two") << cut;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000)) << cut;
+    {
+      std::lock_guard<std::mutex> lock(held.mu);
+      ASSERT_EQ(held.bodies.size(), static_cast<size_t>(n + 2)) << cut;
+      EXPECT_EQ(held.targets.back(), "/second") << cut;
+      EXPECT_EQ(held.bodies.back(), body) << cut;
+    }
+    n += 2;
+  }
 }
 
 // A request answered from another thread: its disconnect watch reads on while the response
