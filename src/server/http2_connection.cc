@@ -880,8 +880,12 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
   }
   const bool no_body = status == 204 || status == 304;
   if (no_body) s->response.body.clear();
+  // A HEAD's answer has the header fields a GET's would (RFC 9110 §9.3.2): for a streamed
+  // body, no content-length (its length is not known), though nothing is streamed.
+  bool head_of_stream = false;
   if (auto stream = std::move(s->response.stream)) {
     if (no_body || s->head_request || status != s->response.status || s->handler) {
+      head_of_stream = s->head_request && !no_body && status == s->response.status;
       stream->Abandon();
     } else {
       s->body_stream = stream;
@@ -919,7 +923,7 @@ void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpRes
     add(names[k++], value);
   }
   std::string length;
-  const bool streamed = s->handler != nullptr || !s->response.trailers.empty();
+  const bool streamed = s->handler != nullptr || head_of_stream || !s->response.trailers.empty();
   if (!no_body && !streamed) {
     length = std::to_string(s->response.body.size());
     add("content-length", length);

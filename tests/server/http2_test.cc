@@ -931,6 +931,33 @@ TEST_F(Http2Test, AResponseStreamSendsEachPartAsItIsWrittenThenEnds) {
   EXPECT_EQ(s->pending_bytes(), 0u);
 }
 
+// HEAD on a streamed resource: the header fields a GET gets (no content-length: the length of
+// a stream is not known; before, `content-length: 0`), no DATA, and the stream abandoned.
+TEST_F(Http2Test, HeadOfAResponseStreamHasNoContentLengthAndNoBody) {
+  std::shared_ptr<ResponseStream> stream;
+  std::mutex mu;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse head;
+    head.headers.emplace_back("content-type", "text/event-stream");
+    head.stream = std::make_shared<ResponseStream>();
+    {
+      std::lock_guard lock(mu);
+      stream = head.stream;
+    }
+    respond(std::move(head));
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("HEAD", "/v1/streams/x");
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).status, 200);
+  EXPECT_EQ(c.response(id).headers.count("content-length"), 0u);
+  EXPECT_EQ(c.response(id).headers.at("content-type"), "text/event-stream");
+  EXPECT_EQ(c.response(id).body, "");
+  std::lock_guard lock(mu);
+  EXPECT_TRUE(stream->abandoned());
+}
+
 TEST_F(Http2Test, AResetDuringAResponseStreamCancelsTheRequestAndAbandonsTheStream) {
   std::shared_ptr<ResponseStream> stream;
   std::shared_ptr<CancellationToken> token;
