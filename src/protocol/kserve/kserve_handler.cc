@@ -140,6 +140,14 @@ StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) 
   constexpr std::string_view kHeader = "inference-header-content-length";
   if (!request.HasHeader(kHeader)) return body_size;
   const std::string_view v = TrimOws(request.Header(kHeader));
+  // The field frames the body: two that differ leave the split to whoever reads which one (as
+  // two Content-Lengths do, RFC 9112 §6.3).
+  for (const auto& [name, value] : request.headers) {
+    if (name == kHeader && TrimOws(value) != v) {
+      return InvalidArgument(
+          "Inference-Header-Content-Length is given more than once, with different values");
+    }
+  }
   size_t n = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {

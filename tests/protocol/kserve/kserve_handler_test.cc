@@ -390,6 +390,18 @@ TEST_F(KServeHandlerTest, InferHeaderLengthErrors) {
                  {{"inference-header-content-length", " " + std::to_string(body.size())}})
                 .status,
             200);
+  // Given twice: refused when the two differ (they would split the body two ways), served when
+  // they agree.
+  const std::string length = std::to_string(body.size());
+  ExpectError(
+      Call("POST", "/v2/models/simple/infer", body,
+           {{"inference-header-content-length", length}, {"inference-header-content-length", "5"}}),
+      400, "given more than once, with different values");
+  EXPECT_EQ(Call("POST", "/v2/models/simple/infer", body,
+                 {{"inference-header-content-length", length},
+                  {"inference-header-content-length", length + " "}})
+                .status,
+            200);
 }
 
 TEST_F(KServeHandlerTest, InferErrors) {
