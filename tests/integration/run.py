@@ -1172,6 +1172,41 @@ class ConcurrencyTests(HarrierTestCase):
         return (clients * len(modes), items, executions, executions_by_batch_size(before),
                 executions_by_batch_size(after))
 
+    def test_pipelining_clients_each_get_their_own_answers_in_order(self):
+        """Clients that send their next requests before the answers come, on requests answered
+        from the model's worker (batched, so never inline): every answer comes, in order, with
+        its own id and its own input back. Pieces of a request sent apart (a header in two
+        writes, a body after its header) make the server read the rest of a request that is
+        already partly in its buffer while the last answer goes out."""
+        model, port, depth, count = "batch_identity", self.server.port, 6, 36
+
+        def worker(i):
+            out = []
+            with connect(port, 30) as s:
+                sent, pending = 0, []
+                while len(out) < count:
+                    while sent < count and len(pending) < depth:
+                        x = np.full((1, 4), i * 1000 + sent, np.float32)
+                        data = infer_bytes(model, {"INPUT0": x}, binary_input=sent % 2 == 0,
+                                           request_id="p%d-%d" % (i, sent))
+                        cut = (7, data.index(b"\r\n\r\n") + 4)[sent % 2]
+                        s.sendall(data[:cut])
+                        time.sleep(0.001)
+                        s.sendall(data[cut:])
+                        pending.append(("p%d-%d" % (i, sent), x))
+                        sent += 1
+                    rid, x = pending.pop(0)
+                    out.append((rid, x, read_response(s)))
+            return out
+
+        for i, out in enumerate(run_concurrently(8, worker)):
+            for rid, x, r in out:
+                self.assertIsNotNone(r, rid + ": no answer")
+                self.assertEqual(r.status, 200, "%s: %r" % (rid, r))
+                result = decode(r)
+                self.assertEqual(result.json["id"], rid)
+                np.testing.assert_array_equal(result.outputs["OUTPUT0"], x, rid)
+
     def test_concurrent_clients_get_their_own_outputs_from_batched_runs(self):
         self.warm_up("batch_identity", 16)
         modes = [(False, False), (True, True), (True, False), (False, True)]
