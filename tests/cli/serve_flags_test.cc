@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +98,72 @@ TEST(ServeFlagsTest, IdNamesTheServerAndRefusesEmptyOrControlCharacters) {
     ServeFlags given;
     EXPECT_EQ(Parse({"--id", bad}, &given), refused) << bad.size();
   }
+}
+
+// The defaults README.md and docs/server.md quote, and that a container started with nothing
+// but --model-repository relies on (Triton's ports).
+TEST(ServeFlagsTest, DefaultsAreTheDocumentedOnes) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({}, &flags), 0);
+  EXPECT_EQ(flags.http_port, 8000);
+  EXPECT_EQ(flags.grpc_port, 8001);
+  EXPECT_EQ(flags.metrics_port, 8002);
+  EXPECT_EQ(flags.https_port, 8443);
+  EXPECT_EQ(flags.http_address, "0.0.0.0");
+  EXPECT_EQ(flags.plain_http, "on");
+  EXPECT_EQ(flags.model_control_mode, "none");
+  EXPECT_EQ(flags.repository_poll_secs, 15);
+  EXPECT_FALSE(flags.allow_client_shm);
+  EXPECT_EQ(flags.access_log, "off");
+  EXPECT_EQ(flags.trace_endpoint, "");
+  EXPECT_DOUBLE_EQ(flags.trace_sample_ratio, 0.01);
+  EXPECT_EQ(flags.overload_protection, "on");
+  EXPECT_EQ(flags.inline_execution, "auto");
+  EXPECT_DOUBLE_EQ(flags.shutdown_delay_secs, 0);
+  EXPECT_EQ(flags.exit_timeout_secs, 30);
+  EXPECT_DOUBLE_EQ(flags.generation_disconnect_grace_secs, 0);
+  EXPECT_DOUBLE_EQ(flags.generation_stream_retention_secs, 300);
+  EXPECT_DOUBLE_EQ(flags.generation_heartbeat_secs, 15);
+}
+
+// "`harrier serve --help` lists every flag" (README.md), and every flag is documented: each
+// option `serve` registers is in its help text and named in docs/ (a flag table or the text).
+TEST(ServeFlagsTest, HelpListsEveryFlagAndTheDocsNameEachOne) {
+  CLI::App app{"harrier"};
+  CLI::App* serve = app.add_subcommand("serve");
+  ServeFlags flags;
+  AddServeFlags(serve, &flags);
+  const std::string help = serve->help();
+  std::string docs;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(HARRIER_SOURCE_DIR) / "docs")) {
+    if (entry.path().extension() != ".md") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    docs += text.str();
+  }
+  ASSERT_FALSE(docs.empty());
+  int named = 0;
+  for (const CLI::Option* option : serve->get_options()) {
+    for (const std::string& name : option->get_lnames()) {
+      if (name == "help") continue;
+      const std::string flag = "--" + name;
+      ++named;
+      EXPECT_NE(help.find(flag), std::string::npos) << flag << " is not in serve --help";
+      // Followed by what ends a flag's name in Markdown: not a longer flag's prefix.
+      bool documented = false;
+      for (size_t at = docs.find(flag); at != std::string::npos; at = docs.find(flag, at + 1)) {
+        const char next = at + flag.size() < docs.size() ? docs[at + flag.size()] : ' ';
+        if (next != '-' && !(next >= 'a' && next <= 'z') && !(next >= '0' && next <= '9')) {
+          documented = true;
+          break;
+        }
+      }
+      EXPECT_TRUE(documented) << flag << " is named nowhere in docs/";
+    }
+  }
+  EXPECT_GE(named, 50);  // the serve flags there are today, give or take
 }
 
 }  // namespace
