@@ -53,10 +53,12 @@ class HarrierProcess:
         self.log_path = os.path.join(ARGS.work_dir, name + ".log")
         self.log = open(self.log_path, "wb")
         self.port = harness.free_port() if plain else None
+        # Without plain HTTP, --http-port still names a free port: one that must stay closed.
+        self.closed_port = None if plain else harness.free_port()
         cmd = [ARGS.harrier, "serve", "--model-repository", os.path.join(ARGS.work_dir, "repo-h2"),
                "--grpc-port", str(harness.free_port()), "--metrics-port", str(harness.free_port()),
-               "--http-threads", "2", "--log-verbose", "1"]
-        cmd += ["--http-port", str(self.port)] if plain else ["--http-port", "0"]
+               "--http-threads", "2", "--log-verbose", "1",
+               "--http-port", str(self.port if plain else self.closed_port)]
         self.proc = subprocess.Popen(cmd + list(extra_args), stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.https_port = None
@@ -448,6 +450,10 @@ class TlsTests(unittest.TestCase):
     def test_plain_http_off_has_no_plain_port(self):
         text = open(MTLS.log_path, "rb").read().decode("utf-8", "replace")
         self.assertNotIn("listening on HTTP ", text)
+        # The --http-port it was given is closed; TLS on the HTTPS port answers.
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", MTLS.closed_port), timeout=10).close()
+        self.assertTrue(mtls_tls13_first_read("client").startswith("HTTP/1.1 200"))
 
 
 def mtls_tls13_first_read(cert):
