@@ -362,6 +362,44 @@ class GenerationTests(unittest.TestCase):
         self.assertEqual(status, 404, body)
         self.assertIn("error", json.loads(body))
 
+    def test_a_broken_stream_resumes_to_its_cut_short_end_at_default_flags(self):
+        """No grace (the default): the generation stops when its client leaves, and a client
+        that comes back gets the events after its last one, numbered on without a gap, up to
+        the error event that says the stream was cut short (README.md, docs/generation.md)."""
+        body = {"model": "tiny-llama", "prompt": "Cut me short", "max_tokens": 1000,
+                "stream": True, "temperature": 0}
+        s = RawStream(self.port, "/v1/completions", body)
+        stream_id = s.headers["x-request-id"]
+        first = s.read_events(3)[:3]
+        s.close()
+        # Those stored, then the live rest until the stream ends (its sequence stopped).
+        status, _, rest = call(self.port, "GET", "/v1/streams/" + stream_id,
+                               headers={"Last-Event-ID": str(first[-1][0])})
+        self.assertEqual(status, 200, rest)
+        events = first + events_of(rest.decode())[0]
+        self.assertEqual([e[0] for e in events], list(range(1, len(events) + 1)),
+                         "an event was lost or sent twice")
+        self.assertLess(len(events), 1000, "the generation ran on without its client")
+        if events[-1][1] == "[DONE]":  # the API's own end follows the error event
+            events.pop()
+        self.assertIn("error", json.loads(events[-1][1]), events[-3:])
+
+    def test_the_readmes_curl_example_streams(self):
+        """README.md's example as written: curl -d (a form content type), stream: true."""
+        r = subprocess.run(
+            ["curl", "-sS", "--max-time", "60", "127.0.0.1:%d/v1/chat/completions" % self.port,
+             "-d", '{"model": "tiny-llama", "max_tokens": 16, '
+                   '"messages": [{"role": "user", "content": "Hello"}], "stream": true}'],
+            capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        events, _ = events_of(r.stdout)
+        self.assertGreater(len(events), 2, r.stdout[:500])
+        self.assertEqual(events[-1][1], "[DONE]")
+        chunks = [json.loads(data) for _, data in events[:-1]]
+        self.assertEqual(chunks[0]["object"], "chat.completion.chunk")
+        self.assertEqual(chunks[0]["choices"][0]["delta"].get("role"), "assistant")
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "length")
+
     def test_a_waiting_stream_gets_heartbeats(self):
         busy = threading.Thread(target=completion, args=(self.port, "Busy", 3000),
                                 kwargs={"model": "single"})
