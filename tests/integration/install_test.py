@@ -4,8 +4,9 @@
 usage: /usr/bin/python3 tests/integration/install_test.py --harrier BUILD/harrier \
            --source-dir SRC --work-dir DIR [-v]
 
-Installs the build (cmake --install BUILD --prefix, what `make install` runs) into a fresh prefix
-under /tmp and checks what it holds: bin/harrier with the run path $ORIGIN/../lib and nothing
+Installs the build (cmake --install BUILD --prefix, what `make install` runs), under umask 077,
+into a fresh prefix under /tmp and checks what it holds: directories 0755, files 0644, bin/ 0755
+whatever the umask; bin/harrier with the run path $ORIGIN/../lib and nothing
 pointing into the builder's home, lib/libonnxruntime.so.1, and no other library needed from
 outside Debian's (llama.cpp is linked in statically). Then runs PREFIX/bin/harrier serve as the
 user nobody (setpriv; as the current user when the test is not run as root, which is then
@@ -34,7 +35,7 @@ REPO = None
 
 
 def make_world_readable(top):
-    """Directories a+rx, files a+r (executables a+rx): as a package would install them."""
+    """Directories a+rx, files a+r: the test's repository, which any user may read."""
     for root, dirs, files in os.walk(top):
         os.chmod(root, 0o755)
         for name in files:
@@ -66,6 +67,16 @@ class InstallTest(unittest.TestCase):
         outside = [line.split("=>")[1].split("(")[0].strip() for line in ldd.splitlines()
                    if "=>" in line and not re.search(r"=> /(usr/)?lib/", line)]
         self.assertEqual([os.path.realpath(p) for p in outside], [os.path.realpath(ort)], ldd)
+
+    def test_an_install_under_a_private_umask_is_open_to_every_user(self):
+        """The install ran under umask 077 (an administrator's shell, a hardened CI): what it
+        made must still be readable by the service's user, as README.md promises."""
+        for root, dirs, files in os.walk(PREFIX):
+            self.assertEqual(stat.S_IMODE(os.stat(root).st_mode), 0o755, root)
+            for name in files:
+                path = os.path.join(root, name)
+                want = 0o755 if os.path.basename(root) == "bin" else 0o644
+                self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), want, path)
 
     def test_runs_as_an_unprivileged_user(self):
         prefix_cmd = []
@@ -126,14 +137,21 @@ def main():
     top = tempfile.mkdtemp(prefix="harrier-install-")
     try:
         PREFIX = os.path.join(top, "prefix")
-        subprocess.run(["cmake", "--install", build_dir, "--prefix", PREFIX], check=True,
-                       stdout=subprocess.DEVNULL)
+        # Under a private umask, as an administrator may have it: the install's own modes
+        # must make it usable by others, nothing chmods it afterwards.
+        old_umask = os.umask(0o077)
+        try:
+            subprocess.run(["cmake", "--install", build_dir, "--prefix", PREFIX], check=True,
+                           stdout=subprocess.DEVNULL)
+        finally:
+            os.umask(old_umask)
+        os.chmod(top, 0o755)  # mkdtemp's own 0700; the prefix in it is left as installed
         REPO = os.path.join(top, "models")
         harness.generate_repository(ARGS.source_dir, REPO)
         for name in os.listdir(REPO):
             if name != "simple":
                 shutil.rmtree(os.path.join(REPO, name))
-        make_world_readable(top)
+        make_world_readable(REPO)
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(InstallTest)
         result = unittest.TextTestRunner(stream=sys.stdout,
                                          verbosity=2 if ARGS.verbose else 1).run(suite)
