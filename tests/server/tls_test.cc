@@ -392,6 +392,31 @@ TEST_F(TlsTest, KeepAliveRequestsAnsweredFromAnotherThreadThenTheIdleClose) {
   EXPECT_EQ(rest, "");
 }
 
+// A pipelined request cut across an answer from another thread, over TLS: the disconnect watch
+// (a TLS read) took its first part; it is stopped before the rest is read, and the TLS stream
+// reads on from where the cancelled read left it (http_server_test has the plain-TCP cases).
+TEST_F(TlsTest, APipelinedRequestCutAcrossAnAnswerIsReadWhole) {
+  handler_.from_another_thread = true;
+  StartServer();
+  TlsSession c(server_->tls_port(), kAlpnHttp11);
+  ASSERT_TRUE(c.handshake());
+  auto read_answer = [&c](std::string* got) {
+    while (got->find("\r\n\r\nok") == std::string::npos) {
+      if (!c.ReadSome(got)) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(c.Write("GET /a HTTP/1.1\r\nHost: t\r\n\r\nPOST /b HTTP/1.1\r\nHost: t\r\n"));
+  std::string first;
+  ASSERT_TRUE(read_answer(&first)) << first;
+  EXPECT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
+  std::this_thread::sleep_for(milliseconds(30));  // the next request is parsed as far as it goes
+  ASSERT_TRUE(c.Write("Content-Length: 5\r\n\r\nhello"));
+  std::string second;
+  ASSERT_TRUE(read_answer(&second)) << second;
+  EXPECT_EQ(second.rfind("HTTP/1.1 200", 0), 0u) << second;
+}
+
 // One HTTP/2 frame: 9-byte header and payload.
 std::string H2Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
   std::string f;
