@@ -5,12 +5,14 @@ usage: /usr/bin/python3 tests/integration/run.py --harrier BUILD/harrier --sourc
            --work-dir DIR [-k PATTERN] [-v]
 
 Builds a model repository in DIR/repo (tools/make_test_models.py, tools/make_example_models.py,
-plus a `corrupt` model whose model.onnx is garbage), starts harrier on a free port with short
-read timeouts, and checks every endpoint, every data type in JSON and binary form, the bad-input
-list (each answered with its 4xx, after which the server still serves), curl as a client, and
-shutdown on SIGTERM. Scheduling under concurrency (batched outputs split back to the right
-clients, shapes batched apart, priorities, queue limits, overload protection, per-client rate
-limits, SIGTERM under load) runs on servers of their own over small repositories (DIR/repo-*).
+plus a `corrupt` model whose model.onnx is garbage and `unknown_config_field`, whose config.pbtxt
+has a field Harrier does not know: each must fail alone), starts harrier on a free port with
+short read timeouts, and checks every endpoint, the example models' answers, every data type in
+JSON and binary form, the bad-input list (each answered with its 4xx, after which the server
+still serves), curl as a client, and shutdown on SIGTERM. Scheduling under concurrency (batched
+outputs split back to the right clients, shapes batched apart, priorities, queue limits,
+overload protection, the in-flight limit, per-model and per-client rate limits, SIGTERM under
+load) runs on servers of their own over small repositories (DIR/repo-*).
 Python stdlib + numpy only (run with /usr/bin/python3). The last line is "N passed, N failed";
 the exit status is non-zero when anything failed.
 """
@@ -307,6 +309,34 @@ class EndpointTests(HarrierTestCase):
         self.assertNotIn(REPO, rows["corrupt"]["reason"])
         self.assertNotIn(ARGS.work_dir, rows["corrupt"]["reason"])
 
+    def test_unknown_config_field_fails_only_that_model(self):
+        # README, "Coming from Triton": a config.pbtxt field Harrier does not know fails that
+        # model's load, and only that model's. `unknown_config_field` is identity_fp32's model
+        # file under a config with `sequence_batching { }` on line 3 (build_repository).
+        c = client()
+        status, doc = c.repository_index()
+        self.assertEqual(status, 200, doc)
+        rows = {row["name"]: row for row in doc}
+        bad = rows["unknown_config_field"]
+        self.assertEqual(bad["state"], "UNAVAILABLE", bad)
+        # docs/model-repository.md: the file relative to the repository, its line and column,
+        # and protobuf's words naming the field.
+        self.assertIn("unknown_config_field/config.pbtxt:3:1: ", bad["reason"])
+        self.assertIn('no field named "sequence_batching"', bad["reason"])
+        self.assertNotIn(REPO, bad["reason"])
+        self.assertEqual(c.model_ready("unknown_config_field"), 503)
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        r = c.infer("unknown_config_field", {"INPUT0": x})
+        self.assertEqual(r.status, 503, r.raw[:300])
+        self.assertIn('no field named "sequence_batching"', r.error)
+        # The same model file under its own name, and the rest of the repository, serve.
+        self.assertEqual(rows["identity_fp32"]["state"], "READY")
+        self.assertEqual(c.model_ready("identity_fp32"), 200)
+        r = c.infer("identity_fp32", {"INPUT0": x})
+        self.assertEqual(r.status, 200, r.raw[:300])
+        np.testing.assert_array_equal(r.outputs["OUTPUT0"], x)
+        self.assert_still_serves()
+
     def test_repository_load_unload_need_explicit_mode(self):
         # This server runs with the default --model-control-mode none: Triton's refusal.
         for action in ("load", "unload"):
@@ -440,6 +470,34 @@ class InferTests(HarrierTestCase):
             for v, idx in zip(classes[row], got):
                 self.assertAlmostEqual(float(v.decode().split(":")[0]), float(scores[row][idx]),
                                        places=4)
+
+    def test_vocab_lookup_example_maps_words_to_their_ids(self):
+        # README: the example `vocab_lookup` takes BYTES words and answers INT64 ids, and its
+        # input, [N] in the model, takes requests of shape [batch, 1]. Its vocabulary
+        # (tools/make_example_models.py): the 0, quick 1, brown 2, fox 3, jumps 4, over 5,
+        # lazy 6, dog 7; any other word -1.
+        with open(os.path.join(REPO, "vocab_lookup", "1", "model.onnx"), "rb") as f:
+            served = f.read()
+        with open(os.path.join(ARGS.source_dir, "examples", "models", "vocab_lookup", "1",
+                               "model.onnx"), "rb") as f:
+            self.assertEqual(served, f.read(), "the model served here is not the one in "
+                             "examples/models (tools/make_example_models.py writes both)")
+        status, doc = client().model_metadata("vocab_lookup")
+        self.assertEqual(status, 200, doc)
+        self.assertEqual([(i["name"], i["datatype"], i["shape"]) for i in doc["inputs"]],
+                         [("tokens", "BYTES", [-1, 1])])
+        self.assertEqual([(o["name"], o["datatype"], o["shape"]) for o in doc["outputs"]],
+                         [("ids", "INT64", [-1, 1])])
+        words = np.empty(4, dtype=np.object_)
+        words[:] = [b"dog", b"the", b"cat", b"lazy"]
+        for binary_input, binary_output in ((False, False), (True, True)):
+            r = client().infer("vocab_lookup", {"tokens": (words.reshape(4, 1), "BYTES")},
+                               binary_input=binary_input, binary_output=binary_output)
+            self.assertEqual(r.status, 200, r.raw[:300])
+            out = r.json["outputs"][0]
+            self.assertEqual((out["name"], out["datatype"], out["shape"]), ("ids", "INT64", [4, 1]))
+            self.assertEqual(r.outputs["ids"].dtype, np.int64)
+            np.testing.assert_array_equal(r.outputs["ids"], [[7], [0], [-1], [6]])
 
     def test_corrupt_model_is_unavailable_while_others_serve(self):
         x = np.zeros((1, 2), np.float32)
@@ -975,12 +1033,15 @@ SCHED_MODELS = {  # name: (the test model it copies, config.pbtxt after name/pla
     "busy": ("busy", None),
     # As the kit's tiny model is served: batching with no delay set.
     "short_identity": ("identity_fp32", "max_batch_size: 8\ndynamic_batching { }\n"),
+    # No config: admission is what the server's flags say (AdmissionProcessTests).
+    "slow": ("slow", None),
 }
 SCHED_REPOS = {
     "repo-sched": ("batch_identity", "slow_priority", "slow_queue1", "busy"),
     "repo-drain": ("slow_drain", "batch_identity"),
     "repo-limits": ("batch_identity",),
     "repo-inline": ("short_identity",),
+    "repo-admission": ("slow", "batch_identity"),
 }
 
 
@@ -1423,7 +1484,75 @@ class OneIoThreadTests(HarrierTestCase):
 
 
 class AdmissionProcessTests(HarrierTestCase):
-    """Servers of their own: a per-client rate limit, and SIGTERM under load."""
+    """Servers of their own: the server's in-flight limit, per-model and per-client rate limits,
+    and SIGTERM under load."""
+
+    def test_inflight_limit_refuses_the_next_request_with_429_and_retry_after(self):
+        # docs/admission.md: --max-inflight bounds the requests admitted and not yet answered,
+        # across all models; the next one gets 429, Retry-After 1 and "server in-flight limit N
+        # reached". Overload protection is off, so that it cannot refuse first (while a run is
+        # in progress it may refuse the next request to that model itself).
+        p = HarrierProcess("max-inflight", ["--max-inflight", "1", "--overload-protection", "off"],
+                           repo=os.path.join(ARGS.work_dir, "repo-admission"))
+        x = np.arange(4, dtype=np.float32).reshape(1, 4)
+        refusal = "server in-flight limit 1 reached; retry after 1 s"
+        try:
+            p.wait_live()
+            running = RawClient(p.port, timeout=60)
+            try:
+                running.send(mean_request("slow", 0))
+                wait_for_requests(p.metrics_port, "slow", 1, 0)  # the one slot, running
+                for data in (mean_request("slow", 1), infer_bytes("batch_identity", {"INPUT0": x})):
+                    r = raw_request(p.port, data, timeout=30)
+                    self.assert_error(r, 429)
+                    self.assertEqual(r.json()["error"], refusal)
+                    self.assertEqual(r.headers.get("retry-after"), "1", r.headers)
+                # Refused while the first still ran, not after it (which would have let them in).
+                self.assertEqual(model_requests(p.metrics_port, "slow"), (1, 0))
+                self.assertTrue(mean_output_ok(running.receive(), 0))
+            finally:
+                running.close()
+            # Answered, it has given the slot back: a request sent the moment the answer
+            # arrived is admitted (the slot is released before the answer goes out).
+            r = raw_request(p.port, infer_bytes("batch_identity", {"INPUT0": x}), timeout=30)
+            self.assertEqual(r.status if r else None, 200, r)
+            np.testing.assert_array_equal(decode(r).outputs["OUTPUT0"], x)
+            self.assertTrue(mean_output_ok(raw_request(p.port, mean_request("slow", 2),
+                                                       timeout=60), 2))
+        finally:
+            self.assertEqual(p.terminate(), 0, p.log_tail())
+
+    def test_per_model_rate_limit(self):
+        # --rate-limit-per-model RPS:BURST (docs/admission.md): a token bucket for each model
+        # version. A token every 4 s, 3 at once: the burst passes and the requests right after
+        # it, milliseconds later (a 4 s refill leaves timing nothing to decide), get 429 naming
+        # the model, with a Retry-After that is the wait for the next token rounded up; after
+        # that wait a request passes (a refused request took no token). Another model has a
+        # bucket of its own.
+        p = HarrierProcess("rate-limit-per-model", ["--rate-limit-per-model", "0.25:3"],
+                           repo=os.path.join(ARGS.work_dir, "repo-admission"))
+        try:
+            p.wait_live()
+            c, x = client(p.port), np.arange(4, dtype=np.float32).reshape(1, 4)
+            for _ in range(3):
+                r = c.infer("batch_identity", {"INPUT0": x})
+                self.assertEqual(r.status, 200, r.raw[:300])
+                np.testing.assert_array_equal(r.outputs["OUTPUT0"], x)
+            for _ in range(3):
+                r = c.infer("batch_identity", {"INPUT0": x})
+                self.assertEqual(r.status, 429, r.raw[:300])
+                retry_after = int(r.headers.get("retry-after", "0"))
+                self.assertTrue(1 <= retry_after <= 4, r.headers)  # at most one refill away
+                self.assertEqual(r.error, "rate limit for model 'batch_identity' exceeded "
+                                 "(0.25 req/s, burst 3); retry after %d s" % retry_after)
+            self.assertTrue(mean_output_ok(raw_request(p.port, mean_request("slow", 0),
+                                                       timeout=60), 0))
+            time.sleep(retry_after)
+            r = c.infer("batch_identity", {"INPUT0": x})
+            self.assertEqual(r.status, 200, r.raw[:300])
+            np.testing.assert_array_equal(r.outputs["OUTPUT0"], x)
+        finally:
+            self.assertEqual(p.terminate(), 0, p.log_tail())
 
     def test_per_client_rate_limit(self):
         p = HarrierProcess("rate-limit", ["--rate-limit-per-client", "5:5"],
@@ -1651,6 +1780,13 @@ def build_repository(repo):
     os.makedirs(corrupt)
     with open(os.path.join(corrupt, "model.onnx"), "wb") as f:
         f.write(b"this is not an ONNX model \x00\xff\x13" * 10)
+    # identity_fp32's model file under a config.pbtxt with a field Harrier does not know
+    # (Triton's sequence batching) on line 3: only this model may fail to load.
+    unknown_field = os.path.join(repo, "unknown_config_field")
+    shutil.copytree(os.path.join(repo, "identity_fp32", "1"), os.path.join(unknown_field, "1"))
+    with open(os.path.join(unknown_field, "config.pbtxt"), "w") as f:
+        f.write('name: "unknown_config_field"\nplatform: "onnxruntime_onnx"\n'
+                'sequence_batching { }\n')
     build_scheduling_repositories()
 
 
