@@ -16,7 +16,10 @@ Traffic between versions (tools/make_lifecycle_models.py's ranker: 1 fast, 2 slo
 the answers' model_version; X-Harrier-Model-Version; sticky clients stay on their version;
 shadow copies are compared and dropped; a slow candidate is rolled back by the guard within one
 window while the client sees no error; a version that fails every run (flaky 2) is taken out of
-rotation by its breaker, and with no version left the answer is a fast 503 with Retry-After.
+rotation by its breaker, and with no version left the answer is a fast 503 with Retry-After; a
+staged rollout of flaky 2 under a guard with max_error_rate is rolled back on its error rate (its
+500s; clients' 400s do not count), harrier_traffic_rollbacks_total counts it, and the split's
+requests are answered by version 1 afterwards.
 File overrides (Triton's "file:1/model.onnx" load parameters, base64): dense loaded under another
 name from its own file answers as dense does; bad paths, a missing config and bad base64 are 400s
 that write nothing; a plain load goes back to the repository; the private directory under
@@ -471,6 +474,56 @@ class TrafficTest(unittest.TestCase):
             self.assertIn("circuit breaker", body["error"])
             self.assertIsNotNone(retry_after)
             self.assertGreater(int(retry_after), 0)
+
+    def test_8_a_failing_candidate_is_rolled_back_on_its_error_rate(self):
+        # flaky 2 fails every run (a 500), version 1 none; the guard sets no latency limit.
+        rollbacks = self.metric("harrier_traffic_rollbacks_total", {"model": "flaky"}) or 0
+        c = Client(self.server.port)
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 100},
+             "rollout": {"candidate": "2", "steps": [50, 100], "dwell_seconds": 60},
+             "guard": {"window_seconds": 10, "max_error_rate": 0.1,
+                       "min_requests": 20}}).encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["state"]["rollout"]["state"], "running")
+        # Clients' bad requests (400s) are no server-side errors: they roll nothing back.
+        bad = json.dumps({"inputs": [{"name": "features", "shape": [1, 7], "datatype": "FP32",
+                                      "data": FEATURES[:7]}]}).encode()
+        for _ in range(60):
+            status, body = c.call("POST", "/v2/models/flaky/infer", bad)
+            self.assertEqual(status, 400, body)
+        time.sleep(0.2)  # past the guard's 100 ms between evaluations: the next read judges
+        status, state = c.call("GET", "/v2/models/flaky/traffic")
+        self.assertEqual(state["state"]["rollout"]["state"], "running", state)
+        # The split sends half of the requests to the candidate, whose runs fail.
+        failures, rolled_back = [], False
+        deadline = time.monotonic() + 30
+        while not rolled_back and time.monotonic() < deadline:
+            status, body, _ = self.call_flaky(c)
+            if status != 200:
+                failures.append((status, body))
+            status, state = c.call("GET", "/v2/models/flaky/traffic")
+            rolled_back = state["state"]["rollout"]["state"] == "rolled back"
+        self.assertTrue(rolled_back, state)
+        self.assertGreaterEqual(len(failures), 20)  # the guard's min_requests
+        for status, body in failures:
+            self.assertEqual(status, 500, body)
+            self.assertIn("version 2: running the model", body["error"])
+        self.assertEqual(state["state"]["weights"].get("2", 0), 0)
+        self.assertEqual(state["state"]["rollout"]["candidate_percent"], 0)
+        last = state["last_rollback"]
+        self.assertEqual((last["step"], last["percent"]), (0, 50), last)
+        self.assertRegex(last["reason"], r"^candidate error rate [0-9.]+% \(\d+ of \d+\) > "
+                                         r"baseline 0\.00% \+ max_error_rate 10\.00%$")
+        self.assertGreaterEqual(last["candidate"]["errors"], 20)
+        self.assertEqual(last["baseline"]["errors"], 0)
+        self.assertEqual(self.metric("harrier_traffic_rollbacks_total", {"model": "flaky"}),
+                         rollbacks + 1)
+        self.assertIn("rollout of version 2 rolled back", self.server.log_text())
+        # The split's requests go to the baseline alone from then on.
+        answers = [self.call_flaky(c) for _ in range(100)]
+        self.assertEqual({(a[0], a[1].get("model_version")) for a in answers}, {(200, "1")})
+        c.close()
 
 
 class FileOverrideTest(unittest.TestCase):

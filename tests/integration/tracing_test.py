@@ -5,17 +5,27 @@ usage: /usr/bin/python3 tests/integration/tracing_test.py --harrier BUILD/harrie
            --source-dir SRC --work-dir DIR [-v]
 
 Starts an OTLP/HTTP receiver (otlp_receiver.py) and the real binary with --trace-endpoint at it,
---trace-sample-ratio 1 and --trace-export-interval-ms 100, over a repository with `simple` and
-`batch_identity` (identity_fp32 with dynamic batching), on ports it picks itself (0). Checks:
+--trace-sample-ratio 1 and --trace-export-interval-ms 100, over a repository with `simple`,
+`batch_identity` (identity_fp32 with dynamic batching) and `tiny-llama`
+(../shared/models/llama-2-tiny-random.gguf, a llama.cpp model), on ports it picks itself (0).
+Checks:
 a request's traceparent / tracestate propagate to its server span, whose stage spans (receive,
 decode, queue, batch, infer under batch, encode, send) nest in it in order, and whose id comes
 back in the traceresponse header; an unsampled parent is not exported; an invalid traceparent
 starts a new trace; a batch of traced requests links their server spans; a malformed request is
 traced with its 400 and no queue/batch/infer spans; a receiver answering 503 leaves the server
-answering and counts harrier_trace_spans_dropped_total{reason="export_failed"}; a second server
-with --trace-sample-ratio 0 exports nothing for requests without a traceparent. Python stdlib
-plus tools/make_test_models.py. A missing receiver or a binary without --trace-endpoint is a
-failure, never a skip. The last line is "N passed, N failed".
+answering and counts harrier_trace_spans_dropped_total{reason="export_failed"}; a completion
+(POST /v1/completions) with a sampled traceparent is exported through the real exporter as its
+server span with receive, decode, queue, prompt, generate, encode and send in order (no batch or
+infer) and the gen_ai.usage.input_tokens / output_tokens and
+harrier.generation.reused_prompt_tokens of its answer's usage; a second server with
+--trace-sample-ratio 0 exports nothing for requests without a traceparent. Servers started
+without --trace-endpoint follow the OTEL_EXPORTER_OTLP_* environment: OTEL_EXPORTER_OTLP_ENDPOINT
+is a base URL that gets /v1/traces (a base that already ends in /v1/traces posts to
+/v1/traces/v1/traces, which the receiver refuses), OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as
+is and wins over it, and --trace-endpoint wins over both. Python stdlib plus
+tools/make_test_models.py and the GGUF file. A missing receiver, GGUF file or a binary without
+--trace-endpoint is a failure, never a skip. The last line is "N passed, N failed".
 """
 import http.client
 import json
@@ -50,11 +60,19 @@ IDENTITY_BODY = json.dumps({"inputs": [
 ]}).encode()
 
 
+def gguf_path():
+    return os.path.join(os.path.abspath(ARGS.source_dir), "..", "shared", "models",
+                        "llama-2-tiny-random.gguf")
+
+
 def build_repository(repo):
     harness.generate_repository(ARGS.source_dir, repo)
     for name in os.listdir(repo):
         if name not in ("simple", "identity_fp32"):
             shutil.rmtree(os.path.join(repo, name))
+    # A GGUF file alone makes a llama.cpp model (docs/generation.md); missing, setup fails.
+    os.makedirs(os.path.join(repo, "tiny-llama", "1"))
+    shutil.copy(gguf_path(), os.path.join(repo, "tiny-llama", "1", "model.gguf"))
     # A long delay: concurrent requests are sure to meet in one batch (8 fill it sooner).
     os.rename(os.path.join(repo, "identity_fp32"), os.path.join(repo, "batch_identity"))
     with open(os.path.join(repo, "batch_identity", "config.pbtxt"), "w") as f:
@@ -71,13 +89,14 @@ def check_tracing_flag():
                            % (ARGS.harrier, out.returncode, (out.stdout + out.stderr)[-2000:]))
 
 
-def post(model, body, headers=None, port=None):
-    """POST /v2/models/{model}/infer: (status, {lower-case header: value}, body bytes)."""
+def post(model, body, headers=None, port=None, path=None):
+    """POST /v2/models/{model}/infer (or `path`): (status, {lower-case header: value}, body
+    bytes)."""
     conn = http.client.HTTPConnection("127.0.0.1", port or SERVER.port, timeout=30)
     try:
         h = {"Content-Type": "application/json"}
         h.update(headers or {})
-        conn.request("POST", "/v2/models/%s/infer" % model, body=body, headers=h)
+        conn.request("POST", path or "/v2/models/%s/infer" % model, body=body, headers=h)
         r = conn.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally:
@@ -267,6 +286,56 @@ class TracingTest(unittest.TestCase):
         post("simple", SIMPLE_BODY, {"traceparent": traceparent(trace_id, PARENT_SPAN)})
         wait_server_span(trace_id, timeout=60)
 
+    def test_h_a_generation_has_prompt_and_generate_spans_and_its_token_counts(self):
+        # The same prompt twice: the second finds all of it but its last token in the KV cache
+        # (generation_test.py), so its reused_prompt_tokens is not the 0 of an absent count.
+        body = json.dumps({"model": "tiny-llama", "prompt": "Traced through the exporter",
+                           "max_tokens": 8, "temperature": 0}).encode()
+        for n, trace_id in enumerate((new_trace_id(6), new_trace_id(7))):
+            status, headers, data = post(None, body, {"traceparent": traceparent(
+                trace_id, PARENT_SPAN)}, path="/v1/completions")
+            self.assertEqual(status, 200, data)
+            usage = json.loads(data)["usage"]
+            servers, _ = wait_server_span(trace_id)
+            self.assertEqual(len(servers), 1)
+            server = servers[0]
+            self.assertEqual(server["parent_span_id"], PARENT_SPAN)
+            self.assertEqual(server["name"], "POST /v1/completions")
+            self.assertEqual(headers.get("traceresponse"),
+                             traceparent(trace_id, server["span_id"]))
+            attributes = server["attributes"]
+            self.assertEqual(attributes.get("url.path"), "/v1/completions")
+            self.assertEqual(attributes.get("http.response.status_code"), 200)
+            self.assertEqual(attributes.get("harrier.model"), "tiny-llama")
+            self.assertEqual(attributes.get("harrier.request_id"), headers.get("x-request-id"))
+            self.assertEqual(usage["completion_tokens"], 8)
+            self.assertGreater(usage["prompt_tokens"], 1)
+            self.assertEqual(attributes.get("gen_ai.usage.input_tokens"), usage["prompt_tokens"])
+            self.assertEqual(attributes.get("gen_ai.usage.output_tokens"),
+                             usage["completion_tokens"])
+            reused = attributes.get("harrier.generation.reused_prompt_tokens")
+            self.assertEqual(reused, usage.get("prompt_tokens_details", {}).get("cached_tokens", 0))
+            if n == 1:
+                self.assertEqual(reused, usage["prompt_tokens"] - 1)
+            # Seven stages, exported with the server span: prompt and generate in place of
+            # batch and infer.
+            stages = ["receive", "decode", "queue", "prompt", "generate", "encode", "send"]
+            RECEIVER.wait_for(lambda: len(spans_of(trace_id)) >= 1 + len(stages), timeout=10)
+            time.sleep(0.3)  # the record's spans come together; let any straggler in
+            children = [s for s in spans_of(trace_id) if not is_server(s)]
+            self.assertEqual(sorted(s["name"] for s in children), sorted(stages), children)
+            stage = {s["name"]: s for s in children}
+            for name in stages:
+                self.assertEqual(stage[name]["parent_span_id"], server["span_id"], name)
+                self.assertGreaterEqual(stage[name]["start"], server["start"], name)
+                self.assertLessEqual(stage[name]["end"], server["end"], name)
+                self.assertLessEqual(stage[name]["start"], stage[name]["end"], name)
+            for before, after in zip(stages, stages[1:]):
+                self.assertLessEqual(stage[before]["end"], stage[after]["start"],
+                                     "%s then %s" % (before, after))
+            # Eight tokens: the first ends the prompt, the last seven take time to decode.
+            self.assertLess(stage["generate"]["start"], stage["generate"]["end"])
+
 
 class UnsampledServerTest(unittest.TestCase):
     """(g) --trace-sample-ratio 0: requests without a traceparent export nothing."""
@@ -293,6 +362,87 @@ class UnsampledServerTest(unittest.TestCase):
             self.assertEqual({s["trace_id"] for s in receiver.spans()}, {trace_id})
 
 
+class EnvironmentEndpointTest(unittest.TestCase):
+    """Servers with OTEL_EXPORTER_OTLP_* in their environment (docs/tracing.md, --trace-endpoint):
+    empty flag, then $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, then
+    $OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces."""
+
+    def serve(self, log_name, variables, args=()):
+        """A server on the suite's repository, --trace-sample-ratio 1, this process's environment
+        without any OTEL_ variable but `variables`."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update(variables)
+        return harness.Harrier(ARGS.harrier, REPO, os.path.join(ARGS.work_dir, log_name),
+                               list(args) + ["--trace-sample-ratio", "1",
+                                             "--trace-export-interval-ms", "100"], env=env)
+
+    def traced_request(self, server, trace_id):
+        """A sampled request to `server`, which must say it traced it (tracing is on)."""
+        status, headers, _ = post("simple", SIMPLE_BODY,
+                                  {"traceparent": traceparent(trace_id, PARENT_SPAN)},
+                                  port=server.port)
+        self.assertEqual(status, 200)
+        self.assertIn("traceresponse", headers)
+
+    def assert_exported(self, receiver, trace_id):
+        receiver.wait_for(lambda spans: any(s["trace_id"] == trace_id and is_server(s)
+                                            for s in spans), timeout=15)
+
+    def test_i_otel_exporter_otlp_endpoint_is_a_base_url_that_gets_v1_traces(self):
+        with OtlpReceiver() as receiver:
+            server = self.serve("tracing-env-base.log",
+                                {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d"
+                                                               % receiver.port})
+            try:
+                trace_id = new_trace_id(20)
+                self.traced_request(server, trace_id)
+                self.assert_exported(receiver, trace_id)
+            finally:
+                self.assertEqual(server.terminate(), 0)
+        # The path is appended whatever the base holds: a base that is already the traces URL
+        # posts to /v1/traces/v1/traces, which the receiver answers 404 (the batch is dropped).
+        with OtlpReceiver() as receiver:
+            server = self.serve("tracing-env-base-with-path.log",
+                                {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url})
+            try:
+                self.traced_request(server, new_trace_id(21))
+                receiver.wait_for(lambda: receiver.requests >= 1, timeout=15)
+                self.assertEqual(receiver.spans(), [])
+            finally:
+                self.assertEqual(server.terminate(), 0)
+            self.assertEqual(receiver.spans(), [])
+
+    def test_j_otel_exporter_otlp_traces_endpoint_is_used_as_is_and_wins(self):
+        with OtlpReceiver() as traces, OtlpReceiver() as base:
+            for n, variables in enumerate((
+                    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": traces.url},
+                    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": traces.url,
+                     "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % base.port})):
+                with self.subTest(variables=sorted(variables)):
+                    server = self.serve("tracing-env-traces-%d.log" % n, variables)
+                    try:
+                        trace_id = new_trace_id(30 + n)
+                        self.traced_request(server, trace_id)
+                        self.assert_exported(traces, trace_id)
+                    finally:
+                        self.assertEqual(server.terminate(), 0)
+            self.assertEqual(base.requests, 0)
+
+    def test_k_trace_endpoint_wins_over_the_environment(self):
+        with OtlpReceiver() as flag, OtlpReceiver() as environment:
+            server = self.serve("tracing-env-flag.log", {
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": environment.url,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % environment.port},
+                ["--trace-endpoint", flag.url])
+            try:
+                trace_id = new_trace_id(40)
+                self.traced_request(server, trace_id)
+                self.assert_exported(flag, trace_id)
+            finally:
+                self.assertEqual(server.terminate(), 0)  # flushes what was queued
+            self.assertEqual(environment.requests, 0)
+
+
 REPO = None
 
 
@@ -303,6 +453,7 @@ def main():
     loader = unittest.TestLoader()
     suite.addTests(loader.loadTestsFromTestCase(TracingTest))
     suite.addTests(loader.loadTestsFromTestCase(UnsampledServerTest))
+    suite.addTests(loader.loadTestsFromTestCase(EnvironmentEndpointTest))
 
     def start():
         global SERVER, RECEIVER, REPO
