@@ -139,6 +139,8 @@ StatusOr<ModelSignature> ReadSignature(const Ort::Session& session) {
 
 Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::string_view context) {
   std::string message = std::string(context) + ": " + e.what();
+  // ONNX Runtime ends some messages with a newline, which would end the client's error text.
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   const OrtErrorCode code = e.GetOrtErrorCode();
   if (site == OrtCallSite::kRun) {
     return code == ORT_INVALID_ARGUMENT ? InvalidArgument(std::move(message))
