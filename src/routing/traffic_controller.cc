@@ -16,6 +16,9 @@ namespace harrier {
 namespace {
 
 constexpr auto kEvaluationPeriod = std::chrono::milliseconds(100);
+// After a candidate's failure: a candidate failing at a high rate is rolled back within a few
+// milliseconds of the data being enough, not up to 100 ms (and as many failed requests) later.
+constexpr auto kFailureEvaluationPeriod = std::chrono::milliseconds(5);
 
 // A per-thread generator for the split's and the shadow's draws: no lock, no allocation.
 uint64_t RandomDraw() {
@@ -136,7 +139,7 @@ StatusOr<RouteDecision> TrafficController::Route(std::optional<int64_t> forced,
     }
   }
   const Clock::time_point now = clock_.Now();
-  MaybeEvaluate(now);
+  MaybeEvaluate(now, kEvaluationPeriod);
   return router_->Route(request, now);
 }
 
@@ -146,14 +149,16 @@ void TrafficController::Record(int64_t version, const RequestOutcome& outcome) {
   if (!router_) return;
   const Clock::time_point now = clock_.Now();
   router_->RecordResult(version, now, outcome.server_failure);
+  bool candidate_failed = false;
   if (rollout_ && candidate_ && outcome.routed_by_split) {
     if (version == rollout_->config().candidate) {
       candidate_->Record(outcome.latency, outcome.server_failure);
+      candidate_failed = outcome.server_failure;
     } else if (policy_->weights.contains(version)) {
       baseline_->Record(outcome.latency, outcome.server_failure);
     }
   }
-  MaybeEvaluate(now);
+  MaybeEvaluate(now, candidate_failed ? kFailureEvaluationPeriod : kEvaluationPeriod);
 }
 
 void TrafficController::RecordShadow(int64_t version, const ShadowComparison& comparison) {
@@ -176,9 +181,9 @@ void TrafficController::RecordShadowShed(int64_t version) {
   ++shadow_[version].shed;
 }
 
-void TrafficController::MaybeEvaluate(Clock::time_point now) {
+void TrafficController::MaybeEvaluate(Clock::time_point now, Clock::duration period) {
   if (!rollout_ || rollout_->state() != Rollout::State::kRunning) return;
-  if (now - last_evaluation_ < kEvaluationPeriod) return;
+  if (now - last_evaluation_ < period) return;
   last_evaluation_ = now;
   GuardVerdict verdict;
   if (policy_->guard) {
@@ -217,7 +222,7 @@ std::string TrafficController::StateJson() {
   if (!policy_) {
     out.append("null,\"state\":null");
   } else {
-    MaybeEvaluate(now);
+    MaybeEvaluate(now, kEvaluationPeriod);
     out.append(TrafficPolicyToJson(*policy_));
     out.append(",\"state\":{\"weights\":");
     AppendWeights(&out, router_->weights());

@@ -120,7 +120,8 @@ class TrafficController {
 
  private:
   // REQUIRES: mu_ held.
-  void MaybeEvaluate(Clock::time_point now);
+  // Evaluates the guard and advances the rollout when `period` has passed since the last time.
+  void MaybeEvaluate(Clock::time_point now, Clock::duration period);
   // breaker_states() at `now`, for it and StateJson(). REQUIRES: mu_ held.
   std::map<int64_t, CircuitBreaker::State> BreakerStatesLocked(Clock::time_point now) const;
 

@@ -220,6 +220,29 @@ TEST(TrafficControllerTest, TheErrorLimitIsOverTheBaselinesOwnRate) {
       << state;
 }
 
+// A candidate failing every request at a high rate is rolled back within a few milliseconds of
+// the data being enough, not at the next 100 ms evaluation: at 1,000 requests a second that was
+// ~100 more failed requests past min_requests. Its failures are what is evaluated early.
+TEST(TrafficControllerTest, ACandidatesFailuresAreJudgedWithoutWaitingForThePeriod) {
+  testing::FakeClock clock;
+  TrafficController c("m", clock);
+  ASSERT_TRUE(c.SetPolicy(Parse(R"({"weights":{"1":1},
+      "rollout":{"candidate":2,"steps":[50,100],"dwell_seconds":600},
+      "guard":{"window_seconds":10,"min_requests":20,"max_error_rate":0.1}})"),
+                          {1, 2})
+                  .ok());
+  (void)c.Route(std::nullopt, {});  // an evaluation now: the next periodic one is 100 ms away
+  int failed = 0;
+  while (c.rollbacks() == 0 && failed < 100) {
+    c.Record(1, Ok(milliseconds(1)));
+    c.Record(2, ServerFailure(milliseconds(1)));
+    ++failed;
+    clock.Advance(milliseconds(1));  // 1,000 a second of each
+  }
+  EXPECT_EQ(c.rollbacks(), 1u) << c.StateJson();
+  EXPECT_LE(failed, 20 + 5) << "failures past min_requests before the rollback";
+}
+
 // probe12 F11: a guard on latency alone still rolls back a candidate that fails every request
 // (fast failures keep its p99 low), by the default error allowance.
 TEST(TrafficControllerTest, ALatencyOnlyGuardRollsBackAnAllFailingCandidate) {
