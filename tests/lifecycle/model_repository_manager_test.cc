@@ -58,6 +58,16 @@ class ModelRepositoryManagerTest : public ::testing::Test {
     return std::move(m).value();
   }
 
+  // Load() with the fake text generator beside the tensor backend.
+  std::unique_ptr<ModelRepositoryManager> LoadWithGenerators() {
+    auto o = Options(root_.string(), 2);
+    o.backends = &with_generators_;
+    auto m = ModelRepositoryManager::Create(o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->LoadAll();
+    return std::move(m).value();
+  }
+
   // A poll-mode manager on root_ after its start, polled by hand (PollNow()).
   std::unique_ptr<ModelRepositoryManager> Polled() {
     auto o = Options(root_.string(), 2);
@@ -205,12 +215,8 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
   Write("not/config.pbtxt", "model_transaction_policy { decoupled: false }");
   Write("cached/1/model.gguf", "gguf");
   Write("cached/config.pbtxt", "response_cache { enable: true }");
-  auto o = Options(root_.string(), 2);
-  o.backends = &with_generators_;
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  auto& m = **created;
-  m.LoadAll();
+  auto loaded = LoadWithGenerators();
+  auto& m = *loaded;
   for (const char* name : {"text", "said"}) {
     auto model = m.Get(name, std::nullopt);
     ASSERT_TRUE(model.ok()) << name << ": " << model.status().ToString();
@@ -1474,12 +1480,8 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorWithAShadowOrAForcedVersionStillGen
   Write("text/config.pbtxt", "version_policy: { all: {} }\n");
   Write("text/1/model.gguf", "gguf");
   Write("text/2/model.gguf", "gguf");
-  auto o = Options(root_.string(), 2);
-  o.backends = &with_generators_;
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  auto& m = **created;
-  m.LoadAll();
+  auto loaded = LoadWithGenerators();
+  auto& m = *loaded;
   ASSERT_TRUE(m.SetTrafficPolicy(
                    "text", R"({"weights": {"1": 1}, "shadow": {"version": 2, "percent": 100}})")
                   .ok());

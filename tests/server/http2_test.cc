@@ -892,32 +892,41 @@ TEST_F(Http2Test, AResetStreamCancelsItsHandlerAndLaterWritesAreDropped) {
 
 // ---- Streamed responses (HttpResponse::stream) ----------------------------------------------
 
+// A handler that answers with a text/event-stream ResponseStream, kept for the test to write.
+struct StreamedAnswer {
+  std::mutex mu;
+  std::shared_ptr<ResponseStream> stream;
+
+  std::function<void(HttpRequest, HttpResponder)> Handler() {
+    return [this](HttpRequest, HttpResponder respond) {
+      HttpResponse head;
+      head.headers.emplace_back("content-type", "text/event-stream");
+      head.stream = std::make_shared<ResponseStream>();
+      {
+        std::lock_guard lock(mu);
+        stream = head.stream;
+      }
+      respond(std::move(head));
+    };
+  }
+  std::shared_ptr<ResponseStream> Get() {
+    std::lock_guard lock(mu);
+    return stream;
+  }
+};
+
 // A request read whole, answered with a ResponseStream: HEADERS at once, a DATA frame per part as
 // it is written, END_STREAM at Finish (with trailers when given); the request's token stays.
 TEST_F(Http2Test, AResponseStreamSendsEachPartAsItIsWrittenThenEnds) {
-  std::shared_ptr<ResponseStream> stream;
-  std::mutex mu;
-  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
-    HttpResponse head;
-    head.headers.emplace_back("content-type", "text/event-stream");
-    head.stream = std::make_shared<ResponseStream>();
-    {
-      std::lock_guard lock(mu);
-      stream = head.stream;
-    }
-    respond(std::move(head));
-  };
+  StreamedAnswer answer;
+  handler_.on_request = answer.Handler();
   StartServer();
   H2Client c(server_->port());
   const int32_t id = c.Submit("POST", "/v1/completions", std::string("{}"));
   ASSERT_TRUE(c.Run([&] { return c.response(id).status == 200; }));
   EXPECT_EQ(c.response(id).headers.count("content-length"), 0u);
   EXPECT_EQ(c.response(id).headers.at("content-type"), "text/event-stream");
-  std::shared_ptr<ResponseStream> s;
-  {
-    std::lock_guard lock(mu);
-    s = stream;
-  }
+  std::shared_ptr<ResponseStream> s = answer.Get();
   std::atomic<int> written{0};
   s->Write("data: 1\n\n", [&](bool ok) { written += ok ? 1 : 100; });
   ASSERT_TRUE(c.Run([&] { return c.response(id).body == "data: 1\n\n"; }));
@@ -934,18 +943,8 @@ TEST_F(Http2Test, AResponseStreamSendsEachPartAsItIsWrittenThenEnds) {
 // HEAD on a streamed resource: the header fields a GET gets (no content-length: the length of
 // a stream is not known; before, `content-length: 0`), no DATA, and the stream abandoned.
 TEST_F(Http2Test, HeadOfAResponseStreamHasNoContentLengthAndNoBody) {
-  std::shared_ptr<ResponseStream> stream;
-  std::mutex mu;
-  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
-    HttpResponse head;
-    head.headers.emplace_back("content-type", "text/event-stream");
-    head.stream = std::make_shared<ResponseStream>();
-    {
-      std::lock_guard lock(mu);
-      stream = head.stream;
-    }
-    respond(std::move(head));
-  };
+  StreamedAnswer answer;
+  handler_.on_request = answer.Handler();
   StartServer();
   H2Client c(server_->port());
   const int32_t id = c.Submit("HEAD", "/v1/streams/x");
@@ -954,8 +953,7 @@ TEST_F(Http2Test, HeadOfAResponseStreamHasNoContentLengthAndNoBody) {
   EXPECT_EQ(c.response(id).headers.count("content-length"), 0u);
   EXPECT_EQ(c.response(id).headers.at("content-type"), "text/event-stream");
   EXPECT_EQ(c.response(id).body, "");
-  std::lock_guard lock(mu);
-  EXPECT_TRUE(stream->abandoned());
+  EXPECT_TRUE(answer.Get()->abandoned());
 }
 
 TEST_F(Http2Test, AResetDuringAResponseStreamCancelsTheRequestAndAbandonsTheStream) {
