@@ -542,6 +542,14 @@ std::optional<HttpResponse> GrpcHttpHandler::TransportError(int status, std::str
   if (request.version == HttpVersion::kHttp11) return std::nullopt;
   HttpResponse r;
   r.headers.emplace_back("content-type", "application/grpc");
+  // A body over the HTTP layer's limit is a message over this port's (the limit and the 5-byte
+  // prefix): said as a stream's message over it is, not in the REST refusal's words.
+  std::string too_large;
+  if (status == 413) {
+    too_large = "received message larger than max (" +
+                std::to_string(options_.max_receive_message_bytes) + " bytes)";
+    message = too_large;
+  }
   for (auto& field : StatusFields(GrpcCodeForHttpStatus(status), message))
     r.headers.push_back(std::move(field));
   return r;
