@@ -150,8 +150,11 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     }
     reader_.Append(bytes);
     if (!reader_.error().ok()) {
+      // The messages before the bad one are still answered (DispatchReady), then the stream
+      // ends with the error.
       writer_->Consumed(bytes.size());
       Fail(reader_.error());
+      DispatchReady();
       return;
     }
     // Bytes are taken while there is room for more requests; past that the client waits.
@@ -185,12 +188,16 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     std::shared_ptr<TracedRequest> trace;  // null: untraced
   };
 
+  // Dispatches the complete messages while there is room. After a failure, those the reader
+  // completed before it still are (it hands out none after it), but none after a message that
+  // does not parse.
   void DispatchReady() {
-    while (!failed_ && !cancelled_ && inflight_ < max_inflight_) {
+    while (!unparsed_ && !cancelled_ && inflight_ < max_inflight_) {
       std::optional<std::string> message = reader_.Next();
       if (!message) break;
       auto slot = std::make_shared<Slot>();
       if (!slot->request.ParseFromString(*message)) {
+        unparsed_ = true;
         Fail(CannotParse("ModelInferRequest"));
         break;
       }
@@ -254,16 +261,19 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     MaybeFinish();
   }
 
+  // The stream ends with `status` once the requests it already took are answered: a bad
+  // message is the client's, and the requests before it are answered as if it had not come
+  // (docs/grpc.md), not cancelled.
   void Fail(Status status) {
     if (failed_) return;
     failed_ = true;
     failure_ = std::move(status);
-    token_->Cancel();  // the requests still running end early; their answers are still sent
     MaybeFinish();
   }
 
   void MaybeFinish() {
     if (finished_ || cancelled_ || inflight_ > 0 || !(reads_done_ || failed_)) return;
+    if (failed_ && !unparsed_ && reader_.has_next()) return;  // still to dispatch
     finished_ = true;
     writer_->Finish(StatusFields(failed_ ? failure_ : Status::Ok()));
   }
@@ -287,6 +297,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool failed_ = false;
+  bool unparsed_ = false;  // a message did not parse: nothing after it is dispatched
   bool finished_ = false;
   Status failure_ = Status::Ok();
 };

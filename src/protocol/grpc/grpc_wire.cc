@@ -108,10 +108,10 @@ void MessageReader::Split() {
     at += kMessagePrefixBytes + length;
   }
   if (!error_.ok()) {
+    // The messages complete before the bad one stay to be handed out; nothing after it.
     buffer_ = std::string();
-    ready_.clear();
-    next_ready_ = 0;
     buffered_ = 0;
+    for (std::size_t i = next_ready_; i < ready_.size(); ++i) buffered_ += ready_[i].wire_bytes;
     return;
   }
   if (at > 0) buffer_.erase(0, at);

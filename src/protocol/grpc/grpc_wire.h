@@ -73,13 +73,17 @@ class MessageReader {
 
   // Appends bytes. After an error, everything is ignored and error() stays set.
   void Append(std::string_view bytes);
-  // The next complete message, decompressed, moved out (nullopt: none complete yet).
+  // The next complete message, decompressed, moved out (nullopt: none complete yet). After an
+  // error, the messages that were complete before the one in error are still handed out, in
+  // order; none after it.
   std::optional<std::string> Next();
   // MessageBytes's and ReadMessagePrefix's errors for the first message that had one; OK
   // otherwise.
   const Status& error() const { return error_; }
   // Whether bytes of an unfinished message are buffered (a body that ends here is cut short).
   bool partial() const { return !buffer_.empty(); }
+  // Whether a complete message waits for Next().
+  bool has_next() const { return next_ready_ < ready_.size(); }
   // Bytes buffered and not yet handed out by Next().
   std::size_t buffered_bytes() const { return buffered_; }
 

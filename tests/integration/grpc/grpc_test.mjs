@@ -667,6 +667,30 @@ test('a stream cancelled mid-flight: its requests are cancelled in the server', 
   await goodRequestStillSucceeds(c);
 });
 
+// A message that does not parse ends the stream with INTERNAL, but only after the requests the
+// stream took before it are answered: they are not cancelled (docs/grpc.md, "Streaming"). Sent
+// as raw bytes: two requests to the slow model (one running, one queued), then garbage.
+test('a message that does not parse ends the stream after the requests before it are answered', async () => {
+  const method = Service.service.ModelStreamInfer;
+  const call = c.makeBidiStreamRequest(method.path, (b) => b, method.responseDeserialize);
+  const answers = [];
+  const ended = new Promise((resolve) => {
+    call.on('data', (r) => answers.push(r));
+    call.on('error', resolve);
+    call.on('end', () => resolve(null));
+  });
+  call.write(method.requestSerialize({ ...slowRequest(), id: 'r1' }));
+  call.write(method.requestSerialize({ ...slowRequest(), id: 'r2' }));
+  await waitForRequests(server, 'slow', 2, 1);  // r1 running, r2 queued behind it
+  call.write(Buffer.from([0xff, 0xff, 0xff, 0xff]));
+  const err = await ended;
+  assert(err && err.code === Code.INTERNAL && /cannot parse/.test(err.details),
+    `stream ended with ${err && err.code}: ${err && err.details}`);
+  assertEqual(answers.map((r) => [r.infer_response.id, r.error_message]),
+    [['r1', ''], ['r2', '']], 'the requests before the bad message, answered');
+  await goodRequestStillSucceeds(c);
+});
+
 test('a deadline that expires: DEADLINE_EXCEEDED, and the server stops the work', async () => {
   // A deadline well inside one run: a fifth of a measured one, at most 150 ms.
   const start = Date.now();

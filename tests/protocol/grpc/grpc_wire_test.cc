@@ -41,6 +41,23 @@ TEST(MessageReaderTest, AMessageOverTheLimitIsRefusedFromItsPrefix) {
   EXPECT_EQ(reader.buffered_bytes(), 0u);
 }
 
+// The messages before one over the limit, in the same bytes, are still handed out (a stream
+// answers them before it ends with the error); nothing after it is.
+TEST(MessageReaderTest, TheMessagesBeforeAnErrorAreStillHandedOut) {
+  MessageReader reader(10);
+  reader.Append(FrameMessage("one") + FrameMessage("two") + FrameMessage(std::string(11, 'x')) +
+                FrameMessage("after"));
+  EXPECT_EQ(reader.error().code(), StatusCode::kPayloadTooLarge);
+  EXPECT_EQ(reader.buffered_bytes(), 2 * (kMessagePrefixBytes + 3));
+  EXPECT_EQ(reader.Next(), "one");
+  EXPECT_TRUE(reader.has_next());
+  EXPECT_EQ(reader.Next(), "two");
+  EXPECT_FALSE(reader.has_next());
+  EXPECT_FALSE(reader.Next().has_value());
+  EXPECT_EQ(reader.buffered_bytes(), 0u);
+  EXPECT_FALSE(reader.partial());
+}
+
 // `message` compressed in `coding`, framed with the compressed flag.
 std::string FrameCompressed(std::string_view message, ContentCoding coding) {
   std::string framed = FrameMessage(*EncodeContent(message, coding));
