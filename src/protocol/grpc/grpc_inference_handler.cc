@@ -499,6 +499,11 @@ StatusOr<std::string> TextInput(const inference::ModelInferRequest& request) {
   const auto& in = request.inputs(found);
   if (in.datatype() != "BYTES")
     return InvalidArgument("input 'text_input' must be BYTES, not " + in.datatype());
+  if (in.parameters().contains("shared_memory_region")) {
+    return InvalidArgument(
+        "input 'text_input' cannot be read from shared memory: a model that generates text "
+        "takes its prompt in the request (bytes_contents or raw_input_contents)");
+  }
   bool one = true;  // every dimension 1 ([1], [1, 1] with a batch dimension, or a scalar)
   bool empty = false;
   std::string shape;

@@ -618,6 +618,13 @@ test('ModelStreamInfer on a model that generates text: decoupled responses, then
   assert(/holds 2 elements/.test(several.get('p3').error), `p3 ${JSON.stringify(several.get('p3'))}`);
   assert(!several.get('p4').error && several.get('p4').final === 1,
     `p4 (a batch dimension of 1) ${JSON.stringify(several.get('p4'))}`);
+  // A prompt named in shared memory is refused as such, not read as no data at all.
+  const shm = await collect([{ ...textRequest('m1', 'x', 1),
+    inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1], parameters: {
+      shared_memory_region: { string_param: 'r' },
+      shared_memory_byte_size: { int64_param: 9 } } }] }]);
+  assert(/'text_input' cannot be read from shared memory/.test(shm.get('m1').error),
+    `m1 ${JSON.stringify(shm.get('m1'))}`);
 });
 
 const slowRequest = () => ({
