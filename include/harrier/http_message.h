@@ -36,6 +36,21 @@ constexpr std::string_view HttpVersionName(HttpVersion version) {
   return {};
 }
 
+// Access control for each message of a request served as a stream of messages (gRPC's
+// ModelStreamInfer). A check of the stream's head alone would let its messages go on after the
+// key was revoked or lost the scope, and past the key's rate limit. Set by access control
+// (src/auth/AuthHandler::OpenStream); the front end calls AuthorizeNext once per message, in
+// order, on the stream's thread, before it serves it.
+class MessageAuthorizer {
+ public:
+  struct Refusal {
+    int http_status = 0;  // 0: allowed; else 401, 403 or 429, as a request would be refused
+    std::string message;
+  };
+  virtual ~MessageAuthorizer() = default;
+  virtual Refusal AuthorizeNext() = 0;
+};
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query as sent: "/v2/models/simple/infer?x=1"
@@ -61,6 +76,9 @@ struct HttpRequest {
   // Set by access control in front of the handlers (src/auth/AuthHandler): the id of the API
   // key the request presented (never the key), for access logs and traces. Empty without keys.
   std::string auth_key_id;
+  // Set by access control on a request served as a stream (ServesAsStream): checks each of its
+  // messages again. Null without keys.
+  std::shared_ptr<MessageAuthorizer> message_authorizer;
 
   // The first value of header `lower_case_name`, or empty.
   std::string_view Header(std::string_view lower_case_name) const {

@@ -252,6 +252,29 @@ bool AuthHandler::ServesAsStream(const HttpRequest& head) const {
   return next_->ServesAsStream(head);
 }
 
+// The checks of a stream's head, again for each of its messages: the first message is the
+// request Precheck took the rate-limit token for; every later one takes its own, and the key
+// must still be known and still have the scope (the key file is read again while streams stay
+// open).
+class AuthHandler::StreamAuthorizer final : public MessageAuthorizer {
+ public:
+  StreamAuthorizer(const AuthHandler* auth, HttpRequest head)
+      : auth_(auth), head_(std::move(head)) {}
+
+  Refusal AuthorizeNext() override {
+    const Decision d = auth_->Check(head_, first_ ? Charge::kCheckOnly : Charge::kTakeToken);
+    first_ = false;
+    if (d.status == 0) return {};
+    auth_->options_.counters->Count(d.reason);
+    return {d.status, d.message};
+  }
+
+ private:
+  const AuthHandler* const auth_;
+  const HttpRequest head_;  // the headers the checks read (target, method, key, restrictions)
+  bool first_ = true;
+};
+
 std::shared_ptr<HttpStreamHandler> AuthHandler::OpenStream(const HttpRequest& head,
                                                            std::shared_ptr<HttpStreamWriter> writer,
                                                            HttpResponse* response_head) {
@@ -259,8 +282,15 @@ std::shared_ptr<HttpStreamHandler> AuthHandler::OpenStream(const HttpRequest& he
   // Refused (the keys changed since Precheck): null has the request read whole and given to
   // Handle, which refuses it in the front end's form.
   if (d.status != 0) return nullptr;
-  HttpRequest keyed = head;  // streams are few and long: one copy of the head is nothing
+  HttpRequest keyed = head;  // streams are few and long: a copy or two of the head is nothing
   keyed.auth_key_id = std::move(d.key_id);
+  if (options_.keys != nullptr) {
+    HttpRequest checked;
+    checked.method = head.method;
+    checked.target = head.target;
+    checked.headers = head.headers;
+    keyed.message_authorizer = std::make_shared<StreamAuthorizer>(this, std::move(checked));
+  }
   return next_->OpenStream(keyed, std::move(writer), response_head);
 }
 

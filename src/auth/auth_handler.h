@@ -134,6 +134,7 @@ class AuthHandler final : public HttpHandler {
   // Steps 1-3 (and the rate limit); kTakeToken: charge the key's rate limit and count the outcome
   // per key (Precheck), or only check (Handle, OpenStream).
   enum class Charge { kTakeToken, kCheckOnly };
+  class StreamAuthorizer;
   Decision Check(const HttpRequest& head, Charge charge) const;
   HttpResponse Refuse(const HttpRequest& head, const Decision& decision) const;
 

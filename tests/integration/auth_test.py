@@ -38,6 +38,8 @@ CI_KEY = "ci-6f1d2a0c9b8e4e35a7d3c2b1"
 OPS_KEY = "ops-0d9c8b7a6f5e4d3c2b1a0f9e"
 SLOW_KEY = "slow-2b3c4d5e6f708192a3b4c5d6"
 ROTATED_KEY = "rotated-77e5d4c3b2a1908f7e6d"
+STREAMER_KEY = "streamer-5a4b3c2d1e0f9a8b7c6d"
+REVOKED_KEY = "revoked-0f1e2d3c4b5a69788796"
 ADMIN_HEADER_VALUE = "s3cret-admin-value"
 
 
@@ -53,6 +55,9 @@ FIRST_KEYS = [
     {"id": "ci", "sha256": sha(CI_KEY), "scopes": ["inference", "metadata"]},
     {"id": "ops", "sha256": sha(OPS_KEY), "scopes": ["admin", "metadata", "metrics"]},
     {"id": "slow", "sha256": sha(SLOW_KEY), "scopes": ["metadata"], "rate_limit": "0.2:1"},
+    {"id": "streamer", "sha256": sha(STREAMER_KEY), "scopes": ["inference"],
+     "rate_limit": "0.1:2"},
+    {"id": "revoked", "sha256": sha(REVOKED_KEY), "scopes": ["inference", "metadata"]},
 ]
 
 
@@ -98,6 +103,47 @@ class Servers:
 def h2():
     import h2_attacks  # from SRC/tools (harness.parse_args puts it on sys.path)
     return h2_attacks
+
+
+class InferStream:
+    """One ModelStreamInfer call written frame by frame: requests to `simple` go out one at a
+    time; the answers are read back as (answered, error text) pairs, and the call's status."""
+
+    def __init__(self, port, key):
+        h = h2()
+        self.c = h.Conn(port)
+        headers = h.call_headers("ModelStreamInfer", self.c.authority)
+        headers.append(("authorization", "Bearer " + key))
+        self.c.send(h.frame(h.HEADERS, h.END_HEADERS, 1, self.c.encoder.encode(headers)))
+
+    def send(self, end=False):
+        h = h2()
+        self.c.send(h.frame(h.DATA, h.END_STREAM if end else 0, 1,
+                            h.grpc_message(h.model_infer_request("simple"))))
+
+    def answers(self):
+        """[(answered with outputs, the message's bytes)] for the messages in so far."""
+        with self.c.lock:
+            data = self.c.data.get(1, b"")
+        out, at = [], 0
+        while at + 5 <= len(data):
+            n = int.from_bytes(data[at + 1:at + 5], "big")
+            body = data[at + 5:at + 5 + n]
+            out.append((b"OUTPUT0" in body, body))
+            at += 5 + n
+        return out
+
+    def wait(self, predicate, timeout=15):
+        deadline = time.time() + timeout
+        while time.time() < deadline and not predicate():
+            time.sleep(0.02)
+        return predicate()
+
+    def status(self):
+        return self.c.grpc_status(1)
+
+    def close(self):
+        self.c.close()
 
 
 class PublicSetUpTest(unittest.TestCase):
@@ -223,6 +269,47 @@ class PublicSetUpTest(unittest.TestCase):
         r = h2().unary_call(port, "RepositoryModelUnload", b"",
                             extra_headers=[("authorization", "Bearer " + CI_KEY)])
         self.assertEqual(r["status"], 7, r)  # PERMISSION_DENIED
+
+    def test_a_keys_rate_limit_holds_for_each_request_of_a_grpc_stream(self):
+        # streamer: 2 requests at once, then one each 10 s. The stream's opening took the
+        # first token (Precheck) for its first request; each later request takes its own, and
+        # the ones past the limit are refused in-band while the stream goes on.
+        s = InferStream(PUBLIC.grpc_port, STREAMER_KEY)
+        try:
+            for i in range(5):
+                s.send(end=i == 4)
+            self.assertTrue(s.wait(lambda: s.status() is not None), s.answers())
+            answers = s.answers()
+            self.assertEqual(s.status(), 0)
+            self.assertEqual([ok for ok, _ in answers].count(True), 2, answers)
+            refused = [body for ok, body in answers if not ok]
+            self.assertEqual(len(refused), 3, answers)
+            for body in refused:
+                self.assertIn(b"rate limit for API key 'streamer' exceeded", body)
+        finally:
+            s.close()
+
+    def test_a_revoked_key_stops_serving_an_open_grpc_stream(self):
+        s = InferStream(PUBLIC.grpc_port, REVOKED_KEY)
+        try:
+            s.send()
+            self.assertTrue(s.wait(lambda: len(s.answers()) == 1), "no first answer")
+            self.assertTrue(s.answers()[0][0], s.answers())
+            # The key leaves the file while the stream stays open.
+            write_atomically(PUBLIC.key_path,
+                             key_file([k for k in FIRST_KEYS if k["id"] != "revoked"]))
+            gone = s.wait(lambda: request(PUBLIC.port, "GET", "/v2/models/simple",
+                                          bearer(REVOKED_KEY))[0] == 401, timeout=15)
+            self.assertTrue(gone, "the key file was not read again within 15 s")
+            s.send()
+            self.assertTrue(s.wait(lambda: s.status() is not None), s.answers())
+            self.assertEqual(s.status(), 16, s.answers())  # UNAUTHENTICATED
+            self.assertEqual(len(s.answers()), 1, "a request was served after the revocation")
+        finally:
+            s.close()
+            write_atomically(PUBLIC.key_path, key_file(FIRST_KEYS))
+            s.wait(lambda: request(PUBLIC.port, "GET", "/v2/models/simple",
+                                   bearer(REVOKED_KEY))[0] == 200, timeout=15)
 
     def test_zz_keys_rotate_when_the_file_changes(self):
         """Runs last (zz): it replaces the keys the other tests use."""

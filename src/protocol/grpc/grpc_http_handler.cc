@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -141,7 +142,8 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         max_inflight_(options.max_stream_inflight == 0 ? 1 : options.max_stream_inflight),
         reader_(options.max_receive_message_bytes,
                 ParseMessageEncoding(head.Header("grpc-encoding"))),
-        token_(std::make_shared<CancellationToken>()) {}
+        token_(std::make_shared<CancellationToken>()),
+        authorizer_(head.message_authorizer) {}
 
   void OnBody(std::string_view bytes) override {
     if (failed_ || cancelled_) {
@@ -200,6 +202,23 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         unparsed_ = true;
         Fail(CannotParse("ModelInferRequest"));
         break;
+      }
+      if (authorizer_ != nullptr) {
+        // Access control for this message (the key may have gone since the stream opened): a
+        // rate limit refuses this request in-band, as the stream's other refusals are said; a
+        // key no longer valid for it ends the stream.
+        MessageAuthorizer::Refusal refused = authorizer_->AuthorizeNext();
+        if (refused.http_status == 429) {
+          ++inflight_;
+          OnInferDone(slot, ResourceExhausted(std::move(refused.message)));
+          continue;
+        }
+        if (refused.http_status != 0) {
+          unparsed_ = true;
+          failure_code_ = GrpcCodeForHttpStatus(refused.http_status);
+          Fail(Status(StatusCode::kInternal, std::move(refused.message)));
+          break;
+        }
       }
       ++inflight_;
       InferCallContext call;
@@ -275,7 +294,8 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     if (finished_ || cancelled_ || inflight_ > 0 || !(reads_done_ || failed_)) return;
     if (failed_ && !unparsed_ && reader_.has_next()) return;  // still to dispatch
     finished_ = true;
-    writer_->Finish(StatusFields(failed_ ? failure_ : Status::Ok()));
+    writer_->Finish(failure_code_ ? StatusFields(*failure_code_, failure_.message())
+                                  : StatusFields(failed_ ? failure_ : Status::Ok()));
   }
 
   const GrpcInferenceHandler* const handler_;
@@ -297,7 +317,9 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool failed_ = false;
-  bool unparsed_ = false;  // a message did not parse: nothing after it is dispatched
+  bool unparsed_ = false;  // a message did not parse (or was refused): nothing after it is read
+  std::optional<GrpcCode> failure_code_;  // the stream's end, when failure_'s code does not say it
+  const std::shared_ptr<MessageAuthorizer> authorizer_;  // access control per message; null: none
   bool finished_ = false;
   Status failure_ = Status::Ok();
 };
