@@ -30,6 +30,15 @@ class RecordingHandler : public HttpHandler {
     handled.push_back(request.auth_key_id);
     respond(HttpResponse{});
   }
+  std::shared_ptr<HttpStreamHandler> OpenStream(const HttpRequest& head,
+                                                std::shared_ptr<HttpStreamWriter> writer,
+                                                HttpResponse* response_head) override {
+    (void)writer;
+    (void)response_head;
+    authorizer = head.message_authorizer;
+    return nullptr;
+  }
+  std::shared_ptr<MessageAuthorizer> authorizer;  // what the last OpenStream was handed
   std::optional<HttpResponse> TransportError(int status, std::string_view message,
                                              const HttpRequest& request,
                                              std::string_view code) override {
@@ -244,6 +253,37 @@ TEST_F(AuthHandlerTest, AKeysRateLimitIs429WithRetryAfter) {
     EXPECT_EQ(Serve(auth, Request("GET", "/v2/models/simple", {{"x-api-key", "ops-key"}})).status,
               200);
   }
+}
+
+// A gRPC stream is checked again for each request it carries: the first is the one Precheck
+// charged; each later one takes a token of the key's limit; a key gone from the file refuses
+// the next request (the front end then ends the stream).
+TEST_F(AuthHandlerTest, EachRequestOfAStreamIsCheckedAgain) {
+  RecordingHandler next(/*grpc=*/true);
+  AuthHandler auth(&next, Opts(AuthHandler::Routes::kGrpc));
+  const HttpRequest head = Request("POST", "/inference.GRPCInferenceService/ModelStreamInfer",
+                                   {{"authorization", "Bearer ci-key"}});
+  ASSERT_FALSE(auth.Precheck(head).has_value());  // token 1 of the burst of 2
+  (void)auth.OpenStream(head, nullptr, nullptr);
+  ASSERT_NE(next.authorizer, nullptr);
+  MessageAuthorizer& each = *next.authorizer;
+  EXPECT_EQ(each.AuthorizeNext().http_status, 0);  // the first request: Precheck's token
+  EXPECT_EQ(each.AuthorizeNext().http_status, 0);  // token 2
+  const MessageAuthorizer::Refusal limited = each.AuthorizeNext();
+  EXPECT_EQ(limited.http_status, 429);
+  EXPECT_NE(limited.message.find("rate limit for API key 'ci' exceeded"), std::string::npos)
+      << limited.message;
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(each.AuthorizeNext().http_status, 0);
+  // The key leaves the file while the stream is open.
+  std::ofstream((dir_ / "keys.json").string())
+      << R"({"keys": [{"id": "ops", "sha256": ")" << Sha256Hex(Sha256("ops-key"))
+      << R"(", "scopes": ["admin", "metadata"]}]})";
+  ASSERT_TRUE(store_->CheckForChange());
+  const MessageAuthorizer::Refusal revoked = each.AuthorizeNext();
+  EXPECT_EQ(revoked.http_status, 401);
+  EXPECT_EQ(revoked.message, "unknown API key");
+  EXPECT_EQ(counters_.refusals(RefusalReason::kInvalidKey), 1u);
 }
 
 TEST_F(AuthHandlerTest, GrpcRefusalsAreAnsweredInTheFrontEndsOwnForm) {
