@@ -56,6 +56,14 @@ std::string_view RefusalReasonName(RefusalReason reason) {
 }
 
 PresentedKey ReadPresentedKey(const HttpRequest& head) {
+  // A credential header given twice is refused, not read first-wins: a proxy in front that
+  // reads the last one would disagree with the server about which key was sent.
+  int authorization = 0, api_key = 0;
+  for (const auto& [name, value] : head.headers) {
+    authorization += name == "authorization";
+    api_key += name == "x-api-key";
+  }
+  if (authorization > 1 || api_key > 1) return {PresentedKey::Kind::kMalformed, {}};
   std::string_view key;
   if (head.HasHeader("authorization")) {
     const std::string_view value = TrimSpaces(head.Header("authorization"));

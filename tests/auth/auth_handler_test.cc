@@ -286,6 +286,27 @@ TEST_F(AuthHandlerTest, EachRequestOfAStreamIsCheckedAgain) {
   EXPECT_EQ(counters_.refusals(RefusalReason::kInvalidKey), 1u);
 }
 
+// A credential header twice is malformed, whatever the two say (a proxy reading the last one
+// would see another key than the server reading the first).
+TEST_F(AuthHandlerTest, ACredentialHeaderGivenTwiceIsMalformed) {
+  RecordingHandler next;
+  AuthHandler auth(&next, Opts());
+  for (const auto& headers : std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"authorization", "Bearer ci-key"}, {"authorization", "Bearer ops-key"}},
+           {{"authorization", "Bearer ci-key"}, {"authorization", "Bearer ci-key"}},
+           {{"x-api-key", "ci-key"}, {"x-api-key", "nope"}}}) {
+    HttpResponse r = Serve(auth, Request("GET", "/v2/models/simple", headers));
+    EXPECT_EQ(r.status, 401) << headers[0].first;
+    EXPECT_NE(r.body.find("malformed credentials"), std::string::npos) << r.body;
+  }
+  EXPECT_TRUE(next.handled.empty());
+  // One of each: Authorization wins, as documented.
+  EXPECT_EQ(Serve(auth, Request("GET", "/v2/models/simple",
+                                {{"authorization", "Bearer ops-key"}, {"x-api-key", "nope"}}))
+                .status,
+            200);
+}
+
 TEST_F(AuthHandlerTest, GrpcRefusalsAreAnsweredInTheFrontEndsOwnForm) {
   RecordingHandler next(/*grpc=*/true);
   AuthHandler auth(&next, Opts(AuthHandler::Routes::kGrpc));
