@@ -33,10 +33,70 @@ std::string_view Utf8OrAscii(std::string_view v, std::string* scratch) {
   return *scratch;
 }
 
+// The length of a character at `at` of valid UTF-8 `v` that a log line must not hold raw, or 0:
+// a C0 control or DEL (one byte), a C1 control (U+0080-U+009F: NEL ends a line for some tools,
+// CSI starts a terminal escape), U+2028 or U+2029 (line and paragraph separators).
+size_t UnsafeInLog(std::string_view v, size_t at) {
+  const auto c = static_cast<unsigned char>(v[at]);
+  if (c < 0x20 || c == 0x7f) return 1;
+  if (c == 0xc2 && at + 1 < v.size() && static_cast<unsigned char>(v[at + 1]) < 0xa0) return 2;
+  if (c == 0xe2 && at + 2 < v.size() && static_cast<unsigned char>(v[at + 1]) == 0x80 &&
+      (static_cast<unsigned char>(v[at + 2]) == 0xa8 ||
+       static_cast<unsigned char>(v[at + 2]) == 0xa9)) {
+    return 3;
+  }
+  return 0;
+}
+
+// A JSON string of valid UTF-8 `v` in which the characters UnsafeInLog names are escaped as
+// \uXXXX (\n, \r, \t for those three): a log line holds none of them raw, in either format.
+void AppendLogString(std::string* out, std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  auto escape = [out](unsigned cp) {
+    const char e[6] = {
+        '\\',          'u', kHex[(cp >> 12) & 0xF], kHex[(cp >> 8) & 0xF], kHex[(cp >> 4) & 0xF],
+        kHex[cp & 0xF]};
+    out->append(e, 6);
+  };
+  out->push_back('"');
+  size_t run = 0;
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    const size_t n = UnsafeInLog(v, i);
+    if (n == 0 && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    out->append(v.data() + run, i - run);
+    if (c == '"') {
+      out->append("\\\"");
+    } else if (c == '\\') {
+      out->append("\\\\");
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else if (c == '\r') {
+      out->append("\\r");
+    } else if (c == '\t') {
+      out->append("\\t");
+    } else if (n == 1) {
+      escape(c);
+    } else if (n == 2) {
+      escape(static_cast<unsigned char>(v[i + 1]));  // U+0080-U+009F: C2 80-9F
+    } else {
+      escape(0x2000u | (static_cast<unsigned char>(v[i + 2]) - 0x80u));  // U+2028, U+2029
+    }
+    i += n == 0 ? 1 : n;
+    run = i;
+  }
+  out->append(v.data() + run, v.size() - run);
+  out->push_back('"');
+}
+
 void AppendTextValue(std::string* out, std::string_view v) {
-  if (v.empty() || v.find_first_of(" \"\\") != std::string_view::npos ||
-      v.find_first_of("\r\n\t") != std::string_view::npos) {
-    AppendJsonString(out, v);
+  bool quote = v.empty() || v.find_first_of(" \"\\") != std::string_view::npos;
+  for (size_t i = 0; !quote && i < v.size(); ++i) quote = UnsafeInLog(v, i) != 0;
+  if (quote) {
+    AppendLogString(out, v);
   } else {
     out->append(v);
   }
@@ -140,7 +200,7 @@ void AppendAccessRecordJson(const AccessRecord& record, std::string* out) {
       [&](std::string_view k, std::string_view v) {
         key(k);
         std::string scratch;
-        AppendJsonString(out, Utf8OrAscii(v, &scratch));
+        AppendLogString(out, Utf8OrAscii(v, &scratch));
       },
       [&](std::string_view k, uint64_t v) {
         key(k);

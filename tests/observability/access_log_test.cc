@@ -125,6 +125,36 @@ TEST(AccessLogFormatTest, InvalidUtf8BecomesQuestionMarksValidUtf8StaysAsIs) {
   EXPECT_NE(text.find("unknown model 'a??b' {???}"), std::string::npos) << text;
 }
 
+// Characters that split a line for log tools or drive a terminal never reach a line raw, in
+// either format: C0 controls and DEL, C1 controls (NEL U+0085 ends a line for some tools, CSI
+// U+009B starts an escape), U+2028 and U+2029. A target may hold them percent-decoded or in
+// UTF-8; an error message may echo them.
+TEST(AccessLogFormatTest, LineBreakingAndTerminalCharactersAreEscaped) {
+  AccessRecord r;
+  r.request_id = "x";
+  r.status = 404;
+  r.target =
+      "/v2/models/a\xc2\x85"
+      "b\xc2\x9b"
+      "31mc\xe2\x80\xa8"
+      "d\xe2\x80\xa9"
+      "e\x7f\x1b[0m/ready";
+  r.error = "tab\there\u00e9";  // a tab is escaped; é (C3 A9) is kept
+  const std::string escaped = R"(/v2/models/a\u0085b\u009b31mc\u2028d\u2029e\u007f\u001b[0m/ready)";
+  std::string json;
+  AppendAccessRecordJson(r, &json);
+  EXPECT_NE(json.find("\"target\":\"" + escaped + "\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"error\":\"tab\\there\u00e9\""), std::string::npos) << json;
+  std::string text;
+  AppendAccessRecordText(r, &text);
+  EXPECT_NE(text.find("target=\"" + escaped + "\""), std::string::npos) << text;
+  for (const std::string& line : {json, text}) {
+    for (std::string_view raw :
+         {"\xc2\x85", "\xc2\x9b", "\xe2\x80\xa8", "\xe2\x80\xa9", "\x7f", "\x1b"})
+      EXPECT_EQ(line.find(raw), std::string::npos) << line;
+  }
+}
+
 std::vector<std::string> Lines(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
