@@ -508,8 +508,12 @@ int Serve(const ServeFlags& flags) {
 
   AwaitStop(signals, flags, &shutdown);
 
-  (*server)->Stop();  // stop accepting, answer what is in flight, close connections
-  (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));  // the same for gRPC
+  // Both front ends stop together: each stops accepting at once, answers what is in flight
+  // within --exit-timeout-secs and closes its connections. One after the other, the gRPC port
+  // went on accepting calls while REST drained, and the stop could take twice the timeout.
+  std::thread rest_stop([&server] { (*server)->Stop(); });
+  (*grpc_server)->Stop(std::chrono::seconds(flags.exit_timeout_secs));
+  rest_stop.join();
   (*manager)->Shutdown();  // finish what is still queued (nobody is waiting for it now)
   // The REST server object lives on until Serve returns, after the metrics server: a scrape
   // reads its connection counts (ThreadSanitizer saw one read a server destroyed here).

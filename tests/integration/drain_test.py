@@ -226,6 +226,29 @@ class DrainTest(unittest.TestCase):
         finally:
             p.terminate()
 
+    def test_both_ports_stop_accepting_together_while_rest_drains(self):
+        """The REST and gRPC front ends stop together: while a slow REST request is answered
+        after the signal, the gRPC port already refuses new connections (one after the other,
+        it went on accepting calls while REST drained)."""
+        p = self.start("drain-both", [])
+        try:
+            slow = {}
+            t = threading.Thread(target=lambda: slow.update(
+                r=fresh(p.port, "POST", "/v2/models/slow/infer", SLOW_BODY, timeout=60)))
+            t.start()
+            time.sleep(0.3)  # the slow request is running
+            p.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while not refused(p.grpc_port):
+                self.assertLess(time.monotonic(), deadline, "the gRPC port still accepts")
+                time.sleep(0.05)
+            self.assertTrue(t.is_alive(), "refused only after the slow REST request ended")
+            t.join(60)
+            self.assertEqual(slow["r"][0], 200, slow)
+            self.assertEqual(p.proc.wait(timeout=30), 0, p.log_text()[-3000:])
+        finally:
+            p.terminate()
+
     @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
         # core/fatal_signal.h: the process ends by the signal as before, after a report on
