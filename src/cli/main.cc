@@ -133,6 +133,9 @@ sigset_t BlockShutdownSignals() {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is an error code, not a process exit
+  // logrotate's habit: a SIGHUP after rotating. It ended the process at once (no drain); the
+  // access log follows a rotation by itself (AsyncAccessLog reopens a moved file).
+  std::signal(SIGHUP, SIG_IGN);
   return set;
 }
 
@@ -468,7 +471,7 @@ int Serve(const ServeFlags& flags) {
         if (!access_log) return;  // the family exists only with --access-log on
         constexpr std::string_view kDropped = "harrier_access_log_dropped_lines_total";
         out->Declare(kDropped, TextExposition::Type::kCounter,
-                     "Access log lines dropped because the writer fell behind");
+                     "Access log lines dropped because the writer fell behind or writing failed");
         out->Add(kDropped, {}, access_log->dropped_lines());
       },
       [&tracer](TextExposition* out) {

@@ -1,6 +1,7 @@
 #include "observability/access_log.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -254,11 +255,12 @@ StatusOr<std::unique_ptr<AsyncAccessLog>> AsyncAccessLog::Create(const Options& 
 
 AsyncAccessLog::AsyncAccessLog(const Options& options, int fd, bool owns_fd, bool regular_file)
     : format_(options.format),
-      fd_(fd),
+      path_(options.file),
       owns_fd_(owns_fd),
       regular_file_(regular_file),
       buffer_bytes_(options.buffer_bytes),
-      flush_interval_(options.flush_interval) {
+      flush_interval_(options.flush_interval),
+      fd_(fd) {
   pending_.reserve(buffer_bytes_);
   writing_.reserve(buffer_bytes_);
   writer_ = std::thread([this] { WriterLoop(); });
@@ -400,9 +402,35 @@ void AsyncAccessLog::WriterLoop() {
       kicked_ = false;
       stop = stopping_;
     }
+    ReopenWhenMoved();
     WriteOut();
     if (stop) return;
   }
+}
+
+void AsyncAccessLog::ReopenWhenMoved() {
+  if (!owns_fd_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_reopen_check_ < std::chrono::seconds(1)) return;
+  last_reopen_check_ = now;
+  struct stat at_path {
+  }, open_file{};
+  const bool there = ::stat(path_.c_str(), &at_path) == 0;
+  if (there && ::fstat(fd_, &open_file) == 0 && at_path.st_dev == open_file.st_dev &&
+      at_path.st_ino == open_file.st_ino) {
+    return;  // the file at the path is still the one being written
+  }
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    spdlog::warn(
+        "access log: '{}' was moved or removed and cannot be opened again ({}); "
+        "writing on to the old file",
+        path_, std::strerror(errno));
+    return;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  spdlog::info("access log: '{}' was moved or removed; writing to a new file at that path", path_);
 }
 
 void AsyncAccessLog::WriteOut() {
@@ -419,8 +447,31 @@ void AsyncAccessLog::WriteOut() {
       if (cut == std::string::npos || cut < start) cut = text_.find('\n', start);  // a long line
       end = cut == std::string::npos ? text_.size() : cut + 1;
     }
-    if (!WriteAll(fd_, text_.data() + start, end - start)) break;  // nowhere to report it
+    if (!WriteAll(fd_, text_.data() + start, end - start)) {
+      // The lines from here on are lost: counted as dropped, and the first failure of a run
+      // logged (to the server log; when the access log is stderr that may fail too).
+      const int error = errno;
+      const auto lost = static_cast<uint64_t>(
+          std::count(text_.begin() + static_cast<std::ptrdiff_t>(start), text_.end(), '\n'));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        dropped_lines_ += lost;
+      }
+      if (!write_failing_) {
+        spdlog::warn(
+            "access log: writing failed ({}); {} line(s) dropped, and counted in "
+            "harrier_access_log_dropped_lines_total while it fails",
+            error != 0 ? std::strerror(error) : "nothing written", lost);
+      }
+      write_failing_ = true;
+      text_.clear();
+      return;
+    }
     start = end;
+  }
+  if (!text_.empty()) {  // all of it written
+    if (write_failing_) spdlog::info("access log: writing again");
+    write_failing_ = false;
   }
   text_.clear();
 }

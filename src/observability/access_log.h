@@ -59,18 +59,23 @@ class AsyncAccessLog : public AccessLog {
   ~AsyncAccessLog() override;
 
   void Write(const AccessRecord& record) override;
-  // Lines dropped because the buffer was full.
+  // Lines dropped because the buffer was full, or because writing them failed (a full disk,
+  // a closed pipe; the first failure of a run of them is logged).
   uint64_t dropped_lines() const;
 
  private:
   AsyncAccessLog(const Options& options, int fd, bool owns_fd, bool regular_file);
   void WriterLoop();
+  // A file renamed or removed since it was opened (logrotate's rename-and-create, a deleted
+  // file still holding its space): opened again at its path. At most once a second; writer
+  // thread only.
+  void ReopenWhenMoved();
   void FormatPacked();  // writing_ (packed records) -> text_ (lines); writer thread only
   void WriteOut();      // formats and writes writing_, then clears both; writer thread only
 
   // Constant after construction.
   const LogFormat format_;
-  const int fd_;
+  const std::string path_;  // "" for stderr
   const bool owns_fd_;
   const bool regular_file_;
   const size_t buffer_bytes_;
@@ -84,7 +89,10 @@ class AsyncAccessLog : public AccessLog {
   bool stopping_ = false;
   uint64_t dropped_lines_ = 0;
 
-  // Writer thread only.
+  // Writer thread only (and the destructor, after it).
+  int fd_;
+  std::chrono::steady_clock::time_point last_reopen_check_{};
+  bool write_failing_ = false;  // the last write failed: the failure is logged once per run
   std::string writing_;
   std::string text_;
   std::thread writer_;

@@ -264,6 +264,55 @@ TEST(AsyncAccessLogTest, AFullBufferDropsLinesInsteadOfBlocking) {
   std::filesystem::remove(path);
 }
 
+// Lines that cannot be written (a full disk) are counted as dropped, not lost unseen.
+TEST(AsyncAccessLogTest, LinesThatCannotBeWrittenAreCountedAsDropped) {
+  AsyncAccessLog::Options options;
+  options.file = "/dev/full";  // every write: ENOSPC
+  auto log = AsyncAccessLog::Create(options);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  for (int i = 0; i < 10; ++i) (*log)->Write(Inference());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*log)->dropped_lines() < 10 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ((*log)->dropped_lines(), 10u);
+}
+
+// logrotate renames the file (or it is deleted): the log opens a new one at its path within a
+// second, instead of filling the renamed or deleted file forever.
+TEST(AsyncAccessLogTest, AFileMovedOrRemovedIsOpenedAgainAtItsPath) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_rotate_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".1");
+  AsyncAccessLog::Options options;
+  options.file = path;
+  auto log = AsyncAccessLog::Create(options);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  auto wait_for_lines = [](const std::string& p, size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::exists(p) && Lines(p).size() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  (*log)->Write(Inference());
+  ASSERT_TRUE(wait_for_lines(path, 1));
+  std::filesystem::rename(path, path + ".1");  // rotated
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  (*log)->Write(Inference());
+  ASSERT_TRUE(wait_for_lines(path, 1)) << "no new file at the path";
+  EXPECT_EQ(Lines(path + ".1").size(), 1u);  // the rotated file got nothing more
+  std::filesystem::remove(path);             // deleted
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  (*log)->Write(Inference());
+  EXPECT_TRUE(wait_for_lines(path, 1)) << "no new file after the delete";
+  log->reset();
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".1");
+}
+
 TEST(AsyncAccessLogTest, TextLinesAreTimestampedAndWrittenWithinTheFlushInterval) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("access_log_text_" + std::to_string(getpid())))
