@@ -430,7 +430,15 @@ class OtlpTracer::Impl {
   }
 
   ~Impl() {
-    Flush(options_.export_timeout);
+    // One flush bounds the end: when the shutdown's own (main.cc) already gave up, the spans
+    // still queued are dropped rather than waited for again, and an export in flight is aborted
+    // (AbortWhenStopping) rather than waited out.
+    bool gave_up = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gave_up = flush_gave_up_;
+    }
+    if (!gave_up) Flush(options_.export_timeout);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
@@ -468,6 +476,7 @@ class OtlpTracer::Impl {
     wake_.notify_one();
     const bool done = finished_cv_.wait_for(lock, timeout, [&] { return finished_ >= target; });
     --flush_waiters_;
+    if (!done) flush_gave_up_ = true;
     return done;
   }
 
@@ -624,6 +633,11 @@ class OtlpTracer::Impl {
       curl_easy_setopt(curl_, CURLOPT_POST, 1L);
       curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &DiscardBody);
       curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, curl_error_);
+      // Stopping aborts an export in flight (a collector that takes the request and never
+      // answers would hold the destruction for the rest of export_timeout).
+      curl_easy_setopt(curl_, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl_, CURLOPT_XFERINFOFUNCTION, &AbortWhenStopping);
+      curl_easy_setopt(curl_, CURLOPT_XFERINFODATA, &stop_requested_);
     }
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
@@ -643,6 +657,10 @@ class OtlpTracer::Impl {
   }
 
   static size_t DiscardBody(char*, size_t size, size_t count, void*) { return size * count; }
+  // libcurl's progress callback: non-zero aborts the transfer.
+  static int AbortWhenStopping(void* stop, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<std::atomic<bool>*>(stop)->load(std::memory_order_relaxed) ? 1 : 0;
+  }
 
   static constexpr std::chrono::milliseconds kFirstBackoff{100};
 
@@ -666,6 +684,7 @@ class OtlpTracer::Impl {
   uint64_t accepted_ = 0;              // records ever queued
   uint64_t finished_ = 0;              // of those, exported or dropped
   int flush_waiters_ = 0;
+  bool flush_gave_up_ = false;  // a Flush timed out: the destructor does not flush again
   bool stopping_ = false;
   std::atomic<bool> stop_requested_{false};  // stopping_, read by the export thread unlocked
 

@@ -1002,5 +1002,22 @@ TEST(OtlpTracerCurlTest, AnUnreachableCollectorCountsExportFailed) {
               HasSubstr("harrier_trace_spans_dropped_total{reason=\"export_failed\"} 8\n"));
 }
 
+// A collector that takes the connection and never answers: the shutdown's flush gives up at its
+// timeout, and the tracer's destruction then neither flushes again nor waits out the export in
+// flight (it is aborted): before, a slow collector held the exit ~20 s past "stopped".
+TEST(OtlpTracerCurlTest, ASilentCollectorDoesNotHoldTheDestructionAfterAFlushGaveUp) {
+  boost::asio::io_context io;
+  tcp::acceptor silent(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  // Listening, never accepting: the kernel completes the connection and the request sits.
+  auto options = CurlOptions("http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()));
+  options.export_timeout = std::chrono::seconds(10);
+  auto tracer = MakeTracer(options);
+  tracer->Submit(FullHttpRecord(steady_clock::now()));
+  EXPECT_FALSE(tracer->Flush(milliseconds(300)));  // the export is in flight, unanswered
+  const auto start = steady_clock::now();
+  tracer.reset();
+  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(3));
+}
+
 }  // namespace
 }  // namespace harrier
