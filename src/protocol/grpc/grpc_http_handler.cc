@@ -194,12 +194,12 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   // completed before it still are (it hands out none after it), but none after a message that
   // does not parse.
   void DispatchReady() {
-    while (!unparsed_ && !cancelled_ && inflight_ < max_inflight_) {
+    while (!stop_reading_ && !cancelled_ && inflight_ < max_inflight_) {
       std::optional<std::string> message = reader_.Next();
       if (!message) break;
       auto slot = std::make_shared<Slot>();
       if (!slot->request.ParseFromString(*message)) {
-        unparsed_ = true;
+        stop_reading_ = true;
         Fail(CannotParse("ModelInferRequest"));
         break;
       }
@@ -214,7 +214,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
           continue;
         }
         if (refused.http_status != 0) {
-          unparsed_ = true;
+          stop_reading_ = true;
           failure_code_ = GrpcCodeForHttpStatus(refused.http_status);
           Fail(Status(StatusCode::kInternal, std::move(refused.message)));
           break;
@@ -292,7 +292,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
 
   void MaybeFinish() {
     if (finished_ || cancelled_ || inflight_ > 0 || !(reads_done_ || failed_)) return;
-    if (failed_ && !unparsed_ && reader_.has_next()) return;  // still to dispatch
+    if (failed_ && !stop_reading_ && reader_.has_next()) return;  // still to dispatch
     finished_ = true;
     writer_->Finish(failure_code_ ? StatusFields(*failure_code_, failure_.message())
                                   : StatusFields(failed_ ? failure_ : Status::Ok()));
@@ -317,7 +317,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool failed_ = false;
-  bool unparsed_ = false;  // a message did not parse (or was refused): nothing after it is read
+  bool stop_reading_ = false;  // a message did not parse, or its key was refused: none after it
   std::optional<GrpcCode> failure_code_;  // the stream's end, when failure_'s code does not say it
   const std::shared_ptr<MessageAuthorizer> authorizer_;  // access control per message; null: none
   bool finished_ = false;
