@@ -192,7 +192,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
 
   // Dispatches the complete messages while there is room. After a failure, those the reader
   // completed before it still are (it hands out none after it), but none after a message that
-  // does not parse.
+  // does not parse or whose key access control refused.
   void DispatchReady() {
     while (!stop_reading_ && !cancelled_ && inflight_ < max_inflight_) {
       std::optional<std::string> message = reader_.Next();
