@@ -175,6 +175,11 @@ void AppendUtcTime(std::chrono::system_clock::time_point now, char separator, in
   AppendDigits(out, fraction_digits == 3 ? fraction / 1000 : fraction, fraction_digits);
 }
 
+// The access log file at `path`, opened to append (created 0644 when missing); -1 with errno.
+int OpenForAppend(const std::string& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
 // Writes `data` to `fd`; false when the descriptor refuses (a closed pipe, a full disk).
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
@@ -241,7 +246,7 @@ void AppendAccessRecordText(const AccessRecord& record, std::string* out) {
 StatusOr<std::unique_ptr<AsyncAccessLog>> AsyncAccessLog::Create(const Options& options) {
   int fd = STDERR_FILENO;
   if (!options.file.empty()) {
-    fd = ::open(options.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    fd = OpenForAppend(options.file);
     if (fd < 0) {
       return InvalidArgument("cannot open the access log file '" + options.file +
                              "': " + std::strerror(errno));
@@ -420,7 +425,7 @@ void AsyncAccessLog::ReopenWhenMoved() {
       at_path.st_ino == open_file.st_ino) {
     return;  // the file at the path is still the one being written
   }
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = OpenForAppend(path_);
   if (fd < 0) {
     spdlog::warn(
         "access log: '{}' was moved or removed and cannot be opened again ({}); "
