@@ -311,9 +311,10 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   } else if (!result.ok() && result.status().code() == StatusCode::kDeadlineExceeded) {
     r->ticket.OnComplete(timing.queue_ns, 0);
   }
-  // The ticket is released before `done` hands the answer on, in both branches below: a client
-  // that sends its next request the moment it has its answer must find its in-flight slot free
-  // (as a generation's ticket is released before its end goes out).
+  // Released here, before `done` hands the answer on: a client that sends its next request the
+  // moment it has its answer must find its in-flight slot free (as a generation's ticket is
+  // released before its end goes out).
+  r->ticket.Release();
   if (result.ok()) {
     if (Status presented = PresentOutputs(options_.io, options_.name, &*result); !presented.ok())
       result = std::move(presented);
@@ -336,7 +337,6 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
       stats_.RecordCancellation(timing.executed_batch_size > 0 ? CancellationStage::kRunning
                                                                : CancellationStage::kQueued);
     }
-    r->ticket.Release();
     r->done(result.status().WithContext(label()));
     return;
   }
@@ -362,7 +362,6 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   response.timing.batch_requests = timing.batch_requests;
   response.timing.batch_peers = timing.batch_peers;
   // The callback encodes the response (compute_output) and hands it to the connection.
-  r->ticket.Release();
   r->done(std::move(response));
   const Clock::time_point answered = clock_->Now();
   stats_.AddOutputTime(Ns(ran, answered), Ns(req.received_at, answered));
