@@ -138,21 +138,25 @@ void AppendComputeDurations(std::string* out, const DurationStat& input, const D
 // The request's Inference-Header-Content-Length, or the whole body when absent.
 StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) {
   constexpr std::string_view kHeader = "inference-header-content-length";
-  if (!request.HasHeader(kHeader)) return body_size;
-  const std::string_view v = TrimOws(request.Header(kHeader));
-  // The field frames the body: two that differ leave the split to whoever reads which one (as
-  // two Content-Lengths do, RFC 9112 §6.3).
+  // One pass over the fields: the first one's value, and the field frames the body, so two that
+  // differ leave the split to whoever reads which one (as two Content-Lengths do, RFC 9112 §6.3).
+  const std::string* first = nullptr;
   for (const auto& [name, value] : request.headers) {
-    if (name == kHeader && TrimOws(value) != v) {
+    if (name != kHeader) continue;
+    if (first == nullptr) {
+      first = &value;
+    } else if (TrimOws(value) != TrimOws(*first)) {
       return InvalidArgument(
           "Inference-Header-Content-Length is given more than once, with different values");
     }
   }
+  if (first == nullptr) return body_size;
+  const std::string_view v = TrimOws(*first);
   size_t n = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {
     return InvalidArgument("Inference-Header-Content-Length must be a non-negative integer, got '" +
-                           std::string(request.Header(kHeader)) + "'");
+                           *first + "'");
   }
   if (n > body_size) {
     return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(n) +
