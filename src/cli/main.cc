@@ -11,8 +11,8 @@
 // finish (bounded by --exit-timeout-secs), drain the model queues, exit 0. A signal during the
 // delay skips the rest of it; one after it exits at once.
 #include <fmt/format.h>
+#include <spdlog/details/os.h>
 #include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +37,7 @@
 #include "harrier/model_manager.h"
 #include "lifecycle/model_repository_manager.h"
 #include "observability/access_log.h"
+#include "observability/async_log_sink.h"
 #include "observability/connection_metrics.h"
 #include "observability/dashboard_handler.h"
 #include "observability/metrics_handler.h"
@@ -107,8 +108,14 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
   }
 };
 
-void SetUpLogging(const ServeFlags& flags) {
-  auto logger = spdlog::stderr_color_mt("harrier");
+// The server log: spdlog's default logger, on stderr through an AsyncLogSink (a stalled reader
+// of stderr never holds a thread that logs, nor the stop).
+std::shared_ptr<AsyncLogSink> SetUpLogging(const ServeFlags& flags) {
+  AsyncLogSink::Options sink_options;
+  sink_options.color = flags.log_format != "json" && spdlog::details::os::in_terminal(stderr) &&
+                       spdlog::details::os::is_color_terminal();
+  auto sink = std::make_shared<AsyncLogSink>(sink_options);
+  auto logger = std::make_shared<spdlog::logger>("harrier", sink);
   if (flags.log_format == "json") {
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
     formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
@@ -120,8 +127,8 @@ void SetUpLogging(const ServeFlags& flags) {
   logger->set_level(flags.log_verbose >= 2   ? spdlog::level::trace
                     : flags.log_verbose == 1 ? spdlog::level::debug
                                              : spdlog::level::info);
-  logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  return sink;
 }
 
 // Blocks SIGINT and SIGTERM in this thread and every thread started after it, so that they
@@ -205,7 +212,13 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
     return 1;
   }
-  SetUpLogging(flags);
+  const std::shared_ptr<AsyncLogSink> log_sink = SetUpLogging(flags);
+  // Last of all on every way out: the server log's lines written, or given up on after
+  // kStopGrace (a stalled reader of stderr must not hold the exit).
+  struct StopLogAtExit {
+    AsyncLogSink* sink;
+    ~StopLogAtExit() { sink->Stop(AsyncLogSink::kStopGrace); }
+  } stop_log_at_exit{log_sink.get()};
   const sigset_t signals = BlockShutdownSignals();
   spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
                flags.model_repository);
@@ -466,6 +479,13 @@ int Serve(const ServeFlags& flags) {
       [&manager](TextExposition* out) { (*manager)->CollectMetrics(out); },
       [](TextExposition* out) {
         if (auto sample = ReadProcessSample()) AppendProcessMetrics(*sample, out);
+      },
+      [&log_sink](TextExposition* out) {
+        constexpr std::string_view kDropped = "harrier_log_dropped_lines_total";
+        out->Declare(kDropped, TextExposition::Type::kCounter,
+                     "Server log lines dropped because stderr took no more (its reader fell "
+                     "behind or it was closed)");
+        out->Add(kDropped, {}, log_sink->dropped_lines());
       },
       [&access_log](TextExposition* out) {
         if (!access_log) return;  // the family exists only with --access-log on

@@ -180,18 +180,6 @@ int OpenForAppend(const std::string& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
-// Writes `data` to `fd`; false when the descriptor refuses (a closed pipe, a full disk).
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 void AppendAccessRecordJson(const AccessRecord& record, std::string* out) {
@@ -265,10 +253,11 @@ AsyncAccessLog::AsyncAccessLog(const Options& options, int fd, bool owns_fd, boo
       regular_file_(regular_file),
       buffer_bytes_(options.buffer_bytes),
       flush_interval_(options.flush_interval),
+      stop_grace_(options.stop_grace),
       fd_(fd) {
   pending_.reserve(buffer_bytes_);
   writing_.reserve(buffer_bytes_);
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_.Start([this] { WriterLoop(); });
 }
 
 AsyncAccessLog::~AsyncAccessLog() {
@@ -277,7 +266,12 @@ AsyncAccessLog::~AsyncAccessLog() {
     stopping_ = true;
   }
   wake_.notify_one();
-  writer_.join();  // writes out what is pending first
+  // Writes out what is pending first, unless the descriptor takes nothing for stop_grace (a
+  // pipe whose reader stopped reading): the stop must end.
+  if (!writer_.Join(stop_grace_)) {
+    spdlog::warn("access log: lines not written within {} ms of the stop are dropped",
+                 stop_grace_.count());
+  }
   if (owns_fd_) ::close(fd_);
 }
 
@@ -440,41 +434,25 @@ void AsyncAccessLog::ReopenWhenMoved() {
 
 void AsyncAccessLog::WriteOut() {
   FormatPacked();
-  // A regular file takes it in one write. A pipe or terminal (stderr, shared with the server
-  // log) in writes of at most PIPE_BUF that end at a line's end: such a write is atomic, so
-  // neither log's lines are ever split by the other's.
-  constexpr size_t kPipeBuf = 4096;
-  size_t start = 0;
-  while (start < text_.size()) {
-    size_t end = text_.size();
-    if (!regular_file_ && end - start > kPipeBuf) {
-      size_t cut = text_.rfind('\n', start + kPipeBuf - 1);
-      if (cut == std::string::npos || cut < start) cut = text_.find('\n', start);  // a long line
-      end = cut == std::string::npos ? text_.size() : cut + 1;
+  const size_t written = writer_.Write(fd_, text_, regular_file_);
+  if (written < text_.size()) {
+    // The lines from here on are lost: counted as dropped, and the first failure of a run
+    // logged (to the server log; when the access log is stderr that may fail too).
+    const int error = errno;
+    const auto lost = static_cast<uint64_t>(
+        std::count(text_.begin() + static_cast<std::ptrdiff_t>(written), text_.end(), '\n'));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped_lines_ += lost;
     }
-    if (!WriteAll(fd_, text_.data() + start, end - start)) {
-      // The lines from here on are lost: counted as dropped, and the first failure of a run
-      // logged (to the server log; when the access log is stderr that may fail too).
-      const int error = errno;
-      const auto lost = static_cast<uint64_t>(
-          std::count(text_.begin() + static_cast<std::ptrdiff_t>(start), text_.end(), '\n'));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        dropped_lines_ += lost;
-      }
-      if (!write_failing_) {
-        spdlog::warn(
-            "access log: writing failed ({}); {} line(s) dropped, and counted in "
-            "harrier_access_log_dropped_lines_total while it fails",
-            error != 0 ? std::strerror(error) : "nothing written", lost);
-      }
-      write_failing_ = true;
-      text_.clear();
-      return;
+    if (!write_failing_ && !writer_.abandoned()) {
+      spdlog::warn(
+          "access log: writing failed ({}); {} line(s) dropped, and counted in "
+          "harrier_access_log_dropped_lines_total while it fails",
+          error != 0 ? std::strerror(error) : "nothing written", lost);
     }
-    start = end;
-  }
-  if (!text_.empty()) {  // all of it written
+    write_failing_ = true;
+  } else if (!text_.empty()) {  // all of it written
     if (write_failing_) spdlog::info("access log: writing again");
     write_failing_ = false;
   }

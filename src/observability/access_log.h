@@ -8,12 +8,13 @@
 // large write(2)s. When the buffer is full the line is dropped and counted (dropped_lines()): a
 // slow disk or a full pipe never blocks a request.
 //
-// Why not spdlog's async logger (which the server log uses for nothing per request): it wakes
-// its writer thread with a condition variable for every line, a futex call and a context
-// switch per request, and makes one write(2) per line on stderr; measured on the tiny model,
-// that cost 14-39% of throughput (docs/benchmarks.md, "Access log (issue 5)").
+// Why not spdlog's async logger: it wakes its writer thread with a condition variable for every
+// line, a futex call and a context switch per request, and makes one write(2) per line on
+// stderr; measured on the tiny model, that cost 14-39% of throughput (docs/benchmarks.md,
+// "Access log (issue 5)").
 //
-// Thread safety: Write() from any thread. Destruction writes out what is buffered.
+// Thread safety: Write() from any thread. Destruction writes out what is buffered, waiting for
+// the descriptor at most Options::stop_grace.
 #pragma once
 
 #include <chrono>
@@ -23,10 +24,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "harrier/access_log.h"
 #include "harrier/status.h"
+#include "observability/log_writer_thread.h"
 
 namespace harrier {
 
@@ -52,6 +53,9 @@ class AsyncAccessLog : public AccessLog {
     size_t buffer_bytes = 4u << 20;
     // Longest a line waits before it is written.
     std::chrono::milliseconds flush_interval{10};
+    // At destruction, the longest the writer may take to write out what is buffered before
+    // it is abandoned (LogWriterThread::Join).
+    std::chrono::milliseconds stop_grace{2000};
   };
 
   // kInvalidArgument when the file cannot be opened.
@@ -80,6 +84,7 @@ class AsyncAccessLog : public AccessLog {
   const bool regular_file_;
   const size_t buffer_bytes_;
   const std::chrono::milliseconds flush_interval_;
+  const std::chrono::milliseconds stop_grace_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -95,7 +100,7 @@ class AsyncAccessLog : public AccessLog {
   bool write_failing_ = false;  // the last write failed: the failure is logged once per run
   std::string writing_;
   std::string text_;
-  std::thread writer_;
+  LogWriterThread writer_;  // last: started in the constructor's body
 };
 
 }  // namespace harrier

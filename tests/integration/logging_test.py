@@ -14,12 +14,19 @@ HTTP layer refuses itself (a body over --max-body-bytes, a malformed request lin
 and changes the log level through GET/POST /v2/logging and checks that a debug line appears
 only after the change. Python stdlib only. The last line is "N passed, N failed".
 """
+import fcntl
+import http.client
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import socket
+import struct
+import subprocess
 import sys
+import termios
 import time
 import unittest
 import urllib.request
@@ -283,6 +290,71 @@ class LoggingTests(unittest.TestCase):
             scrape = r.read().decode("utf-8")
         self.assertIn("# TYPE harrier_access_log_dropped_lines_total counter", scrape)
         self.assertRegex(scrape, r"(?m)^harrier_access_log_dropped_lines_total 0$")
+
+    @staticmethod
+    def unread(pipe):
+        """Bytes in `pipe` that nobody has read."""
+        return struct.unpack("i", fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+    def test_a_stalled_reader_of_stderr_holds_neither_requests_nor_the_stop(self):
+        """stderr is a pipe whose reader stops reading once the server listens (a stuck log
+        shipper), with the access log on it: requests are still answered, the lines that do
+        not fit are dropped, and SIGTERM ends the process within the logs' grace
+        periods. The stop's own log line once blocked in write(2) until the reader read."""
+        repo = os.path.join(ARGS.work_dir, "repo")
+        proc = subprocess.Popen(
+            [ARGS.harrier, "serve", "--model-repository", repo, "--http-port", "0",
+             "--grpc-port", "0", "--metrics-port", "0", "--http-threads", "2",
+             "--access-log", "on", "--exit-timeout-secs", "5"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            text = b""
+            deadline = time.monotonic() + 60
+            while not (re.search(rb"listening on HTTP [^ ]+:(\d+)", text)
+                       and re.search(rb"listening on metrics [^ ]+:(\d+)", text)):
+                self.assertLess(time.monotonic(), deadline, text[-2000:])
+                ready, _, _ = select.select([proc.stderr], [], [], 1)
+                if ready:
+                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    self.assertTrue(chunk, "harrier exited: %r" % text[-2000:])
+                    text += chunk
+            port = int(re.search(rb"listening on HTTP [^ ]+:(\d+)", text).group(1))
+            metrics_port = int(re.search(rb"listening on metrics [^ ]+:(\d+)", text).group(1))
+            # From here on nobody reads stderr. About 200 access lines fill a pipe (64 KiB).
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            for _ in range(1500):
+                conn.request("POST", "/v2/models/simple/infer", body=infer_body())
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+            conn.close()
+            # The pipe is full (the access log writer's write(2) blocks), and the server
+            # answers its metrics still.
+            # (Full is 16 pages, not 64 KiB: each atomic write of whole lines takes a page.)
+            unread, previous = self.unread(proc.stderr), -1
+            while unread != previous:
+                time.sleep(0.5)
+                unread, previous = self.unread(proc.stderr), unread
+            self.assertGreater(unread, 32768, "the pipe never filled")
+            status, scrape = harness.http_call(metrics_port, "GET", "/metrics")
+            self.assertEqual(status, 200)
+            has_log_metric = re.search(rb"(?m)^harrier_log_dropped_lines_total \d+$", scrape)
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.fail("still running 30 s after SIGTERM with stderr stalled")
+            # Nothing in flight: the stop is the access log's and the server log's grace
+            # periods (2 s each) at most.
+            self.assertLess(time.monotonic() - start, 10)
+            self.assertEqual(rc, 0)
+            self.assertTrue(has_log_metric, "no harrier_log_dropped_lines_total")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
 
 
 def build_repository(repo):

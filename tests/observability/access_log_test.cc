@@ -1,6 +1,8 @@
 #include "observability/access_log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -275,6 +277,43 @@ TEST(AsyncAccessLogTest, LinesThatCannotBeWrittenAreCountedAsDropped) {
   while ((*log)->dropped_lines() < 10 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ((*log)->dropped_lines(), 10u);
+}
+
+// The log's file is a pipe whose reader stopped reading (a stuck log shipper): lines that do not
+// fit are dropped, and destruction gives up on what is buffered after stop_grace instead of
+// waiting for the reader (it waited forever, and with it the server's stop).
+TEST(AsyncAccessLogTest, AStalledPipeCannotHoldTheDestructionPastItsGrace) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_fifo_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // never reads
+  ASSERT_GE(reader, 0);
+  uint64_t dropped = 0;
+  std::chrono::steady_clock::duration took{};
+  {
+    AsyncAccessLog::Options options;
+    options.file = path;
+    options.flush_interval = std::chrono::milliseconds(1);
+    options.stop_grace = std::chrono::milliseconds(200);
+    options.buffer_bytes = 64u << 10;
+    auto log = AsyncAccessLog::Create(options);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    for (int i = 0; i < 5000; ++i) {  // ~1.5 MB: more than the pipe holds (64 KiB)
+      (*log)->Write(Inference());
+      if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    dropped = (*log)->dropped_lines();
+    const auto start = std::chrono::steady_clock::now();
+    log->reset();
+    took = std::chrono::steady_clock::now() - start;
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_GE(took, std::chrono::milliseconds(200));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  ::close(reader);
+  std::filesystem::remove(path);
 }
 
 // logrotate renames the file (or it is deleted): the log opens a new one at its path within a

@@ -1,0 +1,107 @@
+#include "observability/async_log_sink.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <string_view>
+
+namespace harrier {
+namespace {
+
+// spdlog's ansicolor_sink colors, by level (trace .. critical).
+std::string_view LevelColor(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace: return "\033[37m";
+    case spdlog::level::debug: return "\033[36m";
+    case spdlog::level::info: return "\033[32m";
+    case spdlog::level::warn: return "\033[33m\033[1m";
+    case spdlog::level::err: return "\033[31m\033[1m";
+    case spdlog::level::critical: return "\033[1m\033[41m";
+    default: return "";
+  }
+}
+
+bool IsRegularFile(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+AsyncLogSink::AsyncLogSink(const Options& options)
+    : fd_(options.fd),
+      regular_file_(IsRegularFile(options.fd)),
+      buffer_bytes_(options.buffer_bytes),
+      color_(options.color) {
+  writer_.Start([this] { WriterLoop(); });
+}
+
+AsyncLogSink::~AsyncLogSink() {
+  Stop(kStopGrace);
+}
+
+void AsyncLogSink::sink_it_(const spdlog::details::log_msg& msg) {
+  formatted_.clear();
+  formatter_->format(msg, formatted_);
+  const std::string_view line(formatted_.data(), formatted_.size());
+  std::string_view color;
+  if (color_ && msg.color_range_end > msg.color_range_start) color = LevelColor(msg.level);
+  constexpr std::string_view kReset = "\033[m";
+  const size_t size = line.size() + (color.empty() ? 0 : color.size() + kReset.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || pending_.size() + size > buffer_bytes_) {
+      ++dropped_lines_;
+      return;
+    }
+    if (color.empty()) {
+      pending_.append(line);
+    } else {
+      pending_.append(line.substr(0, msg.color_range_start));
+      pending_.append(color);
+      pending_.append(
+          line.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
+      pending_.append(kReset);
+      pending_.append(line.substr(msg.color_range_end));
+    }
+  }
+  wake_.notify_one();
+}
+
+void AsyncLogSink::WriterLoop() {
+  for (;;) {
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      pending_.swap(writing_);
+      stop = stopping_;
+    }
+    const size_t written = writer_.Write(fd_, writing_, regular_file_);
+    if (written < writing_.size()) {
+      const auto lost = static_cast<uint64_t>(std::count(
+          writing_.begin() + static_cast<std::ptrdiff_t>(written), writing_.end(), '\n'));
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped_lines_ += lost;
+    }
+    writing_.clear();
+    if (stop) return;
+  }
+}
+
+bool AsyncLogSink::Stop(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  return writer_.Join(grace);
+}
+
+uint64_t AsyncLogSink::dropped_lines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_lines_;
+}
+
+}  // namespace harrier
