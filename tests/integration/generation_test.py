@@ -19,6 +19,7 @@ generate and generate_stream; bad input in OpenAI's error shape, and the KServe 
 a generative model pointing at these. Python stdlib and nghttp only. The last line is
 "N passed, N failed".
 """
+import hashlib
 import http.client
 import json
 import os
@@ -607,6 +608,42 @@ class GraceTests(OwnServerTests):
         self.assertEqual(streamed_text(events), json.loads(plain)["choices"][0]["text"])
 
 
+class KeyTests(OwnServerTests):
+    """A server of its own with API keys: a stream is resumed only with the key that opened it."""
+    KEYS = {"alice": "alice-3f2e1d0c9b8a7f6e5d4c", "bob": "bob-0a1b2c3d4e5f60718293"}
+    LOG = "keys.log"
+
+    @classmethod
+    def setUpClass(cls):
+        path = os.path.join(ARGS.work_dir, "keys.json")
+        with open(path, "w") as f:
+            json.dump({"keys": [{"id": name, "sha256": hashlib.sha256(key.encode()).hexdigest(),
+                                 "scopes": ["inference"]} for name, key in cls.KEYS.items()]}, f)
+        cls.FLAGS = ["--api-key-file", path]
+        super().setUpClass()
+
+    def test_only_the_key_that_opened_a_stream_resumes_it(self):
+        port = self.server.port
+        alice = {"Authorization": "Bearer " + self.KEYS["alice"]}
+        bob = {"Authorization": "Bearer " + self.KEYS["bob"]}
+        status, headers, data = call(port, "POST", "/v1/completions",
+                                     {"model": "tiny-llama", "prompt": "Mine", "max_tokens": 4,
+                                      "stream": True}, alice)
+        self.assertEqual(status, 200, data)
+        stream_id = headers["x-request-id"]
+        # Another key with the same scope and the id: as unknown as a stream that never was.
+        status, _, body = call(port, "GET", "/v1/streams/" + stream_id, headers=bob)
+        self.assertEqual(status, 404, body)
+        status, _, unknown = call(port, "GET", "/v1/streams/" + "0" * 32, headers=bob)
+        self.assertEqual(status, 404, unknown)
+        self.assertEqual(json.loads(body)["error"]["message"].replace(stream_id, "0" * 32),
+                         json.loads(unknown)["error"]["message"])
+        status, _, again = call(port, "GET", "/v1/streams/" + stream_id,
+                                headers=dict(alice, **{"Last-Event-ID": "1"}))
+        self.assertEqual(status, 200, again)
+        self.assertEqual(events_of(again.decode())[0], events_of(data.decode())[0][1:])
+
+
 class AdmissionTests(OwnServerTests):
     """A server of its own with a per-client rate limit: generations are admitted like any
     request, and wait for a sequence by priority."""
@@ -689,7 +726,8 @@ def main():
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(GenerationTests),
                                 loader.loadTestsFromTestCase(GraceTests),
-                                loader.loadTestsFromTestCase(AdmissionTests)])
+                                loader.loadTestsFromTestCase(AdmissionTests),
+                                loader.loadTestsFromTestCase(KeyTests)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

@@ -896,7 +896,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
 
   if (streaming) {
     // A stream's id is the server's own (docs/generation.md), and what its access line names.
-    stream_id = shared_->store->Open();
+    stream_id = shared_->store->Open(request.auth_key_id);
     record->SetRequestId(stream_id);
   }
   Generation::Setup setup;
@@ -993,8 +993,8 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
   auto resumer = std::make_shared<Resumer>(shared_, out);
   std::weak_ptr<Resumer> weak = resumer;
   TimerThread* timer = &shared_->timer;
-  auto reader =
-      shared_->store->Resume(stream_id, last, [weak, timer] { Resumer::Wake(weak, timer); });
+  auto reader = shared_->store->Resume(stream_id, request.auth_key_id, last,
+                                       [weak, timer] { Resumer::Wake(weak, timer); });
   if (!reader.ok()) {
     return error(
         reader.status().code() == StatusCode::kNotFound

@@ -9,6 +9,7 @@ namespace harrier::openai {
 
 struct StoredStream {
   std::string id;
+  std::string owner;               // the API key's id that opened it; empty without keys
   std::deque<std::string> events;  // events[i] has id i + 1: a stream never drops one event
   size_t bytes = 0;                // counted as in max_total_bytes
   bool finished = false;
@@ -74,7 +75,7 @@ StreamStore::~StreamStore() {
 #endif
 }
 
-std::string StreamStore::Open() {
+std::string StreamStore::Open(std::string owner) {
   std::lock_guard lock(mu_);
   ExpireLocked(clock_.Now());
   while (streams_.size() >= options_.max_streams) RemoveLocked(VictimLocked(nullptr));
@@ -84,6 +85,7 @@ std::string StreamStore::Open() {
   } while (streams_.contains(id));  // 2^-128 with a real source; a test's fake may collide
   auto stream = std::make_shared<StoredStream>();
   stream->id = id;
+  stream->owner = std::move(owner);
   stream->order_pos = live_order_.insert(live_order_.end(), stream.get());
   streams_.emplace(id, std::move(stream));
   return id;
@@ -128,12 +130,13 @@ Status StreamStore::Finish(std::string_view stream_id) {
 }
 
 StatusOr<std::unique_ptr<StreamReader>> StreamStore::Resume(std::string_view stream_id,
+                                                            std::string_view owner,
                                                             uint64_t last_event_id,
                                                             std::function<void()> wake) {
   std::lock_guard lock(mu_);
   ExpireLocked(clock_.Now());
   StoredStream* s = FindLocked(stream_id);
-  if (s == nullptr) return NotFound("unknown or expired stream");
+  if (s == nullptr || s->owner != owner) return NotFound("unknown or expired stream");
   if (last_event_id > s->events.size()) {
     return InvalidArgument("Last-Event-ID " + std::to_string(last_event_id) +
                            " is past the stream's last event (" + std::to_string(s->events.size()) +

@@ -116,8 +116,9 @@ class StreamStore {
   ~StreamStore();
 
   // Opens a live stream and returns its id. Evicts the oldest stream first when max_streams
-  // are held.
-  std::string Open();
+  // are held. `owner`: the API key's id that opened it (empty without keys); only that key may
+  // resume it.
+  std::string Open(std::string owner);
 
   // Appends one event's data to a live stream; returns its id. Evicts older streams as the
   // byte bound needs. Errors: kNotFound for an unknown, evicted or expired stream;
@@ -135,9 +136,12 @@ class StreamStore {
   // stream, when that stream gets an event, finishes or goes; it must not call into the store
   // or block: post a task that calls Read. Holding the mutex is what makes destroying the
   // reader a clean unsubscribe: no wake runs after ~StreamReader returns.
-  // Errors: kNotFound for an unknown, evicted or expired stream; kInvalidArgument for a
-  // last_event_id past the stream's last event.
-  StatusOr<std::unique_ptr<StreamReader>> Resume(std::string_view stream_id, uint64_t last_event_id,
+  // `owner` must be the one the stream was opened with: another key's stream is as unknown as
+  // one that never was (its existence is not revealed).
+  // Errors: kNotFound for an unknown, evicted or expired stream, or another owner's;
+  // kInvalidArgument for a last_event_id past the stream's last event.
+  StatusOr<std::unique_ptr<StreamReader>> Resume(std::string_view stream_id, std::string_view owner,
+                                                 uint64_t last_event_id,
                                                  std::function<void()> wake);
 
   struct Stats {

@@ -42,7 +42,7 @@ class StreamStoreTest : public ::testing::Test {
                                          uint64_t last_event_id,
                                          std::function<void()> wake = nullptr) {
     StatusOr<std::unique_ptr<StreamReader>> reader =
-        store.Resume(id, last_event_id, std::move(wake));
+        store.Resume(id, "", last_event_id, std::move(wake));
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     return reader.ok() ? std::move(reader).value() : nullptr;
   }
@@ -52,8 +52,8 @@ class StreamStoreTest : public ::testing::Test {
 
 TEST_F(StreamStoreTest, IdsAreRandom128BitHex) {
   auto store = Make();
-  const std::string a = store->Open();
-  const std::string b = store->Open();
+  const std::string a = store->Open("");
+  const std::string b = store->Open("");
   EXPECT_THAT(a, MatchesRegex("[0-9a-f]{32}"));
   EXPECT_NE(a, b);
 }
@@ -74,13 +74,13 @@ TEST_F(StreamStoreTest, ACollidingIdIsDrawnAgain) {
   StreamStoreOptions options;
   options.random = &random;
   auto store = Make(options);
-  EXPECT_EQ(store->Open(), std::string(32, '0'));
-  EXPECT_EQ(store->Open(), "01010101010101010101010101010101");
+  EXPECT_EQ(store->Open(""), std::string(32, '0'));
+  EXPECT_EQ(store->Open(""), "01010101010101010101010101010101");
 }
 
 TEST_F(StreamStoreTest, AppendNumbersEventsAndResumeReadsOnAfterAnId) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   for (int i = 1; i <= 5; ++i) {
     StatusOr<uint64_t> event_id = store->Append(id, "e" + std::to_string(i));
     ASSERT_TRUE(event_id.ok());
@@ -104,7 +104,7 @@ TEST_F(StreamStoreTest, AppendNumbersEventsAndResumeReadsOnAfterAnId) {
 
 TEST_F(StreamStoreTest, ReadInBatches) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->Append(id, "x").ok());
   ASSERT_TRUE(store->Finish(id).ok());
   auto reader = ResumeOk(*store, id, 0);
@@ -122,7 +122,7 @@ TEST_F(StreamStoreTest, ReadInBatches) {
 
 TEST_F(StreamStoreTest, ALiveReaderIsWokenForNewEventsAndTheEnd) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   ASSERT_TRUE(store->Append(id, "a").ok());
   int wakes = 0;
   auto reader = ResumeOk(*store, id, 0, [&] { ++wakes; });
@@ -147,7 +147,7 @@ TEST_F(StreamStoreTest, ALiveReaderIsWokenForNewEventsAndTheEnd) {
 
 TEST_F(StreamStoreTest, ADestroyedReaderIsNotWoken) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   int wakes = 0;
   {
     auto reader = ResumeOk(*store, id, 0, [&] { ++wakes; });
@@ -161,8 +161,8 @@ TEST_F(StreamStoreTest, FinishedStreamsExpireAfterRetention) {
   StreamStoreOptions options;
   options.retention = minutes(5);
   auto store = Make(options);
-  const std::string finished = store->Open();
-  const std::string live = store->Open();
+  const std::string finished = store->Open("");
+  const std::string live = store->Open("");
   ASSERT_TRUE(store->Append(finished, "x").ok());
   ASSERT_TRUE(store->Finish(finished).ok());
   clock_.Advance(minutes(5) - seconds(1));
@@ -170,7 +170,7 @@ TEST_F(StreamStoreTest, FinishedStreamsExpireAfterRetention) {
   EXPECT_EQ(reader->Read().state, StreamState::kFinished);
   clock_.Advance(seconds(1));
   // Expired: unknown to Resume, and gone for the reader that was reading it.
-  StatusOr<std::unique_ptr<StreamReader>> again = store->Resume(finished, 0, nullptr);
+  StatusOr<std::unique_ptr<StreamReader>> again = store->Resume(finished, "", 0, nullptr);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(again.status().message(), HasSubstr("unknown or expired stream"));
@@ -186,30 +186,44 @@ TEST_F(StreamStoreTest, RetentionStartsAtFinish) {
   StreamStoreOptions options;
   options.retention = seconds(10);
   auto store = Make(options);
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   clock_.Advance(minutes(30));  // a long generation
   ASSERT_TRUE(store->Finish(id).ok());
   clock_.Advance(seconds(9));
-  EXPECT_TRUE(store->Resume(id, 0, nullptr).ok());
+  EXPECT_TRUE(store->Resume(id, "", 0, nullptr).ok());
   clock_.Advance(seconds(1));
-  EXPECT_EQ(store->Resume(id, 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Resume(id, "", 0, nullptr).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(StreamStoreTest, UnknownStreamsAndBadPositions) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   ASSERT_TRUE(store->Append(id, "a").ok());
   const std::string unknown(32, 'f');
-  EXPECT_EQ(store->Resume(unknown, 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Resume(unknown, "", 0, nullptr).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store->Append(unknown, "x").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store->Finish(unknown).code(), StatusCode::kNotFound);
-  EXPECT_EQ(store->Resume("", 0, nullptr).status().code(), StatusCode::kNotFound);
-  StatusOr<std::unique_ptr<StreamReader>> past = store->Resume(id, 2, nullptr);
+  EXPECT_EQ(store->Resume("", "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  StatusOr<std::unique_ptr<StreamReader>> past = store->Resume(id, "", 2, nullptr);
   ASSERT_FALSE(past.ok());
   EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(past.status().message(), HasSubstr("past the stream's last event (1)"));
   ASSERT_TRUE(store->Finish(id).ok());
   EXPECT_EQ(store->Append(id, "late").status().code(), StatusCode::kInvalidArgument);
+}
+
+// With API keys, a stream is its key's: another key that has the id is answered as if the stream
+// did not exist (a key with the inference scope could read, and keep alive, another's stream).
+TEST_F(StreamStoreTest, OnlyTheKeyThatOpenedAStreamResumesIt) {
+  auto store = Make();
+  const std::string id = store->Open("team-a");
+  ASSERT_TRUE(store->Append(id, "a").ok());
+  EXPECT_EQ(store->Resume(id, "team-b", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Resume(id, "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(id, "team-a", 0, nullptr).ok());
+  const std::string open = store->Open("");  // no keys: no owner
+  EXPECT_EQ(store->Resume(open, "team-a", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(open, "", 0, nullptr).ok());
 }
 
 TEST_F(StreamStoreTest, ByteBoundEvictsFinishedStreamsFirstThenTheOldestLive) {
@@ -218,9 +232,9 @@ TEST_F(StreamStoreTest, ByteBoundEvictsFinishedStreamsFirstThenTheOldestLive) {
   options.max_total_bytes = 4 * event;
   auto store = Make(options);
   const std::string data(event - kEventOverheadBytes, 'x');
-  const std::string live_old = store->Open();
-  const std::string finished = store->Open();
-  const std::string live_new = store->Open();
+  const std::string live_old = store->Open("");
+  const std::string finished = store->Open("");
+  const std::string live_new = store->Open("");
   ASSERT_TRUE(store->Append(live_old, data).ok());
   ASSERT_TRUE(store->Append(finished, data).ok());
   ASSERT_TRUE(store->Finish(finished).ok());
@@ -232,8 +246,8 @@ TEST_F(StreamStoreTest, ByteBoundEvictsFinishedStreamsFirstThenTheOldestLive) {
   old_reader->Read();
   // Full: the finished stream goes first, although it is younger than live_old.
   ASSERT_TRUE(store->Append(live_new, data).ok());
-  EXPECT_EQ(store->Resume(finished, 0, nullptr).status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store->Resume(live_old, 0, nullptr).ok());
+  EXPECT_EQ(store->Resume(finished, "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(live_old, "", 0, nullptr).ok());
   // Then the oldest live one; its reader is woken and sees it gone.
   ASSERT_TRUE(store->Append(live_new, data).ok());
   EXPECT_EQ(wakes, 1);
@@ -247,9 +261,9 @@ TEST_F(StreamStoreTest, AStreamThatCannotFitAloneIsDroppedAndTheOthersStay) {
   StreamStoreOptions options;
   options.max_total_bytes = 1000;
   auto store = Make(options);
-  const std::string small = store->Open();
+  const std::string small = store->Open("");
   ASSERT_TRUE(store->Append(small, "keep me").ok());
-  const std::string big = store->Open();
+  const std::string big = store->Open("");
   ASSERT_TRUE(store->Append(big, std::string(600, 'b')).ok());
   StatusOr<uint64_t> over = store->Append(big, std::string(400, 'b'));
   ASSERT_FALSE(over.ok());
@@ -264,19 +278,19 @@ TEST_F(StreamStoreTest, StreamCountBoundEvictsOldestFinishedThenOldestLive) {
   StreamStoreOptions options;
   options.max_streams = 3;
   auto store = Make(options);
-  const std::string a = store->Open();
-  const std::string b = store->Open();
-  const std::string c = store->Open();
+  const std::string a = store->Open("");
+  const std::string b = store->Open("");
+  const std::string c = store->Open("");
   ASSERT_TRUE(store->Finish(c).ok());
   ASSERT_TRUE(store->Finish(b).ok());
-  const std::string d = store->Open();  // evicts c: finished before b
-  EXPECT_EQ(store->Resume(c, 0, nullptr).status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store->Resume(b, 0, nullptr).ok());
-  const std::string e = store->Open();  // evicts b, the last finished one
-  EXPECT_EQ(store->Resume(b, 0, nullptr).status().code(), StatusCode::kNotFound);
-  const std::string f = store->Open();  // all live now: evicts a, the oldest
-  EXPECT_EQ(store->Resume(a, 0, nullptr).status().code(), StatusCode::kNotFound);
-  for (const std::string& id : {d, e, f}) EXPECT_TRUE(store->Resume(id, 0, nullptr).ok());
+  const std::string d = store->Open("");  // evicts c: finished before b
+  EXPECT_EQ(store->Resume(c, "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(b, "", 0, nullptr).ok());
+  const std::string e = store->Open("");  // evicts b, the last finished one
+  EXPECT_EQ(store->Resume(b, "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  const std::string f = store->Open("");  // all live now: evicts a, the oldest
+  EXPECT_EQ(store->Resume(a, "", 0, nullptr).status().code(), StatusCode::kNotFound);
+  for (const std::string& id : {d, e, f}) EXPECT_TRUE(store->Resume(id, "", 0, nullptr).ok());
   EXPECT_EQ(store->stats().streams, 3u);
 }
 
@@ -296,7 +310,7 @@ TEST_F(StreamStoreTest, CreateRefusesZeroBounds) {
 // gets every event once, in order, then the end.
 TEST_F(StreamStoreTest, ConcurrentProducerAndReader) {
   auto store = Make();
-  const std::string id = store->Open();
+  const std::string id = store->Open("");
   constexpr int kEvents = 2000;
   std::mutex mu;
   std::condition_variable cv;
