@@ -212,6 +212,10 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
     return 1;
   }
+  // First, before any thread exists (the log's writer is one): every thread inherits the mask,
+  // so only sigwait() below takes SIGINT and SIGTERM. A writer started before it took a
+  // SIGTERM meant for the stop, whose default action ended the process at once.
+  const sigset_t signals = BlockShutdownSignals();
   const std::shared_ptr<AsyncLogSink> log_sink = SetUpLogging(flags);
   // Last of all on every way out: the server log's lines written, or given up on after
   // kStopGrace (a stalled reader of stderr must not hold the exit).
@@ -219,7 +223,6 @@ int Serve(const ServeFlags& flags) {
     AsyncLogSink* sink;
     ~StopLogAtExit() { sink->Stop(AsyncLogSink::kStopGrace); }
   } stop_log_at_exit{log_sink.get()};
-  const sigset_t signals = BlockShutdownSignals();
   spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
                flags.model_repository);
 

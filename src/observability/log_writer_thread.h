@@ -8,7 +8,9 @@
 // period to write out what it holds, then abandons its writes: a write(2) blocked on the
 // descriptor is interrupted with a signal (SIGUSR2, whose handler does nothing and is installed
 // without SA_RESTART, so the call returns EINTR), again every 10 ms until the loop returns.
-// A SIGUSR2 from outside the process is ignored (it ended the process before).
+// A SIGUSR2 from outside the process is ignored (it ended the process before). The thread
+// inherits its creator's signal mask: a server that takes SIGTERM with sigwait() blocks it
+// before starting one.
 //
 // Thread safety: Write() and abandoned() on the writer thread; Join() on one other thread.
 #pragma once
