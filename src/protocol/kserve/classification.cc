@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -13,15 +14,21 @@
 namespace harrier::kserve {
 namespace {
 
+// Values are ranked as long double: its 64-bit significand holds every INT64 and UINT64 value
+// exactly. Ranked as double, values from 2^53 up that differ by less than a double's spacing
+// tied, and the lower index won over the larger value (probe 27).
+using Rank = long double;
+static_assert(std::numeric_limits<Rank>::digits >= 64, "a 64-bit integer must rank exactly");
+
 template <typename T>
-double Load(const std::byte* p) {
+Rank Load(const std::byte* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
-  return static_cast<double>(v);
+  return static_cast<Rank>(v);
 }
 
-// Element i as a double, for ordering (FP16/BF16 widened exactly).
-double ValueAt(const Tensor& t, int64_t i) {
+// Element i, for ordering: exact for every type (FP16/BF16 widened exactly).
+Rank ValueAt(const Tensor& t, int64_t i) {
   const std::byte* p = t.data + i * DataTypeByteSize(t.dtype);
   uint16_t h;
   switch (t.dtype) {
@@ -48,9 +55,9 @@ bool IsFloating(DataType t) {
 
 // Integers print exactly: 64-bit values do not survive a trip through double, so they are
 // re-read in their own type.
-std::string FormatValue(const Tensor& t, int64_t i, double value) {
+std::string FormatValue(const Tensor& t, int64_t i, Rank value) {
   const std::byte* p = t.data + i * DataTypeByteSize(t.dtype);
-  if (IsFloating(t.dtype)) return std::to_string(value);  // "%f", like Triton
+  if (IsFloating(t.dtype)) return std::to_string(static_cast<double>(value));  // "%f", as Triton
   if (t.dtype == DataType::kUint64) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -85,7 +92,7 @@ StatusOr<Tensor> ClassifyOutput(const Tensor& output, int64_t top_n, int64_t max
   const int64_t classes = rows == 0 ? 0 : *n / rows;
   const int64_t k = std::min(top_n, classes);
 
-  std::vector<double> values(static_cast<size_t>(classes));
+  std::vector<Rank> values(static_cast<size_t>(classes));
   std::vector<int64_t> order(static_cast<size_t>(classes));
   auto text = std::make_shared<std::string>();
   for (int64_t r = 0; r < rows; ++r) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -75,6 +76,28 @@ TEST(ClassifyOutputTest, IntegerAndHalfOutputs) {
   auto half = ClassifyOutput(MakeTensor<uint16_t>(DataType::kFp16, {2}, {0x3C00, 0x3800}), 1, 0);
   ASSERT_TRUE(half.ok());
   EXPECT_EQ(Strings(*half), (std::vector<std::string>{"1.000000:0"}));
+}
+
+// 64-bit integers rank in their own precision: values from 2^53 up that differ by less than a
+// double's spacing once tied, and the lower index won (probe 27).
+TEST(ClassifyOutputTest, SixtyFourBitIntegersRankExactly) {
+  auto big = ClassifyOutput(
+      MakeTensor<int64_t>(DataType::kInt64, {3}, {9007199254740992, 9007199254740993, 5}), 1, 0);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(Strings(*big), (std::vector<std::string>{"9007199254740993:1"}));
+  auto top =
+      ClassifyOutput(MakeTensor<int64_t>(DataType::kInt64, {2}, {INT64_MAX - 1, INT64_MAX}), 2, 0);
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(Strings(*top),
+            (std::vector<std::string>{"9223372036854775807:1", "9223372036854775806:0"}));
+  auto low =
+      ClassifyOutput(MakeTensor<int64_t>(DataType::kInt64, {2}, {INT64_MIN, INT64_MIN + 1}), 1, 0);
+  ASSERT_TRUE(low.ok());
+  EXPECT_EQ(Strings(*low), (std::vector<std::string>{"-9223372036854775807:1"}));
+  auto unsigned_top = ClassifyOutput(
+      MakeTensor<uint64_t>(DataType::kUint64, {2}, {UINT64_MAX - 1, UINT64_MAX}), 1, 0);
+  ASSERT_TRUE(unsigned_top.ok());
+  EXPECT_EQ(Strings(*unsigned_top), (std::vector<std::string>{"18446744073709551615:1"}));
 }
 
 TEST(ClassifyOutputTest, RejectsNonNumericOutputs) {
