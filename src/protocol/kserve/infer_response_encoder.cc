@@ -231,8 +231,7 @@ StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
     }
     out.push_back(']');
     if (plan[i].shared_memory != nullptr) {
-      // Every output fits its window (checked above): no region is written by a failed encode.
-      WriteSharedMemoryOutput(t, *plan[i].shared_memory);
+      // Written below, once no output can fail any more.
     } else if (plan[i].binary) {
       out.append(",\"parameters\":{\"binary_data_size\":");
       AppendJsonNumber(&out, t.size_bytes);
@@ -245,6 +244,13 @@ StatusOr<EncodedResponse> EncodeInferResponse(const InferenceResponse& response,
     out.push_back('}');
   }
   out.append("]}");
+  // Only now, with every output encoded: no region is written by a failed encode (a later JSON
+  // output's BYTES that are not UTF-8 failed after an earlier output's region was written).
+  // Every output fits its window (checked above).
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    if (plan[i].shared_memory != nullptr)
+      WriteSharedMemoryOutput(response.outputs[i], *plan[i].shared_memory);
+  }
   encoded.json_header_length = out.size();
   for (size_t i = 0; i < response.outputs.size(); ++i) {
     if (!plan[i].binary) continue;

@@ -88,6 +88,17 @@ TEST(EncodeInferResponseTest, NonFiniteFloatsUseTritonsTokens) {
   EXPECT_THAT(r->body, HasSubstr(R"("data":[NaN,Infinity,-Infinity])"));
 }
 
+// A negative zero keeps its sign: "-0" is read as the integer 0 by Python's json (probe 27).
+TEST(EncodeInferResponseTest, NegativeZeroIsWrittenAsAFloat) {
+  auto r = EncodeInferResponse(
+      Response({MakeTensor<float>("y", DataType::kFp32, {3}, {-0.0f, 0.0f, -1.5f}),
+                MakeTensor<double>("z", DataType::kFp64, {1}, {-0.0})}),
+      InferenceRequest());
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->body, HasSubstr(R"("data":[-0.0,0,-1.5])"));
+  EXPECT_THAT(r->body, HasSubstr(R"("data":[-0.0])"));
+}
+
 // Decodes `data` as an input of `dtype`, echoes it as an output and encodes it back as JSON:
 // the text must come back unchanged.
 void ExpectJsonRoundTrip(const std::string& dtype, const std::string& shape,
@@ -200,6 +211,16 @@ TEST(EncodeInferResponseTest, SharedMemoryOutputsAreWrittenToTheirRegionAndCarry
   EXPECT_THAT(too_big.status().message(),
               HasSubstr("shared memory size specified with the request for output 'a' (8 bytes) "
                         "should be at least 12 bytes to hold the results"));
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(object.data()[i], std::byte{0});
+
+  // A later JSON output that fails (BYTES that are not UTF-8) after a region's output: the region
+  // is not written either (probe 27 saw it written before the 400).
+  auto late_failure =
+      EncodeInferResponse(Response({MakeTensor<int32_t>("a", DataType::kInt32, {2}, {7, -1}),
+                                    MakeBytes("b", {"\xff"})}),
+                          request, *resolved);
+  ASSERT_FALSE(late_failure.ok());
+  EXPECT_THAT(late_failure.status().message(), HasSubstr("not valid UTF-8"));
   for (size_t i = 0; i < 64; ++i) ASSERT_EQ(object.data()[i], std::byte{0});
 }
 
