@@ -33,6 +33,12 @@ void AppendJsonNumber(std::string* out, T value) {
       out->append(std::isnan(value) ? "NaN" : (value < 0 ? "-Infinity" : "Infinity"));
       return;
     }
+    // to_chars writes "-0", which Python's json (so tritonclient) reads as the integer 0: the
+    // sign is lost. "-0.0" as RapidJSON (Triton) writes it.
+    if (value == 0 && std::signbit(value)) {
+      out->append("-0.0");
+      return;
+    }
   }
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof(buf), value);
