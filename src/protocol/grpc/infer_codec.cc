@@ -185,14 +185,14 @@ StatusOr<Parameters> DecodeParameters(const Map& map, std::string_view where) {
   return out;
 }
 
-// Output parameter `classification`: a positive integer, or absent (0).
+// Output parameter `classification`: an integer >= 0 (0, as when absent: none), as over REST.
 StatusOr<int64_t> ClassificationOf(const Parameters& parameters, const std::string& output) {
   auto it = parameters.find("classification");
   if (it == parameters.end()) return int64_t{0};
   const int64_t* n = std::get_if<int64_t>(&it->second);
-  if (n == nullptr || *n < 1) {
+  if (n == nullptr || *n < 0) {
     return InvalidArgument("output '" + output +
-                           "': parameter 'classification' must be a positive integer");
+                           "': parameter 'classification' must be an integer >= 0");
   }
   return *n;
 }
@@ -453,7 +453,8 @@ StatusOr<DecodedInferRequest> DecodeModelInferRequest(ModelInferRequest* message
   for (const ModelInferRequest::InferRequestedOutputTensor& out : message->outputs()) {
     if (out.name().empty()) return InvalidArgument("a requested output has no name");
     if (!output_names.insert(out.name()).second) {
-      return InvalidArgument("output '" + out.name() + "' is requested more than once");
+      return InvalidArgument("Duplicate output name '" + out.name() +  // Triton's words, as REST
+                             "' is not allowed in a request");
     }
     RequestedOutput r;
     r.name = out.name();

@@ -451,14 +451,21 @@ TEST(GrpcInferCodecTest, BadRequestsAreRefusedWithTheirCode) {
          r->add_outputs()->set_name("O");
          r->add_outputs()->set_name("O");
        },
-       StatusCode::kInvalidArgument, "more than once"},
+       StatusCode::kInvalidArgument, "Duplicate output name 'O' is not allowed in a request"},
       {"bad classification",
        [](ModelInferRequest* r) {
          auto* o = r->add_outputs();
          o->set_name("O");
          (*o->mutable_parameters())["classification"].set_string_param("3");
        },
-       StatusCode::kInvalidArgument, "classification"},
+       StatusCode::kInvalidArgument, "parameter 'classification' must be an integer >= 0"},
+      {"negative classification",
+       [](ModelInferRequest* r) {
+         auto* o = r->add_outputs();
+         o->set_name("O");
+         (*o->mutable_parameters())["classification"].set_int64_param(-1);
+       },
+       StatusCode::kInvalidArgument, "parameter 'classification' must be an integer >= 0"},
       {"parameter without value", [](ModelInferRequest* r) { (*r->mutable_parameters())["x"]; },
        StatusCode::kInvalidArgument, "has no value"},
       {"uint64 parameter over int64",
