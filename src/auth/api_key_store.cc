@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -84,6 +85,13 @@ Status ApiKeyStore::Load() {
     key.entry = std::move(entry);
     next->push_back(std::move(key));
   }
+  // A key removed from the file takes its series with it: ids that come and go across
+  // rotations must not add series forever. (One that comes back starts again from 0, a counter
+  // reset Prometheus' rate() handles.)
+  std::erase_if(counters_, [&next](const auto& entry) {
+    return std::none_of(next->begin(), next->end(),
+                        [&entry](const Key& k) { return k.entry.id == entry.first; });
+  });
   const size_t count = next->size();
   keys_.store(std::move(next), std::memory_order_release);
   spdlog::info("auth: {} API key(s) from '{}'", count, options_.path);

@@ -165,14 +165,20 @@ TEST_F(ApiKeyStoreTest, AKeyKeepsItsBucketAndCountersAcrossAReload) {
   EXPECT_NE(store->keys()->at(0).bucket, bucket);
   EXPECT_EQ(store->keys()->at(0).counters, counters);
 
-  // A key removed keeps its counters in the metrics (AllCounters), by id.
+  // A key removed takes its series with it (ids that come and go across rotations must not add
+  // series forever); one that comes back starts from 0.
   WriteKeys("{\"keys\": [" + KeyJson("b", "key-2", "\"metadata\"") + "]}");
   ASSERT_TRUE(store->CheckForChange());
   auto all = store->AllCounters();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].first, "b");
+  WriteKeys("{\"keys\": [" + KeyJson("a", "key-1", "\"metadata\"") + "," +
+            KeyJson("b", "key-2", "\"metadata\"") + "]}");
+  ASSERT_TRUE(store->CheckForChange());
+  all = store->AllCounters();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].first, "a");
-  EXPECT_EQ(all[0].second->allowed.load(), 7u);
-  EXPECT_EQ(all[1].first, "b");
+  EXPECT_EQ(all[0].second->allowed.load(), 0u);
 }
 
 TEST_F(ApiKeyStoreTest, ThePollingThreadPicksUpAChange) {
