@@ -2,7 +2,7 @@
 # tools/make_run_check.sh — the README's first command, as written: `make run` serves
 # examples/models on http://localhost:8000, and the README's curl example is answered with the
 # sums and differences. CI runs it after `make test`, when the build is up to date, so it takes
-# seconds. It stops what it started (the whole `make run` process group, by SIGTERM).
+# seconds. It stops what it started (SIGTERM to make, which passes it on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${BUILD:-build}/make-run.log
@@ -13,7 +13,9 @@ if curl -s -o /dev/null localhost:8000/; then
 fi
 setsid make run > "$log" 2>&1 &
 pid=$!
-trap 'kill -TERM -- "-$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
+# make passes a SIGTERM on to the server (one signal: a graceful stop; a second, to the whole
+# group, would be "exit now").
+trap 'kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1200); do  # up to 10 minutes: make run installs and builds what is missing
   curl -sf -o /dev/null localhost:8000/v2/health/ready && break
   if ! kill -0 "$pid" 2>/dev/null; then

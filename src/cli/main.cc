@@ -199,6 +199,7 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
     int again = 0;
     sigwait(&signals, &again);
     spdlog::warn("another signal: exiting without waiting for in-flight requests");
+    spdlog::default_logger()->flush();  // the line above, written (at most 1 s): no destructors
     std::_Exit(1);
   }).detach();
 }

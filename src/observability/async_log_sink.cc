@@ -75,18 +75,29 @@ void AsyncLogSink::WriterLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
       pending_.swap(writing_);
+      ++batches_taken_;
       stop = stopping_;
     }
     const size_t written = writer_.Write(fd_, writing_, regular_file_);
-    if (written < writing_.size()) {
-      const auto lost = static_cast<uint64_t>(std::count(
-          writing_.begin() + static_cast<std::ptrdiff_t>(written), writing_.end(), '\n'));
+    const auto lost = static_cast<uint64_t>(
+        std::count(writing_.begin() + static_cast<std::ptrdiff_t>(written), writing_.end(), '\n'));
+    writing_.clear();
+    {
       std::lock_guard<std::mutex> lock(mu_);
       dropped_lines_ += lost;
+      ++batches_done_;
+      writer_done_ = stop;
     }
-    writing_.clear();
+    written_cv_.notify_all();
     if (stop) return;
   }
+}
+
+void AsyncLogSink::flush_() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // The lines logged so far are in pending_ (the next batch) or in the batch being written.
+  const uint64_t target = batches_taken_ + (pending_.empty() ? 0 : 1);
+  written_cv_.wait_for(lock, kFlushWait, [&] { return batches_done_ >= target || writer_done_; });
 }
 
 bool AsyncLogSink::Stop(std::chrono::milliseconds grace) {

@@ -54,10 +54,14 @@ class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
   uint64_t dropped_lines() const;
 
   static constexpr std::chrono::milliseconds kStopGrace{2000};
+  static constexpr std::chrono::milliseconds kFlushWait{1000};
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override;  // under base_sink's mutex
-  void flush_() override {}  // each line is written at once; nothing to wait for
+  // Waits (under base_sink's mutex) until the lines logged before it are written, for at most
+  // kFlushWait: before a process ends without its destructors (std::_Exit), a line just logged
+  // would otherwise never leave the buffer. Nothing calls it per line (no flush_on).
+  void flush_() override;
 
  private:
   void WriterLoop();
@@ -72,10 +76,14 @@ class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable written_cv_;  // a batch was written (or given up on)
   // Guarded by mu_.
   std::string pending_;
   bool stopping_ = false;
+  bool writer_done_ = false;
   uint64_t dropped_lines_ = 0;
+  uint64_t batches_taken_ = 0;  // swapped out of pending_ by the writer
+  uint64_t batches_done_ = 0;   // of those, written (or given up on)
 
   std::string writing_;     // writer thread only
   std::mutex stop_mu_;      // one Stop() at a time
