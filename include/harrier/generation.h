@@ -108,6 +108,9 @@ struct GenerationRequest {
   // Who sent it (X-Client-Id, gRPC's x-client-id metadata), for admission's per-client rate
   // limits; empty: anonymous.
   std::string client_id;
+  // The client named the version (in the URL, or with X-Harrier-Model-Version): the request was
+  // not sent by a traffic split, and does not feed a rollout's guard (docs/routing.md).
+  bool version_named = false;
 };
 
 // One sampled token's log-probabilities, for GenerationSink::OnTokenLogprobs. Bytes are the

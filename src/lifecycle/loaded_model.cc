@@ -23,6 +23,16 @@ uint64_t PriorityLevel(const BatchingPolicy& policy, uint64_t requested) {
   return requested == 0 || requested > policy.priority_levels ? default_level : requested;
 }
 
+// Whether a request's end says its version is sick, for the circuit breaker and the rollout
+// guard: an engine failure, or a timeout of the server's own (the model's queue policy). Not a
+// client's bad request (an engine's kInvalidArgument included), its leaving, or a deadline it
+// chose itself: a client sending a 1 us X-Request-Timeout-Us opened breakers (an outage for
+// everyone) and rolled rollouts back (probe 28).
+bool ServerFailure(StatusCode code, bool client_deadline) {
+  return code == StatusCode::kInternal ||
+         (code == StatusCode::kDeadlineExceeded && !client_deadline);
+}
+
 // More urgent than the default level: exempt from overload protection, ahead in the queue.
 bool IsUrgent(const BatchingPolicy& policy, uint64_t requested) {
   const uint64_t level = PriorityLevel(policy, requested);
@@ -35,13 +45,15 @@ bool IsUrgent(const BatchingPolicy& policy, uint64_t requested) {
 class TimingSink final : public GenerationSink {
  public:
   TimingSink(std::shared_ptr<GenerationSink> next, ModelStats* stats,
-             const LoadedModel::Options* model, const Clock* clock, Clock::time_point received,
-             AdmissionTicket ticket)
+             const LoadedModel::Options* model, const Clock* clock,
+             const GenerationRequest& request, Clock::time_point received, AdmissionTicket ticket)
       : next_(std::move(next)),
         stats_(stats),
         model_(model),
         clock_(clock),
         received_(received),
+        routed_by_split_(!request.version_named),
+        client_deadline_(request.deadline != Clock::time_point::max()),
         ticket_(std::move(ticket)) {}
   void OnAccepted() override {
     accepted_ = true;
@@ -72,17 +84,16 @@ class TimingSink final : public GenerationSink {
     } else {
       stats_->RecordFailure(Ns(received_, now), code);
     }
-    // As for tensor models: engine failures and timeouts say the version is sick; a client's
-    // bad request or its leaving do not. The latency is the time to the first token, what a
-    // generation's user waits on (its whole duration is the length the client asked for).
-    // A request refused before it was accepted (its prompt too long) is not the version's doing.
-    // (A generation does not say whether its version was named, so it always counts as routed
-    // by the split.)
+    // As for tensor models (ServerFailure): engine failures and the server's own timeouts say
+    // the version is sick; a client's bad request, its leaving or its own deadline do not. The
+    // latency is the time to the first token, what a generation's user waits on (its whole
+    // duration is the length the client asked for). A request refused before it was accepted
+    // (its prompt too long) is not the version's doing.
     if (accepted_ && model_->traffic != nullptr && model_->traffic->active()) {
       RequestOutcome outcome;
       outcome.latency = (tokens_ > 0 ? first_ : now) - received_;
-      outcome.server_failure =
-          code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded;
+      outcome.server_failure = ServerFailure(code, client_deadline_);
+      outcome.routed_by_split = routed_by_split_;
       model_->traffic->Record(model_->version, outcome);
     }
     ticket_.Release();  // before the answer goes out: a client that sends the next at once fits
@@ -95,7 +106,9 @@ class TimingSink final : public GenerationSink {
   const LoadedModel::Options* const model_;
   const Clock* const clock_;
   const Clock::time_point received_;
-  AdmissionTicket ticket_;  // the engine's thread only, after construction
+  const bool routed_by_split_;  // the client did not name the version
+  const bool client_deadline_;  // the request carries a deadline of the client's
+  AdmissionTicket ticket_;      // the engine's thread only, after construction
   uint64_t tokens_ = 0;     // the engine's thread only
   bool accepted_ = false;   // the engine's threads, one after the other
   Clock::time_point first_, last_;
@@ -128,7 +141,7 @@ class MeteredGenerator final : public GenerativeModel {
     // The ticket travels with the sink; a refusal below destroys both, which gives it back.
     Status s = model_->generator->Generate(
         std::move(request), std::make_shared<TimingSink>(std::move(sink), stats_, model_, clock_,
-                                                         received, std::move(ticket)));
+                                                         request, received, std::move(ticket)));
     if (!s.ok()) {
       stats_->RequestFinished();
       stats_->RecordFailure(Ns(received, clock_->Now()), s.code());
@@ -320,14 +333,15 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
       result = std::move(presented);
   }
   if (options_.traffic != nullptr && options_.traffic->active()) {
-    // The breaker and the guard count what says the version is sick: engine failures and
-    // timeouts, not a client's bad request (an engine's kInvalidArgument included) or a
-    // cancellation. A request that names its version (the URL's, X-Harrier-Model-Version through
-    // ForcedVersionModel, a shadow copy) was not sent by the split: not the rollout's traffic.
+    // The breaker and the guard count what says the version is sick (ServerFailure). A deadline
+    // or a `timeout` parameter is the client's. A request that names its version (the URL's,
+    // X-Harrier-Model-Version through ForcedVersionModel, a shadow copy) was not sent by the
+    // split: not the rollout's traffic.
     const StatusCode code = result.ok() ? StatusCode::kOk : result.status().code();
     RequestOutcome outcome;
     outcome.latency = ran - req.received_at;
-    outcome.server_failure = code == StatusCode::kInternal || code == StatusCode::kDeadlineExceeded;
+    outcome.server_failure =
+        ServerFailure(code, req.deadline != Clock::time_point::max() || req.timeout_us != 0);
     outcome.routed_by_split = !req.model_version.has_value();
     options_.traffic->Record(options_.version, outcome);
   }

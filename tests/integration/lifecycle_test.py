@@ -460,6 +460,44 @@ class TrafficTest(unittest.TestCase):
         self.assertEqual(self.metric("harrier_traffic_breaker_state",
                                      {"model": "flaky", "version": "1", "state": "closed"}), 1)
 
+    def test_6b_a_clients_own_deadline_opens_no_breaker_and_rolls_nothing_back(self):
+        """A deadline the client chose (1 us: it passes in the queue) is the client's doing, as
+        a cancellation is: five of them opened the breaker (503 for everyone) and a dozen rolled
+        a rollout back (probe 28)."""
+        c = Client(self.server.port)
+
+        def expired(path):
+            c.conn.request("POST", path, body=RANKER_BODY,
+                           headers={"Content-Type": "application/json",
+                                    "X-Request-Timeout-Us": "1"})
+            r = c.conn.getresponse()
+            return r.status, r.read()
+
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 1},
+             "breaker": {"failure_threshold": 3, "window_seconds": 10,
+                         "open_seconds": 60}}).encode())
+        self.assertEqual(status, 200, body)
+        statuses = [expired("/v2/models/flaky/infer")[0] for _ in range(20)]
+        self.assertIn(504, statuses)
+        status, state = c.call("GET", "/v2/models/flaky/traffic")
+        self.assertEqual(state["state"]["breakers"]["1"], "closed", state)
+        self.assertEqual(self.call_flaky(c)[0], 200)
+
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 100},
+             "rollout": {"candidate": "2", "steps": [50, 100], "dwell_seconds": 60},
+             "guard": {"window_seconds": 10, "max_error_rate": 0.1,
+                       "min_requests": 5}}).encode())
+        self.assertEqual(status, 200, body)
+        for _ in range(40):
+            expired("/v2/models/flaky/infer")
+        time.sleep(0.2)  # past the guard's 100 ms between evaluations: the next read judges
+        status, state = c.call("GET", "/v2/models/flaky/traffic")
+        self.assertEqual(state["state"]["rollout"]["state"], "running", state)
+        status, body = c.call("DELETE", "/v2/models/flaky/traffic")
+        self.assertEqual(status, 200, body)
+
     def test_7_with_every_version_out_of_rotation_the_answer_is_a_fast_503(self):
         c = Client(self.server.port)
         status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(

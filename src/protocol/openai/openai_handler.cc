@@ -946,6 +946,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.received_at = received_at;
     r.deadline = scheduling.deadline;
     r.client_id = scheduling.client_id;
+    r.version_named = version.has_value();  // the URL's (X-Harrier-Model-Version: the router's)
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (s.ok()) continue;
     g->Refused(i, s);
