@@ -545,6 +545,11 @@ bool GrpcInferenceHandler::ModelGenerate(
     std::function<void(Status)> done) const {
   StatusOr<std::optional<int64_t>> version = ParseModelVersion(request.model_version());
   if (!version.ok()) return false;
+  // Whether the model generates, from its handle alone: routing here for a tensor model (then
+  // routed again by ModelInfer) took a half-open breaker's probe and never reported it, so the
+  // breaker never closed for stream clients (probe 28).
+  auto named = models_->Get(request.model_name(), *version);
+  if (!named.ok() || (*named)->generative() == nullptr) return false;
   static const ModelManager::RequestHeaders kNoHeaders;
   auto model = models_->Route(request.model_name(), *version,
                               call.headers != nullptr ? *call.headers : kNoHeaders);
@@ -594,6 +599,7 @@ bool GrpcInferenceHandler::ModelGenerate(
   g.cancellation = call.cancellation;
   g.deadline = call.deadline;
   g.received_at = call.received_at;
+  g.version_named = version->has_value();
   if (call.client_id.size() > kserve::kMaxClientIdBytes) {
     return fail(InvalidArgument("metadata x-client-id is longer than " +
                                 std::to_string(kserve::kMaxClientIdBytes) + " bytes"));
