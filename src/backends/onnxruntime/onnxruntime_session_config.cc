@@ -3,12 +3,50 @@
 #include <onnxruntime_cxx_api.h>
 #include <onnxruntime_session_options_config_keys.h>
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
 namespace harrier::ort {
 namespace {
+
+// The `session.*` entries a model's config may pass to ONNX Runtime: numerics, optimizers and
+// spinning only. Every entry was passed on once, and some name files that ONNX Runtime writes
+// or reads (session.optimized_model_filepath overwrote any file the server could write;
+// session.model_external_initializers_file_folder_path read any directory into a model's
+// outputs), start threads past the thread-count limits (session.intra_op_num_threads), or log:
+// a config override on the load API could do all of it (probe 29).
+bool IsPassedThroughSessionEntry(std::string_view key) {
+  static constexpr std::string_view kAllowed[] = {
+      "session.allow_released_opsets_only",
+      "session.disable_aot_function_inlining",
+      "session.disable_cpu_ep_fallback",
+      "session.disable_double_qdq_remover",
+      "session.disable_prepacking",
+      "session.disable_qdq_constant_folding",
+      "session.disable_quant_qdq",
+      "session.dynamic_block_base",
+      "session.enable_dq_matmulnbits_fusion",
+      "session.enable_quant_qdq_cleanup",
+      "session.force_spinning_stop",
+      "session.graph_optimizations_loop_level",
+      "session.inter_op.spin_backoff_max",
+      "session.inter_op.spin_duration_us",
+      "session.intra_op.spin_backoff_max",
+      "session.intra_op.spin_duration_us",
+      "session.qdq_matmulnbits_accuracy_level",
+      "session.qdq_matmulnbits_block_size",
+      "session.qdqisint8allowed",
+      "session.set_denormal_as_zero",
+      "session.strict_shape_type_inference",
+      "session.use_deterministic_compute",
+      "session.use_device_allocator_for_initializers",
+      "session.x64quantprecision",
+  };
+  return std::find(std::begin(kAllowed), std::end(kAllowed), key) != std::end(kAllowed);
+}
 
 std::optional<int> ParseNonNegativeInt(std::string_view s) {
   int value = 0;
@@ -95,6 +133,12 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
                                                            : config.inter_op_allow_spinning) =
           value == "1";
     } else if (key.starts_with("session.")) {
+      if (!IsPassedThroughSessionEntry(key)) {
+        return InvalidArgument(
+            "parameter '" + key +
+            "' is not an ONNX Runtime session entry Harrier passes on (those that name files, "
+            "threads, logging or model formats are not: docs/onnxruntime-backend.md)");
+      }
       config.session_config_entries.emplace_back(key, value);
     }
   }

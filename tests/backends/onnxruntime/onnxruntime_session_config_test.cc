@@ -99,6 +99,24 @@ TEST(ResolveSessionConfigTest, SessionEntriesPassThrough) {
                   "session.use_device_allocator_for_initializers", "1"}));
 }
 
+// Entries that name files ONNX Runtime writes or reads, start threads or log are refused: a
+// config override on the load API overwrote files and read directories through them (probe 29).
+TEST(ResolveSessionConfigTest, SessionEntriesThatNameFilesOrThreadsAreRefused) {
+  for (const char* key :
+       {"session.optimized_model_filepath", "session.enable_profiling",
+        "session.collect_node_memory_stats_to_file",
+        "session.model_external_initializers_file_folder_path", "session.intra_op_num_threads",
+        "session.intra_op_thread_affinities", "session.node_partition_config_file",
+        "session.use_per_session_threads", "session.log_severity_level", "session.made_up"}) {
+    InstanceOptions o;
+    o.parameters[key] = "1";
+    auto config = ResolveSessionConfig(o);
+    ASSERT_FALSE(config.ok()) << key;
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(config.status().message(), HasSubstr(key));
+  }
+}
+
 TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
   struct Case {
     const char* key;
