@@ -47,10 +47,14 @@ class FileSystem {
   // entry that cannot be inspected is listed with its own `error` (kInternal, naming its path).
   virtual StatusOr<std::vector<DirectoryEntry>> ListDirectory(const std::string& path) const = 0;
 
-  // The whole content of a file. Errors: kNotFound when it does not exist, kInvalidArgument
-  // when it is not a regular file, kInternal when it cannot be read.
+  // The whole content of a file (a config, a labels file: at most kMaxReadFileBytes). Errors:
+  // kNotFound when it does not exist; kInvalidArgument when it is not a regular file, is over
+  // the bound, or cannot be read (a read error, one that would block); kInternal when it cannot
+  // be opened.
   virtual StatusOr<std::string> ReadFile(const std::string& path) const = 0;
 };
+
+inline constexpr size_t kMaxReadFileBytes = size_t{64} << 20;
 
 // The real file system. The returned object lives for the whole process.
 const FileSystem& LocalFileSystem();

@@ -477,6 +477,32 @@ TEST_F(ModelRepositoryManagerTest, LabelFilesAreReadAtLoadAndAMissingOneFailsThe
   EXPECT_EQ((*s)->ClassificationLabels("OUTPUT1"), nullptr);
 }
 
+// A labels file that is a link out of the model's directory fails the load: the name's check
+// passed, and classification answers sent the linked file to clients, a line per class (probe 29).
+TEST_F(ModelRepositoryManagerTest, ALabelsFileLinkedOutOfTheModelDirectoryFailsTheLoad) {
+  Write("secret.txt", "root:x:0:0\n");  // in the repository's root, outside the model
+  Write("linked/1/model.onnx", "identity FP32 -1 4");
+  Write("linked/config.pbtxt",
+        "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [4] "
+        "label_filename: \"labels.txt\" }]");
+  fs::create_symlink(root_ / "secret.txt", root_ / "linked" / "labels.txt");
+  Write("inside/1/model.onnx", "identity FP32 -1 4");
+  Write("inside/config.pbtxt",
+        "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [4] "
+        "label_filename: \"labels.txt\" }]");
+  Write("inside/data/names.txt", "cat\n");
+  fs::create_symlink("data/names.txt", root_ / "inside" / "labels.txt");  // within: fine
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "inside");
+  EXPECT_EQ(rows[0].state, ModelState::kReady) << rows[0].reason;
+  EXPECT_EQ(rows[1].name, "linked");
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find("outside the model's directory"), std::string::npos)
+      << rows[1].reason;
+}
+
 // The process's peak resident set so far.
 long PeakRssKib() {
   rusage usage{};
