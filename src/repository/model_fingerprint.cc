@@ -34,22 +34,32 @@ class Digest {
   uint64_t hash_ = 14695981039346656037ull;
 };
 
+// The most entries a version's tree may hold. Depth alone did not bound the walk: four links
+// to "." in a version directory made 4^16 listings, and the load (and the stop) never ended
+// (probe 29).
+constexpr int64_t kMaxTreeEntries = 100'000;
+
 // Adds every entry under `path` (relative names from `prefix`), sorted, recursing into
-// directories. Depth-limited: a repository has no reason to nest 16 deep, and a link cycle
-// must not recurse forever.
-Status AddTree(const FileSystem& fs, const std::string& path, const std::string& prefix,
-               int depth, Digest* digest) {
+// directories. Depth-limited (a repository has no reason to nest 16 deep) and bounded by
+// `*budget` entries in all: a link cycle must not recurse forever, nor fan out.
+Status AddTree(const FileSystem& fs, const std::string& path, const std::string& prefix, int depth,
+               int64_t* budget, Digest* digest) {
   ASSIGN_OR_RETURN(std::vector<DirectoryEntry> entries, fs.ListDirectory(path));
   std::sort(entries.begin(), entries.end(),
             [](const DirectoryEntry& a, const DirectoryEntry& b) { return a.name < b.name; });
   for (const DirectoryEntry& e : entries) {
+    if (--*budget < 0) {
+      return InvalidArgument("the version's directory holds more than " +
+                             std::to_string(kMaxTreeEntries) +
+                             " entries (counting through links: a link to '.' or a parent?)");
+    }
     const std::string name = prefix + e.name;
     digest->Add(name);
     digest->Add(static_cast<uint64_t>(e.type));
     digest->Add(e.size_bytes);
     digest->Add(static_cast<uint64_t>(e.modified_ns));
     if (e.type == FileType::kDirectory && depth < 16)
-      RETURN_IF_ERROR(AddTree(fs, path + "/" + e.name, name + "/", depth + 1, digest));
+      RETURN_IF_ERROR(AddTree(fs, path + "/" + e.name, name + "/", depth + 1, budget, digest));
   }
   return Status::Ok();
 }
@@ -75,7 +85,8 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
   } else {
     digest.Add(std::string_view("no config"));
   }
-  RETURN_IF_ERROR(AddTree(fs, dir.path + "/" + std::to_string(version), "", 0, &digest));
+  int64_t budget = kMaxTreeEntries;
+  RETURN_IF_ERROR(AddTree(fs, dir.path + "/" + std::to_string(version), "", 0, &budget, &digest));
   return digest.value();
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -81,6 +82,22 @@ TEST_F(ModelFingerprintTest, ANewerFileOfTheSameSizeChangesIt) {
   const fs::path model = root_ / "m/1/model.onnx";
   fs::last_write_time(model, fs::last_write_time(model) + std::chrono::seconds(5));
   EXPECT_NE(Of(1), one);
+}
+
+// Links to "." fan out: four of them made 4^16 listings within the depth bound, and the load
+// (and the stop) never ended (probe 29). The walk is bounded in entries too.
+TEST_F(ModelFingerprintTest, LinksThatFanOutEndTheWalkWithAnError) {
+  for (const char* link : {"l0", "l1", "l2", "l3"})
+    fs::create_directory_symlink(".", root_ / "m/1" / link);
+  auto dirs = ScanRepository(root_.string());
+  ASSERT_TRUE(dirs.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto fp = ModelFingerprint(LocalFileSystem(), dirs->front(), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  ASSERT_FALSE(fp.ok());
+  EXPECT_NE(fp.status().message().find("more than 100000 entries"), std::string::npos)
+      << fp.status().ToString();
+  EXPECT_TRUE(ModelFingerprint(LocalFileSystem(), dirs->front(), 2).ok());
 }
 
 TEST_F(ModelFingerprintTest, AMissingVersionDirectoryIsAnError) {
