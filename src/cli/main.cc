@@ -534,6 +534,10 @@ int Serve(const ServeFlags& flags) {
                (*metrics_server)->port());
 
   AwaitStop(signals, flags, &shutdown);
+  // First, while the connections are open: queued loads and unloads are answered 503 at once
+  // (run after the front ends had stopped, each queued load lengthened the stop by its load
+  // time, for a client already gone), and a configured warm-up stops.
+  (*manager)->BeginShutdown();
 
   // Both front ends stop together: each stops accepting at once, answers what is in flight
   // within --exit-timeout-secs and closes its connections. One after the other, the gRPC port

@@ -20,25 +20,37 @@ void LifecycleExecutor::Start(Options options) {
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
-bool LifecycleExecutor::Post(std::string key, std::function<void()> task) {
+bool LifecycleExecutor::Post(std::string key, std::function<void()> task,
+                             std::function<void()> dropped) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
-      queue_.push_back({std::move(key), std::move(task)});
+      queue_.push_back({std::move(key), std::move(task), std::move(dropped)});
       cv_.notify_one();
       return true;
     }
   }
   task = nullptr;  // its captures go outside the lock
+  dropped = nullptr;
   return false;
 }
 
-void LifecycleExecutor::Stop() {
+void LifecycleExecutor::Close() {
+  std::list<Task> queued;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    queued.swap(queue_);
     cv_.notify_all();
   }
+  for (Task& task : queued) {
+    task.run = nullptr;
+    if (task.dropped) task.dropped();
+  }
+}
+
+void LifecycleExecutor::Stop() {
+  Close();
   for (std::thread& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
@@ -80,7 +92,7 @@ void LifecycleExecutor::Run() {
     }
     const bool periodic_waits = options_.periodic && !periodic_round_open_;
     if (periodic_waits && queue_.empty() && running_.empty() && Clock::now() >= next_periodic_) {
-      queue_.push_back({options_.periodic_key, options_.periodic});
+      queue_.push_back({options_.periodic_key, options_.periodic, nullptr});
       periodic_round_open_ = true;
       continue;
     }

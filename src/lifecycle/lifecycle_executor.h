@@ -47,18 +47,23 @@ class LifecycleExecutor {
   ~LifecycleExecutor() { Stop(); }
 
   void Start(Options options);
-  // Queues `task` behind every task already posted under `key`. False once stopping: the task
-  // will not run (and is destroyed before Post returns).
-  bool Post(std::string key, std::function<void()> task);
-  // Refuses new tasks, lets the threads run every task already posted (a load in progress
-  // completes, a queued one still answers), then joins them. Idempotent; not from a task, nor
-  // from two threads at once. Before Start(): the tasks posted never run.
+  // Queues `task` behind every task already posted under `key`. `dropped`, if any, runs instead
+  // when the executor stops before the task started (a load's client is told so). False once
+  // stopping: neither runs (both are destroyed before Post returns).
+  bool Post(std::string key, std::function<void()> task, std::function<void()> dropped = {});
+  // Refuses new tasks and drops the queued ones (their `dropped` run, on this thread); the tasks
+  // in progress go on. Returns at once. Each queued load used to run after the front ends had
+  // closed its client's connection: the stop took the sum of their load times (probe 28).
+  void Close();
+  // Close(), then waits for the tasks in progress and joins the threads. Idempotent; not from a
+  // task, nor from two threads at once. Before Start(): the tasks posted never run.
   void Stop();
 
  private:
   struct Task {
     std::string key;
     std::function<void()> run;
+    std::function<void()> dropped;  // may be empty
   };
   void Run();
   // The first queued task whose key is not running, or end(). REQUIRES: mu_ held.

@@ -267,7 +267,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   // Warm-up runs on every instance before the version is reported READY.
   LoadedVersion loaded{model, ""};
   phase = LoadClock::now();
-  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler());
+  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler(), options_.stopping);
   if (warmed.ok() && !warmup.skipped.empty()) warmed = InvalidArgument(warmup.skipped);
   const double warmup_ms = ms_since(phase);
   if (!warmed.ok()) {

@@ -38,6 +38,9 @@ class ModelLoader {
     // every instance loaded.
     bool pin_instance_workers = false;
     uint64_t inline_execution_max_us = 0;  // docs/scheduling.md; 0 = never
+    // Set when the server stops (not owned; may be null): a configured warm-up stops between
+    // runs and the load fails, so that a warm-up of thousands of runs cannot hold the stop.
+    const std::atomic<bool>* stopping = nullptr;
   };
 
   // A version that loaded: READY, though its implicit warm-up may have failed (why, or empty).

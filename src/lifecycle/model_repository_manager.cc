@@ -100,7 +100,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   explicit ModelRepositoryManagerImpl(const Options& options)
       : options_(WithCores(options)),
         client_paths_(options.repository_path),
-        loader_(LoaderOptions(options_)),
+        loader_(LoaderOptions(options_, &stopping_)),
         freed_memory_(options_.load_retain_bytes) {
     // Before the lifecycle threads lower their priority: the threads loads start are created at
     // this (normal) one.
@@ -109,6 +109,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   ~ModelRepositoryManagerImpl() override { Shutdown(); }
 
   void LoadAll() override;
+  void BeginShutdown() override;
   void Shutdown() override;
   StatusOr<std::shared_ptr<ServableModel>> Get(std::string_view name,
                                                std::optional<int64_t> version) override;
@@ -183,8 +184,10 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     if (options.usable_cores <= 0) options.usable_cores = UsableCores();
     return options;
   }
-  static ModelLoader::Options LoaderOptions(const Options& options) {
+  static ModelLoader::Options LoaderOptions(const Options& options,
+                                            const std::atomic<bool>* stopping) {
     ModelLoader::Options o;
+    o.stopping = stopping;
     o.backends = options.backends;
     o.usable_cores = options.usable_cores;
     o.admission = options.admission;
@@ -257,6 +260,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // Every reason stored below goes through it: reasons reach clients (index, Get()'s errors,
   // the status page) with paths relative to the repository; the log lines keep full paths.
   const RepositoryRelativePaths client_paths_;
+  // Set by BeginShutdown(): a configured warm-up in progress stops between runs.
+  std::atomic<bool> stopping_{false};
   ModelLoader loader_;        // thread-safe
   FreedMemory freed_memory_;  // thread-safe
 
@@ -838,8 +843,9 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     override = std::move(parsed).value();
   }
   const bool posted = lifecycle_.Post(
-      std::string(name), [this, name = std::string(name), override = std::move(override),
-                          files = std::move(options.files), done] {
+      std::string(name),
+      [this, name = std::string(name), override = std::move(override),
+       files = std::move(options.files), done] {
         if (!files.empty()) return done(LoadFromOverrides(name, *override, files));
         auto dirs = ScanRepository(options_.repository_path);
         if (!dirs.ok()) return done(dirs.status());
@@ -849,7 +855,8 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
           return done(s.ok() ? s : LoadFailed(name, s.code(), client_paths_.Rewrite(s.message())));
         }
         done(NotFound("failed to load '" + name + "', no version is available"));
-      });
+      },
+      [done] { done(Unavailable("the server is shutting down")); });
   if (!posted) done(Unavailable("the server is shutting down"));
 }
 
@@ -906,7 +913,8 @@ void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
                                              std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
   const bool posted = lifecycle_.Post(
-      std::string(name), [this, name = std::string(name), done] { Unload(name, false, done); });
+      std::string(name), [this, name = std::string(name), done] { Unload(name, false, done); },
+      [done] { done(Unavailable("the server is shutting down")); });
   if (!posted) done(Unavailable("the server is shutting down"));
 }
 
@@ -1255,8 +1263,14 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
   return out;
 }
 
+void ModelRepositoryManagerImpl::BeginShutdown() {
+  stopping_.store(true, std::memory_order_relaxed);
+  lifecycle_.Close();  // queued loads and unloads are answered 503 now, polls dropped
+}
+
 void ModelRepositoryManagerImpl::Shutdown() {
-  lifecycle_.Stop();  // the loads in progress or queued finish first; none is queued after
+  BeginShutdown();
+  lifecycle_.Stop();  // the loads in progress finish first (a warm-up stops between runs)
   std::vector<std::shared_ptr<LoadedModel>> loaded;
   std::vector<std::shared_ptr<const OverrideDirectory>> files;
   {

@@ -98,8 +98,15 @@ class ModelRepositoryManager : public ModelManager {
   // Poll mode: scans the repository now, on a lifecycle thread (returns at once).
   virtual void PollNow() = 0;
 
-  // Stops accepting new requests (kUnavailable), finishes the ones queued or running, joins
-  // the worker threads, and removes the directories of file overrides. Idempotent.
+  // The stop's first step, at once (before the front ends stop, so that clients still hear):
+  // refuses new loads and unloads, answers the queued ones 503 "the server is shutting down",
+  // drops queued polls, and has a configured warm-up in progress stop between runs. The load or
+  // unload in progress goes on. Idempotent.
+  virtual void BeginShutdown() = 0;
+
+  // BeginShutdown(), then waits for the load or unload in progress, stops accepting new
+  // requests (kUnavailable), finishes the ones queued or running, joins the worker threads,
+  // and removes the directories of file overrides. Idempotent.
   virtual void Shutdown() = 0;
 
   // Adds every model version's metrics to `out` (docs/metrics.md): the per-version families of

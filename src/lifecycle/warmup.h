@@ -9,6 +9,7 @@
 // failed implicit warm-up: a warning, and the model serves.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -51,8 +52,10 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
                              const std::string& model_dir);
 
 // Runs each sample its count of times on every instance of `scheduler`; the inputs pass a
-// client's checks first. The first failure, with the sample's name.
+// client's checks first. The first failure, with the sample's name; kUnavailable once `stop`
+// (may be null) is set, checked before each run.
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
-                 std::string_view model_name, ModelScheduler& scheduler);
+                 std::string_view model_name, ModelScheduler& scheduler,
+                 const std::atomic<bool>* stop = nullptr);
 
 }  // namespace harrier

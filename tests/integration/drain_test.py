@@ -215,6 +215,40 @@ class DrainTest(unittest.TestCase):
         finally:
             p.terminate()
 
+    def test_queued_loads_are_answered_503_at_once_when_the_stop_begins(self):
+        """Loads queued behind one in progress, then SIGTERM: the queued ones are answered 503
+        "shutting down" at once, while their clients are still connected, and the stop waits
+        only for the load in progress. They used to run one after the other after the front
+        ends had stopped, each lengthening the stop by its load time (probe 28)."""
+        p = self.start("queued-loads", ["--model-control-mode", "explicit",
+                                        "--load-model", "simple"])
+        answers = {}
+
+        def load(i):
+            answers[i] = (fresh(p.port, "POST", "/v2/repository/models/slow/load", timeout=60),
+                          time.monotonic())
+
+        threads = [threading.Thread(target=load, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)  # in this order: the first runs, the others queue behind it
+        time.sleep(0.3)
+        sent = time.monotonic()
+        p.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(60)
+        self.assertEqual(p.proc.wait(timeout=60), 0)
+        exited = time.monotonic() - sent
+        refused = [(status, body, at - sent) for (status, body), at in answers.values()
+                   if status == 503]
+        self.assertGreaterEqual(len(refused), 2, answers)
+        for status, body, after in refused:
+            self.assertIn(b"shutting down", body)
+            self.assertLess(after, 3, "a queued load was answered %.1f s after SIGTERM" % after)
+        if ARGS.verbose:
+            print("queued loads refused: %d of 4; exit %.1f s after SIGTERM"
+                  % (len(refused), exited))
+
     def test_without_a_delay_the_listeners_close_at_once(self):
         p = self.start("drain-none", [])
         try:

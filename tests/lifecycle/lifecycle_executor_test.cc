@@ -71,8 +71,11 @@ TEST(LifecycleExecutorTest, OneThreadRunsEveryTaskInPostingOrderOneAtATime) {
   ASSERT_TRUE(executor.Post("a", [&] { record("a2"); }));
   ASSERT_TRUE(executor.Post("c", [&] { record("c1"); }));
   ASSERT_TRUE(executor.Post("a", [&] { record("a3"); }));
+  std::promise<void> all_ran;
+  ASSERT_TRUE(executor.Post("d", [&] { all_ran.set_value(); }));  // last: one thread, in order
   executor.Start(Threads(1));  // posted before Start(): they wait for it
-  executor.Stop();             // runs what is queued, then joins
+  ASSERT_EQ(all_ran.get_future().wait_for(seconds(10)), std::future_status::ready);
+  executor.Stop();
   EXPECT_FALSE(overlapped);
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "c1", "a3"}));
 }
@@ -121,7 +124,12 @@ TEST(LifecycleExecutorTest, TasksOfOneKeyKeepTheirOrderWhileOtherKeysPass) {
     EXPECT_EQ(order["a"], std::vector<int>{0});  // none of a's later tasks started
     EXPECT_EQ(order["b"].size(), 50u);
   }
+  std::promise<void> a_done, c_done;  // behind each key's fifty
+  ASSERT_TRUE(executor.Post("a", [&] { a_done.set_value(); }));
+  ASSERT_TRUE(executor.Post("c", [&] { c_done.set_value(); }));
   release.set_value();
+  ASSERT_EQ(a_done.get_future().wait_for(seconds(10)), std::future_status::ready);
+  ASSERT_EQ(c_done.get_future().wait_for(seconds(10)), std::future_status::ready);
   executor.Stop();
   std::vector<int> expected(50);
   for (int i = 0; i < 50; ++i) expected[i] = i + 1;
@@ -132,16 +140,36 @@ TEST(LifecycleExecutorTest, TasksOfOneKeyKeepTheirOrderWhileOtherKeysPass) {
   EXPECT_EQ(order["a"], expected);
 }
 
-TEST(LifecycleExecutorTest, StopRunsWhatWasPostedThenRefusesMore) {
+// The stop: the task in progress finishes; the queued ones are dropped at once, each told
+// (a queued load answers 503 while its client is still there), instead of running one after
+// the other after the front ends had stopped (probe 28).
+TEST(LifecycleExecutorTest, CloseDropsWhatIsQueuedAndTellsItThenStopWaitsForTheRunningOne) {
   LifecycleExecutor executor;
-  executor.Start(Threads(2));
-  std::atomic<int> ran{0};
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(executor.Post(i % 2 ? "a" : "b", [&] { ++ran; }));
+  executor.Start(Threads(1));
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran{0}, dropped{0};
+  ASSERT_TRUE(executor.Post("a", [&] {
+    started.set_value();
+    released.wait();
+    ++ran;
+  }));
+  started.get_future().wait();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(executor.Post(
+        i % 2 ? "a" : "b", [&] { ++ran; }, [&] { ++dropped; }));
+  }
+  executor.Close();  // returns at once, the running task still held
+  EXPECT_EQ(dropped.load(), 20);
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_FALSE(executor.Post(
+      "a", [&] { ++ran; }, [&] { ++dropped; }));
+  EXPECT_EQ(dropped.load(), 20);  // refused: neither runs
+  release.set_value();
   executor.Stop();
-  EXPECT_EQ(ran.load(), 20);
-  EXPECT_FALSE(executor.Post("a", [&] { ++ran; }));
+  EXPECT_EQ(ran.load(), 1);
   executor.Stop();  // idempotent
-  EXPECT_EQ(ran.load(), 20);
+  EXPECT_EQ(ran.load(), 1);
 }
 
 TEST(LifecycleExecutorTest, StoppedBeforeStartRunsNothing) {
