@@ -375,6 +375,18 @@ Status ModelRepositoryManagerImpl::Reconcile(
                     s.message());
     }
     if (serving.empty()) {
+      {
+        // An unloaded model stays unloaded: its rows, its traffic figures, and the server's
+        // readiness (which unloaded models do not count against) as they were. Replaced by a
+        // failed entry, one refused load of a model nobody serves made the server unready
+        // until someone unloaded it again (probe 28, F4).
+        std::unique_lock lock(mu_);
+        auto it = models_.find(dir.name);
+        if (it != models_.end() && it->second.unloaded) {
+          it->second.last_failure = reason;
+          return s;
+        }
+      }
       ModelEntry entry;
       entry.platform = std::string(loader_.PlatformFor(dir, inference::ModelConfig()));
       entry.reason = reason;
@@ -409,9 +421,11 @@ Status ModelRepositoryManagerImpl::Reconcile(
     std::vector<int64_t> present = dir.versions;
     std::sort(present.begin(), present.end());
     present.erase(std::unique(present.begin(), present.end()), present.end());
-    return fail(NotFound("the version policy names version(s) " + list(selection.missing) +
-                         ", none of which has a directory in " + dir.path +
-                         " (the versions there: " + list(present) + ")"));
+    const std::string what = "the version policy names version(s) " + list(selection.missing) +
+                             ", none of which has a directory in " + dir.path +
+                             " (the versions there: " + list(present) + ")";
+    // An override's policy is the request's mistake (400); the repository's, a missing version.
+    return fail(config_override ? InvalidArgument(what) : NotFound(what));
   }
 
   // Which versions to load, which to retire (reconcile_plan.h).

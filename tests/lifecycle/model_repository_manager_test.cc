@@ -855,6 +855,30 @@ TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequ
   EXPECT_TRUE(m.Get("a", std::nullopt).ok());
 }
 
+// A refused load of a model nobody serves (unloaded) changes nothing: it stays unloaded, with
+// its rows, and the server stays ready. A failed entry replaced it, and one mistyped load made
+// the whole server unready until the model was unloaded again (probe 28, F4).
+TEST_F(ModelRepositoryManagerTest, ARefusedLoadOfAnUnloadedModelLeavesItUnloadedAndTheServerReady) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit({"a"});
+  auto& m = *manager;
+  ASSERT_TRUE(Control(m, false, "a").ok());
+  ASSERT_TRUE(Eventually([&] { return m.Index()[0].reason == "unloaded"; }));
+  ASSERT_TRUE(m.AllReady());
+  ModelLoadOptions bad;
+  bad.config_json = R"({"version_policy": {"specific": {"versions": [9]}}})";
+  const Status refused = Control(m, true, "a", bad);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();  // the request's
+  EXPECT_NE(refused.message().find("version(s) 9"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(m.AllReady());
+  auto rows = m.Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].version, 1);
+  EXPECT_EQ(rows[0].reason, "unloaded");
+  ASSERT_TRUE(Control(m, true, "a").ok());  // a good load still loads it
+  EXPECT_TRUE(m.Get("a", std::nullopt).ok());
+}
+
 TEST_F(ModelRepositoryManagerTest, AFailedReloadLeavesTheServingVersionServing) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto manager = Explicit({"*"});
