@@ -45,6 +45,8 @@ struct InstanceOptions {
   int graph_optimization_level = -1;
   // Free-form backend parameters from the model config's `parameters`.
   std::map<std::string, std::string> parameters;
+  // How many instances the version makes: the threads they start together are bounded.
+  int instance_count = 1;
 };
 
 // What a run may need besides its tensors.

@@ -202,6 +202,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   // Instances x intra-op threads <= usable cores; a config parameter may say otherwise.
   instance_options.intra_op_threads = std::max(1, options_.usable_cores / instances);
   instance_options.graph_optimization_level = GraphLevel(config);
+  instance_options.instance_count = instances;
   for (const auto& [key, value] : config.parameters())
     instance_options.parameters[key] = value.string_value();
 

@@ -142,6 +142,17 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
       config.session_config_entries.emplace_back(key, value);
     }
   }
+  const int64_t per_session =
+      int64_t{config.intra_op_threads} + (config.parallel_execution ? config.inter_op_threads : 0);
+  const int64_t sessions = config.share_session ? 1 : std::max(1, options.instance_count);
+  if (per_session * sessions > kMaxVersionThreads) {
+    return InvalidArgument(std::to_string(sessions) + " instance(s) x " +
+                           std::to_string(per_session) + " thread(s) each is " +
+                           std::to_string(per_session * sessions) + " threads, over the " +
+                           std::to_string(kMaxVersionThreads) +
+                           " one model version may start (fewer instances or threads, or "
+                           "share_session_between_instances)");
+  }
   return config;
 }
 

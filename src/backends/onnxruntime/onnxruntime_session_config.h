@@ -35,6 +35,10 @@ namespace harrier::ort {
 // The most threads a thread-count parameter may ask for (per session; a config with a count in
 // the millions, from a typo or a load request's config override, is refused, not attempted).
 inline constexpr int kMaxThreadCount = 256;
+// The most threads one model version's sessions may start together (instances x threads per
+// session): the per-session cap times 128 instances was 32,640 threads, a host's pid_max, from
+// one load request (probe 29).
+inline constexpr int kMaxVersionThreads = 1024;
 
 struct OnnxRuntimeSessionConfig {
   // Threads inside one operator. 1 means ORT runs operators on the caller's thread with no

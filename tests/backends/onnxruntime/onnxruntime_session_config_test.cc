@@ -117,6 +117,24 @@ TEST(ResolveSessionConfigTest, SessionEntriesThatNameFilesOrThreadsAreRefused) {
   }
 }
 
+// The per-session caps multiply with the instances: 128 instances of 24 threads started 3,087
+// threads from one load request (probe 29). One version's sessions start at most 1,024.
+TEST(ResolveSessionConfigTest, AVersionsThreadsTogetherAreBounded) {
+  InstanceOptions o;
+  o.instance_count = 128;
+  o.parameters["intra_op_thread_count"] = "24";
+  auto over = ResolveSessionConfig(o);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(over.status().message(), HasSubstr("128 instance(s) x 24 thread(s) each is 3072"));
+  o.parameters["share_session_between_instances"] = "true";  // one session for all of them
+  EXPECT_TRUE(ResolveSessionConfig(o).ok());
+  InstanceOptions fits;
+  fits.instance_count = 4;
+  fits.parameters["intra_op_thread_count"] = "256";
+  EXPECT_TRUE(ResolveSessionConfig(fits).ok());
+}
+
 TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
   struct Case {
     const char* key;
