@@ -1,7 +1,13 @@
 #include "repository/repository_scan.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
+#include <mutex>
+#include <set>
+
+#include "core/utf8.h"
 
 namespace harrier {
 namespace {
@@ -57,6 +63,23 @@ StatusOr<std::vector<ModelDirectory>> ScanRepository(const std::string& root,
   std::vector<ModelDirectory> models;
   for (const DirectoryEntry& entry : *entries) {
     if (entry.name.empty() || entry.name.front() == '.') continue;
+    if (!IsValidUtf8(entry.name)) {
+      // A model's name goes into JSON (the index, stats, errors) and the metrics' labels, which
+      // must be UTF-8: one such directory made the whole index and every scrape unreadable
+      // (probe 29). Skipped, and said once per name.
+      static std::mutex mu;
+      static std::set<std::string> said;
+      std::lock_guard lock(mu);
+      if (said.insert(entry.name).second) {
+        std::string shown;
+        for (char c : entry.name) shown.push_back(static_cast<unsigned char>(c) < 0x80 ? c : '?');
+        spdlog::warn(
+            "model repository: '{}' (bytes that are not UTF-8 shown as '?') is skipped: "
+            "a model's name must be UTF-8",
+            shown);
+      }
+      continue;
+    }
     if (!entry.error.ok()) {  // it may be meant as a model: say why it cannot be one
       ModelDirectory model;
       model.name = entry.name;

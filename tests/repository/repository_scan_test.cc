@@ -35,6 +35,17 @@ class RepositoryScanTest : public ::testing::Test {
   fs::path root_;
 };
 
+// A name that is not UTF-8 cannot be written in JSON or a metric's label: one such directory
+// made the whole index and every scrape unreadable (probe 29). It is skipped.
+TEST_F(RepositoryScanTest, ADirectoryWhoseNameIsNotUtf8IsSkipped) {
+  Touch("bad\xffname/1/model.onnx");
+  Touch("caf\xc3\xa9/1/model.onnx");  // UTF-8: kept
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_EQ((*models)[0].name, "caf\xc3\xa9");
+}
+
 TEST_F(RepositoryScanTest, FindsModelsVersionsAndConfigs) {
   Touch("resnet/config.pbtxt");
   Touch("resnet/1/model.onnx");
