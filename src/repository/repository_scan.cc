@@ -28,8 +28,20 @@ ModelDirectory ScanModel(const std::string& root, const std::string& name, const
     return model;
   }
   for (const DirectoryEntry& entry : *entries) {
-    if (entry.name == "config.pbtxt" && entry.type == FileType::kRegular) {
-      model.config_path = JoinPath(model.path, entry.name);
+    if (entry.name == "config.pbtxt") {
+      if (entry.type == FileType::kRegular) {
+        model.config_path = JoinPath(model.path, entry.name);
+      } else {
+        // There, but not a file to read: the model fails saying so. It loaded with a completed
+        // config instead, without a word, dropping what the config said (probe 29).
+        model.error =
+            !entry.error.ok() ? entry.error.WithContext("config.pbtxt")
+            : entry.type == FileType::kNotFound
+                ? InvalidArgument("config.pbtxt is a symbolic link to nothing")
+            : entry.type == FileType::kDirectory
+                ? InvalidArgument("config.pbtxt is a directory, not a file")
+                : InvalidArgument("config.pbtxt is not a regular file (a FIFO, socket or device)");
+      }
       continue;
     }
     if (entry.type != FileType::kDirectory) continue;

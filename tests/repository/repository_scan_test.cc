@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -44,6 +45,30 @@ TEST_F(RepositoryScanTest, ADirectoryWhoseNameIsNotUtf8IsSkipped) {
   ASSERT_TRUE(models.ok()) << models.status().ToString();
   ASSERT_EQ(models->size(), 1u);
   EXPECT_EQ((*models)[0].name, "caf\xc3\xa9");
+}
+
+// A config.pbtxt that is there but cannot be read as a file fails its model, saying why: the
+// model loaded with a completed config instead, without a word (probe 29).
+TEST_F(RepositoryScanTest, AConfigThatIsNotAFileFailsItsModel) {
+  Touch("fine/1/model.onnx");
+  Touch("fine/config.pbtxt");
+  Mkdir("dir/config.pbtxt");
+  Touch("dangling/1/model.onnx");
+  fs::create_symlink("nowhere", root_ / "dangling/config.pbtxt");
+  Mkdir("loop/1");
+  fs::create_symlink("config.pbtxt", root_ / "loop/config.pbtxt");
+  Mkdir("fifo/1");
+  ASSERT_EQ(::mkfifo((root_ / "fifo/config.pbtxt").c_str(), 0600), 0);
+  StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_EQ(models->size(), 5u);
+  std::map<std::string, std::string> errors;
+  for (const ModelDirectory& m : *models) errors[m.name] = std::string(m.error.message());
+  EXPECT_EQ(errors["fine"], "");
+  EXPECT_NE(errors["dir"].find("is a directory"), std::string::npos) << errors["dir"];
+  EXPECT_NE(errors["dangling"].find("link to nothing"), std::string::npos) << errors["dangling"];
+  EXPECT_NE(errors["loop"].find("config.pbtxt"), std::string::npos) << errors["loop"];
+  EXPECT_NE(errors["fifo"].find("not a regular file"), std::string::npos) << errors["fifo"];
 }
 
 TEST_F(RepositoryScanTest, FindsModelsVersionsAndConfigs) {
