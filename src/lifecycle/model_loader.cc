@@ -339,7 +339,12 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   // A generation answers with many responses (tokens): Triton's decoupled models. Clients that
   // read the config to choose streaming (perf_analyzer, tritonclient) see it said.
   config.mutable_model_transaction_policy()->set_decoupled(true);
-  if (config.name().empty()) config.set_name(dir.name);
+  if (config.name().empty()) {
+    config.set_name(dir.name);
+  } else if (config.name() != dir.name) {  // as for tensor models (AutoCompleteConfig)
+    return InvalidArgument(where + ": name '" + config.name() +
+                           "' in the config does not match the model directory '" + dir.name + "'");
+  }
   config.set_backend(std::string(backend.name()));
   config.set_platform(std::string(backend.platform()));
   if (config.default_model_filename().empty())

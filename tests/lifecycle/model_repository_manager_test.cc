@@ -237,6 +237,26 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
   m.Shutdown();
 }
 
+// A generative model's config that names another model is refused, as a tensor model's is: it
+// served under its directory's name while its config said another (probe 29, M3).
+TEST_F(ModelRepositoryManagerTest, AGenerativeConfigNamingAnotherModelIsRefused) {
+  Write("text/1/model.gguf", "gguf");
+  Write("text/config.pbtxt", "name: \"someone_else\"");
+  auto o = Options(root_.string(), 2);
+  o.backends = &with_generators_;
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& m = **created;
+  m.LoadAll();
+  auto rows = m.Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("name 'someone_else' in the config does not match"),
+            std::string::npos)
+      << rows[0].reason;
+  m.Shutdown();
+}
+
 // A generation still running when its version goes is ended with the server's reason (an
 // unload, a version retired by a reload, the server stopping), never as if its client had
 // cancelled: the client reads it (probe 13, L2).
