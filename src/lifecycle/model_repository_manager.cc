@@ -961,14 +961,22 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
   }
   spdlog::info("model '{}': unloading {} version(s)", name, retiring.size());
   if (done) done(Status::Ok());  // out of rotation: no new request reaches it
+  // A model that exists only through file overrides is forgotten once unloaded: no plain load
+  // can bring it back, and each name a pipeline loaded under (one per build) stayed in the index
+  // and the metrics for good (probe 28, F5).
+  std::error_code ec;
+  const bool overrides_only =
+      !files.empty() && !std::filesystem::is_directory(options_.repository_path + "/" + name, ec);
   Retire(std::move(retiring), /*unload=*/true);
   files.clear();
   std::unique_lock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end() || !it->second.unloaded) return;  // loaded again meanwhile
-  if (forget) {
+  if (forget || overrides_only) {
     models_.erase(it);
-    spdlog::info("model '{}' removed from the repository: unloaded", name);
+    spdlog::info("model '{}' {}", name,
+                 forget ? "removed from the repository: unloaded"
+                        : "unloaded and forgotten (it was loaded from file overrides only)");
     return;
   }
   for (auto& [v, e] : it->second.versions) {

@@ -1038,11 +1038,16 @@ TEST_F(FileOverrideTest, LoadsAModelUnderANewNameFromItsFilesAndUnloadRemovesThe
   EXPECT_TRUE(fs::is_regular_file(written[0] / "1" / "model.onnx"));
   EXPECT_TRUE(m->AllReady());
 
+  const size_t rows = m->Index().size();
   ASSERT_TRUE(Control(*m, false, "fresh").ok());
   EXPECT_TRUE(Eventually([&] { return Written().empty(); }));
-  EXPECT_EQ(m->Get("fresh", std::nullopt).status().code(), StatusCode::kUnavailable);
-  // Not in the repository: a plain load has nothing to load it from.
+  // Not in the repository: once unloaded it is forgotten (index rows and metrics go; each
+  // name ever loaded from files stayed for good, probe 28), and a plain load has nothing to
+  // load it from.
+  EXPECT_TRUE(Eventually([&] { return m->Index().size() == rows - 1; }));
+  EXPECT_EQ(m->Get("fresh", std::nullopt).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Control(*m, true, "fresh").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(m->AllReady());
 }
 
 // A load with files names a model that need not exist: the name still has to be one a
