@@ -69,6 +69,7 @@ inference::ModelConfig ValidWith(std::string_view change) {
   if (d->has_model_transaction_policy())
     *config.mutable_model_transaction_policy() = d->model_transaction_policy();
   if (d->has_response_cache()) *config.mutable_response_cache() = d->response_cache();
+  if (d->has_optimization()) *config.mutable_optimization() = d->optimization();
   return config;
 }
 
@@ -166,6 +167,8 @@ INSTANTIATE_TEST_SUITE_P(
                        "input [ { name: 'x' data_type: TYPE_INT64 dims: [2] is_shape_tensor: true "
                        "} ]",
                        StatusCode::kUnimplemented, "is_shape_tensor"},
+        ValidationCase{"graph_level_unknown", "optimization { graph { level: 7 } }", kInvalid,
+                       "graph level 7 is not one of -1 (basic), 0 (all) and 1"},
         ValidationCase{"label_file_outside",
                        "output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: "
                        "'../secrets.txt' } ]",
