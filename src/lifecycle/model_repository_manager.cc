@@ -26,6 +26,7 @@
 #include "lifecycle/shadowed_model.h"
 #include "observability/model_metrics.h"
 #include "repository/config_json.h"
+#include "repository/config_validation.h"
 #include "repository/model_config_parser.h"
 #include "repository/model_fingerprint.h"
 #include "repository/override_directory.h"
@@ -406,6 +407,11 @@ Status ModelRepositoryManagerImpl::Reconcile(
     auto parsed = ReadModelConfigFile(dir.config_path);
     if (!parsed.ok()) return fail(parsed.status());
     config = std::move(parsed).value();
+  }
+  // The policy's own mistakes first, in its own words (a specific policy listing nothing read
+  // as "no version directories", and -1 as a version without a directory; probe 29).
+  if (Status policy = ValidateVersionPolicy(config.version_policy()); !policy.ok()) {
+    return fail(policy.WithContext(config_override ? "config override" : dir.config_path));
   }
   const VersionSelection selection = SelectVersions(config.version_policy(), dir.versions);
   if (selection.selected.empty() && selection.missing.empty())

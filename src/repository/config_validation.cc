@@ -141,21 +141,6 @@ Status ValidateOutputs(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
-Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy) {
-  if (policy.has_specific()) {
-    if (policy.specific().versions().empty()) {
-      return InvalidArgument("version_policy: specific.versions lists no version");
-    }
-    for (int64_t v : policy.specific().versions()) {
-      if (v < 1) {
-        return InvalidArgument("version_policy: specific.versions has " + std::to_string(v) +
-                               "; versions are >= 1");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Status ValidateInstanceGroups(const inference::ModelConfig& config) {
   int64_t instances = 0;
   for (int i = 0; i < config.instance_group_size(); ++i) {
@@ -345,6 +330,21 @@ Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::strin
     return InvalidArgument("instance_group: " + std::to_string(instances) + " instances; " + a +
                            " is one engine, whose concurrency is the parameter "
                            "parallel_sequences");
+  }
+  return Status::Ok();
+}
+
+Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy) {
+  if (policy.has_specific()) {
+    if (policy.specific().versions().empty()) {
+      return InvalidArgument("version_policy: specific.versions lists no version");
+    }
+    for (int64_t v : policy.specific().versions()) {
+      if (v < 1) {
+        return InvalidArgument("version_policy: specific.versions has " + std::to_string(v) +
+                               "; versions are >= 1");
+      }
+    }
   }
   return Status::Ok();
 }

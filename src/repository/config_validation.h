@@ -50,6 +50,10 @@ int64_t InstanceCount(const inference::ModelConfig& config);
 // false (Harrier has no response cache; Triton's default, written out, is accepted).
 Status ValidateResponseCache(const inference::ModelConfig& config);
 
+// version_policy alone (part of ValidateModelConfig): `specific` lists at least one version,
+// each >= 1. Checked before the versions are chosen by it, so that its own words are the reason.
+Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy);
+
 // The check every model's config gets before its file is opened: default_model_filename, when
 // set, names a file in the version's directory, which the loader joins it to — one path
 // component, not "." or "..", no NUL, at most 255 bytes. A config override through the

@@ -237,6 +237,23 @@ TEST_F(ModelRepositoryManagerTest, AGeneratorIsDecoupledAndAConfigSayingOtherwis
   m.Shutdown();
 }
 
+// A version policy's own mistakes are the reason, in its words: a specific policy listing
+// nothing read as "no version directories", and -1 as a version without a directory (probe 29).
+TEST_F(ModelRepositoryManagerTest, AVersionPolicysOwnMistakeIsTheReason) {
+  Write("empty/1/model.onnx", "identity FP32 -1 4");
+  Write("empty/config.pbtxt", "version_policy { specific { } }");
+  Write("negative/1/model.onnx", "identity FP32 -1 4");
+  Write("negative/config.pbtxt", "version_policy { specific { versions: [-1] } }");
+  auto m = Load();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NE(rows[0].reason.find("specific.versions lists no version"), std::string::npos)
+      << rows[0].reason;
+  EXPECT_NE(rows[1].reason.find("specific.versions has -1; versions are >= 1"), std::string::npos)
+      << rows[1].reason;
+  EXPECT_NE(rows[1].reason.find("config.pbtxt"), std::string::npos) << rows[1].reason;
+}
+
 // A generative model's config that names another model is refused, as a tensor model's is: it
 // served under its directory's name while its config said another (probe 29, M3).
 TEST_F(ModelRepositoryManagerTest, AGenerativeConfigNamingAnotherModelIsRefused) {
