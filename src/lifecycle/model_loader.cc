@@ -62,19 +62,12 @@ Status LoadClassificationLabels(const inference::ModelConfig& config, const std:
     if (out.label_filename().empty()) continue;
     const std::string what =
         "output '" + out.name() + "': label_filename '" + out.label_filename() + "'";
-    // The file itself must be in the model's directory, not only its name: the name's check
-    // (StaysInside) let a labels.txt that links to /etc/shadow send that file to clients, a line
-    // per class (probe 29).
+    // The file itself must be in the model's directory, not only its name.
+    StatusOr<std::string> resolved = ResolveInside(model_dir, out.label_filename());
+    if (!resolved.ok())
+      return InvalidArgument(what + ": " + std::string(resolved.status().message()));
+    const std::string path = std::move(resolved).value();
     std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::canonical(model_dir, ec);
-    if (ec) return InvalidArgument(what + ": " + ec.message());
-    const std::filesystem::path file = std::filesystem::canonical(dir / out.label_filename(), ec);
-    if (ec) return InvalidArgument(what + ": " + ec.message());
-    const auto [outside, rest] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
-    if (outside != dir.end()) {
-      return InvalidArgument(what + ": the file is outside the model's directory (a link?)");
-    }
-    const std::string path = file.string();
     const uint64_t size = std::filesystem::file_size(path, ec);
     if (ec) return InvalidArgument(what + ": " + ec.message());
     if (size > kMaxLabelFileBytes) {

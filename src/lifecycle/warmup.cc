@@ -8,6 +8,7 @@
 #include <random>
 
 #include "repository/config_data_type.h"
+#include "repository/file_system.h"
 
 namespace harrier {
 namespace {
@@ -61,6 +62,7 @@ struct PlannedInput {
   Shape shape;
   bool random = false;
   std::string file;           // under the model's warmup/ directory; empty: zero or random data
+  std::string path;           // the file, resolved inside the model's directory (ResolveInside)
   int64_t samples = 1;        // a file holds one sample; a batch repeats it
   uint64_t sample_bytes = 0;  // read from the file
   size_t bytes = 0;           // the whole tensor
@@ -96,8 +98,14 @@ Status PlanWarmupInput(const inference::ModelWarmup& w, const std::string& name,
   if (in.has_input_data_file()) {
     planned->file = in.input_data_file();
     const std::string file_what = what + ": input_data_file '" + planned->file + "'";
+    // Inside the model's directory, links followed: fed to the model otherwise from anywhere.
+    StatusOr<std::string> resolved = ResolveInside(model_dir, "warmup/" + planned->file);
+    if (!resolved.ok()) {
+      return InvalidArgument(file_what + ": " + std::string(resolved.status().message()));
+    }
+    planned->path = std::move(resolved).value();
     std::error_code ec;
-    const uint64_t size = std::filesystem::file_size(model_dir + "/warmup/" + planned->file, ec);
+    const uint64_t size = std::filesystem::file_size(planned->path, ec);
     if (ec) return InvalidArgument(file_what + ": " + ec.message());
     planned->sample_bytes = size;
     if (planned->dtype != DataType::kBytes) {
@@ -125,9 +133,9 @@ Status PlanWarmupInput(const inference::ModelWarmup& w, const std::string& name,
   return Status::Ok();
 }
 
-// The tensor `planned` describes: read from its file, or zero-filled (random when asked).
-StatusOr<Tensor> MakeWarmupInput(const PlannedInput& planned, const std::string& model_dir,
-                                 std::mt19937& rng) {
+// The tensor `planned` describes: read from its file (its resolved path), or zero-filled
+// (random when asked).
+StatusOr<Tensor> MakeWarmupInput(const PlannedInput& planned, std::mt19937& rng) {
   if (planned.file.empty()) {
     Tensor t = ZeroTensor(planned.name, planned.dtype, planned.shape);
     if (planned.random) {
@@ -137,7 +145,7 @@ StatusOr<Tensor> MakeWarmupInput(const PlannedInput& planned, const std::string&
     return t;
   }
   auto buffer = AllocateTensorBuffer(planned.bytes);
-  std::ifstream in(model_dir + "/warmup/" + planned.file, std::ios::binary);
+  std::ifstream in(planned.path, std::ios::binary);
   if (!in.read(reinterpret_cast<char*>(buffer.get()),
                static_cast<std::streamsize>(planned.sample_bytes))) {
     return InvalidArgument(planned.what + ": input_data_file '" + planned.file + "': cannot read " +
@@ -194,7 +202,7 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
     const auto& w = config.model_warmup(i);
     WarmupSample s{w.name(), static_cast<int>(std::max<uint32_t>(1, w.count())), {}};
     for (const PlannedInput& input : planned[i]) {
-      ASSIGN_OR_RETURN(Tensor t, MakeWarmupInput(input, model_dir, rng));
+      ASSIGN_OR_RETURN(Tensor t, MakeWarmupInput(input, rng));
       s.inputs.push_back(std::move(t));
     }
     samples.push_back(std::move(s));

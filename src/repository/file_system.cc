@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -116,6 +117,19 @@ class LocalFileSystemImpl final : public FileSystem {
 };
 
 }  // namespace
+
+StatusOr<std::string> ResolveInside(const std::string& dir, const std::string& relative) {
+  std::error_code ec;
+  const std::filesystem::path base = std::filesystem::canonical(dir, ec);
+  if (ec) return InvalidArgument(ec.message());
+  const std::filesystem::path file = std::filesystem::canonical(base / relative, ec);
+  if (ec) return InvalidArgument(ec.message());
+  const auto [outside, rest] = std::mismatch(base.begin(), base.end(), file.begin(), file.end());
+  if (outside != base.end()) {
+    return InvalidArgument("the file is outside the model's directory (a link?)");
+  }
+  return file.string();
+}
 
 const FileSystem& LocalFileSystem() {
   static const LocalFileSystemImpl* const kInstance = new LocalFileSystemImpl();

@@ -56,6 +56,12 @@ class FileSystem {
 
 inline constexpr size_t kMaxReadFileBytes = size_t{64} << 20;
 
+// The file `relative` names under `dir`, links followed, when it is inside `dir` too: a labels
+// or warm-up data file whose name stays inside (config_validation's check) can still be a link
+// to anywhere, and a labels.txt linked to /etc/shadow sent it to clients (probe 29). Errors:
+// kInvalidArgument when it resolves outside `dir`, or cannot be resolved (missing, a loop).
+StatusOr<std::string> ResolveInside(const std::string& dir, const std::string& relative);
+
 // The real file system. The returned object lives for the whole process.
 const FileSystem& LocalFileSystem();
 

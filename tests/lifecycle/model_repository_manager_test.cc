@@ -633,6 +633,9 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
       {"missing_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"none\""),
        "input_data_file 'none': No such file or directory"},
       {"right_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\""), ""},
+      // A link out of the model's directory: fed the model any file the server can read.
+      {"linked_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"linked\""),
+       "input_data_file 'linked': the file is outside the model's directory"},
       {"long_file", warmup("TYPE_FP32", "[4]", "input_data_file: \"long\""), ""},
       {"batch_of_one_sample", warmup("TYPE_FP32", "[4]", "input_data_file: \"right\"", 3), ""},
       // 768 MiB each: either alone fits, together they do not, and the first is not allocated
@@ -660,6 +663,9 @@ TEST_F(ModelRepositoryManagerTest, WarmupInputsAreSizedBeforeTheyAreAllocatedOrR
   Write("huge_bytes_file/warmup/huge", "");
   fs::resize_file(root_ / "huge_bytes_file/warmup/huge", uint64_t{2} << 30);
   Write("right_file/warmup/right", std::string(16, '\0'));
+  Write("secret", std::string(16, 'x'));  // in the repository's root, outside every model
+  Write("linked_file/warmup/.keep", "");
+  fs::create_symlink(root_ / "secret", root_ / "linked_file/warmup/linked");
   Write("long_file/warmup/long", std::string(1000, '\0'));
   Write("batch_of_one_sample/warmup/right", std::string(16, '\0'));
   Write("large_sample_then_file/warmup/huge", "");
