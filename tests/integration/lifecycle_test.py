@@ -440,6 +440,15 @@ class TrafficTest(unittest.TestCase):
         body = json.loads(r.read())
         return r.status, body, r.getheader("Retry-After")
 
+    @staticmethod
+    def put_flaky_rollout(c, min_requests):
+        """flaky's version 2 as a staged rollout's candidate, guarded by its error rate alone."""
+        return c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 100},
+             "rollout": {"candidate": "2", "steps": [50, 100], "dwell_seconds": 60},
+             "guard": {"window_seconds": 10, "max_error_rate": 0.1,
+                       "min_requests": min_requests}}).encode())
+
     def test_6_a_failing_version_is_taken_out_of_rotation_by_its_breaker(self):
         c = Client(self.server.port)
         status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
@@ -484,11 +493,7 @@ class TrafficTest(unittest.TestCase):
         self.assertEqual(state["state"]["breakers"]["1"], "closed", state)
         self.assertEqual(self.call_flaky(c)[0], 200)
 
-        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
-            {"weights": {"1": 100},
-             "rollout": {"candidate": "2", "steps": [50, 100], "dwell_seconds": 60},
-             "guard": {"window_seconds": 10, "max_error_rate": 0.1,
-                       "min_requests": 5}}).encode())
+        status, body = self.put_flaky_rollout(c, min_requests=5)
         self.assertEqual(status, 200, body)
         for _ in range(40):
             expired("/v2/models/flaky/infer")
@@ -517,11 +522,7 @@ class TrafficTest(unittest.TestCase):
         # flaky 2 fails every run (a 500), version 1 none; the guard sets no latency limit.
         rollbacks = self.metric("harrier_traffic_rollbacks_total", {"model": "flaky"}) or 0
         c = Client(self.server.port)
-        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
-            {"weights": {"1": 100},
-             "rollout": {"candidate": "2", "steps": [50, 100], "dwell_seconds": 60},
-             "guard": {"window_seconds": 10, "max_error_rate": 0.1,
-                       "min_requests": 20}}).encode())
+        status, body = self.put_flaky_rollout(c, min_requests=20)
         self.assertEqual(status, 200, body)
         self.assertEqual(body["state"]["rollout"]["state"], "running")
         # Clients' bad requests (400s) are no server-side errors: they roll nothing back.

@@ -484,6 +484,18 @@ TEST_F(ModelRepositoryManagerTest, FailedDefaultWarmupIsAWarningAndTheModelServe
             StatusCode::kInvalidArgument);
 }
 
+// The index of two models: `ready` READY, then `failed` UNAVAILABLE with `reason` in its reason
+// (in name order).
+void ExpectReadyThenFailed(const std::vector<ModelVersionState>& rows, const std::string& ready,
+                           const std::string& failed, const std::string& reason) {
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, ready);
+  EXPECT_EQ(rows[0].state, ModelState::kReady) << rows[0].reason;
+  EXPECT_EQ(rows[1].name, failed);
+  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[1].reason.find(reason), std::string::npos) << rows[1].reason;
+}
+
 // label_filename (Triton's classification labels): read at load, line i naming class i, for
 // the front ends to add to classification answers; a missing file fails that model's load, as
 // in Triton.
@@ -498,13 +510,7 @@ TEST_F(ModelRepositoryManagerTest, LabelFilesAreReadAtLoadAndAMissingOneFailsThe
         "output [{ name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [4] "
         "label_filename: \"nope.txt\" }]");
   auto m = Load();
-  auto rows = m->Index();
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].name, "labelled");
-  EXPECT_EQ(rows[0].state, ModelState::kReady) << rows[0].reason;
-  EXPECT_EQ(rows[1].name, "unlabelled");
-  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
-  EXPECT_NE(rows[1].reason.find("label_filename 'nope.txt'"), std::string::npos) << rows[1].reason;
+  ExpectReadyThenFailed(m->Index(), "labelled", "unlabelled", "label_filename 'nope.txt'");
 
   auto s = m->Get("labelled", std::nullopt);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -530,14 +536,7 @@ TEST_F(ModelRepositoryManagerTest, ALabelsFileLinkedOutOfTheModelDirectoryFailsT
   Write("inside/data/names.txt", "cat\n");
   fs::create_symlink("data/names.txt", root_ / "inside" / "labels.txt");  // within: fine
   auto m = Load();
-  auto rows = m->Index();
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].name, "inside");
-  EXPECT_EQ(rows[0].state, ModelState::kReady) << rows[0].reason;
-  EXPECT_EQ(rows[1].name, "linked");
-  EXPECT_EQ(rows[1].state, ModelState::kUnavailable);
-  EXPECT_NE(rows[1].reason.find("outside the model's directory"), std::string::npos)
-      << rows[1].reason;
+  ExpectReadyThenFailed(m->Index(), "inside", "linked", "outside the model's directory");
 }
 
 // The process's peak resident set so far.

@@ -9,34 +9,15 @@
 #include <string>
 #include <thread>
 
+#include "util/test_pipe.h"
+
 namespace harrier {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-struct Pipe {
-  int read = -1, write = -1;
-  Pipe() {
-    int fds[2];
-    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    read = fds[0];
-    write = fds[1];
-  }
-  ~Pipe() {
-    ::close(read);
-    ::close(write);
-  }
-  std::string Drain() const {  // what is in the pipe now
-    std::string out;
-    const int flags = ::fcntl(read, F_GETFL);
-    ::fcntl(read, F_SETFL, flags | O_NONBLOCK);
-    char buf[65536];
-    for (ssize_t n; (n = ::read(read, buf, sizeof(buf))) > 0;) out.append(buf, n);
-    ::fcntl(read, F_SETFL, flags);
-    return out;
-  }
-};
+using ::harrier::testing::TestPipe;
 
 std::string Lines(int n, size_t width) {
   std::string text;
@@ -49,20 +30,20 @@ std::string Lines(int n, size_t width) {
 }
 
 TEST(LogWriterThreadTest, AReaderGetsEveryLineWhole) {
-  Pipe pipe;
+  TestPipe pipe;
   const std::string text = Lines(100, 100);
   std::string got;
   std::thread reader([&] {
     char buf[4096];
     while (got.size() < text.size()) {
-      const ssize_t n = ::read(pipe.read, buf, sizeof(buf));
+      const ssize_t n = ::read(pipe.read_fd(), buf, sizeof(buf));
       if (n <= 0) break;
       got.append(buf, n);
     }
   });
   size_t written = 0;
   LogWriterThread writer;
-  writer.Start([&] { written = writer.Write(pipe.write, text, /*regular_file=*/false); });
+  writer.Start([&] { written = writer.Write(pipe.write_fd(), text, /*regular_file=*/false); });
   EXPECT_TRUE(writer.Join(milliseconds(10000)));
   reader.join();
   EXPECT_EQ(written, text.size());
@@ -72,13 +53,13 @@ TEST(LogWriterThreadTest, AReaderGetsEveryLineWhole) {
 // A pipe whose reader stopped reading (a stuck log shipper on stderr): the write blocks, and
 // Join gives up on it after its grace period instead of waiting for the reader.
 TEST(LogWriterThreadTest, AJoinAbandonsAWriteThatBlocksAfterItsGrace) {
-  Pipe pipe;
+  TestPipe pipe;
   const std::string text = Lines(2000, 100);  // 200 KB: more than a pipe holds (64 KiB)
   std::atomic<size_t> written{0};
   std::atomic<bool> stop{false};
   LogWriterThread writer;
   writer.Start([&] {
-    while (!stop) written += writer.Write(pipe.write, text, /*regular_file=*/false);
+    while (!stop) written += writer.Write(pipe.write_fd(), text, /*regular_file=*/false);
   });
   std::this_thread::sleep_for(milliseconds(100));  // the pipe fills; the write blocks
   stop = true;
@@ -89,23 +70,23 @@ TEST(LogWriterThreadTest, AJoinAbandonsAWriteThatBlocksAfterItsGrace) {
   EXPECT_LT(took, milliseconds(5000));
   EXPECT_TRUE(writer.abandoned());
   // What was written is whole lines (each write at most PIPE_BUF, ending at a line's end).
-  const std::string in_pipe = pipe.Drain();
+  const std::string in_pipe = pipe.Unread();
   EXPECT_EQ(in_pipe.size(), written.load());
   ASSERT_FALSE(in_pipe.empty());
   EXPECT_EQ(in_pipe.back(), '\n');
   EXPECT_EQ(in_pipe, text.substr(0, in_pipe.size()));
   // Later writes give up at once.
-  EXPECT_EQ(writer.Write(pipe.write, "x\n", false), 0u);
+  EXPECT_EQ(writer.Write(pipe.write_fd(), "x\n", false), 0u);
 }
 
 TEST(LogWriterThreadTest, AJoinWithinItsGraceAbandonsNothing) {
-  Pipe pipe;
+  TestPipe pipe;
   LogWriterThread writer;
-  writer.Start([&] { writer.Write(pipe.write, "one line\n", false); });
+  writer.Start([&] { writer.Write(pipe.write_fd(), "one line\n", false); });
   EXPECT_TRUE(writer.Join(milliseconds(10000)));
   EXPECT_FALSE(writer.abandoned());
   EXPECT_TRUE(writer.Join(milliseconds(0)));  // again: the same answer
-  EXPECT_EQ(pipe.Drain(), "one line\n");
+  EXPECT_EQ(pipe.Unread(), "one line\n");
 }
 
 }  // namespace
