@@ -48,24 +48,32 @@ void AsyncLogSink::sink_it_(const spdlog::details::log_msg& msg) {
   if (color_ && msg.color_range_end > msg.color_range_start) color = LevelColor(msg.level);
   constexpr std::string_view kReset = "\033[m";
   const size_t size = line.size() + (color.empty() ? 0 : color.size() + kReset.size());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || pending_.size() + size > buffer_bytes_) {
-      ++dropped_lines_;
-      return;
-    }
-    if (color.empty()) {
-      pending_.append(line);
-    } else {
-      pending_.append(line.substr(0, msg.color_range_start));
-      pending_.append(color);
-      pending_.append(
-          line.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
-      pending_.append(kReset);
-      pending_.append(line.substr(msg.color_range_end));
-    }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_ || pending_.size() + size > buffer_bytes_) {
+    ++dropped_lines_;
+    return;
+  }
+  if (color.empty()) {
+    pending_.append(line);
+  } else {
+    pending_.append(line.substr(0, msg.color_range_start));
+    pending_.append(color);
+    pending_.append(
+        line.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
+    pending_.append(kReset);
+    pending_.append(line.substr(msg.color_range_end));
   }
   wake_.notify_one();
+  if (stalled_) return;  // the writer is behind: nobody waits for it until it catches up
+  // The line is written before the call returns, as with a synchronous sink, while the
+  // descriptor takes it: what a thread logs precedes what it does next (an answer after its
+  // log line, which clients and tests read in that order). Bounded: past kLineWait the writer
+  // counts as stalled and no logging thread waits again until it has caught up.
+  const uint64_t target = batches_taken_ + 1;  // pending_, which now holds the line
+  if (!written_cv_.wait_for(lock, kLineWait,
+                            [&] { return batches_done_ >= target || writer_done_; })) {
+    stalled_ = true;
+  }
 }
 
 void AsyncLogSink::WriterLoop() {
@@ -87,6 +95,7 @@ void AsyncLogSink::WriterLoop() {
       dropped_lines_ += lost;
       ++batches_done_;
       writer_done_ = stop;
+      if (pending_.empty()) stalled_ = false;  // caught up
     }
     written_cv_.notify_all();
     if (stop) return;

@@ -1,13 +1,16 @@
 // AsyncLogSink: the server log's spdlog sink (stderr), which never makes a logging thread wait.
 //
 // A line is formatted on the thread that logs it and appended to a bounded buffer; a
-// LogWriterThread writes it out at once. spdlog's own stderr sink wrote from the logging thread,
-// so a pipe whose reader stopped reading (a stuck log shipper) held every thread that logged -
-// a model loading, an I/O thread warning about descriptors, the stop's "received SIGTERM" line -
-// for as long as the reader stalled, and the stop never ended. Now such a line waits in the
-// buffer; when the buffer is full it is dropped and counted (dropped_lines(), the metric
-// harrier_log_dropped_lines_total). Server log lines are few (none per request), so the writer
-// is woken for each one.
+// LogWriterThread writes it out at once, and the logging thread waits for that, at most
+// kLineWait: while stderr takes lines, a line is written before the call returns, as with a
+// synchronous sink (what a thread logs precedes what it does next). spdlog's own stderr sink
+// wrote from the logging thread, so a pipe whose reader stopped reading (a stuck log shipper)
+// held every thread that logged - a model loading, an I/O thread warning about descriptors, the
+// stop's "received SIGTERM" line - for as long as the reader stalled, and the stop never ended.
+// Now, once a line has waited kLineWait, the writer counts as stalled: no thread waits until it
+// has caught up, lines wait in the buffer, and when it is full they are dropped and counted
+// (dropped_lines(), the metric harrier_log_dropped_lines_total). Server log lines are few (none
+// per request), so the writer is woken for each one.
 //
 // Why not spdlog's async logger: its overrun policy drops the oldest lines rather than the
 // newest, it counts nothing, and its thread pool is joined without a bound at exit.
@@ -55,6 +58,9 @@ class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
 
   static constexpr std::chrono::milliseconds kStopGrace{2000};
   static constexpr std::chrono::milliseconds kFlushWait{1000};
+  // The longest a logging thread waits for its line to be written (then the writer counts as
+  // stalled, and nobody waits until it has caught up).
+  static constexpr std::chrono::milliseconds kLineWait{50};
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override;  // under base_sink's mutex
@@ -81,6 +87,7 @@ class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
   std::string pending_;
   bool stopping_ = false;
   bool writer_done_ = false;
+  bool stalled_ = false;  // a line was not written within kLineWait, and the writer is behind
   uint64_t dropped_lines_ = 0;
   uint64_t batches_taken_ = 0;  // swapped out of pending_ by the writer
   uint64_t batches_done_ = 0;   // of those, written (or given up on)

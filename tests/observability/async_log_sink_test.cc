@@ -45,6 +45,18 @@ TEST(AsyncLogSinkTest, LinesAreWrittenInOrderAsFormatted) {
   EXPECT_EQ(log.sink->dropped_lines(), 0u);
 }
 
+// While stderr takes lines, each is written before the logging call returns, as with a
+// synchronous sink: a test (or a person) that reads the log after the server answered finds
+// the line the server logged before answering (integration_triton_qa_http once did not).
+TEST(AsyncLogSinkTest, ALineIsWrittenBeforeTheCallReturns) {
+  TestPipe pipe;
+  Logged log(pipe);
+  for (int i = 0; i < 20; ++i) {
+    log.logger.info("line {}", i);
+    EXPECT_EQ(pipe.Unread(), "line " + std::to_string(i) + "\n");
+  }
+}
+
 // Before std::_Exit (a third signal), a flush is what gets the last line out: the process ends
 // without the sink's destructor.
 TEST(AsyncLogSinkTest, AFlushReturnsOnceTheLinesLoggedBeforeItAreWritten) {
