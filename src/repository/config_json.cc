@@ -1,9 +1,8 @@
 #include "repository/config_json.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <charconv>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "core/json_writer.h"
+#include "repository/model_config_parser.h"
 
 namespace harrier {
 namespace {
@@ -223,6 +223,11 @@ std::string ModelConfigToJson(const inference::ModelConfig& config) {
 }
 
 StatusOr<inference::ModelConfig> ParseModelConfigJson(const std::string& json) {
+  if (json.size() > kMaxModelConfigBytes) {
+    return InvalidArgument("the model config is " + std::to_string(json.size()) +
+                           " bytes, over the " + std::to_string(kMaxModelConfigBytes) +
+                           " a model config may have");
+  }
   inference::ModelConfig config;
   const auto status = google::protobuf::util::JsonStringToMessage(json, &config);
   if (!status.ok())

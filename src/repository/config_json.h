@@ -24,7 +24,8 @@ std::string ModelConfigToJson(const inference::ModelConfig& config);
 // The other way, for a load request's `parameters.config` (Triton's config override): the
 // protobuf JSON mapping, proto or JSON field names, 64-bit integers as numbers or strings.
 // Errors: kInvalidArgument naming what protobuf's parser found wrong (an unknown field, a
-// wrong type, JSON that does not parse).
+// wrong type, JSON that does not parse), or for JSON over kMaxModelConfigBytes, the bound a
+// config.pbtxt has (a 20 MB override loaded, and GET .../config echoed it whole; probe 29).
 StatusOr<inference::ModelConfig> ParseModelConfigJson(const std::string& json);
 
 }  // namespace harrier

@@ -178,5 +178,16 @@ TEST(ModelConfigToJsonTest, SameFieldsAsTheStandardMappingInTheSameOrder) {
   EXPECT_EQ(our_keys, standard_keys) << "standard: " << standard << "\nours:     " << ours;
 }
 
+// A config override is bounded as config.pbtxt is: a 20 MB one loaded, and GET .../config echoed
+// it whole (probe 29).
+TEST(ParseModelConfigJsonTest, AConfigOverTheBoundIsRefusedUnparsed) {
+  const std::string padded = "{\"name\": \"m\"" + std::string(kMaxModelConfigBytes, ' ') + "}";
+  auto parsed = ParseModelConfigJson(padded);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("a model config may have"), std::string::npos);
+  EXPECT_TRUE(ParseModelConfigJson("{\"name\": \"m\"}").ok());
+}
+
 }  // namespace
 }  // namespace harrier
