@@ -6,7 +6,8 @@
 // (RequestOutcome::routed_by_split): a tester's — or anyone's — requests forced to the candidate
 // are not the traffic the rollout sends, and must not decide it.
 //
-// Header-only on purpose: a line over the version in Infer() and Generate(), no state of its own.
+// Header-only on purpose: a line over the version in Infer() and Generate(); its only state is
+// the pointer to the version's engine that its generative() wraps.
 // Thread safety: as ServableModel.
 #pragma once
 
