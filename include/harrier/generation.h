@@ -180,6 +180,12 @@ class GenerativeModel {
   // now); 0 when it sets no bound. A request of more sequences than this can never run whole.
   virtual int max_requests() const { return 0; }
   virtual GenerationStats Stats() const = 0;
+  // Refuses new generations with `why` and ends the waiting ones, which never started, with
+  // kError and `why`; the active ones run on until they end (or Shutdown). For an unload, which
+  // would otherwise hold a waiting request until a running one ends, then fail it anyway.
+  // Idempotent: the first reason holds. The default, for an engine that queues nothing, does
+  // nothing.
+  virtual void EndWaiting(const Status& /*why*/) {}
   // Refuses new generations and ends the active and waiting ones with kError and `why`: the
   // server's reason, never the client's (kUnavailable: an unload, a version a reload replaced, the
   // server stopping), so that a client can tell it from its own cancellation and knows to retry

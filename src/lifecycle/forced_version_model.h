@@ -48,6 +48,7 @@ class ForcedVersionModel : public ForwardingModel {
     int context_size() const override { return engine->context_size(); }
     int max_requests() const override { return engine->max_requests(); }
     GenerationStats Stats() const override { return engine->Stats(); }
+    void EndWaiting(const Status& why) override { engine->EndWaiting(why); }
     void Shutdown(const Status& why) override { engine->Shutdown(why); }
     GenerativeModel* const engine;  // the version's; null for a tensor model
   };

@@ -151,6 +151,7 @@ class MeteredGenerator final : public GenerativeModel {
   int context_size() const override { return model_->generator->context_size(); }
   int max_requests() const override { return model_->generator->max_requests(); }
   GenerationStats Stats() const override { return model_->generator->Stats(); }
+  void EndWaiting(const Status& why) override { model_->generator->EndWaiting(why); }
   void Shutdown(const Status& why) override { model_->generator->Shutdown(why); }
 
  private:
@@ -223,6 +224,10 @@ std::string LoadedModel::label() const {
 
 void LoadedModel::Shutdown() {
   Shutdown(Unavailable(label() + " is shutting down"));
+}
+
+void LoadedModel::EndWaitingGenerations(const Status& why) {
+  if (options_.generator) options_.generator->EndWaiting(why);
 }
 
 void LoadedModel::Shutdown(const Status& why) {

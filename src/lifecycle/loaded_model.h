@@ -100,6 +100,11 @@ class LoadedModel : public ServableModel {
   // The version's Prometheus histograms and counters (recorded by its ModelStats).
   const ModelMetrics& metrics() const { return stats_.metrics(); }
 
+  // A generative version's waiting generations, which never started, end with `why`, and new
+  // ones are refused with it (GenerativeModel::EndWaiting); the running ones go on. A tensor
+  // model's queued requests are not touched: they run in their turn. For an unload.
+  void EndWaitingGenerations(const Status& why);
+
   // Stops accepting requests, finishes queued and running ones. Idempotent. A generation still
   // running is ended with `why` (GenerativeModel::Shutdown): the server's reason, which its
   // client sees (the first overload says the version is shutting down).

@@ -773,6 +773,15 @@ Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
 void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models,
                                         bool unload) {
   for (auto& model : models) {
+    const std::string which = model->label();
+    const Status why = Unavailable(unload ? which + " was unloaded"
+                                          : which +
+                                                " was retired (a reload replaced it, or its "
+                                                "version policy no longer selects it)");
+    // An unloaded model's generations that wait for a sequence could start only when a running
+    // one ends, and would be failed at the bound below if none did: they end now (probe 28
+    // F6). A reload's go on waiting, since the running ones on the old version may end soon.
+    if (unload) model->EndWaitingGenerations(why);
     // Ours is the last reference the manager holds; every other is a request's handle.
     const auto deadline = Clock::now() + options_.unload_timeout;
     while (model.use_count() > 1 && Clock::now() < deadline)
@@ -785,10 +794,7 @@ void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>
     }
     // Finishes what is queued or running, joins the workers; a generation still running (past
     // the bound above) ends with this reason, which its client reads.
-    const std::string which = model->label();
-    model->Shutdown(Unavailable(unload ? which + " was unloaded"
-                                       : which + " was retired (a reload replaced it, or its "
-                                                 "version policy no longer selects it)"));
+    model->Shutdown(why);
     model.reset();      // the last reference (unless a late request still holds one)
   }
   // glibc keeps freed chunks in its arenas (the version's weights, ONNX Runtime's buffers, the

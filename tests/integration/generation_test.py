@@ -16,7 +16,8 @@ after a disconnect within --generation-disconnect-grace-secs, with nothing gener
 heartbeats on a stream that waits for a sequence; completions' logprobs (legacy layout, whole and
 streamed); streaming over HTTP/2 (nghttp); Triton's
 generate and generate_stream; bad input in OpenAI's error shape, and the KServe infer endpoint on
-a generative model pointing at these. Python stdlib and nghttp only. The last line is
+a generative model pointing at these; an unload in explicit mode ends the generations waiting
+for a sequence at once while the running one streams on. Python stdlib and nghttp only. The last line is
 "N passed, N failed".
 """
 import hashlib
@@ -707,6 +708,59 @@ class AdmissionTests(OwnServerTests):
         self.assertTrue(all(s == 200 for _, s in finished), finished)
 
 
+
+class UnloadTests(OwnServerTests):
+    """A server of its own in explicit mode, on a repository of its own: "long", one sequence
+    and a context of 131072 tokens, so that a generation runs for seconds. An unload ends the
+    generations that wait for the sequence at once, with its reason; the running one goes on."""
+    LOG = "unload.log"
+
+    @classmethod
+    def setUpClass(cls):
+        repo = os.path.join(ARGS.work_dir, "unload-repo")
+        shutil.rmtree(repo, ignore_errors=True)
+        os.makedirs(os.path.join(repo, "long", "1"))
+        shutil.copy(gguf_path(), os.path.join(repo, "long", "1", "model.gguf"))
+        with open(os.path.join(repo, "long", "config.pbtxt"), "w") as f:
+            f.write('backend: "llama.cpp"\n'
+                    'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
+                    'parameters { key: "context_size" value { string_value: "131072" } }\n')
+        cls.server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, cls.LOG),
+                                     ["--model-control-mode", "explicit", "--load-model", "long"])
+
+    def test_an_unload_ends_waiting_generations_at_once_and_the_running_one_goes_on(self):
+        port = self.server.port
+        # The one sequence is busy for seconds; the second stream waits for it.
+        running = RawStream(port, "/v1/completions",
+                            {"model": "long", "prompt": "Hold", "max_tokens": 130000,
+                             "stream": True, "temperature": 0})
+        running.read_events(1)
+        waiting = RawStream(port, "/v1/completions",
+                            {"model": "long", "prompt": "Wait", "max_tokens": 4,
+                             "stream": True, "temperature": 0})
+        self.assertEqual((running.status, waiting.status), (200, 200))
+        status, _, body = call(port, "POST", "/v2/repository/models/long/unload", {})
+        self.assertEqual(status, 200, body)
+        # Before, it waited for the running one or the 30 s bound, whichever came first.
+        waiting.sock.settimeout(10)
+        text = waiting.read_to_end()
+        events = events_of(text)[0]
+        self.assertEqual(json.loads(events[0][1])["error"]["message"],
+                         "model 'long' version 1 was unloaded", text)
+        # The running one still streams after the unload, then the client leaves.
+        seen = len(running.read_events(1))
+        self.assertGreater(len(running.read_events(seen + 3)), seen)
+        running.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            _, _, index = call(port, "POST", "/v2/repository/index", {})
+            rows = [r for r in json.loads(index) if r["name"] == "long"]
+            if rows and rows[0].get("state") == "UNAVAILABLE":
+                break
+            time.sleep(0.1)
+        self.assertEqual(rows[0].get("reason"), "unloaded", rows)
+
+
 def main():
     global ARGS, SERVER
     ARGS = harness.parse_args(__doc__)
@@ -727,7 +781,8 @@ def main():
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(GenerationTests),
                                 loader.loadTestsFromTestCase(GraceTests),
                                 loader.loadTestsFromTestCase(AdmissionTests),
-                                loader.loadTestsFromTestCase(KeyTests)])
+                                loader.loadTestsFromTestCase(KeyTests),
+                                loader.loadTestsFromTestCase(UnloadTests)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

@@ -243,6 +243,7 @@ struct LlamaEngine::Impl {
   std::condition_variable tokenizer_wake;
   bool stopping = false;       // guarded by mu
   Status stopped_because;      // guarded by mu: Shutdown's reason, once stopping
+  Status waiting_end;          // guarded by mu: EndWaiting's reason, once called (ok before)
   int in_engine = 0;           // guarded by mu: accepted requests whose OnEnd has not run
   LlamaEngineStats published;  // guarded by mu
 
@@ -337,11 +338,14 @@ void LlamaEngine::Impl::TokenizerLoop() {
     if (stopping) break;
     Job job = std::move(to_tokenize.front());
     to_tokenize.pop_front();
+    const Status ending = waiting_end;
     lock.unlock();
     // Checked again here: the request may have waited behind another long prompt.
     FinishReason reason = FinishReason::kError;
     Status refused;
-    if (IsCancelled(job.request)) {
+    if (!ending.ok()) {
+      refused = ending;
+    } else if (IsCancelled(job.request)) {
       reason = FinishReason::kCancelled;
       refused = Cancelled("the request was cancelled before its prompt was read");
     } else if (options.clock->Now() >= job.request.deadline) {
@@ -415,6 +419,7 @@ void LlamaEngine::Impl::Run(std::promise<Status>* ready) {
 
 void LlamaEngine::Impl::Loop() {
   std::vector<std::shared_ptr<GenerationSink>> accepted;
+  Status end_waiting;  // EndWaiting's reason, as of this step
   while (true) {
     {
       std::unique_lock lock(mu);
@@ -430,10 +435,16 @@ void LlamaEngine::Impl::Loop() {
       }
       inbox.clear();
       if (stopping) break;
+      end_waiting = waiting_end;
     }
     // Here, on this thread, so that each OnAccepted comes before its OnStart (Admit, below).
     for (const auto& sink : accepted) sink->OnAccepted();
     accepted.clear();
+    if (!end_waiting.ok()) {
+      WakeBatch wakes;
+      for (Job& job : queue) EndQueued(job, FinishReason::kError, end_waiting);
+      queue.clear();
+    }
     // llama.cpp's C API lets C++ exceptions out of llama_decode (and the sampler, the
     // tokenizer); they end what was running, not the process.
     try {
@@ -968,6 +979,7 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->stopping) return Unavailable("the model's engine is shutting down");
+    if (!impl_->waiting_end.ok()) return impl_->waiting_end;
     if (impl_->in_engine >=
         impl_->options.parallel_sequences + impl_->options.max_waiting_requests) {
       return ResourceExhausted("the model has " + std::to_string(impl_->in_engine) +
@@ -1084,6 +1096,15 @@ LlamaEngineStats LlamaEngine::DetailedStats() const {
   LlamaEngineStats stats = impl_->published;
   stats.generation.waiting_requests = impl_->in_engine - stats.generation.active_sequences;
   return stats;
+}
+
+void LlamaEngine::EndWaiting(const Status& why) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (!impl_->waiting_end.ok()) return;
+    impl_->waiting_end = why.ok() ? Unavailable("the model's engine is shutting down") : why;
+  }
+  impl_->wake.notify_all();
 }
 
 void LlamaEngine::Shutdown(const Status& why) {

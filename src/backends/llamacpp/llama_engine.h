@@ -171,6 +171,11 @@ class LlamaEngine : public GenerativeModel {
   GenerationStats Stats() const override;
   LlamaEngineStats DetailedStats() const;
 
+  // Refuses new requests with `why` and ends the waiting ones (those queued for a slot or for
+  // the tokenizer) with kError and `why`, OnStart never called; the active ones run on. Returns
+  // at once: the engine thread ends them before its next step.
+  void EndWaiting(const Status& why) override;
+
   // Refuses new requests, ends every active and waiting request with kError and `why` (OnEnd
   // runs for each; OnStart never for the waiting ones) and stops the engine thread; returns when
   // it has. Idempotent: the first reason holds.

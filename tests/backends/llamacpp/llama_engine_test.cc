@@ -1003,6 +1003,65 @@ TEST_F(LlamaEngineTest, ShutdownEndsActiveAndWaitingRequestsWithItsReason) {
   engine->Shutdown(Unavailable("another reason"));  // idempotent
 }
 
+// An unload: the waiting requests end at once with its reason, the running ones go on.
+TEST_F(LlamaEngineTest, EndWaitingEndsOnlyTheWaitingRequestsAndRefusesNewOnes) {
+  auto engine = Engine(Options(2));
+  ASSERT_NE(engine, nullptr);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> tokens(4, 0);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 4; ++i) {
+    auto sink = std::make_shared<RecordingSink>();
+    sink->on_token = [&, i](int n) {
+      std::lock_guard lock(mu);
+      tokens[i] = n;
+      cv.notify_all();
+    };
+    sinks.push_back(sink);
+    ASSERT_TRUE(
+        engine->Generate(Greedy("Endless story " + std::to_string(i), kNoLimit), sink).ok());
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60),
+                            [&] { return tokens[0] > 0 && tokens[1] > 0; }));
+  }
+  engine->EndWaiting(Unavailable("model 'm' version 1 was unloaded"));
+  for (int i = 2; i < 4; ++i) {
+    const Output out = sinks[i]->Wait();
+    EXPECT_FALSE(out.started) << i;
+    EXPECT_EQ(out.reason, FinishReason::kError) << i;
+    EXPECT_EQ(out.status.message(), "model 'm' version 1 was unloaded") << i;
+  }
+  const Status refused = engine->Generate(Greedy("after", 1), std::make_shared<RecordingSink>());
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.message(), "model 'm' version 1 was unloaded");
+  // The running two go on generating after it.
+  int before = 0;
+  {
+    std::lock_guard lock(mu);
+    before = tokens[0];
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(60), [&] { return tokens[0] >= before + 3; }));
+  }
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(sinks[i]->Snapshot().ended) << i;
+  EXPECT_EQ(engine->Stats().active_sequences, 2);
+  EXPECT_EQ(engine->Stats().waiting_requests, 0);
+  engine->EndWaiting(Unavailable("another reason"));  // idempotent: the first reason holds
+  EXPECT_EQ(engine->Generate(Greedy("after", 1), std::make_shared<RecordingSink>()).message(),
+            "model 'm' version 1 was unloaded");
+  engine->Shutdown(Unavailable("model 'm' version 1 was unloaded"));
+  for (int i = 0; i < 2; ++i) {
+    const Output out = sinks[i]->Snapshot();
+    EXPECT_TRUE(out.started) << i;
+    EXPECT_TRUE(out.ended) << i;
+  }
+}
+
 TEST_F(LlamaEngineTest, StatsCountTokensAndCells) {
   auto engine = Engine(Options(2));
   ASSERT_NE(engine, nullptr);
