@@ -1,8 +1,10 @@
 #include "shared_memory/shared_memory_tensors.h"
 
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace harrier {
 
@@ -77,8 +79,19 @@ Status AttachSharedMemoryInput(const SharedMemoryContext& context, const SharedM
       context.registry->Window(ref.region, ref.offset, ref.byte_size);
   if (!window.ok()) return Naming(window.status(), what);
   if (tensor->dtype == DataType::kBytes) {
-    Status s = ValidateBytesTensor({window->data, window->byte_size}, *elements);
+    // Copied, then validated: the client may rewrite its region while the request waits for
+    // its batch, and a BYTES tensor's element boundaries are in its bytes. Left in place, a
+    // rewrite after validation shifted the boundaries of the whole batch, which then gave a
+    // neighbour's elements to the writer, wrong rows to the neighbour, or failed every request
+    // in it (probe 30). A fixed-size type's rows stay the writer's own whatever it writes.
+    auto copy =
+        std::make_shared<std::vector<std::byte>>(window->data, window->data + window->byte_size);
+    Status s = ValidateBytesTensor({copy->data(), copy->size()}, *elements);
     if (!s.ok()) return s.WithContext(what + " in shared memory region '" + ref.region + "'");
+    tensor->data = copy->data();
+    tensor->size_bytes = copy->size();
+    tensor->owner = std::move(copy);
+    return Status::Ok();
   }
   tensor->data = window->data;
   tensor->size_bytes = window->byte_size;

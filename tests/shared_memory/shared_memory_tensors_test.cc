@@ -72,6 +72,42 @@ TEST(AttachSharedMemoryInputTest, BytesInputsAreValidated) {
   EXPECT_THAT(s.message(), HasSubstr("input 's' in shared memory region 'r'"));
 }
 
+// A BYTES tensor's element boundaries are in its bytes: what was validated is what the batch
+// reads, whatever the client writes to its region after (probe 30). A fixed-size input stays
+// in place.
+TEST(AttachSharedMemoryInputTest, BytesInputsAreCopiedAtValidationOthersReadInPlace) {
+  testing::ShmObject object(64);
+  const uint32_t len = 2;
+  std::memcpy(object.data(), &len, 4);
+  std::memcpy(object.data() + 4, "hi", 2);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r", object.key(), 0, 64).ok());
+  Tensor t;
+  t.name = "s";
+  t.dtype = DataType::kBytes;
+  t.shape = {1};
+  ASSERT_TRUE(AttachSharedMemoryInput({&registry, "m"}, {"r", 0, 6}, &t).ok());
+  const uint32_t claims_more = 60;
+  std::memcpy(object.data(), &claims_more, 4);
+  std::memcpy(object.data() + 4, "HO", 2);
+  ASSERT_EQ(t.size_bytes, 6u);
+  uint32_t seen = 0;
+  std::memcpy(&seen, t.data, 4);
+  EXPECT_EQ(seen, 2u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.data) + 4, 2), "hi");
+
+  Tensor fixed;
+  fixed.name = "i";
+  fixed.dtype = DataType::kInt32;
+  fixed.shape = {1};
+  ASSERT_TRUE(AttachSharedMemoryInput({&registry, "m"}, {"r", 8, 4}, &fixed).ok());
+  const int32_t now = 7;
+  std::memcpy(object.data() + 8, &now, 4);
+  int32_t read = 0;
+  std::memcpy(&read, fixed.data, 4);
+  EXPECT_EQ(read, 7);
+}
+
 TEST(ResolveSharedMemoryOutputsTest, RefusesClassificationAndUnknownRegions) {
   testing::ShmObject object(64);
   SharedMemoryRegistry registry;
