@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "harrier/cancellation.h"
@@ -82,6 +84,61 @@ struct GenerationUsage {
   int reused_prompt_tokens = 0;  // of prompt_tokens: taken from a cached prefix, not decoded
 };
 
+// What the choices of one request share (OpenAI's `n`: one Generate call each), so that the
+// version serving them counts the request once, as its access line and trace do: its time to
+// first token at the first token of any choice, its queueing until the first choice got a
+// sequence, its outcome and duration when the last choice ends (the first failure, if one
+// failed). The caller makes one for a request of several choices and puts it in each choice's
+// GenerationRequest; after a refused Generate it submits no more choices, and the refusal ends
+// the ones never submitted with it. Thread-safe.
+class RequestTally {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  explicit RequestTally(int choices) : choices_(choices) {}
+
+  // A choice is submitted: true for the request's first.
+  bool Submitted() {
+    std::lock_guard lock(mu_);
+    return submitted_++ == 0;
+  }
+  // Choices never submitted (a refusal ends them).
+  int unsubmitted() const {
+    std::lock_guard lock(mu_);
+    return choices_ - submitted_;
+  }
+  // A choice's first token: true for the request's first.
+  bool FirstToken() {
+    std::lock_guard lock(mu_);
+    return !std::exchange(first_token_, true);
+  }
+  // A choice got its sequence at `at`: the request's queueing ends at the first.
+  void Started(time_point at) {
+    std::lock_guard lock(mu_);
+    if (started_ == time_point{}) started_ = at;
+  }
+  // `count` choices end with `code` (kOk, or why they failed). True when they were the last:
+  // then *code is the request's outcome (the first failure, if any) and *started its first
+  // choice's start (zero if none started).
+  bool End(int count, StatusCode* code, time_point* started) {
+    std::lock_guard lock(mu_);
+    if (failure_ == StatusCode::kOk) failure_ = *code;
+    ended_ += count;
+    if (ended_ < choices_) return false;
+    *code = failure_;
+    *started = started_;
+    return true;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  const int choices_;
+  int submitted_ = 0;
+  int ended_ = 0;
+  bool first_token_ = false;
+  time_point started_{};
+  StatusCode failure_ = StatusCode::kOk;
+};
+
 struct GenerationRequest {
   std::string prompt;   // the text to continue (a chat request's messages already templated)
   // Ranges of `prompt` that are text whatever they spell: a chat's ChatPrompt::contents. A
@@ -111,6 +168,8 @@ struct GenerationRequest {
   // The client named the version (in the URL, or with X-Harrier-Model-Version): the request was
   // not sent by a traffic split, and does not feed a rollout's guard (docs/routing.md).
   bool version_named = false;
+  // Shared by the choices of one request (see RequestTally); null: a request of one choice.
+  std::shared_ptr<RequestTally> tally;
 };
 
 // One sampled token's log-probabilities, for GenerationSink::OnTokenLogprobs. Bytes are the

@@ -228,7 +228,10 @@ HttpResponse AuthHandler::Refuse(const HttpRequest& head, const Decision& d) con
     record.request_id = request_id;
     const bool grpc = options_.routes == Routes::kGrpc;
     record.protocol = grpc ? "grpc" : "http";
-    record.method = head.method;
+    // gRPC's method is the RPC, as its accepted calls log it: the path's last segment
+    // ("/inference.GRPCInferenceService/ModelInfer").
+    const std::string_view target = head.target;
+    record.method = grpc ? target.substr(target.rfind('/') + 1) : std::string_view(head.method);
     record.target = head.target;
     record.status = r.status;
     if (grpc) {  // the access log holds a gRPC call's grpc-status

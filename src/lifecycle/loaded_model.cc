@@ -39,14 +39,40 @@ bool IsUrgent(const BatchingPolicy& policy, uint64_t requested) {
   return level != 0 && level < PriorityLevel(policy, 0);
 }
 
-// Times one generation for its version: time to first token, time per token after it, and the
-// outcome (success with its duration, or a failure by reason), tells the traffic controller,
-// gives back the admission ticket, then hands everything on.
+// Ends `count` choices of a generation request with `code`; when they were its last, counts
+// the request once in its version's figures: in flight no more, and its success (queueing until
+// its first choice got a sequence, then generating) or its failure, a client that went away
+// also as a cancellation, queued or running.
+void EndChoices(ModelStats* stats, RequestTally& tally, int count, StatusCode code,
+                Clock::time_point received, Clock::time_point now) {
+  Clock::time_point started;
+  if (!tally.End(count, &code, &started)) return;
+  stats->RequestFinished();
+  if (code == StatusCode::kOk) {
+    ModelStats::Durations d;
+    d.total_ns = Ns(received, now);
+    d.queue_ns = started == Clock::time_point{} ? 0 : Ns(received, started);
+    d.compute_infer_ns = d.total_ns - d.queue_ns;
+    stats->RecordSuccess(d, 1);
+    stats->AddOutputTime(0, d.total_ns);
+    return;
+  }
+  stats->RecordFailure(Ns(received, now), code);
+  if (code == StatusCode::kCancelled) {
+    stats->RecordCancellation(started == Clock::time_point{} ? CancellationStage::kQueued
+                                                             : CancellationStage::kRunning);
+  }
+}
+
+// Times one generation (one choice of its request) for its version: time per token, the
+// request's time to first token and outcome through its RequestTally, tells the traffic
+// controller, gives back the admission ticket, then hands everything on.
 class TimingSink final : public GenerationSink {
  public:
   TimingSink(std::shared_ptr<GenerationSink> next, ModelStats* stats,
              const LoadedModel::Options* model, const Clock* clock,
-             const GenerationRequest& request, Clock::time_point received, AdmissionTicket ticket)
+             const GenerationRequest& request, Clock::time_point received, AdmissionTicket ticket,
+             std::shared_ptr<RequestTally> tally)
       : next_(std::move(next)),
         stats_(stats),
         model_(model),
@@ -54,17 +80,21 @@ class TimingSink final : public GenerationSink {
         received_(received),
         routed_by_split_(!request.version_named),
         client_deadline_(request.deadline != Clock::time_point::max()),
-        ticket_(std::move(ticket)) {}
+        ticket_(std::move(ticket)),
+        tally_(std::move(tally)) {}
   void OnAccepted() override {
     accepted_ = true;
     next_->OnAccepted();
   }
-  void OnStart(int prompt_tokens, int reused) override { next_->OnStart(prompt_tokens, reused); }
+  void OnStart(int prompt_tokens, int reused) override {
+    tally_->Started(clock_->Now());
+    next_->OnStart(prompt_tokens, reused);
+  }
   void OnToken(std::string_view text, float logprob) override {
     const Clock::time_point now = clock_->Now();
     if (tokens_++ == 0) {
       first_ = now;
-      stats_->RecordTimeToFirstToken(Ns(received_, now));
+      if (tally_->FirstToken()) stats_->RecordTimeToFirstToken(Ns(received_, now));
     }
     last_ = now;
     next_->OnToken(text, logprob);
@@ -73,22 +103,13 @@ class TimingSink final : public GenerationSink {
   void OnEnd(FinishReason reason, const GenerationUsage& usage, const Status& status) override {
     const Clock::time_point now = clock_->Now();
     if (tokens_ >= 2) stats_->RecordTimePerOutputToken(Ns(first_, last_) / (tokens_ - 1));
-    stats_->RequestFinished();
     const StatusCode code = FinishStatus(reason, status).code();
-    if (code == StatusCode::kOk) {
-      ModelStats::Durations d;
-      d.compute_infer_ns = Ns(received_, now);
-      d.total_ns = d.compute_infer_ns;
-      stats_->RecordSuccess(d, 1);
-      stats_->AddOutputTime(0, d.total_ns);
-    } else {
-      stats_->RecordFailure(Ns(received_, now), code);
-    }
+    EndChoices(stats_, *tally_, 1, code, received_, now);
     // As for tensor models (ServerFailure): engine failures and the server's own timeouts say
     // the version is sick; a client's bad request, its leaving or its own deadline do not. The
     // latency is the time to the first token, what a generation's user waits on (its whole
     // duration is the length the client asked for). A request refused before it was accepted
-    // (its prompt too long) is not the version's doing.
+    // (its prompt too long) is not the version's doing. Each choice is one sample.
     if (accepted_ && model_->traffic != nullptr && model_->traffic->active()) {
       RequestOutcome outcome;
       outcome.latency = (tokens_ > 0 ? first_ : now) - received_;
@@ -109,6 +130,7 @@ class TimingSink final : public GenerationSink {
   const bool routed_by_split_;  // the client did not name the version
   const bool client_deadline_;  // the request carries a deadline of the client's
   AdmissionTicket ticket_;      // the engine's thread only, after construction
+  const std::shared_ptr<RequestTally> tally_;
   uint64_t tokens_ = 0;     // the engine's thread only
   bool accepted_ = false;   // the engine's threads, one after the other
   Clock::time_point first_, last_;
@@ -126,26 +148,27 @@ class MeteredGenerator final : public GenerativeModel {
   Status Generate(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
     const Clock::time_point received =
         request.received_at == Clock::time_point{} ? clock_->Now() : request.received_at;
+    std::shared_ptr<RequestTally> tally =
+        request.tally != nullptr ? request.tally : std::make_shared<RequestTally>(1);
+    if (tally->Submitted()) stats_->RequestStarted();
+    // A refusal ends this choice and those of the request never submitted (RequestTally).
+    auto refused = [&](const Status& s) {
+      EndChoices(stats_, *tally, 1 + tally->unsubmitted(), s.code(), received, clock_->Now());
+      return s;
+    };
     AdmissionTicket ticket;
     if (model_->admission != nullptr) {
       StatusOr<AdmissionTicket> admitted =
           model_->admission->Admit(request.client_id, IsUrgent(model_->policy, request.priority));
-      if (!admitted.ok()) {
-        stats_->RecordFailure(Ns(received, clock_->Now()), admitted.status().code());
-        return admitted.status();
-      }
+      if (!admitted.ok()) return refused(admitted.status());
       ticket = std::move(admitted).value();
     }
     request.priority = PriorityLevel(model_->policy, request.priority);
-    stats_->RequestStarted();
     // The ticket travels with the sink; a refusal below destroys both, which gives it back.
-    Status s = model_->generator->Generate(
-        std::move(request), std::make_shared<TimingSink>(std::move(sink), stats_, model_, clock_,
-                                                         request, received, std::move(ticket)));
-    if (!s.ok()) {
-      stats_->RequestFinished();
-      stats_->RecordFailure(Ns(received, clock_->Now()), s.code());
-    }
+    auto timing = std::make_shared<TimingSink>(std::move(sink), stats_, model_, clock_, request,
+                                               received, std::move(ticket), tally);
+    Status s = model_->generator->Generate(std::move(request), std::move(timing));
+    if (!s.ok()) return refused(s);
     return s;
   }
   int context_size() const override { return model_->generator->context_size(); }

@@ -112,10 +112,10 @@ void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawFie
   str("target", r.target);
   num("status", static_cast<uint64_t>(r.status < 0 ? 0 : r.status));
   if (!r.key_id.empty()) str("key", r.key_id);
-  if (!r.model.empty()) {
-    str("model", r.model);
-    num("version", static_cast<uint64_t>(r.model_version < 0 ? 0 : r.model_version));
-  }
+  if (!r.model.empty()) str("model", r.model);
+  // Versions are >= 1; 0 is "no version chosen" (a gRPC call's model that does not exist).
+  if (!r.model.empty() && r.model_version > 0)
+    num("version", static_cast<uint64_t>(r.model_version));
   if (!r.input_shapes_json.empty()) raw("inputs", r.input_shapes_json);
   num("request_bytes", r.request_bytes);
   num("response_bytes", r.response_bytes);

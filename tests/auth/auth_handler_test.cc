@@ -326,6 +326,9 @@ TEST_F(AuthHandlerTest, GrpcRefusalsAreAnsweredInTheFrontEndsOwnForm) {
   EXPECT_EQ(log_.records()[0].protocol, "grpc");
   EXPECT_EQ(log_.records()[0].status, 16);  // the grpc-status, as the gRPC access lines hold
   EXPECT_EQ(log_.records()[1].status, 7);
+  // The RPC, as an accepted call's line names it, not the HTTP/2 method (probe 32).
+  EXPECT_EQ(log_.records()[0].method, "ModelInfer");
+  EXPECT_EQ(log_.records()[1].method, "RepositoryModelLoad");
   EXPECT_EQ(next.handled, (std::vector<std::string>{"ci", ""}));
 }
 

@@ -295,6 +295,94 @@ TEST(GenerativeLoadedModelTest, InferIsRefusedAndGenerationsAreTimedAndCounted) 
   EXPECT_EQ(model->queue_depth(), 0u);
 }
 
+// The choices of one request (OpenAI's n) count as that one request: once in flight, once
+// as a success or a failure, one time to first token; its queueing lasts until its first choice
+// got a sequence (probe 32). A refused choice ends those never submitted; a client that left
+// counts as a cancellation at the stage it reached.
+TEST(GenerativeLoadedModelTest, TheChoicesOfOneRequestCountAsOneWithItsQueueTime) {
+  using std::chrono::milliseconds;
+  testing::FakeClock clock;
+  auto engine = std::make_shared<testing::FakeGenerativeModel>();
+  engine->hold = true;
+  LoadedModel::Options options;
+  options.name = "llm";
+  options.version = 1;
+  options.generator = engine;
+  options.clock = &clock;
+  auto created = LoadedModel::Create(std::move(options), {});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::shared_ptr<LoadedModel> model = *created;
+  const ModelMetrics& m = model->metrics();
+  struct Sink : GenerationSink {
+    void OnStart(int, int) override {}
+    void OnToken(std::string_view, float) override {}
+    void OnEnd(FinishReason, const GenerationUsage&, const Status&) override {}
+  };
+  auto submit = [&](const std::shared_ptr<RequestTally>& tally) {
+    GenerationRequest g;
+    g.prompt = "x";
+    g.received_at = clock.Now();
+    g.tally = tally;
+    return model->generative()->Generate(std::move(g), std::make_shared<Sink>());
+  };
+
+  auto two = std::make_shared<RequestTally>(2);
+  ASSERT_TRUE(submit(two).ok());
+  ASSERT_TRUE(submit(two).ok());
+  EXPECT_EQ(m.in_flight.load(), 1);
+  auto held = engine->TakeHeld();
+  ASSERT_EQ(held.size(), 2u);
+  clock.Advance(milliseconds(5));
+  held[0].sink->OnStart(1, 0);
+  clock.Advance(milliseconds(1));
+  held[1].sink->OnStart(1, 0);
+  held[1].sink->OnToken("a", 0);
+  held[0].sink->OnToken("b", 0);
+  clock.Advance(milliseconds(10));
+  held[0].sink->OnEnd(FinishReason::kStop, {1, 1, 0}, Status::Ok());
+  EXPECT_EQ(m.request_duration.Snapshot().count(), 0u);  // one choice is still generating
+  EXPECT_EQ(m.in_flight.load(), 1);
+  held[1].sink->OnEnd(FinishReason::kStop, {1, 1, 0}, Status::Ok());
+  EXPECT_EQ(m.in_flight.load(), 0);
+  EXPECT_EQ(m.request_duration.Snapshot().count(), 1u);
+  EXPECT_EQ(m.request_duration.Snapshot().sum, 16'000'000u);
+  EXPECT_EQ(m.time_to_first_token.Snapshot().count(), 1u);
+  EXPECT_EQ(m.time_to_first_token.Snapshot().sum, 6'000'000u);
+  EXPECT_EQ(m.queue_duration.Snapshot().sum, 5'000'000u);
+  EXPECT_EQ(m.compute_infer_duration.Snapshot().sum, 11'000'000u);
+  EXPECT_EQ(m.time_per_output_token.Snapshot().count(), 0u);  // per choice, one token each
+
+  // Three choices; the engine takes the first and refuses the second: the third is never
+  // submitted. One failure, counted when the first choice ends.
+  engine->refuse = ResourceExhausted("queue full");
+  engine->refuse_after_calls = 3;  // the calls so far: two above, and this request's first
+  auto three = std::make_shared<RequestTally>(3);
+  ASSERT_TRUE(submit(three).ok());
+  EXPECT_FALSE(submit(three).ok());
+  EXPECT_EQ(m.failures.Read(FailureReason::kRejected), 0u);
+  held = engine->TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  held[0].sink->OnEnd(FinishReason::kStop, {1, 0, 0}, Status::Ok());
+  EXPECT_EQ(m.failures.Read(FailureReason::kRejected), 1u);
+  EXPECT_EQ(m.request_duration.Snapshot().count(), 1u);
+  EXPECT_EQ(m.in_flight.load(), 0);
+
+  // Clients that leave: one waiting for a sequence, one generating.
+  engine->refuse = Status::Ok();
+  ASSERT_TRUE(submit(nullptr).ok());
+  ASSERT_TRUE(submit(nullptr).ok());
+  held = engine->TakeHeld();
+  ASSERT_EQ(held.size(), 2u);
+  held[0].sink->OnEnd(FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  held[1].sink->OnStart(1, 0);
+  held[1].sink->OnEnd(FinishReason::kCancelled, {1, 0, 0}, Status::Ok());
+  EXPECT_EQ(m.failures.Read(FailureReason::kCancelled), 2u);
+  EXPECT_EQ(m.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(), 1u);
+  EXPECT_EQ(m.cancellations[static_cast<size_t>(CancellationStage::kRunning)].load(), 1u);
+  EXPECT_EQ(m.in_flight.load(), 0);
+  model->Shutdown();
+}
+
 // Generations go through admission control like any request (a ticket held until OnEnd, the
 // per-client rate limit keyed by GenerationRequest::client_id) and reach the engine with their
 // priority level resolved from the config's levels.

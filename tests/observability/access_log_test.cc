@@ -61,6 +61,24 @@ TEST(AccessLogFormatTest, JsonErrorWithoutModelOrDurations) {
                  R"("error":"unknown path '/v2/nope'")");
 }
 
+// A gRPC call names the model it asked for even when none is chosen; versions start at 1.
+TEST(AccessLogFormatTest, AModelWithNoVersionChosenHasNoVersionField) {
+  AccessRecord r;
+  r.request_id = "x";
+  r.protocol = "grpc";
+  r.method = "ModelInfer";
+  r.target = "/inference.GRPCInferenceService/ModelInfer";
+  r.status = 5;
+  r.model = "nosuch";
+  r.error = "no such model";
+  std::string out;
+  AppendAccessRecordJson(r, &out);
+  EXPECT_EQ(out, R"("request_id":"x","protocol":"grpc","method":"ModelInfer",)"
+                 R"("target":"/inference.GRPCInferenceService/ModelInfer","status":5,)"
+                 R"("model":"nosuch","request_bytes":0,"response_bytes":0,)"
+                 R"("error":"no such model")");
+}
+
 TEST(AccessLogFormatTest, AGenerationHasItsTokenCountsAndTimeToFirstTokenInsteadOfStages) {
   AccessRecord r;
   r.request_id = "f00d";

@@ -105,7 +105,10 @@ std::function<void(bool, GenerationRecord::TimePoint)> GenerationRecord::Finish(
     r.model_version = version_;
     r.request_bytes = head_.request_bytes;
     r.response_bytes = response_bytes;
-    r.total_ns = Ns(head_.received, now);
+    // A generation refused before it reached the engine has no figures, as a failed tensor
+    // request has no durations (docs/logging.md); with prompt_tokens -1, any would be written
+    // as a tensor request's stage durations, all zero.
+    if (prompt_tokens_ >= 0) r.total_ns = Ns(head_.received, now);
     r.prompt_tokens = prompt_tokens_;
     r.completion_tokens = completion_tokens_;
     r.first_token_ns = IsSet(first_token_) ? Ns(head_.received, first_token_) : 0;

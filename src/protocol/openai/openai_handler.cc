@@ -829,7 +829,22 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   GenerationRecord* record = &local_record;  // the generation's once it has one
   // Now: the sequences may all have ended (and the record finished) before the head is sent.
   const std::string trace_response = local_record.TraceResponse();
+  std::shared_ptr<ServableModel> model;  // once routed
+  // Refused before any choice reached the engine, which counts its own: counted as the tensor
+  // endpoints count theirs (InferenceFlow), under the version once it is known, under model=""
+  // before (a Triton endpoint's model, named by the URL, as soon as the URL names one that
+  // exists).
+  auto count_failure = [&](StatusCode code) {
+    if (model == nullptr && IsTriton(kind)) {
+      if (auto named = models_->Get(model_name, version); named.ok()) {
+        return (*named)->RecordFailure(code, received_at);
+      }
+    }
+    if (model != nullptr) return model->RecordFailure(code, received_at);
+    models_->RecordUnroutedFailure(code);
+  };
   auto fail = [&](const Status& status, std::string_view param = {}, std::string_view code = {}) {
+    count_failure(status.code());
     HttpResponse r = ErrorResponse(kind, status, param, code);
     r.headers.emplace_back("X-Request-Id", client_id);
     if (record->traced()) r.headers.emplace_back("traceresponse", record->TraceResponse());
@@ -867,7 +882,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     return fail(model_missing ? UnknownModel(model_name) : routed.status(), "model",
                 missing ? "model_not_found" : "");
   }
-  std::shared_ptr<ServableModel> model = std::move(routed).value();
+  model = std::move(routed).value();
   record->SetModel(model->name(), model->version());
   GenerativeModel* engine = model->generative();
   if (engine == nullptr) {
@@ -935,8 +950,10 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     shared_->live[g->request_id()] = g;
   }
 
-  // The sequences, each with its own sink; all share the generation's token. A stream's head,
-  // or the plain error when no sequence is accepted, is the generation's to send.
+  // The sequences, each with its own sink; all share the generation's token, and its version
+  // counts them as one request (RequestTally). A stream's head, or the plain error when no
+  // sequence is accepted, is the generation's to send.
+  const auto tally = n > 1 ? std::make_shared<RequestTally>(n) : nullptr;
   for (int i = 0; i < n; ++i) {
     GenerationRequest r;
     FillGenerationRequest(p, i, &r);
@@ -947,6 +964,7 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
     r.deadline = scheduling.deadline;
     r.client_id = scheduling.client_id;
     r.version_named = version.has_value();  // the URL's (X-Harrier-Model-Version: the router's)
+    r.tally = tally;
     Status s = engine->Generate(std::move(r), std::make_shared<ChoiceSink>(g, i));
     if (s.ok()) continue;
     g->Refused(i, s);

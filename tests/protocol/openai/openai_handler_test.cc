@@ -975,5 +975,43 @@ TEST_F(OpenAiHandlerTest, ErrorsAreInOpenAisShapeAndChangeNothing) {
   EXPECT_EQ(r.status, 400);
 }
 
+// A generation refused before the engine saw it is counted as the tensor endpoints count
+// theirs: under the version once known, under model="" before; a Triton endpoint's model is the
+// URL's (probe 32). The engine's own refusals are its version's to count (MeteredGenerator).
+TEST_F(OpenAiHandlerTest, RefusalsBeforeTheEngineAreCountedWhereTheTensorEndpointsCountThem) {
+  auto tensors = models_.Get("tensors", std::nullopt);
+  ASSERT_TRUE(tensors.ok());
+  auto* tensor_model = static_cast<testing::FakeServableModel*>(tensors->get());
+  EXPECT_EQ(Call("POST", "/v1/completions", "{not json").status, 400);
+  EXPECT_EQ(Call("POST", "/v1/chat/completions",
+                 R"({"model":"nope","messages":[{"role":"user","content":"x"}]})")
+                .status,
+            404);
+  EXPECT_EQ(Call("POST", "/v2/models/nope/generate", R"({"text_input":"x"})").status, 404);
+  EXPECT_EQ(models_.unrouted_failures,
+            (std::vector<StatusCode>{StatusCode::kInvalidArgument, StatusCode::kNotFound,
+                                     StatusCode::kNotFound}));
+  EXPECT_EQ(Call("POST", "/v2/models/llm/generate", "{not json").status, 400);
+  EXPECT_EQ(
+      Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","max_tokens":-3})").status,
+      400);  // parsed before the model is looked up: not yet known
+  EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"tensors","prompt":"x"})").status, 400);
+  EXPECT_EQ(llm_->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
+  EXPECT_EQ(tensor_model->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
+  EXPECT_EQ(models_.unrouted_failures.size(), 4u);
+  // Their access lines have no figures (no tensor stage durations of zero either).
+  for (const auto& line : log_.records()) {
+    EXPECT_EQ(line.total_ns, 0u) << line.target;
+    EXPECT_EQ(line.prompt_tokens, -1) << line.target;
+  }
+  // Answered: nothing more is counted here, and its line has its figures.
+  EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})").status, 200);
+  EXPECT_EQ(llm_->recorded_failures.size(), 1u);
+  EXPECT_EQ(models_.unrouted_failures.size(), 4u);
+  ASSERT_EQ(log_.records().size(), 7u);
+  EXPECT_GT(log_.records().back().total_ns, 0u);
+  EXPECT_GE(log_.records().back().prompt_tokens, 0);
+}
+
 }  // namespace
 }  // namespace harrier::openai
