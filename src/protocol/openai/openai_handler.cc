@@ -641,6 +641,9 @@ class ChoiceSink : public GenerationSink {
 // A resumed stream: the store's events after Last-Event-ID, then the live rest.
 class Resumer : public std::enable_shared_from_this<Resumer> {
  public:
+  // Events read from the store per turn: what a slow reader's queue may pass its bound by.
+  static constexpr size_t kResumeBatchEvents = 32;
+
   Resumer(SharedPtr shared, std::shared_ptr<ResponseStream> out)
       : shared_(std::move(shared)), out_(std::move(out)) {}
   ~Resumer() {
@@ -673,8 +676,25 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
       released = std::move(self_);
       return;
     }
-    auto batch = reader_->Read(256);
-    for (auto& e : batch.events) out_->Write(SseEvent(e.data, e.id), {});
+    // A client that reads slowly holds back what was written: no more is read from the store
+    // until that drains (the last part written over the bound wakes the pump when it is
+    // sent). Stored events can wait, unlike a live generation's, so a resumer is slowed, never
+    // cut off. Without the bound, every resumer that did not read got the whole stored stream
+    // queued (probe 31: 40 of a 6.8 MB stream, +230 MiB).
+    const std::size_t bound = shared_->options.max_pending_stream_bytes;
+    if (out_->pending_bytes() > bound) return;
+    auto batch = reader_->Read(kResumeBatchEvents);
+    for (size_t i = 0; i < batch.events.size(); ++i) {
+      std::string event = SseEvent(batch.events[i].data, batch.events[i].id);
+      const bool last = i + 1 == batch.events.size();
+      if (last && out_->pending_bytes() + event.size() > bound) {
+        out_->Write(std::move(event), [weak = weak_from_this(), timer = &shared_->timer](bool) {
+          Wake(weak, timer);
+        });
+      } else {
+        out_->Write(std::move(event), {});
+      }
+    }
     if (batch.state == StreamState::kGone) {
       out_->Write(SseEvent(OpenAiErrorJson(NotFound("the stream expired or was evicted"))), {});
       out_->Finish();
@@ -684,7 +704,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
       out_->Finish();
       reader_.reset();
       released = std::move(self_);
-    } else if (!batch.drained) {
+    } else if (!batch.drained && out_->pending_bytes() <= bound) {
       Wake(weak_from_this(), &shared_->timer);  // more than one batch: the rest next turn
     }
   }

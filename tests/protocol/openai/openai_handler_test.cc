@@ -607,6 +607,44 @@ TEST_F(OpenAiHandlerTest, AClientThatDoesNotReadGetsAnErrorEventAndTheGeneration
   EXPECT_NE(replayed[0].data.find("too slowly"), std::string::npos);
 }
 
+// A resumer that does not read holds at most the stream buffer and one batch of events
+// queued for it, then reads on as the client drains; it is slowed, never cut off (probe 31).
+TEST_F(OpenAiHandlerTest, AResumerThatDoesNotReadHoldsBackNoMoreThanTheStreamBuffer) {
+  options_.max_pending_stream_bytes = 4000;
+  engine_.hold = true;
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  ASSERT_TRUE(r.stream);
+  auto held = engine_.TakeHeld();
+  ASSERT_EQ(held.size(), 1u);
+  StreamReader live(r.stream);
+  for (int i = 0; i < 300; ++i) {
+    held[0].sink->OnToken(std::string(100, 'a' + i % 26), 0);
+    live.Drain();  // a reader that keeps up
+  }
+  held[0].sink->OnEnd(FinishReason::kLength, {1, 300, 0}, Status::Ok());
+  live.DrainUntilFinished();
+  const auto all = live.Events();
+  ASSERT_GE(all.size(), 300u);
+
+  const auto resumed =
+      Call("GET", "/v1/streams/" + Header(r, "X-Request-Id"), "", {{"last-event-id", "0"}});
+  ASSERT_TRUE(resumed.stream);
+  std::this_thread::sleep_for(milliseconds(100));  // the pump's turns, had it no bound
+  const std::size_t event_bytes = 300;             // one of these events, with room
+  EXPECT_LE(resumed.stream->pending_bytes(), 4000 + 32 * event_bytes);
+  EXPECT_GT(resumed.stream->pending_bytes(), 0u);
+  StreamReader slow(resumed.stream);
+  for (int i = 0; i < 2000 && !slow.finished; ++i) {
+    slow.Drain();
+    EXPECT_LE(resumed.stream->pending_bytes(), 4000 + 32 * event_bytes);
+    if (!slow.finished) std::this_thread::sleep_for(milliseconds(1));
+  }
+  ASSERT_TRUE(slow.finished);
+  const auto again = slow.Events();
+  ASSERT_EQ(again.size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(again[i].data, all[i].data) << i;
+}
+
 TEST_F(OpenAiHandlerTest, AnIdleStreamGetsHeartbeatComments) {
   options_.heartbeat_interval = milliseconds(20);
   engine_.hold = true;
