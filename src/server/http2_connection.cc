@@ -76,6 +76,9 @@ struct Http2Connection<Stream>::StreamState {
   bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
   std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
   std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
+  // When the response's DATA last moved (a frame sent), or its bytes began to wait: the start
+  // of a stall by the client's flow-control window.
+  Clock::time_point data_progress{};
 };
 
 // The stream handler of a response whose body is a ResponseStream: the request was read whole,
@@ -392,6 +395,7 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
   auto* c = static_cast<Http2Connection*>(user);
   if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   auto* s = static_cast<StreamState*>(source->ptr);
+  s->data_progress = Clock::now();
   SendCb(nullptr, framehd, 9, 0, user);
   // We never ask for padding, so padlen is 0.
   (void)frame;
@@ -569,6 +573,23 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   // stream: the connection is closed, as HTTP/1.1 closes after a 408 for a stalled header.
   bool stalled = false;
   for (auto& [id, s] : streams_) {
+    // A response that the client's flow-control window holds back (it sends no WINDOW_UPDATE)
+    // is no socket write that stalls: without this, it held its stream, what was queued for it
+    // and a generation for nobody as long as the connection lived (probe 31). Reset, and its
+    // producer told, after the write timeout; the connection's other streams go on.
+    const bool data_waits =
+        s->responded && (s->handler ? !s->parts.empty() : s->sent < s->response.body.size());
+    if (data_waits && !s->stream_cancelled && now - s->data_progress > o.write_timeout) {
+      spdlog::debug(
+          "http2: stream {}: the client's window held the response back for the write "
+          "timeout; resetting it",
+          id);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+      CancelStream(s.get());
+      s->stream_cancelled = true;  // a plain response has no handler: not again on every tick
+      stalled = true;
+      continue;
+    }
     if (!s->headers_done) {
       if (now - s->begun_at <= o.header_timeout) continue;
       spdlog::debug("http2: closing connection: stream {}'s header block stalled", id);
@@ -871,6 +892,7 @@ void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse&& response) {
 template <class Stream>
 void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpResponse&& response) {
   s->responded = true;
+  s->data_progress = Clock::now();
   s->response = std::move(response);
   int status = s->response.status;
   if (status < 200 || status > 599) {
@@ -1023,6 +1045,7 @@ void Http2Connection<Stream>::OnStreamWrite(int32_t id, std::unique_ptr<Part> pa
     if (part->on_written) part->on_written(true);
     return;
   }
+  if (s->parts.empty()) s->data_progress = Clock::now();  // bytes begin to wait
   s->parts.push_back(std::move(part));
   if (s->data_deferred) {
     s->data_deferred = false;

@@ -33,7 +33,9 @@
 //     reset, which can destroy the GOAWAY before the client reads it).
 //   - Stop: GOAWAY with the last stream id seen; streams in flight finish, then the connection
 //     closes. Idle (no open stream) for keepalive_timeout: GOAWAY and close. A body that stalls
-//     for body_timeout, or a write that stalls for write_timeout, closes the connection.
+//     for body_timeout, or a write that stalls for write_timeout, closes the connection. A
+//     response that the client's flow-control window holds back for write_timeout (no DATA
+//     frame sent for it) is reset (RST_STREAM CANCEL) and its handler cancelled.
 //
 // Stream is an Asio stream: the TCP socket, or boost::asio::ssl::stream over it. Every member
 // function runs on the I/O thread, except that a Responder may be called from any thread.

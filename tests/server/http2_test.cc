@@ -48,7 +48,9 @@ struct H2Response {
 // until a condition holds or the time is up.
 class H2Client {
  public:
-  explicit H2Client(uint16_t port) {
+  // `window`: the streams' initial flow-control window; with `window_updates` false the client
+  // never opens it again (a client that does not read).
+  explicit H2Client(uint16_t port, uint32_t window = 1 << 24, bool window_updates = true) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -95,10 +97,14 @@ class H2Client {
           r.error_code = error_code;
           return 0;
         });
-    nghttp2_session_client_new(&session_, cbs, this);
+    nghttp2_option* opt = nullptr;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_no_auto_window_update(opt, window_updates ? 0 : 1);
+    nghttp2_session_client_new2(&session_, cbs, this, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
-    nghttp2_settings_entry window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 24};
-    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, &window, 1);
+    nghttp2_settings_entry initial{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, &initial, 1);
   }
   ~H2Client() {
     nghttp2_session_del(session_);
@@ -914,6 +920,44 @@ struct StreamedAnswer {
     return stream;
   }
 };
+
+// A response that the client's window holds back (it never sends WINDOW_UPDATE) is reset
+// after the write timeout, and a streamed one's producer told; before, it was held for as long
+// as the connection lived (probe 31). The connection and its other streams go on.
+TEST_F(Http2Test, AResponseHeldBackByTheClientsWindowIsResetAfterTheWriteTimeout) {
+  options_.write_timeout = milliseconds(300);
+  StreamedAnswer answer;
+  auto streamed = answer.Handler();
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    if (request.target == "/stream") return streamed(std::move(request), std::move(respond));
+    HttpResponse r;
+    r.body = std::string(request.target == "/big" ? 100'000 : 10, 'x');
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port(), /*window=*/1000, /*window_updates=*/false);
+  const int32_t big = c.Submit("GET", "/big");
+  ASSERT_TRUE(c.RunUntilClosed(big));
+  EXPECT_TRUE(c.response(big).reset);
+  EXPECT_EQ(c.response(big).error_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
+  EXPECT_EQ(c.response(big).body.size(), 1000u);
+
+  const int32_t stream = c.Submit("GET", "/stream");
+  ASSERT_TRUE(c.Run([&] { return c.response(stream).status == 200; }));
+  std::shared_ptr<ResponseStream> s = answer.Get();
+  std::atomic<int> unsent{0};
+  s->Write(std::string(5000, 'y'), [&](bool ok) { unsent += ok ? 0 : 1; });
+  ASSERT_TRUE(c.RunUntilClosed(stream));
+  EXPECT_TRUE(c.response(stream).reset);
+  EXPECT_TRUE(s->abandoned());  // its producer stops
+  EXPECT_EQ(unsent.load(), 1);
+
+  const int32_t small = c.Submit("GET", "/small");  // fits what is left of the windows
+  ASSERT_TRUE(c.RunUntilClosed(small));
+  EXPECT_EQ(c.response(small).status, 200);
+  EXPECT_EQ(c.response(small).body, std::string(10, 'x'));
+  EXPECT_FALSE(c.eof());
+}
 
 // A request read whole, answered with a ResponseStream: HEADERS at once, a DATA frame per part as
 // it is written, END_STREAM at Finish (with trailers when given); the request's token stays.
