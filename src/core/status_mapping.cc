@@ -1,5 +1,9 @@
 #include "core/status_mapping.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
 namespace harrier {
 
 int HttpStatusFor(StatusCode code) {
@@ -43,13 +47,16 @@ int RetryAfterSeconds(const Status& status) {
   const size_t at = m.rfind(kMarker);
   if (at == std::string_view::npos || !m.ends_with(" s")) return exhausted ? 1 : 0;
   const std::string_view digits = m.substr(at + kMarker.size(), m.size() - 2 - at - kMarker.size());
-  if (digits.empty() || digits.size() > 6) return 1;
-  int seconds = 0;
+  if (digits.empty()) return 1;
+  // A wait too long for an int is said as the longest one (a rate of 1e-9 req/s); before, any
+  // of more than six digits was sent as 1, which a client that honours it retried in vain.
+  constexpr int kLongest = std::numeric_limits<int>::max();
+  int64_t seconds = 0;
   for (char c : digits) {
     if (c < '0' || c > '9') return 1;
-    seconds = seconds * 10 + (c - '0');
+    seconds = std::min<int64_t>(seconds * 10 + (c - '0'), kLongest);
   }
-  return seconds > 0 ? seconds : 1;
+  return seconds > 0 ? static_cast<int>(seconds) : 1;
 }
 
 }  // namespace harrier

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/status_mapping.h"
 
 namespace harrier {
@@ -86,6 +88,14 @@ TEST(StatusMappingTest, RetryAfterSecondsReadsRefusalsOfBothKinds) {
   EXPECT_EQ(RetryAfterSeconds(Unavailable("every version is out of rotation; retry after 7 s")), 7);
   EXPECT_EQ(RetryAfterSeconds(Unavailable("not ready")), 0);
   EXPECT_EQ(RetryAfterSeconds(Internal("x; retry after 7 s")), 0);
+  // Long waits are said as they are (probe 30: more than six digits was sent as 1), the
+  // longest an int holds past that.
+  EXPECT_EQ(
+      RetryAfterSeconds(ResourceExhausted("rate limit (1e-07 req/s); retry after 10000000 s")),
+      10'000'000);
+  EXPECT_EQ(RetryAfterSeconds(ResourceExhausted("x; retry after 99999999999999999999 s")),
+            std::numeric_limits<int>::max());
+  EXPECT_EQ(RetryAfterSeconds(ResourceExhausted("x; retry after 1x s")), 1);
 }
 
 }  // namespace

@@ -267,6 +267,12 @@ StatusOr<ParameterValue> FromInferParameter(const inference::InferParameter& p,
     case P::kStringParam: return ParameterValue(p.string_param());
     case P::kDoubleParam: return ParameterValue(p.double_param());
     case P::kUint64Param:
+      // Triton takes a priority as any uint64, a level past the model's meaning its default
+      // one: a value past int64's range means the same as int64's largest (probe 30).
+      if (name == "priority" &&
+          p.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return ParameterValue(std::numeric_limits<int64_t>::max());
+      }
       if (p.uint64_param() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return InvalidArgument("parameter '" + std::string(name) + "': uint64 value " +
                                std::to_string(p.uint64_param()) + " is over 2^63-1");

@@ -277,6 +277,17 @@ TEST(GrpcInferCodecTest, RawInputsAreMovedNotCopied) {
   EXPECT_EQ(static_cast<char>(t.data[4095]), '\x01');
 }
 
+// Triton takes any uint64 priority; one past int64's range, like one past the model's levels,
+// asks for the default level (probe 30: it was refused).
+TEST(GrpcInferCodecTest, AnyUint64PriorityIsTaken) {
+  ModelInferRequest r = OneInput("INT32", {1});
+  r.add_raw_input_contents(RawOf<int32_t>({5}));
+  (*r.mutable_parameters())["priority"].set_uint64_param(std::numeric_limits<uint64_t>::max());
+  auto decoded = DecodeModelInferRequest(&r, {});
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->request->priority, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
 TEST(GrpcInferCodecTest, HeaderFieldsParametersAndOutputs) {
   ModelInferRequest r = OneInput("INT32", {1});
   r.set_model_version("3");
