@@ -75,19 +75,26 @@ StatusOr<std::vector<ModelDirectory>> ScanRepository(const std::string& root,
   std::vector<ModelDirectory> models;
   for (const DirectoryEntry& entry : *entries) {
     if (entry.name.empty() || entry.name.front() == '.') continue;
-    if (!IsValidUtf8(entry.name)) {
+    const bool control = std::any_of(entry.name.begin(), entry.name.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (control || !IsValidUtf8(entry.name)) {
       // A model's name goes into JSON (the index, stats, errors) and the metrics' labels, which
       // must be UTF-8: one such directory made the whole index and every scrape unreadable
-      // (probe 29). Skipped, and said once per name.
+      // (probe 29). A control character (a newline) split the server log's lines (probe 32),
+      // and the load API refuses such names already. Skipped, and said once per name.
       static std::mutex mu;
       static std::set<std::string> said;
       std::lock_guard lock(mu);
       if (said.insert(entry.name).second) {
         std::string shown;
-        for (char c : entry.name) shown.push_back(static_cast<unsigned char>(c) < 0x80 ? c : '?');
+        for (char c : entry.name) {
+          const auto u = static_cast<unsigned char>(c);
+          shown.push_back(u < 0x20 || u >= 0x7f ? '?' : c);
+        }
         spdlog::warn(
-            "model repository: '{}' (bytes that are not UTF-8 shown as '?') is skipped: "
-            "a model's name must be UTF-8",
+            "model repository: '{}' (bytes that are not printable ASCII shown as '?') is "
+            "skipped: a model's name must be UTF-8 without control characters",
             shown);
       }
       continue;

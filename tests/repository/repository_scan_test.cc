@@ -40,6 +40,7 @@ class RepositoryScanTest : public ::testing::Test {
 // made the whole index and every scrape unreadable (probe 29). It is skipped.
 TEST_F(RepositoryScanTest, ADirectoryWhoseNameIsNotUtf8IsSkipped) {
   Touch("bad\xffname/1/model.onnx");
+  Touch("line\nbreak/1/model.onnx");  // a control character split the log's lines (probe 32)
   Touch("caf\xc3\xa9/1/model.onnx");  // UTF-8: kept
   StatusOr<std::vector<ModelDirectory>> models = ScanRepository(root_.string());
   ASSERT_TRUE(models.ok()) << models.status().ToString();

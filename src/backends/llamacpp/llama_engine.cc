@@ -982,8 +982,11 @@ Status LlamaEngine::Generate(GenerationRequest request, std::shared_ptr<Generati
     if (!impl_->waiting_end.ok()) return impl_->waiting_end;
     if (impl_->in_engine >=
         impl_->options.parallel_sequences + impl_->options.max_waiting_requests) {
-      return ResourceExhausted("the model has " + std::to_string(impl_->in_engine) +
-                               " requests in progress or waiting, its limit");
+      return ResourceExhausted(
+          "the model has " + std::to_string(impl_->in_engine) +
+          " requests in progress or waiting, which is its limit (parallel_sequences " +
+          std::to_string(impl_->options.parallel_sequences) + " + max_waiting_requests " +
+          std::to_string(impl_->options.max_waiting_requests) + ")");
     }
     (tokenize_here ? impl_->inbox : impl_->to_tokenize)
         .push_back(Job{std::move(request), std::move(sink), std::move(prompt)});

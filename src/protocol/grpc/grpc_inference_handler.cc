@@ -569,11 +569,18 @@ bool GrpcInferenceHandler::ModelGenerate(
   openai::GenerationRecord record =
       openai::GenerationRecord::Start(options_.access_log, nullptr, std::move(about), call.trace);
   record.SetModel((*model)->name(), (*model)->version());
+  // A request refused before the engine: counted under its version, as the REST endpoints
+  // count theirs, and answered as any generation's end is, with the final flag (probe 31: a
+  // client waiting for the flag per request waited for good).
   auto fail = [&](Status s) {
+    (*model)->RecordFailure(s.code(), call.received_at);
     inference::ModelStreamInferResponse r;
     r.set_error_message(s.message());
-    r.mutable_infer_response()->set_model_name(request.model_name());
-    r.mutable_infer_response()->set_id(request.id());
+    inference::ModelInferResponse* infer = r.mutable_infer_response();
+    infer->set_model_name(request.model_name());
+    infer->set_model_version(std::to_string((*model)->version()));
+    infer->set_id(request.id());
+    (*infer->mutable_parameters())["triton_final_response"].set_bool_param(true);
     (void)record.Finish(static_cast<int>(GrpcStatusCodeFor(s.code())), s.message(),
                         r.ByteSizeLong());
     on_response(std::move(r));

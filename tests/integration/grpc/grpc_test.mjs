@@ -597,6 +597,9 @@ test('ModelStreamInfer on a model that generates text: decoupled responses, then
   assert(/max_tokens/.test(wrong.get('w1').error), `w1 ${JSON.stringify(wrong.get('w1'))}`);
   assert(/temperature/.test(wrong.get('w2').error), `w2 ${JSON.stringify(wrong.get('w2'))}`);
   assert(/stop/.test(wrong.get('w3').error), `w3 ${JSON.stringify(wrong.get('w3'))}`);
+  // Each refusal ends its request as every generation ends, with the final flag (a client that
+  // waits for it per id waited for good).
+  for (const id of ['w1', 'w2', 'w3']) assertEqual(wrong.get(id).final, 1, `${id}: final`);
   // NaN has no JSON spelling: it is refused as what it is, not as "a string".
   const nan = await collect([
     { ...textRequest('n1', 'x', 1), parameters: { temperature: { double_param: NaN } } },
