@@ -212,6 +212,11 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
   Clock::time_point oldest = head->enqueued_at;
   size_t looked = 0;
   bool done = total >= policy_.max_batch_size;
+  // A request queued behind the batch that cannot join it (another shape, or more items than
+  // fit): waiting cannot grow the batch past it, and held it back for the whole queue delay,
+  // a full batch of another shape behind it included (probe 30). The batch runs now, as
+  // Triton's dynamic batcher sends a pending batch when the next request cannot join it.
+  bool passed_over = false;
   for (Level& level : levels_) {
     for (auto* queue : {&level.pending, &level.delayed}) {
       for (auto& [seq, owned] : *queue) {
@@ -227,6 +232,7 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
           continue;
         }
         if (total + r->batch_size > policy_.max_batch_size || !BatchCompatible(*head, *r)) {
+          passed_over = true;
           if (policy_.preserve_ordering) done = true;
           continue;
         }
@@ -247,7 +253,7 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
     run_at = policy_.max_queue_delay_us > 0 ? std::min(run_at, adaptive) : adaptive;
   }
   size_t take = 0;
-  if (flush || total >= policy_.max_batch_size || now >= run_at) {
+  if (flush || passed_over || total >= policy_.max_batch_size || now >= run_at) {
     take = members.size();
   } else if (best_preferred_count > 0) {
     take = best_preferred_count;

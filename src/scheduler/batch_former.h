@@ -9,7 +9,8 @@
 //   - with it, the first request plus the following compatible ones (same input names, dtypes,
 //     non-batch dims and outputs; priority order; items summing to at most max_batch_size).
 //     The batch runs now when it is full, when flushing (shutdown), when the oldest member has
-//     waited the queue delay, or — cut to that size — when a preferred batch size is reached.
+//     waited the queue delay, when a request queued behind it cannot join it (another shape,
+//     or too many items), or — cut to that size — when a preferred batch size is reached.
 //     Otherwise it waits until the queue delay ends (adaptive mode: see adaptive_delay.h).
 //
 // Thread safety: none; the ModelScheduler calls it under its mutex.

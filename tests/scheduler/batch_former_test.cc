@@ -137,6 +137,27 @@ TEST_F(BatchFormerTest, OnlyRequestsWithMatchingNonBatchDimsAreBatchedTogether) 
   EXPECT_EQ(Seqs(d), std::vector<uint64_t>{2});
 }
 
+// A batch that the next request cannot join (another shape, or too many items) runs at once,
+// as Triton sends its pending batch: waiting cannot grow it past that request, and a full batch
+// of another shape waited the whole delay behind it on an idle instance (probe 30).
+TEST_F(BatchFormerTest, ABatchThatTheNextRequestCannotJoinRunsWithoutWaiting) {
+  BatchFormer f(Batching(8, /*delay_us=*/300000));
+  Add(f, BatchItem(1, 1, /*width=*/3));
+  EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());  // alone: it waits
+  for (int i = 0; i < 8; ++i) Add(f, BatchItem(10 + i, 1, /*width=*/4));
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{1});
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 8u);  // full: at once too
+
+  Add(f, BatchItem(20, /*items=*/7));
+  EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());
+  const uint64_t two = Add(f, BatchItem(21, /*items=*/2));  // 7 + 2 > 8
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u);
+  auto d = f.NextDecision(clock_.Now(), false);  // the two items wait for company, as any
+  EXPECT_TRUE(d.batch.empty());
+  clock_.Advance(300ms);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{two});
+}
+
 TEST_F(BatchFormerTest, DifferentDtypesOrOutputsAreNotBatchedTogether) {
   BatchFormer f(Batching(8));
   Add(f, BatchItem(1));
