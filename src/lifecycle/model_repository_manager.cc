@@ -146,8 +146,10 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // Loaded from a load request's file overrides: the directory they were written to, removed
     // once no version holds it (after the version is retired). Null: from the repository.
     std::shared_ptr<const OverrideDirectory> files = nullptr;
-    // READY: the fingerprint of files it failed to reload from (a poll does not retry them).
+    // READY: the fingerprint of files it failed to reload from (a poll does not retry them),
+    // and why, which the index shows beside READY until the files change.
     uint64_t failed_reload_fingerprint = 0;
+    std::string failed_reload_reason = {};
   };
   struct TrafficFile {
     // The content last applied ("" when none): a poll applies a changed file; the API's policy
@@ -216,6 +218,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // then shuts each down, which finishes what is queued, and frees it; then hands the freed
   // memory to FreedMemory as an unload's (`unload`) or as a reload's.
   void Retire(std::vector<std::shared_ptr<LoadedModel>> models, bool unload);
+  // A serving version whose files are back to what it was loaded from no longer carries the
+  // reload that failed from other files.
+  void ForgetRevertedReloads(const std::string& name, const std::map<int64_t, uint64_t>& files);
   // Takes every version of `name` out of rotation (UNLOADING), retires them, marks them
   // UNAVAILABLE "unloaded". `forget`: remove the model from the index too (gone from the
   // repository). `done` (may be empty) is called once the versions are out of rotation.
@@ -455,6 +460,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
     if (auto it = models_.find(dir.name); it != models_.end()) it->second.last_failure.clear();
   }
   if (plan.nothing_to_do()) {  // nothing changed but, maybe, traffic.json
+    ForgetRevertedReloads(dir.name, fingerprints);
     ApplyTraffic(dir);
     return Status::Ok();
   }
@@ -473,6 +479,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
 
   std::map<int64_t, VersionEntry> loaded;
   std::map<int64_t, uint64_t> failed_reloads;  // serving version -> the files it failed from
+  std::map<int64_t, std::string> failed_reload_reasons;  // -> why
   Status first_failure = Status::Ok();
   // The loader names the config in its errors: a config override's are the request's
   // `parameters.config`, not the repository's config.pbtxt.
@@ -503,6 +510,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
       spdlog::error("model '{}' version {} failed to reload: {}; the loaded one goes on serving",
                     dir.name, v, result.status().message());
       failed_reloads[v] = fingerprints.at(v);
+      failed_reload_reasons[v] = client_paths_.Rewrite(result.status().message());
       continue;
     }
     spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,
@@ -548,8 +556,13 @@ Status ModelRepositoryManagerImpl::Reconcile(
         }
       } else if (old != serving.end()) {
         versions[v] = old->second;
-        if (auto f = failed_reloads.find(v); f != failed_reloads.end())
+        if (auto f = failed_reloads.find(v); f != failed_reloads.end()) {
           versions[v].failed_reload_fingerprint = f->second;
+          versions[v].failed_reload_reason = failed_reload_reasons[v];
+        } else if (fingerprints.contains(v) && fingerprints.at(v) == old->second.fingerprint) {
+          versions[v].failed_reload_fingerprint = 0;  // its files are back to what serves
+          versions[v].failed_reload_reason.clear();
+        }
       } else if (auto failed = failed_before.find(v); failed != failed_before.end()) {
         versions[v] = failed->second;  // failed before, from the same files: not retried
       }
@@ -768,6 +781,20 @@ Status ModelRepositoryManagerImpl::ClearTrafficPolicy(std::string_view name) {
   entry.traffic_file.in_force = false;
   entry.traffic_file.waits = false;
   return Status::Ok();
+}
+
+void ModelRepositoryManagerImpl::ForgetRevertedReloads(const std::string& name,
+                                                       const std::map<int64_t, uint64_t>& files) {
+  std::unique_lock lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return;
+  for (auto& [v, e] : it->second.versions) {
+    auto fp = files.find(v);
+    if (e.failed_reload_fingerprint == 0 || fp == files.end() || fp->second != e.fingerprint)
+      continue;
+    e.failed_reload_fingerprint = 0;
+    e.failed_reload_reason.clear();
+  }
 }
 
 void ModelRepositoryManagerImpl::Retire(std::vector<std::shared_ptr<LoadedModel>> models,
@@ -1128,7 +1155,22 @@ std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
                       entry.reason});
       continue;
     }
-    for (const auto& [v, e] : entry.versions) rows.push_back({name, v, e.state, e.reason});
+    for (const auto& [v, e] : entry.versions) {
+      // A READY version whose repository content failed to load (poll mode, or a load request)
+      // says so: it serves on from what it was loaded from, and the failure was only in the
+      // log (probe 29). Triton leaves a READY row's reason empty; clients read the state.
+      std::string reason = e.reason;
+      if (e.state == ModelState::kReady && reason.empty()) {
+        if (!entry.last_failure.empty()) {
+          reason = "serving what was loaded before; the model's new content failed to load: " +
+                   entry.last_failure;
+        } else if (e.failed_reload_fingerprint != 0 && !e.failed_reload_reason.empty()) {
+          reason = "serving what was loaded before; its new files failed to load: " +
+                   e.failed_reload_reason;
+        }
+      }
+      rows.push_back({name, v, e.state, std::move(reason)});
+    }
   }
   return rows;
 }

@@ -1,5 +1,6 @@
 #include "lifecycle/model_repository_manager.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1270,6 +1271,19 @@ TEST_F(ModelRepositoryManagerTest, APollDoesNotRetryOrRelogTheSameFailure) {
   EXPECT_EQ(log.Find(spdlog::level::err, "model 'loop' is UNAVAILABLE").size(), 1u);
   EXPECT_TRUE(m.Get("a", 1).ok());  // the loaded one goes on serving
   EXPECT_TRUE(m.Get("b", 1).ok());
+  // The index says so beside READY: the failures were only in the log (probe 29).
+  auto rows = [&] {
+    std::map<std::string, ModelVersionState> by_name;
+    for (const ModelVersionState& row : m.Index()) by_name[row.name] = row;
+    return by_name;
+  };
+  EXPECT_EQ(rows()["a"].state, ModelState::kReady);
+  EXPECT_THAT(rows()["a"].reason,
+              ::testing::StartsWith("serving what was loaded before; its new files failed"));
+  EXPECT_EQ(rows()["b"].state, ModelState::kReady);
+  EXPECT_THAT(rows()["b"].reason,
+              ::testing::StartsWith("serving what was loaded before; the model's new content "
+                                    "failed to load: "));
 
   // Changed again: tried (and logged) again.
   Write("a/1/model.onnx", "garbage, changed again");
@@ -1277,6 +1291,13 @@ TEST_F(ModelRepositoryManagerTest, APollDoesNotRetryOrRelogTheSameFailure) {
   polled(2, 2);
   EXPECT_EQ(log.Find(spdlog::level::err, "version 1 failed to reload").size(), 2u);
   EXPECT_EQ(log.Find(spdlog::level::err, "model 'b' was not reloaded").size(), 2u);
+
+  // Back to what serves: nothing to say any more.
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  fs::remove(root_ / "b/config.pbtxt");
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] { return rows()["a"].reason.empty() && rows()["b"].reason.empty(); }))
+      << rows()["a"].reason << " / " << rows()["b"].reason;
 }
 
 // ---- Traffic between versions (docs/routing.md) ----------------------------------------------
