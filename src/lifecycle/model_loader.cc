@@ -173,7 +173,7 @@ ModelLoader::ModelLoader(const Options& options)
 
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version,
-    std::shared_ptr<TrafficController> traffic) {
+    std::shared_ptr<TrafficController> traffic, const std::atomic<bool>* unload) {
   const BackendRegistry::Choice choice = Choose(dir, base_config, version);
   if (choice.generative)
     return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic));
@@ -261,7 +261,8 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   // Warm-up runs on every instance before the version is reported READY.
   LoadedVersion loaded{model, ""};
   phase = LoadClock::now();
-  Status warmed = RunWarmup(warmup.samples, io, dir.name, model->scheduler(), options_.stopping);
+  Status warmed =
+      RunWarmup(warmup.samples, io, dir.name, model->scheduler(), options_.stopping, unload);
   if (warmed.ok() && !warmup.skipped.empty()) warmed = InvalidArgument(warmup.skipped);
   const double warmup_ms = ms_since(phase);
   if (!warmed.ok()) {

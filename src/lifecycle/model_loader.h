@@ -55,10 +55,12 @@ class ModelLoader {
   // override; auto-completed here). Errors name the file and the problem: the model file does
   // not load, the config does not fit it, a configured warm-up fails.
   // `traffic`: the model's traffic controller, which the version reports its requests to
-  // (may be null).
+  // (may be null). `unload` (may be null): set when an unload of the model is asked for; a
+  // configured warm-up then stops between runs and the load fails.
   StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
                                       const inference::ModelConfig& config, int64_t version,
-                                      std::shared_ptr<TrafficController> traffic = nullptr);
+                                      std::shared_ptr<TrafficController> traffic = nullptr,
+                                      const std::atomic<bool>* unload = nullptr);
 
   // Whether version `version` of `dir` with `config` is a text generator's
   // (BackendRegistry::Choose: the config names a generator, or names no backend or platform

@@ -218,6 +218,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // then shuts each down, which finishes what is queued, and frees it; then hands the freed
   // memory to FreedMemory as an unload's (`unload`) or as a reload's.
   void Retire(std::vector<std::shared_ptr<LoadedModel>> models, bool unload);
+  // A load of `name` begins: the flag UnloadModel sets, registered until LoadEnds.
+  std::shared_ptr<std::atomic<bool>> LoadStarts(const std::string& name);
+  void LoadEnds(const std::string& name, const std::shared_ptr<std::atomic<bool>>& flag);
   // A serving version whose files are back to what it was loaded from no longer carries the
   // reload that failed from other files.
   void ForgetRevertedReloads(const std::string& name, const std::map<int64_t, uint64_t>& files);
@@ -268,6 +271,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   const RepositoryRelativePaths client_paths_;
   // Set by BeginShutdown(): a configured warm-up in progress stops between runs.
   std::atomic<bool> stopping_{false};
+  // The load of each model under way, by name: set when an unload of it is asked for.
+  std::mutex unload_asked_mu_;
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>, std::less<>> unload_asked_;
   ModelLoader loader_;        // thread-safe
   FreedMemory freed_memory_;  // thread-safe
 
@@ -485,9 +491,12 @@ Status ModelRepositoryManagerImpl::Reconcile(
   // `parameters.config`, not the repository's config.pbtxt.
   ModelDirectory load_dir = dir;
   if (config_override) load_dir.config_path = "parameters.config";
+  // An unload asked for meanwhile stops a configured warm-up between runs: it would otherwise
+  // wait behind this load (one model's tasks run in order), however long the warm-up.
+  const std::shared_ptr<std::atomic<bool>> unload_asked = LoadStarts(dir.name);
   for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
-    auto result = loader_.LoadVersion(load_dir, config, v, traffic);
+    auto result = loader_.LoadVersion(load_dir, config, v, traffic, unload_asked.get());
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (result.ok()) {
       const bool warmed = result->warmup_failure.empty();
@@ -523,6 +532,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
                  fingerprints.at(v),
                  nullptr};
   }
+  LoadEnds(dir.name, unload_asked);
   // A load leaves ONNX Runtime's temporaries freed in glibc's arenas (the parsed model, the
   // initializers before optimization: about twice a model's size); they stay for the next load
   // up to a budget, then go back to the system (freed_memory.h, docs/model-lifecycle.md).
@@ -962,9 +972,27 @@ Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
   return LoadFailed(name, s.code(), client_text(std::string(s.message())));
 }
 
+std::shared_ptr<std::atomic<bool>> ModelRepositoryManagerImpl::LoadStarts(const std::string& name) {
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard lock(unload_asked_mu_);
+  unload_asked_[name] = flag;
+  return flag;
+}
+
+void ModelRepositoryManagerImpl::LoadEnds(const std::string& name,
+                                          const std::shared_ptr<std::atomic<bool>>& flag) {
+  std::lock_guard lock(unload_asked_mu_);
+  auto it = unload_asked_.find(name);
+  if (it != unload_asked_.end() && it->second == flag) unload_asked_.erase(it);
+}
+
 void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
                                              std::function<void(Status)> done) {
   if (Status allowed = ModelControlAllowed(); !allowed.ok()) return done(allowed);
+  {
+    std::lock_guard lock(unload_asked_mu_);
+    if (auto it = unload_asked_.find(name); it != unload_asked_.end()) it->second->store(true);
+  }
   const bool posted = lifecycle_.Post(
       std::string(name), [this, name = std::string(name), done] { Unload(name, false, done); },
       [done] { done(Unavailable("the server is shutting down")); });

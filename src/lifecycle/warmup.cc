@@ -212,7 +212,7 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
 
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
                  std::string_view model_name, ModelScheduler& scheduler,
-                 const std::atomic<bool>* stop) {
+                 const std::atomic<bool>* stop, const std::atomic<bool>* unload) {
   for (const WarmupSample& s : samples) {
     // Warm-up inputs pass the same checks as a client's, so a bad model_warmup is reported.
     InferenceRequest check;
@@ -221,9 +221,12 @@ Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
     RETURN_IF_ERROR(ValidateAndPrepare(io, model_name, &check, &outputs)
                         .WithContext("warm-up sample '" + s.name + "'"));
     for (int i = 0; i < s.runs; ++i) {
-      if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
-        return Unavailable("warm-up sample '" + s.name + "' stopped after " + std::to_string(i) +
-                           " of " + std::to_string(s.runs) + " runs: the server is stopping");
+      const bool stopping = stop != nullptr && stop->load(std::memory_order_relaxed);
+      if (stopping || (unload != nullptr && unload->load(std::memory_order_relaxed))) {
+        return Unavailable(
+            "warm-up sample '" + s.name + "' stopped after " + std::to_string(i) + " of " +
+            std::to_string(s.runs) + " runs: " +
+            (stopping ? "the server is stopping" : "an unload of the model was asked for"));
       }
       RETURN_IF_ERROR(scheduler
                           .RunOnEachInstance([&](ModelInstance& instance) {

@@ -53,9 +53,11 @@ StatusOr<Warmup> BuildWarmup(const inference::ModelConfig& config, const ModelIO
 
 // Runs each sample its count of times on every instance of `scheduler`; the inputs pass a
 // client's checks first. The first failure, with the sample's name; kUnavailable once `stop`
-// (may be null) is set, checked before each run.
+// (the server stops) or `unload` (an unload of the model was asked for) is set, both checked
+// before each run (either may be null).
 Status RunWarmup(const std::vector<WarmupSample>& samples, const ModelIO& io,
                  std::string_view model_name, ModelScheduler& scheduler,
-                 const std::atomic<bool>* stop = nullptr);
+                 const std::atomic<bool>* stop = nullptr,
+                 const std::atomic<bool>* unload = nullptr);
 
 }  // namespace harrier

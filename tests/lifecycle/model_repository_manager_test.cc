@@ -901,6 +901,45 @@ TEST_F(ModelRepositoryManagerTest, ExplicitModeLoadsOnlyTheNamedModelsThenOnRequ
 // A refused load of a model nobody serves (unloaded) changes nothing: it stays unloaded, with
 // its rows, and the server stays ready. A failed entry replaced it, and one mistyped load made
 // the whole server unready until the model was unloaded again (probe 28, F4).
+// An unload asked for while the model's load is warming up stops the warm-up between runs: the
+// unload waited behind the load (one model's tasks run in order), however many runs a
+// model_warmup asks for (probe 29, H7). The load fails, saying why; the unload goes through.
+TEST_F(ModelRepositoryManagerTest, AnUnloadStopsTheWarmupOfTheModelsLoadUnderWay) {
+  Write("w/1/model.onnx", "identity FP32 -1 4");
+  Write("w/config.pbtxt",
+        "model_warmup [{ name: \"many\" batch_size: 1 count: 10000 inputs { key: \"INPUT0\" "
+        "value: { data_type: TYPE_FP32 dims: [4] zero_data: true } } }]");
+  std::mutex mu;
+  std::condition_variable cv;
+  bool unload_asked = false;
+  backend_.on_run = [&] {
+    if (backend_.runs.load() != 5) return;  // the fifth run waits for the unload to be asked
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return unload_asked; });
+  };
+  auto m = Explicit();
+  std::promise<Status> loaded;
+  m->LoadModel("w", {}, [&](Status s) { loaded.set_value(std::move(s)); });
+  ASSERT_TRUE(Eventually([&] { return backend_.runs.load() >= 5; }));
+  std::promise<Status> unloaded;
+  m->UnloadModel("w", [&](Status s) { unloaded.set_value(std::move(s)); });
+  {
+    std::lock_guard lock(mu);
+    unload_asked = true;
+  }
+  cv.notify_all();
+  const Status load = loaded.get_future().get();
+  EXPECT_EQ(load.code(), StatusCode::kUnavailable) << load.ToString();
+  EXPECT_NE(load.message().find("an unload of the model was asked for"), std::string::npos)
+      << load.message();
+  EXPECT_TRUE(unloaded.get_future().get().ok());
+  EXPECT_LT(backend_.runs.load(), 100);
+  backend_.on_run = nullptr;
+  // The next load is not stopped by the unload that came before it.
+  EXPECT_TRUE(Control(*m, true, "w").ok());
+  EXPECT_TRUE(m->Get("w", 1).ok());
+}
+
 TEST_F(ModelRepositoryManagerTest, ARefusedLoadOfAnUnloadedModelLeavesItUnloadedAndTheServerReady) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto manager = Explicit({"a"});

@@ -12,7 +12,7 @@
 // `instances_report_signature` set, instances say their signature (as ONNX Runtime's do) and a
 // load needs no Inspect. `on_create_instance`, when set,
 // is called with the model file's path as each instance is created (a test's latch, to hold a
-// load there).
+// load there); `on_run`, when set, in each run.
 #pragma once
 
 #include <algorithm>
@@ -34,12 +34,14 @@ class FakeInstance : public ModelInstance {
  public:
   enum class Fails { kNever, kOnZeros, kAlways };
   explicit FakeInstance(std::atomic<int>* runs, Fails fails = Fails::kNever,
-                        std::optional<ModelSignature> signature = std::nullopt)
-      : runs_(runs), fails_(fails), signature_(std::move(signature)) {}
+                        std::optional<ModelSignature> signature = std::nullopt,
+                        const std::function<void()>* on_run = nullptr)
+      : runs_(runs), fails_(fails), signature_(std::move(signature)), on_run_(on_run) {}
   const ModelSignature* signature() const override { return signature_ ? &*signature_ : nullptr; }
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
              std::vector<Tensor>* outputs, const RunContext&) override {
     ++*runs_;
+    if (on_run_ != nullptr && *on_run_) (*on_run_)();
     outputs->clear();
     if (fails_ == Fails::kAlways) return Internal("the engine failed");
     if (fails_ == Fails::kOnZeros) {
@@ -64,6 +66,7 @@ class FakeInstance : public ModelInstance {
   std::atomic<int>* runs_;
   const Fails fails_;
   const std::optional<ModelSignature> signature_;
+  const std::function<void()>* const on_run_;  // the backend's; may be empty
 };
 
 class FakeBackend : public Backend {
@@ -94,7 +97,7 @@ class FakeBackend : public Backend {
                                             : FakeInstance::Fails::kNever;
     return std::unique_ptr<ModelInstance>(new FakeInstance(
         &runs, fails,
-        instances_report_signature ? std::optional(std::move(signature)) : std::nullopt));
+        instances_report_signature ? std::optional(std::move(signature)) : std::nullopt, &on_run));
   }
 
   // Counts the instances a load creates beside its first one (the hook a backend may use to
@@ -115,6 +118,8 @@ class FakeBackend : public Backend {
 
   // Set before the first load, not changed while one runs.
   std::function<void(const std::string& path)> on_create_instance;
+  // Called in each run, after `runs` counts it (a test's latch, or a slow run).
+  std::function<void()> on_run;
   bool instances_report_signature = false;
   std::atomic<int> instances_created{0};  // all of them, siblings included
   std::atomic<int> siblings_created{0};
