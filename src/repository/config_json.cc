@@ -233,6 +233,7 @@ StatusOr<inference::ModelConfig> ParseModelConfigJson(const std::string& json) {
   if (!status.ok())
     return InvalidArgument("the model config is not valid JSON for a ModelConfig: " +
                            std::string(status.message()));
+  RETURN_IF_ERROR(CheckUtf8Strings(config));
   return config;
 }
 

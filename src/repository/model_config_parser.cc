@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include "core/utf8.h"
 
 namespace harrier {
 namespace {
@@ -62,7 +66,46 @@ class FirstErrorCollector final : public google::protobuf::io::ErrorCollector {
   std::string message_;
 };
 
+// The path of the first string under `m` that is not UTF-8, or empty.
+std::string FirstNonUtf8(const google::protobuf::Message& m, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string name = prefix.empty() ? f->name() : prefix + "." + f->name();
+    const bool text = f->type() == FieldDescriptor::TYPE_STRING;
+    const bool message = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+    if (!text && !message) continue;
+    const int count = f->is_repeated() ? reflection->FieldSize(m, f) : 1;
+    for (int i = 0; i < count; ++i) {
+      std::string at = name;
+      if (f->is_repeated()) at += "[" + std::to_string(i) + "]";
+      if (text) {
+        std::string scratch;
+        const std::string& value = f->is_repeated()
+                                       ? reflection->GetRepeatedStringReference(m, f, i, &scratch)
+                                       : reflection->GetStringReference(m, f, &scratch);
+        if (!IsValidUtf8(value)) return at;
+        continue;
+      }
+      const google::protobuf::Message& sub =
+          f->is_repeated() ? reflection->GetRepeatedMessage(m, f, i) : reflection->GetMessage(m, f);
+      if (std::string found = FirstNonUtf8(sub, at); !found.empty()) return found;
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+Status CheckUtf8Strings(const google::protobuf::Message& config) {
+  const std::string field = FirstNonUtf8(config, "");
+  if (field.empty()) return Status::Ok();
+  return InvalidArgument("field '" + field +
+                         "' is not UTF-8 (a model config's strings go into JSON and metric "
+                         "labels, which must be UTF-8)");
+}
 
 StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view pbtxt,
                                                   const std::string& path_for_errors) {
@@ -81,6 +124,7 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view pbtxt,
     if (errors.has_error()) return InvalidArgument(errors.Format(pbtxt, path_for_errors));
     return InvalidArgument(path_for_errors + ": invalid model config");
   }
+  RETURN_IF_ERROR(CheckUtf8Strings(config).WithContext(path_for_errors));
   return config;
 }
 

@@ -20,9 +20,16 @@ namespace harrier {
 // Parses config text. Empty text (or only whitespace and comments) is an empty config.
 // Errors: kInvalidArgument, with a message "<path_for_errors>:<line>:<column>: <problem>"
 // (1-based) for a syntax error, an unknown field, a value of the wrong type, an unknown enum
-// name or a non-repeated field given twice. `path_for_errors` is only used in messages.
+// name, a non-repeated field given twice, or a string that is not UTF-8 (CheckUtf8Strings).
+// `path_for_errors` is only used in messages.
 StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view pbtxt,
                                                   const std::string& path_for_errors);
+
+// kInvalidArgument naming the first string field of `config` (depth first, as
+// "parameters[\"k\"].string_value") that is not UTF-8. A config's strings go into JSON (the
+// config endpoint, the index's reasons) and metric labels, which must be UTF-8: the text
+// format parser takes any bytes, and one such string made whole documents unreadable (probe 29).
+Status CheckUtf8Strings(const google::protobuf::Message& config);
 
 // The largest config.pbtxt read (a config is a few KiB; a poll must not read a stray large file
 // into memory every rotation). ModelFingerprint digests a larger one by its size and time.

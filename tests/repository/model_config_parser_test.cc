@@ -104,6 +104,23 @@ TEST(ParseModelConfigTest, EmptyTextIsEmptyConfig) {
   }
 }
 
+// A config's strings go into JSON and metric labels: one that is not UTF-8 is refused, naming
+// the field (probe 29: it made the config endpoint's JSON unreadable).
+TEST(ParseModelConfigTest, AStringThatIsNotUtf8IsRefusedByItsField) {
+  auto bad = ParseModelConfig(
+      "name: \"m\"\nparameters { key: \"k\" value { string_value: \"a\\377b\" } }\n",
+      "m/config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("m/config.pbtxt"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("'parameters[0].value.string_value' is not UTF-8"),
+            std::string::npos)
+      << bad.status().message();
+  auto fine = ParseModelConfig("name: \"caf\303\251\"\n", "m/config.pbtxt");
+  EXPECT_TRUE(fine.ok()) << fine.status().ToString();
+}
+
 TEST(ParseModelConfigTest, ExplicitZeroMaxBatchSizeIsPresent) {
   StatusOr<inference::ModelConfig> config = ParseModelConfig("max_batch_size: 0", "c.pbtxt");
   ASSERT_TRUE(config.ok());
