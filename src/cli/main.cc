@@ -44,6 +44,7 @@
 #include "observability/otlp_tracer.h"
 #include "observability/process_metrics.h"
 #include "observability/spdlog_log_control.h"
+#include "protocol/common/content_coding.h"
 #include "protocol/grpc/grpc_server.h"
 #include "protocol/kserve/kserve_handler.h"
 #include "protocol/openai/openai_handler.h"
@@ -479,36 +480,48 @@ int Serve(const ServeFlags& flags) {
 
   // Prometheus metrics (docs/metrics.md) on a server of their own, one I/O thread, so that a
   // scrape never waits behind inference traffic and vice versa.
-  MetricsHandler metrics_handler({
-      [&manager](TextExposition* out) { (*manager)->CollectMetrics(out); },
-      [](TextExposition* out) {
-        if (auto sample = ReadProcessSample()) AppendProcessMetrics(*sample, out);
+  MetricsHandler metrics_handler(
+      {
+          [&manager](TextExposition* out) { (*manager)->CollectMetrics(out); },
+          [](TextExposition* out) {
+            if (auto sample = ReadProcessSample()) AppendProcessMetrics(*sample, out);
+          },
+          [&log_sink](TextExposition* out) {
+            constexpr std::string_view kDropped = "harrier_log_dropped_lines_total";
+            out->Declare(kDropped, TextExposition::Type::kCounter,
+                         "Server log lines dropped because stderr took no more (its reader fell "
+                         "behind or it was closed)");
+            out->Add(kDropped, {}, log_sink->dropped_lines());
+          },
+          [&access_log](TextExposition* out) {
+            if (!access_log) return;  // the family exists only with --access-log on
+            constexpr std::string_view kDropped = "harrier_access_log_dropped_lines_total";
+            out->Declare(
+                kDropped, TextExposition::Type::kCounter,
+                "Access log lines dropped because the writer fell behind or writing failed");
+            out->Add(kDropped, {}, access_log->dropped_lines());
+          },
+          [&tracer](TextExposition* out) {
+            if (tracer) tracer->AppendMetrics(out);  // only with tracing on
+          },
+          [&access_control](TextExposition* out) { (*access_control)->AppendMetrics(out); },
+          [&server](TextExposition* out) {
+            const HttpServer& rest = **server;
+            AppendConnectionMetrics({rest.open_connections(), rest.max_connections(),
+                                     rest.refused_connections(), rest.failed_accepts()},
+                                    out);
+          },
       },
-      [&log_sink](TextExposition* out) {
-        constexpr std::string_view kDropped = "harrier_log_dropped_lines_total";
-        out->Declare(kDropped, TextExposition::Type::kCounter,
-                     "Server log lines dropped because stderr took no more (its reader fell "
-                     "behind or it was closed)");
-        out->Add(kDropped, {}, log_sink->dropped_lines());
-      },
-      [&access_log](TextExposition* out) {
-        if (!access_log) return;  // the family exists only with --access-log on
-        constexpr std::string_view kDropped = "harrier_access_log_dropped_lines_total";
-        out->Declare(kDropped, TextExposition::Type::kCounter,
-                     "Access log lines dropped because the writer fell behind or writing failed");
-        out->Add(kDropped, {}, access_log->dropped_lines());
-      },
-      [&tracer](TextExposition* out) {
-        if (tracer) tracer->AppendMetrics(out);  // only with tracing on
-      },
-      [&access_control](TextExposition* out) { (*access_control)->AppendMetrics(out); },
-      [&server](TextExposition* out) {
-        const HttpServer& rest = **server;
-        AppendConnectionMetrics({rest.open_connections(), rest.max_connections(),
-                                 rest.refused_connections(), rest.failed_accepts()},
-                                out);
-      },
-  });
+      // gzip or deflate when the scraper asks (Prometheus does on every scrape), as the
+      // inference responses are encoded (protocol/common/content_coding.h).
+      [](std::string_view accept,
+         std::string_view body) -> std::optional<std::pair<std::string, std::string>> {
+        const ContentCoding coding = NegotiateContentCoding(accept);
+        if (coding == ContentCoding::kIdentity) return std::nullopt;
+        std::optional<std::string> encoded = EncodeContent(body, coding);
+        if (!encoded) return std::nullopt;
+        return std::make_pair(std::string(ContentCodingName(coding)), std::move(*encoded));
+      });
   HttpServer::Options metrics_options;
   metrics_options.address = MetricsAddressOf(flags);
   metrics_options.port = static_cast<uint16_t>(flags.metrics_port);

@@ -18,8 +18,8 @@ HttpResponse Error(int status, std::string_view message) {
 
 }  // namespace
 
-MetricsHandler::MetricsHandler(std::vector<Collector> collectors)
-    : collectors_(std::move(collectors)) {}
+MetricsHandler::MetricsHandler(std::vector<Collector> collectors, Encoder encode)
+    : collectors_(std::move(collectors)), encode_(std::move(encode)) {}
 
 std::string MetricsHandler::Scrape() const {
   TextExposition exposition;
@@ -38,7 +38,15 @@ void MetricsHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   }
   HttpResponse r;
   r.headers.emplace_back("Content-Type", std::string(TextExposition::kContentType));
+  r.headers.emplace_back("Vary", "Accept-Encoding");
   r.body = Scrape();
+  const std::string_view accept = request.Header("accept-encoding");
+  if (encode_ && !accept.empty()) {
+    if (auto encoded = encode_(accept, r.body)) {
+      r.headers.emplace_back("Content-Encoding", std::move(encoded->first));
+      r.body = std::move(encoded->second);
+    }
+  }
   respond(std::move(r));
 }
 

@@ -14,6 +14,7 @@ and checks that `promtool check metrics` accepts it and that every count matches
 histogram counts, failures by reason, cancellations by stage, and Triton's counters.
 Python stdlib + numpy only. The last line is "N passed, N failed".
 """
+import gzip
 import json
 import os
 import re
@@ -192,6 +193,17 @@ class MetricsTest(unittest.TestCase):
     def test_content_type(self):
         self.assertEqual(self.status, 200)
         self.assertEqual(self.content_type, "text/plain; version=0.0.4; charset=utf-8")
+
+    def test_a_scrape_is_gzipped_when_the_scraper_asks_as_prometheus_does(self):
+        request = urllib.request.Request("http://127.0.0.1:%d/metrics" % SERVER.metrics_port,
+                                         headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            self.assertEqual(r.headers.get("Content-Encoding"), "gzip")
+            body = r.read()
+        text = gzip.decompress(body).decode("utf-8")
+        self.assertLess(len(body) * 3, len(text))  # repetitive text: it shrinks several times
+        self.assertIn("harrier_request_success_total{", text)
+        self.assertIsNotNone(parse(text))
 
     def test_promtool_accepts_the_scrape(self):
         # tools/deps.sh installs promtool (Debian package prometheus): without it the set-up is

@@ -5,10 +5,12 @@
 namespace harrier {
 namespace {
 
-HttpResponse Call(MetricsHandler& handler, std::string method, std::string target) {
+HttpResponse Call(MetricsHandler& handler, std::string method, std::string target,
+                  std::vector<std::pair<std::string, std::string>> headers = {}) {
   HttpRequest request;
   request.method = std::move(method);
   request.target = std::move(target);
+  request.headers = std::move(headers);
   HttpResponse response;
   bool called = false;
   handler.Handle(std::move(request), [&](HttpResponse r) {
@@ -19,10 +21,42 @@ HttpResponse Call(MetricsHandler& handler, std::string method, std::string targe
   return response;
 }
 
-std::string_view ContentType(const HttpResponse& r) {
+std::string_view HeaderOf(const HttpResponse& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
-    if (k == "Content-Type") return v;
+    if (k == name) return v;
   return {};
+}
+
+std::string_view ContentType(const HttpResponse& r) {
+  return HeaderOf(r, "Content-Type");
+}
+
+// A scraper that asks for a coding gets the scrape in it, through the encoder main.cc gives
+// (zlib's); one that does not, or when the encoder declines, the text as it is.
+TEST(MetricsHandlerTest, AScrapeIsEncodedWhenTheScraperAsksAndTheEncoderCan) {
+  std::vector<std::string> asked;
+  MetricsHandler handler(
+      {[](TextExposition* e) {
+        e->Declare("a", TextExposition::Type::kGauge, "A");
+        e->Add("a", {}, uint64_t{1});
+      }},
+      [&](std::string_view accept,
+          std::string_view body) -> std::optional<std::pair<std::string, std::string>> {
+        asked.emplace_back(accept);
+        if (accept != "gzip") return std::nullopt;
+        return std::make_pair(std::string("gzip"), "z(" + std::string(body) + ")");
+      });
+  const std::string text = "# HELP a A\n# TYPE a gauge\na 1\n";
+  HttpResponse gz = Call(handler, "GET", "/metrics", {{"accept-encoding", "gzip"}});
+  EXPECT_EQ(HeaderOf(gz, "Content-Encoding"), "gzip");
+  EXPECT_EQ(HeaderOf(gz, "Vary"), "Accept-Encoding");
+  EXPECT_EQ(gz.body, "z(" + text + ")");
+  HttpResponse other = Call(handler, "GET", "/metrics", {{"accept-encoding", "br"}});
+  EXPECT_EQ(HeaderOf(other, "Content-Encoding"), "");
+  EXPECT_EQ(other.body, text);
+  HttpResponse none = Call(handler, "GET", "/metrics");
+  EXPECT_EQ(none.body, text);
+  EXPECT_EQ(asked, (std::vector<std::string>{"gzip", "br"}));  // not asked without the header
 }
 
 TEST(MetricsHandlerTest, GetMetricsRunsEveryCollectorInOrder) {
