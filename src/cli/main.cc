@@ -450,6 +450,7 @@ int Serve(const ServeFlags& flags) {
   grpc_options.tls_key_file = flags.tls_key;
   grpc_options.tls_client_ca_file = flags.tls_client_ca;
   grpc_options.max_receive_message_bytes = flags.max_body_bytes;
+  grpc_options.max_pending_stream_bytes = flags.generation_stream_buffer_bytes;
   grpc_options.handler.server_version = HARRIER_VERSION;
   grpc_options.handler.server_name = flags.server_id;
   grpc_options.handler.readiness = &shutdown;

@@ -17,7 +17,9 @@ heartbeats on a stream that waits for a sequence; completions' logprobs (legacy 
 streamed); streaming over HTTP/2 (nghttp); Triton's
 generate and generate_stream; bad input in OpenAI's error shape, and the KServe infer endpoint on
 a generative model pointing at these; an unload in explicit mode ends the generations waiting
-for a sequence at once while the running one streams on. Python stdlib and nghttp only. The last line is
+for a sequence at once while the running one streams on; a gRPC client that reads nothing has
+its generation stopped past the stream buffer (raw HTTP/2 frames: tools/h2_attacks.py, which
+needs Debian's python3-hpack). Python stdlib and nghttp only. The last line is
 "N passed, N failed".
 """
 import hashlib
@@ -27,6 +29,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -709,6 +712,20 @@ class AdmissionTests(OwnServerTests):
 
 
 
+def long_repository():
+    """A repository of "long": one sequence and a context of 131072 tokens, so that a
+    generation runs for seconds (the tiny model generates thousands of tokens a second)."""
+    repo = os.path.join(ARGS.work_dir, "long-repo")
+    if not os.path.exists(os.path.join(repo, "long", "config.pbtxt")):
+        os.makedirs(os.path.join(repo, "long", "1"), exist_ok=True)
+        shutil.copy(gguf_path(), os.path.join(repo, "long", "1", "model.gguf"))
+        with open(os.path.join(repo, "long", "config.pbtxt"), "w") as f:
+            f.write('backend: "llama.cpp"\n'
+                    'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
+                    'parameters { key: "context_size" value { string_value: "131072" } }\n')
+    return repo
+
+
 class UnloadTests(OwnServerTests):
     """A server of its own in explicit mode, on a repository of its own: "long", one sequence
     and a context of 131072 tokens, so that a generation runs for seconds. An unload ends the
@@ -717,15 +734,8 @@ class UnloadTests(OwnServerTests):
 
     @classmethod
     def setUpClass(cls):
-        repo = os.path.join(ARGS.work_dir, "unload-repo")
-        shutil.rmtree(repo, ignore_errors=True)
-        os.makedirs(os.path.join(repo, "long", "1"))
-        shutil.copy(gguf_path(), os.path.join(repo, "long", "1", "model.gguf"))
-        with open(os.path.join(repo, "long", "config.pbtxt"), "w") as f:
-            f.write('backend: "llama.cpp"\n'
-                    'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
-                    'parameters { key: "context_size" value { string_value: "131072" } }\n')
-        cls.server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, cls.LOG),
+        cls.server = harness.Harrier(ARGS.harrier, long_repository(),
+                                     os.path.join(ARGS.work_dir, cls.LOG),
                                      ["--model-control-mode", "explicit", "--load-model", "long"])
 
     def test_an_unload_ends_waiting_generations_at_once_and_the_running_one_goes_on(self):
@@ -761,6 +771,60 @@ class UnloadTests(OwnServerTests):
         self.assertEqual(rows[0].get("reason"), "unloaded", rows)
 
 
+
+class GrpcSlowReaderTests(OwnServerTests):
+    """A server of its own on the "long" repository with a 4 KiB stream buffer: a gRPC client
+    that reads nothing has its generation stopped once more than that waits for it, as an SSE
+    client has (before, it went on for nobody until the 30 s write timeout, every response
+    queued)."""
+    LOG = "grpc-slow.log"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = harness.Harrier(ARGS.harrier, long_repository(),
+                                     os.path.join(ARGS.work_dir, cls.LOG),
+                                     ["--generation-stream-buffer-bytes", "4096"])
+
+    def active(self):
+        _, _, metrics = call(self.server.metrics_port, "GET", "/metrics")
+        m = re.search(r'^harrier_generation_active_sequences\{[^}]*model="long"[^}]*\} (\S+)$',
+                      metrics.decode(), re.M)
+        return float(m.group(1)) if m else None
+
+    def test_a_grpc_client_that_reads_nothing_has_its_generation_stopped(self):
+        sys.path.insert(0, os.path.join(os.path.abspath(ARGS.source_dir), "tools"))
+        import h2_attacks as h2  # Debian's hpack: run with /usr/bin/python3
+        prompt = b"Once upon a time"
+        text_input = (h2.pb_bytes(1, b"text_input") + h2.pb_bytes(2, b"BYTES")
+                      + h2.pb_bytes(3, h2.varint(1)))
+        param = lambda key, value: h2.pb_bytes(4, h2.pb_bytes(1, key) + h2.pb_bytes(2, value))
+        request = (h2.pb_bytes(1, b"long") + h2.pb_bytes(3, b"r1")
+                   + param(b"max_tokens", h2.varint(2 << 3) + h2.varint(130000))
+                   + param(b"temperature", bytes([4 << 3 | 1]) + struct.pack("<d", 0.0))
+                   + h2.pb_bytes(5, text_input)
+                   + h2.pb_bytes(7, struct.pack("<I", len(prompt)) + prompt))
+        # Reads nothing, and gives the server's streams no window at all (SETTINGS
+        # INITIAL_WINDOW_SIZE 0): every response waits from the first, whatever the kernel's
+        # buffers and the machine's speed.
+        c = h2.Conn(self.server.grpc_port, read=False, settings=struct.pack(">HI", 4, 0))
+        try:
+            c.send(h2.frame(h2.HEADERS, h2.END_HEADERS, 1,
+                            c.encoder.encode(h2.call_headers("ModelStreamInfer", c.authority))))
+            c.send(h2.frame(h2.DATA, 0, 1, h2.grpc_message(request)))
+            deadline = time.time() + 10
+            while time.time() < deadline and self.active() != 1:
+                time.sleep(0.05)
+            self.assertEqual(self.active(), 1, "the generation never started")
+            # 4 KiB of responses: tens of tokens, well inside the 30 s write timeout that was
+            # the only bound before.
+            deadline = time.time() + 20
+            while time.time() < deadline and self.active() != 0:
+                time.sleep(0.1)
+            self.assertEqual(self.active(), 0, "still generating for a client that reads nothing")
+        finally:
+            c.close()
+
+
 def main():
     global ARGS, SERVER
     ARGS = harness.parse_args(__doc__)
@@ -782,7 +846,8 @@ def main():
                                 loader.loadTestsFromTestCase(GraceTests),
                                 loader.loadTestsFromTestCase(AdmissionTests),
                                 loader.loadTestsFromTestCase(KeyTests),
-                                loader.loadTestsFromTestCase(UnloadTests)])
+                                loader.loadTestsFromTestCase(UnloadTests),
+                                loader.loadTestsFromTestCase(GrpcSlowReaderTests)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -143,7 +144,9 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         reader_(options.max_receive_message_bytes,
                 ParseMessageEncoding(head.Header("grpc-encoding"))),
         token_(std::make_shared<CancellationToken>()),
-        authorizer_(head.message_authorizer) {}
+        authorizer_(head.message_authorizer),
+        max_pending_bytes_(options.max_pending_stream_bytes),
+        pending_(std::make_shared<PendingResponses>()) {}
 
   void OnBody(std::string_view bytes) override {
     if (failed_ || cancelled_) {
@@ -238,8 +241,25 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       // the slot is free once the last is written.
       if (handler_->ModelGenerate(
               slot->request, call,
-              [writer = writer_](inference::ModelStreamInferResponse r) {
-                writer->Write(Framed(r), {});
+              [writer = writer_, pending = pending_, token = token_,
+               bound = max_pending_bytes_](inference::ModelStreamInferResponse r) {
+                // On the engine's thread. A client that reads so slowly that more than the
+                // bound waits for it stops the stream's sequences (its token), and what they
+                // still say is dropped; the stream then ends RESOURCE_EXHAUSTED (OnWritten).
+                // Without it, a client that never read kept them generating for nobody, each
+                // response queued (probe 31).
+                if (pending->too_slow.load(std::memory_order_relaxed)) return;
+                std::string framed = Framed(r);
+                const std::size_t size = framed.size();
+                if (pending->bytes.load(std::memory_order_relaxed) + size > bound) {
+                  pending->too_slow.store(true, std::memory_order_relaxed);
+                  token->Cancel();
+                  return;
+                }
+                pending->bytes.fetch_add(size, std::memory_order_relaxed);
+                writer->Write(std::move(framed), [pending, size](bool) {
+                  pending->bytes.fetch_sub(size, std::memory_order_relaxed);
+                });
               },
               [self = shared_from_this(), slot](const Status&) {
                 self->writer_->Write(
@@ -275,6 +295,13 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
 
   void OnWritten(const Slot& slot, bool written) {
     if (slot.trace) slot.trace->Finish(written, Clock::now());
+    if (pending_->too_slow.load(std::memory_order_relaxed) && !failed_) {
+      stop_reading_ = true;
+      Fail(ResourceExhausted("the client reads the stream too slowly: more than " +
+                             std::to_string(max_pending_bytes_) +
+                             " bytes of generated responses waited for it; its generations "
+                             "were stopped"));
+    }
     --inflight_;
     DispatchReady();
     MaybeFinish();
@@ -322,6 +349,14 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   const std::shared_ptr<MessageAuthorizer> authorizer_;  // access control per message; null: none
   bool finished_ = false;
   Status failure_ = Status::Ok();
+  // Generation responses written and not yet with the kernel, shared with the engine threads
+  // that write them.
+  struct PendingResponses {
+    std::atomic<std::size_t> bytes{0};
+    std::atomic<bool> too_slow{false};  // past the bound: the stream's generations stop
+  };
+  const std::size_t max_pending_bytes_;
+  const std::shared_ptr<PendingResponses> pending_;
 };
 
 HttpResponse GrpcHttpHandler::HealthCheck(const HttpRequest& request, HttpResponse head) const {

@@ -51,6 +51,8 @@ class GrpcHttpHandler final : public HttpHandler {
     // Requests of one ModelStreamInfer stream that may run (or wait to be written) at once.
     // Default 64.
     std::size_t max_stream_inflight = 64;
+    // Generation responses of one stream that may wait for its client (GrpcServer::Options).
+    std::size_t max_pending_stream_bytes = std::size_t{1} << 20;
     GrpcInferenceHandler::Options handler;
   };
 

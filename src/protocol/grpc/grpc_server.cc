@@ -45,6 +45,7 @@ GrpcServer::GrpcServer(const Options& options, ModelManager* models) : options_(
   handler.max_receive_message_bytes =
       static_cast<std::size_t>(std::min<uint64_t>(options.max_receive_message_bytes, INT_MAX));
   handler.max_stream_inflight = options.max_stream_inflight;
+  handler.max_pending_stream_bytes = options.max_pending_stream_bytes;
   handler.handler = options.handler;
   handler_ = std::make_unique<GrpcHttpHandler>(models, handler);
 }

@@ -63,6 +63,11 @@ class GrpcServer {
     // Requests of one ModelStreamInfer stream that may run at once; the stream reads no further
     // request while this many are unanswered. Default 64.
     size_t max_stream_inflight = 64;
+    // Generation responses of one ModelStreamInfer stream that may wait for its client (queued,
+    // not yet with the kernel): past it, the stream's requests are cancelled (their sequences
+    // stop) and it ends RESOURCE_EXHAUSTED, as an SSE stream ends (--generation-stream-buffer-
+    // bytes). Default 1 MiB.
+    size_t max_pending_stream_bytes = size_t{1} << 20;
     GrpcInferenceHandler::Options handler;
     // Puts a handler in front of the gRPC handler it is given (access control, src/auth/), or
     // returns null for none. Empty: none. Called once, by Create.
