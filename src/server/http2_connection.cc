@@ -76,9 +76,12 @@ struct Http2Connection<Stream>::StreamState {
   bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
   std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
   std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
-  // When the response's DATA last moved (a frame sent), or its bytes began to wait: the start
-  // of a stall by the client's flow-control window.
-  Clock::time_point data_progress{};
+  // A stall by the client's flow-control window, seen by the connection's tick (no clock read
+  // per frame): DATA frames sent for the response, their count at the last tick, and since when
+  // its bytes have waited without a frame sent.
+  uint64_t data_frames = 0;
+  uint64_t data_frames_seen = 0;
+  Clock::time_point waiting_since{};
 };
 
 // The stream handler of a response whose body is a ResponseStream: the request was read whole,
@@ -395,7 +398,7 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
   auto* c = static_cast<Http2Connection*>(user);
   if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   auto* s = static_cast<StreamState*>(source->ptr);
-  s->data_progress = Clock::now();
+  ++s->data_frames;
   SendCb(nullptr, framehd, 9, 0, user);
   // We never ask for padding, so padlen is 0.
   (void)frame;
@@ -579,7 +582,11 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     // producer told, after the write timeout; the connection's other streams go on.
     const bool data_waits =
         s->responded && (s->handler ? !s->parts.empty() : s->sent < s->response.body.size());
-    if (data_waits && !s->stream_cancelled && now - s->data_progress > o.write_timeout) {
+    if (!data_waits || s->data_frames != s->data_frames_seen ||
+        s->waiting_since == Clock::time_point{}) {
+      s->data_frames_seen = s->data_frames;
+      s->waiting_since = now;  // nothing waits, or it moved since the last tick
+    } else if (!s->stream_cancelled && now - s->waiting_since > o.write_timeout) {
       spdlog::debug(
           "http2: stream {}: the client's window held the response back for the write "
           "timeout; resetting it",
@@ -892,7 +899,6 @@ void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse&& response) {
 template <class Stream>
 void Http2Connection<Stream>::SubmitResponse(int32_t id, StreamState* s, HttpResponse&& response) {
   s->responded = true;
-  s->data_progress = Clock::now();
   s->response = std::move(response);
   int status = s->response.status;
   if (status < 200 || status > 599) {
@@ -1045,7 +1051,6 @@ void Http2Connection<Stream>::OnStreamWrite(int32_t id, std::unique_ptr<Part> pa
     if (part->on_written) part->on_written(true);
     return;
   }
-  if (s->parts.empty()) s->data_progress = Clock::now();  // bytes begin to wait
   s->parts.push_back(std::move(part));
   if (s->data_deferred) {
     s->data_deferred = false;
