@@ -217,6 +217,9 @@ struct GenerationStats {
   int active_sequences = 0;
   int waiting_requests = 0;
   int64_t kv_cells_used = 0;
+  // Of kv_cells_used: held by free sequences as a prompt-prefix cache for the next requests
+  // (what "used" keeps when nothing generates); 0 for an engine that caches nothing.
+  int64_t kv_cells_cached = 0;
   int64_t kv_cells_total = 0;
   uint64_t prompt_tokens_total = 0;
   uint64_t generated_tokens_total = 0;

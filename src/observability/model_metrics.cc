@@ -178,7 +178,8 @@ void DeclareModelMetricFamilies(TextExposition* out) {
   out->Declare("harrier_generation_waiting_requests", Type::kGauge,
                "Generations: requests waiting for a free sequence");
   out->Declare("harrier_kv_cache_cells", Type::kGauge,
-               "Generations: the engine's KV cache cells, used and total");
+               "Generations: the engine's KV cache cells: used (by generations and the prefix "
+               "cache), cached (of used: free sequences' prefix cache), total");
   out->Declare("nv_inference_request_success", Type::kCounter,
                "Number of successful inference requests, all batch sizes (Triton's name)");
   out->Declare("nv_inference_request_failure", Type::kCounter,
@@ -242,6 +243,9 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
              static_cast<double>(g.waiting_requests));
     out->Add("harrier_kv_cache_cells", {{"model", s.name}, {"version", version}, {"state", "used"}},
              static_cast<double>(g.kv_cells_used));
+    out->Add("harrier_kv_cache_cells",
+             {{"model", s.name}, {"version", version}, {"state", "cached"}},
+             static_cast<double>(g.kv_cells_cached));
     out->Add("harrier_kv_cache_cells",
              {{"model", s.name}, {"version", version}, {"state", "total"}},
              static_cast<double>(g.kv_cells_total));

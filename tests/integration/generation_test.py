@@ -497,6 +497,12 @@ class GenerationTests(unittest.TestCase):
         self.assertGreaterEqual(value("harrier_prompt_tokens_total"), 1)
         self.assertEqual(value("harrier_kv_cache_cells",
                                '{model="tiny-llama",version="1",state="total"}'), 4096)
+        # Of the cells used, those free sequences keep as a prefix cache: what "used" holds when
+        # nothing generates (probe 34 read it as stuck).
+        cached = value("harrier_kv_cache_cells", '{model="tiny-llama",version="1",state="cached"}')
+        used = value("harrier_kv_cache_cells", '{model="tiny-llama",version="1",state="used"}')
+        self.assertGreater(cached, 0)
+        self.assertLessEqual(cached, used)
         self.assertGreaterEqual(value("harrier_request_success_total"), 1)
         # Triton's nv_inference_* names break promtool's naming lints on purpose (metrics_test.py
         # checks them); Harrier's own families, the generation ones among them, break none.

@@ -797,7 +797,8 @@ void LlamaEngine::Impl::PublishStats(int ended_requests) {
   s.generation.kv_cells_total = n_ctx;
   for (const Slot& slot : slots) {
     s.generation.kv_cells_used += static_cast<int64_t>(slot.cached.size());
-    if (slot.sequence == nullptr) s.kv_cells_cached += static_cast<int64_t>(slot.cached.size());
+    if (slot.sequence == nullptr)
+      s.generation.kv_cells_cached += static_cast<int64_t>(slot.cached.size());
   }
   std::lock_guard lock(mu);
   in_engine -= ended_requests;

@@ -63,7 +63,6 @@ namespace harrier {
 // GenerationStats and the figures only this engine has.
 struct LlamaEngineStats {
   GenerationStats generation;
-  int64_t kv_cells_cached = 0;      // of kv_cells_used: held by free slots for prefix reuse
   uint64_t decode_steps_total = 0;  // llama_decode calls
 };
 

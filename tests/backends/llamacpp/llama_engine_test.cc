@@ -1076,7 +1076,7 @@ TEST_F(LlamaEngineTest, StatsCountTokensAndCells) {
   EXPECT_EQ(stats.generation.prompt_tokens_total, static_cast<uint64_t>(out.prompt_tokens));
   // The prompt and every output token but the last (never decoded) stay cached.
   EXPECT_EQ(stats.generation.kv_cells_used, out.prompt_tokens + 5);
-  EXPECT_EQ(stats.kv_cells_cached, stats.generation.kv_cells_used);
+  EXPECT_EQ(stats.generation.kv_cells_cached, stats.generation.kv_cells_used);
 }
 
 TEST_F(LlamaEngineTest, CreateRefusesWhatItCannotLoad) {
