@@ -199,72 +199,100 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
     return;
   }
 
+  cancelled_.clear();
+  Formed& batch = formed_[0];
+  Form(head, /*collect_cancelled=*/true, &batch);
+  for (ScheduledRequest* r : cancelled_)
+    d.rejected.emplace_back(Take(r), Cancelled("the request was cancelled while queued"));
+
+  // A request queued behind the batch with more items than fit: waiting cannot grow the batch
+  // past it, so it runs now, as Triton's batcher sends its pending batch then.
+  size_t take = flush ? batch.members.size() : Ready(batch, now, batch.size_passed_over);
+  if (take == 0 && !flush && batch.other_lead != nullptr) {
+    // The head's batch waits; another shape's may not. A full batch of [1,4] requests waited the
+    // whole queue delay behind one [1,3] request on an idle instance (probe 30). The batch the
+    // first request of another shape leads runs now when it is ready by the same rules (full, a
+    // preferred size); the head's goes on waiting for company. Only the first other shape is
+    // looked at: a decision stays one pass or two over the look-ahead.
+    Formed& other = formed_[1];
+    Form(batch.other_lead, /*collect_cancelled=*/false, &other);
+    const size_t other_take = Ready(other, now, /*size_passed_over=*/false);
+    if (other_take > 0) {
+      for (size_t i = 0; i < other_take; ++i) d.batch.push_back(Take(other.members[i]));
+      return;
+    }
+  }
+  if (take == 0) {
+    d.wake_at = std::min(RunAt(batch, now), next_expiry_);
+    return;
+  }
+  for (size_t i = 0; i < take; ++i) d.batch.push_back(Take(batch.members[i]));
+}
+
+void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* out) {
   const auto& preferred = policy_.preferred_batch_sizes;
   auto is_preferred = [&](int64_t n) {
     return std::find(preferred.begin(), preferred.end(), n) != preferred.end();
   };
-  std::vector<ScheduledRequest*>& members = members_;
-  std::vector<ScheduledRequest*>& cancelled = cancelled_;
-  members.assign(1, head);
-  cancelled.clear();
-  int64_t total = head->batch_size;
-  size_t best_preferred_count = is_preferred(total) ? 1 : 0;
-  Clock::time_point oldest = head->enqueued_at;
+  out->members.assign(1, lead);
+  out->total = lead->batch_size;
+  out->best_preferred_count = is_preferred(out->total) ? 1 : 0;
+  out->oldest = lead->enqueued_at;
+  out->size_passed_over = false;
+  out->other_lead = nullptr;
   size_t looked = 0;
-  bool done = total >= policy_.max_batch_size;
-  // A request queued behind the batch that cannot join it (another shape, or more items than
-  // fit): waiting cannot grow the batch past it, and held it back for the whole queue delay,
-  // a full batch of another shape behind it included (probe 30). The batch runs now, as
-  // Triton's dynamic batcher sends a pending batch when the next request cannot join it.
-  bool passed_over = false;
+  bool done = out->total >= policy_.max_batch_size;
   for (Level& level : levels_) {
     for (auto* queue : {&level.pending, &level.delayed}) {
       for (auto& [seq, owned] : *queue) {
         if (done) break;
         ScheduledRequest* r = owned.get();
-        if (r == head) continue;
+        if (r == lead) continue;
         if (++looked > policy_.max_lookahead) {
           done = true;
           break;
         }
         if (IsCancelled(*r)) {
-          cancelled.push_back(r);
+          if (collect_cancelled) cancelled_.push_back(r);
           continue;
         }
-        if (total + r->batch_size > policy_.max_batch_size || !BatchCompatible(*head, *r)) {
-          passed_over = true;
+        const bool compatible = BatchCompatible(*lead, *r);
+        if (!compatible || out->total + r->batch_size > policy_.max_batch_size) {
+          if (compatible) {
+            out->size_passed_over = true;
+          } else if (out->other_lead == nullptr) {
+            out->other_lead = r;
+          }
           if (policy_.preserve_ordering) done = true;
           continue;
         }
-        members.push_back(r);
-        total += r->batch_size;
-        oldest = std::min(oldest, r->enqueued_at);
-        if (is_preferred(total)) best_preferred_count = members.size();
-        if (total >= policy_.max_batch_size) done = true;
+        out->members.push_back(r);
+        out->total += r->batch_size;
+        out->oldest = std::min(out->oldest, r->enqueued_at);
+        if (is_preferred(out->total)) out->best_preferred_count = out->members.size();
+        if (out->total >= policy_.max_batch_size) done = true;
       }
     }
   }
-  for (ScheduledRequest* r : cancelled)
-    d.rejected.emplace_back(Take(r), Cancelled("the request was cancelled while queued"));
+}
 
-  Clock::time_point run_at = oldest + Us(policy_.max_queue_delay_us);
+Clock::time_point BatchFormer::RunAt(const Formed& batch, Clock::time_point now) {
+  Clock::time_point run_at = batch.oldest + Us(policy_.max_queue_delay_us);
   if (policy_.target_p99_us > 0) {
-    const Clock::time_point adaptive = adaptive_.WaitUntil(now, oldest, total);
+    const Clock::time_point adaptive = adaptive_.WaitUntil(now, batch.oldest, batch.total);
     run_at = policy_.max_queue_delay_us > 0 ? std::min(run_at, adaptive) : adaptive;
   }
-  size_t take = 0;
-  if (flush || passed_over || total >= policy_.max_batch_size || now >= run_at) {
-    take = members.size();
-  } else if (best_preferred_count > 0) {
-    take = best_preferred_count;
-  } else if (max_preferred_ > 0 && total >= max_preferred_) {
-    take = members.size();  // past the largest preferred size without hitting one exactly
+  return run_at;
+}
+
+size_t BatchFormer::Ready(const Formed& batch, Clock::time_point now, bool run_now) {
+  if (run_now || batch.total >= policy_.max_batch_size || now >= RunAt(batch, now)) {
+    return batch.members.size();
   }
-  if (take == 0) {
-    d.wake_at = std::min(run_at, next_expiry_);
-    return;
-  }
-  for (size_t i = 0; i < take; ++i) d.batch.push_back(Take(members[i]));
+  if (batch.best_preferred_count > 0) return batch.best_preferred_count;
+  // Past the largest preferred size without hitting one exactly.
+  if (max_preferred_ > 0 && batch.total >= max_preferred_) return batch.members.size();
+  return 0;
 }
 
 std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>> BatchFormer::Expire(

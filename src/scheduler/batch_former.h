@@ -9,9 +9,10 @@
 //   - with it, the first request plus the following compatible ones (same input names, dtypes,
 //     non-batch dims and outputs; priority order; items summing to at most max_batch_size).
 //     The batch runs now when it is full, when flushing (shutdown), when the oldest member has
-//     waited the queue delay, when a request queued behind it cannot join it (another shape,
-//     or too many items), or — cut to that size — when a preferred batch size is reached.
-//     Otherwise it waits until the queue delay ends (adaptive mode: see adaptive_delay.h).
+//     waited the queue delay, when a compatible request queued behind it has more items than
+//     fit, or — cut to that size — when a preferred batch size is reached. Otherwise it waits
+//     until the queue delay ends (adaptive mode: see adaptive_delay.h), and meanwhile the batch
+//     of the first request of another shape runs if it is ready by the same rules.
 //
 // Thread safety: none; the ModelScheduler calls it under its mutex.
 #pragma once
@@ -102,8 +103,30 @@ class BatchFormer {
   // allocation of its own (issue 10). At most kSpareNodes (reserved at construction).
   static constexpr size_t kSpareNodes = 64;
   std::vector<Queue::node_type> spare_nodes_;
-  // Scratch for NextDecision(), kept to reuse its capacity.
-  std::vector<ScheduledRequest*> members_, cancelled_;
+  // A batch formed around a lead request (NextDecision): its members in queue order.
+  struct Formed {
+    std::vector<ScheduledRequest*> members;
+    int64_t total = 0;                // items
+    size_t best_preferred_count = 0;  // members up to the last preferred size reached; 0: none
+    Clock::time_point oldest;
+    bool size_passed_over = false;           // a compatible request had more items than fit
+    ScheduledRequest* other_lead = nullptr;  // the first request of another shape passed over
+  };
+  // The batch `lead` leads: the queued requests compatible with it, in priority then arrival
+  // order, up to max_batch_size items and max_lookahead requests looked at (formation stops at
+  // the first that does not fit under preserve_ordering). Cancelled ones go to cancelled_ when
+  // `collect_cancelled`.
+  void Form(ScheduledRequest* lead, bool collect_cancelled, Formed* out);
+  // When `batch` runs at the latest: its oldest member's queue delay, or the adaptive delay.
+  Clock::time_point RunAt(const Formed& batch, Clock::time_point now);
+  // How many of `batch`'s members run now (0: it waits): all when `run_now`, when full or its
+  // delay is over; up to the last preferred size reached; all past the largest preferred size.
+  size_t Ready(const Formed& batch, Clock::time_point now, bool run_now);
+
+  // Scratch for NextDecision(), kept to reuse its capacity: the head's batch and another
+  // shape's.
+  Formed formed_[2];
+  std::vector<ScheduledRequest*> cancelled_;
 };
 
 }  // namespace harrier

@@ -137,25 +137,45 @@ TEST_F(BatchFormerTest, OnlyRequestsWithMatchingNonBatchDimsAreBatchedTogether) 
   EXPECT_EQ(Seqs(d), std::vector<uint64_t>{2});
 }
 
-// A batch that the next request cannot join (another shape, or too many items) runs at once,
-// as Triton sends its pending batch: waiting cannot grow it past that request, and a full batch
-// of another shape waited the whole delay behind it on an idle instance (probe 30).
-TEST_F(BatchFormerTest, ABatchThatTheNextRequestCannotJoinRunsWithoutWaiting) {
+// A full batch of another shape queued behind a waiting partial batch runs at once: it waited
+// the whole queue delay behind one request of another shape on an idle instance (probe 30).
+// The head's batch goes on waiting for company.
+TEST_F(BatchFormerTest, AReadyBatchOfAnotherShapeRunsWhileTheHeadsWaits) {
   BatchFormer f(Batching(8, /*delay_us=*/300000));
-  Add(f, BatchItem(1, 1, /*width=*/3));
+  const Clock::time_point t0 = clock_.Now();
+  const uint64_t lone = Add(f, BatchItem(1, 1, /*width=*/3));
   EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());  // alone: it waits
   for (int i = 0; i < 8; ++i) Add(f, BatchItem(10 + i, 1, /*width=*/4));
-  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{1});
-  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 8u);  // full: at once too
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 8u);  // full: at once
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t0 + 300ms);  // the lone one still waits its delay
+  clock_.Advance(300ms);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{lone});
+}
 
+// A compatible request with more items than fit: waiting cannot grow the batch past it, so it
+// runs at once, as Triton's batcher sends its pending batch.
+TEST_F(BatchFormerTest, ABatchThatTheNextRequestOverflowsRunsWithoutWaiting) {
+  BatchFormer f(Batching(8, /*delay_us=*/300000));
   Add(f, BatchItem(20, /*items=*/7));
   EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());
   const uint64_t two = Add(f, BatchItem(21, /*items=*/2));  // 7 + 2 > 8
   EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u);
-  auto d = f.NextDecision(clock_.Now(), false);  // the two items wait for company, as any
-  EXPECT_TRUE(d.batch.empty());
+  EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());  // the two wait for company
   clock_.Advance(300ms);
   EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{two});
+}
+
+// Two shapes interleaved still batch by shape: a request of another shape does not send the
+// head's batch early (probe 33: batches of 1.4 requests where they were 3.9).
+TEST_F(BatchFormerTest, InterleavedShapesStillBatchByShape) {
+  BatchingPolicy p = Batching(8, /*delay_us=*/100000);
+  p.preferred_batch_sizes = {4};
+  BatchFormer f(p);
+  for (int i = 0; i < 8; ++i) Add(f, BatchItem(i, 1, /*width=*/i % 2 == 0 ? 3 : 4));
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), (std::vector<uint64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), (std::vector<uint64_t>{2, 4, 6, 8}));
 }
 
 TEST_F(BatchFormerTest, DifferentDtypesOrOutputsAreNotBatchedTogether) {
