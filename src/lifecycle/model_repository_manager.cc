@@ -404,7 +404,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
       entry.reason = reason;
       entry.last_failure = reason;
       SetModel(dir.name, std::move(entry));
-    } else {
+    } else if (!config_override) {
+      // Beside READY in the index until the repository's content loads (Index). A load
+      // refused for its own config override changed nothing in the repository: its request's
+      // answer says why, and the index does not (probe 33).
       std::unique_lock lock(mu_);
       models_[dir.name].last_failure = reason;
     }
@@ -519,7 +522,10 @@ Status ModelRepositoryManagerImpl::Reconcile(
       spdlog::error("model '{}' version {} failed to reload: {}; the loaded one goes on serving",
                     dir.name, v, result.status().message());
       failed_reloads[v] = fingerprints.at(v);
-      failed_reload_reasons[v] = client_paths_.Rewrite(result.status().message());
+      // Shown in the index for the repository's files; a config override's failure is its
+      // request's answer.
+      if (!config_override)
+        failed_reload_reasons[v] = client_paths_.Rewrite(result.status().message());
       continue;
     }
     spdlog::error("model '{}' version {} is UNAVAILABLE: {}", dir.name, v,

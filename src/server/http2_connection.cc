@@ -580,8 +580,12 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     // is no socket write that stalls: without this, it held its stream, what was queued for it
     // and a generation for nobody as long as the connection lived (probe 31). Reset, and its
     // producer told, after the write timeout; the connection's other streams go on.
-    const bool data_waits =
-        s->responded && (s->handler ? !s->parts.empty() : s->sent < s->response.body.size());
+    // Only a closed window counts: a stream starved behind others on a slow connection, whose
+    // client does open its window, is the write timeout's to judge (probe 33).
+    const bool data_waits = s->responded &&
+                            (s->handler ? !s->parts.empty() : s->sent < s->response.body.size()) &&
+                            (nghttp2_session_get_stream_remote_window_size(session_, id) <= 0 ||
+                             nghttp2_session_get_remote_window_size(session_) <= 0);
     if (!data_waits || s->data_frames != s->data_frames_seen ||
         s->waiting_since == Clock::time_point{}) {
       s->data_frames_seen = s->data_frames;

@@ -1002,6 +1002,23 @@ TEST_F(ModelRepositoryManagerTest, AConfigOverridesFailureNamesTheOverrideNotThe
   EXPECT_EQ(s.message().find("config.pbtxt"), std::string::npos) << s.ToString();
 }
 
+// A load refused for its own config override changed nothing in the repository: its answer
+// says why, and the index beside the serving versions says nothing (probe 33).
+TEST_F(ModelRepositoryManagerTest, AnOverridesFailureLeavesTheServingRowsReasonEmpty) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit({"a"});
+  ModelLoadOptions missing;
+  missing.config_json = R"({"version_policy": {"specific": {"versions": [9]}}})";
+  EXPECT_EQ(Control(*manager, true, "a", missing).code(), StatusCode::kInvalidArgument);
+  ModelLoadOptions unloadable;
+  unloadable.config_json = R"({"max_batch_size": 4, "default_model_filename": "none.onnx"})";
+  EXPECT_FALSE(Control(*manager, true, "a", unloadable).ok());
+  auto rows = manager->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kReady);
+  EXPECT_EQ(rows[0].reason, "");
+}
+
 TEST_F(ModelRepositoryManagerTest, AConfigOverrideReplacesConfigPbtxtForThatLoad) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto manager = Explicit();
