@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "server/http_common.h"
+#include "server/tcp_progress.h"
 #include "server/tls.h"
 
 namespace harrier::server_internal {
@@ -553,10 +554,20 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   if (ec || closed_) return;
   const auto now = Clock::now();
   const auto& o = shared_->options;
-  if (writing_ && now - write_started_ > o.write_timeout) {
-    spdlog::debug("http2: closing connection: write timeout");
-    Close();
-    return;
+  if (writing_) {
+    // A write that has not completed: progress is the peer acknowledging bytes since the last
+    // tick (tcp_progress.h). A client that reads slowly but steadily is not cut off for the
+    // kernel's late wake-up of a blocked writer; one that reads nothing is, after the timeout.
+    if (const std::optional<uint64_t> acked = BytesAcked(Lowest(stream_).native_handle());
+        acked && *acked != acked_seen_) {
+      acked_seen_ = *acked;
+      write_started_ = now;
+    }
+    if (now - write_started_ > o.write_timeout) {
+      spdlog::debug("http2: closing connection: write timeout");
+      Close();
+      return;
+    }
   }
   if (closing_) {  // close_notify or the drain is under way: only its bound matters now
     const auto bound =
@@ -586,7 +597,8 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
                             (s->handler ? !s->parts.empty() : s->sent < s->response.body.size()) &&
                             (nghttp2_session_get_stream_remote_window_size(session_, id) <= 0 ||
                              nghttp2_session_get_remote_window_size(session_) <= 0);
-    if (!data_waits || s->data_frames != s->data_frames_seen ||
+    // While a socket write is under way no frame is made: the write timeout judges that.
+    if (!data_waits || writing_ || s->data_frames != s->data_frames_seen ||
         s->waiting_since == Clock::time_point{}) {
       s->data_frames_seen = s->data_frames;
       s->waiting_since = now;  // nothing waits, or it moved since the last tick

@@ -217,7 +217,8 @@ class Http2Connection : public Connection,
   std::vector<boost::asio::const_buffer> gather_;
   std::size_t batch_bytes_ = 0;
   bool writing_ = false;
-  Clock::time_point write_started_;
+  Clock::time_point write_started_;  // or the tick that last saw the peer acknowledge bytes
+  uint64_t acked_seen_ = 0;          // the peer's acknowledged bytes at that tick
   Clock::time_point idle_since_;
   std::string prefix_;  // bytes to write before nghttp2's (the 101 of an Upgrade)
 };

@@ -15,6 +15,7 @@
 
 #include "server/http2_connection.h"
 #include "server/http_common.h"
+#include "server/tcp_progress.h"
 
 namespace harrier::server_internal {
 
@@ -1229,6 +1230,7 @@ void BasicHttpConnection<Stream>::OnLingerRead(const error_code& ec) {
 template <class Stream>
 void BasicHttpConnection<Stream>::SetDeadline(Clock::time_point deadline) {
   deadline_ = deadline;
+  write_probe_ = false;
   if (!timer_armed_ || deadline < timer_at_) ArmTimer(deadline);
 }
 
@@ -1272,9 +1274,29 @@ void BasicHttpConnection<Stream>::OnTimer(uint64_t generation, const error_code&
     CloseGracefully();
     return;
   }
-  // A write that stalled (the client is not reading: a close_notify would not get through
-  // either), or lingering after an error or a close_notify: close now.
-  if (phase_ == Phase::kWriting) spdlog::debug("http: closing connection: write timeout");
+  if (phase_ == Phase::kWriting) {
+    // No write progressed for the timeout. A client that reads slowly but steadily still
+    // acknowledges bytes, though the kernel wakes a blocked writer only once half its send
+    // buffer has drained (tcp_progress.h): sampled now and a moment later, it gets another
+    // timeout if the count moved.
+    if (const std::optional<uint64_t> acked = BytesAcked(socket_.lowest_layer().native_handle())) {
+      if (!write_probe_) {
+        write_probe_ = true;
+        acked_seen_ = *acked;
+        deadline_ = Clock::now() + std::min<Clock::duration>(std::chrono::seconds(1),
+                                                             shared_->options.write_timeout / 4);
+        ArmTimer(deadline_);
+        return;
+      }
+      if (*acked != acked_seen_) {
+        SetDeadline(Clock::now() + shared_->options.write_timeout);
+        return;
+      }
+    }
+    // The client is not reading (a close_notify would not get through either): close now.
+    spdlog::debug("http: closing connection: write timeout");
+  }
+  // Or lingering after an error or a close_notify: close now.
   Close();
 }
 

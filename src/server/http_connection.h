@@ -237,6 +237,10 @@ class BasicHttpConnection : public Connection,
   Clock::time_point deadline_ = Clock::time_point::max();
   Clock::time_point timer_at_ = Clock::time_point::max();
   bool timer_armed_ = false;
+  // A write's deadline passed and the peer's acknowledged bytes were sampled (acked_seen_); the
+  // timer looks again shortly (OnTimer). Any new deadline ends it.
+  bool write_probe_ = false;
+  uint64_t acked_seen_ = 0;
   uint64_t timer_generation_ = 0;
 };
 

@@ -1338,6 +1338,44 @@ TEST_F(HttpServerTest, OnSentIsFalseWhenTheWriteNeverFinishes) {
   EXPECT_FALSE(calls[0].sent);
 }
 
+// A client that reads slowly but steadily is not cut off by the write timeout: the kernel wakes
+// a blocked writer only once about half its send buffer has drained, which at a slow reader's
+// pace takes longer than the timeout, but the peer's acknowledged bytes move (tcp_progress.h;
+// probe 33: 600 KB was the most a 20 KB/s client could download).
+TEST_F(HttpServerTest, ASlowButSteadyReaderGetsTheWholeResponse) {
+  options_.write_timeout = milliseconds(200);
+  constexpr size_t kBody = 6 << 20;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body.assign(kBody, 'z');
+    respond(std::move(r));
+  };
+  StartServer();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int small = 16 << 10;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string request = "GET /big HTTP/1.1\r\nHost: t\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  size_t received = 0;
+  std::vector<char> buf(16 << 10);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (received < kBody && std::chrono::steady_clock::now() < deadline) {
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;  // closed: cut off
+    received += static_cast<size_t>(n);
+    std::this_thread::sleep_for(milliseconds(4));  // about 4 MB/s: seconds for the whole body
+  }
+  ::close(fd);
+  EXPECT_GE(received, kBody) << "cut off after " << received << " bytes";
+}
+
 TEST_F(HttpServerTest, PrecheckSeesTheReceiptTimeAndVersion) {
   std::atomic<bool> stamped{false};
   handler_.on_precheck = [&](const HttpRequest& head) -> std::optional<HttpResponse> {
