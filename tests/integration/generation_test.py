@@ -791,11 +791,10 @@ class GrpcSlowReaderTests(OwnServerTests):
                                      os.path.join(ARGS.work_dir, cls.LOG),
                                      ["--generation-stream-buffer-bytes", "4096"])
 
-    def active(self):
+    def gauge(self, family):
         _, _, metrics = call(self.server.metrics_port, "GET", "/metrics")
-        m = re.search(r'^harrier_generation_active_sequences\{[^}]*model="long"[^}]*\} (\S+)$',
-                      metrics.decode(), re.M)
-        return float(m.group(1)) if m else None
+        m = re.search(r'^%s\{[^}]*model="long"[^}]*\} (\S+)$' % family, metrics.decode(), re.M)
+        return float(m.group(1)) if m else 0.0
 
     def test_a_grpc_client_that_reads_nothing_has_its_generation_stopped(self):
         sys.path.insert(0, os.path.join(os.path.abspath(ARGS.source_dir), "tools"))
@@ -817,16 +816,20 @@ class GrpcSlowReaderTests(OwnServerTests):
             c.send(h2.frame(h2.HEADERS, h2.END_HEADERS, 1,
                             c.encoder.encode(h2.call_headers("ModelStreamInfer", c.authority))))
             c.send(h2.frame(h2.DATA, 0, 1, h2.grpc_message(request)))
-            deadline = time.time() + 10
-            while time.time() < deadline and self.active() != 1:
-                time.sleep(0.05)
-            self.assertEqual(self.active(), 1, "the generation never started")
-            # 4 KiB of responses: tens of tokens, well inside the 30 s write timeout that was
-            # the only bound before.
+            # 4 KiB of responses: tens of tokens (it may end before a scrape sees it run), well
+            # inside the 30 s write timeout that was the only bound before; unbounded, the
+            # generation runs on to its 130000 tokens.
+            generated = lambda: self.gauge("harrier_generated_tokens_total")
+            active = lambda: self.gauge("harrier_generation_active_sequences")
             deadline = time.time() + 20
-            while time.time() < deadline and self.active() != 0:
+            while time.time() < deadline and not (generated() > 0 and active() == 0):
                 time.sleep(0.1)
-            self.assertEqual(self.active(), 0, "still generating for a client that reads nothing")
+            self.assertGreater(generated(), 0, "the generation never started")
+            self.assertEqual(active(), 0, "still generating for a client that reads nothing")
+            stopped_at = generated()
+            time.sleep(0.5)
+            self.assertEqual(generated(), stopped_at)
+            self.assertLess(stopped_at, 100000)
         finally:
             c.close()
 
