@@ -295,6 +295,17 @@ TEST(GenerativeLoadedModelTest, InferIsRefusedAndGenerationsAreTimedAndCounted) 
   EXPECT_EQ(model->queue_depth(), 0u);
 }
 
+// A generative version "llm" 1 on `engine`, timed by `clock`.
+LoadedModel::Options HeldGenerator(std::shared_ptr<testing::FakeGenerativeModel> engine,
+                                   const Clock* clock) {
+  LoadedModel::Options options;
+  options.name = "llm";
+  options.version = 1;
+  options.generator = std::move(engine);
+  options.clock = clock;
+  return options;
+}
+
 // The choices of one request (OpenAI's n) count as that one request: once in flight, once
 // as a success or a failure, one time to first token; its queueing lasts until its first choice
 // got a sequence (probe 32). A refused choice ends those never submitted; a client that left
@@ -304,12 +315,7 @@ TEST(GenerativeLoadedModelTest, TheChoicesOfOneRequestCountAsOneWithItsQueueTime
   testing::FakeClock clock;
   auto engine = std::make_shared<testing::FakeGenerativeModel>();
   engine->hold = true;
-  LoadedModel::Options options;
-  options.name = "llm";
-  options.version = 1;
-  options.generator = engine;
-  options.clock = &clock;
-  auto created = LoadedModel::Create(std::move(options), {});
+  auto created = LoadedModel::Create(HeldGenerator(engine, &clock), {});
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   std::shared_ptr<LoadedModel> model = *created;
   const ModelMetrics& m = model->metrics();
@@ -401,11 +407,7 @@ TEST(GenerativeLoadedModelTest, GenerationsAreAdmittedAndGivenTheirPriorityLevel
 
   auto engine = std::make_shared<testing::FakeGenerativeModel>();
   engine->hold = true;
-  LoadedModel::Options options;
-  options.name = "llm";
-  options.version = 1;
-  options.generator = engine;
-  options.clock = &clock;
+  LoadedModel::Options options = HeldGenerator(engine, &clock);
   options.admission = std::move(admission).value();
   options.policy.priority_levels = 3;
   options.policy.default_priority_level = 2;

@@ -54,17 +54,27 @@ TEST(SharedMemoryRefOfTest, Table) {
   EXPECT_FALSE(none->has_value());
 }
 
-TEST(AttachSharedMemoryInputTest, BytesInputsAreValidated) {
-  testing::ShmObject object(64);
-  const uint32_t len = 2;
-  std::memcpy(object.data(), &len, 4);
-  std::memcpy(object.data() + 4, "hi", 2);
-  SharedMemoryRegistry registry;
-  ASSERT_TRUE(registry.Register("r", object.key(), 0, 64).ok());
-  Tensor t;
-  t.name = "s";
-  t.dtype = DataType::kBytes;
-  t.shape = {1};
+// A 64-byte object holding one BYTES element, "hi" (6 bytes with its length), registered as
+// region "r", and a BYTES tensor "s" of shape [1] to attach to it.
+class AttachSharedMemoryInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const uint32_t len = 2;
+    std::memcpy(object_.data(), &len, 4);
+    std::memcpy(object_.data() + 4, "hi", 2);
+    ASSERT_TRUE(registry_.Register("r", object_.key(), 0, 64).ok());
+    bytes_.name = "s";
+    bytes_.dtype = DataType::kBytes;
+    bytes_.shape = {1};
+  }
+  testing::ShmObject object_{64};
+  SharedMemoryRegistry registry_;
+  Tensor bytes_;
+};
+
+TEST_F(AttachSharedMemoryInputTest, BytesInputsAreValidated) {
+  SharedMemoryRegistry& registry = registry_;
+  Tensor& t = bytes_;
   ASSERT_TRUE(AttachSharedMemoryInput({&registry, "m"}, {"r", 0, 6}, &t).ok());
   EXPECT_EQ(t.size_bytes, 6u);
   Status s = AttachSharedMemoryInput({&registry, "m"}, {"r", 0, 9}, &t);
@@ -75,17 +85,10 @@ TEST(AttachSharedMemoryInputTest, BytesInputsAreValidated) {
 // A BYTES tensor's element boundaries are in its bytes: what was validated is what the batch
 // reads, whatever the client writes to its region after (probe 30). A fixed-size input stays
 // in place.
-TEST(AttachSharedMemoryInputTest, BytesInputsAreCopiedAtValidationOthersReadInPlace) {
-  testing::ShmObject object(64);
-  const uint32_t len = 2;
-  std::memcpy(object.data(), &len, 4);
-  std::memcpy(object.data() + 4, "hi", 2);
-  SharedMemoryRegistry registry;
-  ASSERT_TRUE(registry.Register("r", object.key(), 0, 64).ok());
-  Tensor t;
-  t.name = "s";
-  t.dtype = DataType::kBytes;
-  t.shape = {1};
+TEST_F(AttachSharedMemoryInputTest, BytesInputsAreCopiedAtValidationOthersReadInPlace) {
+  SharedMemoryRegistry& registry = registry_;
+  testing::ShmObject& object = object_;
+  Tensor& t = bytes_;
   ASSERT_TRUE(AttachSharedMemoryInput({&registry, "m"}, {"r", 0, 6}, &t).ok());
   const uint32_t claims_more = 60;
   std::memcpy(object.data(), &claims_more, 4);
