@@ -42,6 +42,18 @@ void AppendJsonNumber(std::string* out, T value) {
   }
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  if constexpr (std::is_floating_point_v<T>) {
+    // to_chars's shortest form is fixed notation on a tie: 1.4444444444444443e21 comes out as
+    // the 22 digits "1444444444444444327936", an integer past uint64 that simdjson (our own
+    // reader: a traffic policy's GET could not be PUT back, found by fuzzing) refuses, and that
+    // Python reads as an int. Past 15 digits, an integral-looking double is written in
+    // scientific notation.
+    const std::string_view text(buf, static_cast<size_t>(r.ptr - buf));
+    if (text.find_first_of(".e") == std::string_view::npos &&
+        text.size() - (value < 0 ? 1 : 0) > 15) {
+      r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+    }
+  }
   out->append(buf, r.ptr);
 }
 

@@ -118,6 +118,11 @@ TEST(TrafficPolicyToJsonTest, RoundTrips) {
       R"({"weights": {"1": 1}, "breaker": {"failure_threshold": 2, "failure_rate": 0.1,
           "window_seconds": 3600, "open_seconds": 86400, "half_open_probes": 1000}})",
       R"({"weights": {"9223372036854775807": 1000000}})",
+      // A ratio whose shortest form was 22 digits without a point: an integer past uint64
+      // that the parser refused (found by fuzzing).
+      R"({"weights": {"1": 100}, "rollout": {"candidate": 2, "steps": [1, 100],
+          "dwell_seconds": 60}, "guard": {"window_seconds": 18, "min_requests": 50,
+          "max_p99_ratio": 1.4444444444444443e21}})",
   };
   for (const char* doc : docs) {
     SCOPED_TRACE(doc);
