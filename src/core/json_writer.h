@@ -57,6 +57,14 @@ void AppendJsonNumber(std::string* out, T value) {
   out->append(buf, r.ptr);
 }
 
+// AppendJsonNumber's text of `value`, as a string of its own.
+template <typename T>
+std::string JsonNumber(T value) {
+  std::string out;
+  AppendJsonNumber(&out, value);
+  return out;
+}
+
 inline void AppendJsonBool(std::string* out, bool value) {
   out->append(value ? "true" : "false");
 }

@@ -9,12 +9,6 @@
 namespace harrier {
 namespace {
 
-std::string Number(double value) {
-  std::string s;
-  AppendJsonNumber(&s, value);
-  return s;
-}
-
 // "3.2%": a rate as a percent, to 0.01%.
 std::string Percent(double rate) {
   char buf[32];
@@ -102,9 +96,9 @@ GuardVerdict EvaluateGuard(const GuardConfig& guard, const WindowSnapshot& candi
                                   ratio_text + "x baseline " + std::to_string(baseline.p99_us) +
                                   " us";
       if (ratio > *guard.max_p99_ratio) {
-        breaches.push_back(figures + " > max_p99_ratio " + Number(*guard.max_p99_ratio));
+        breaches.push_back(figures + " > max_p99_ratio " + JsonNumber(*guard.max_p99_ratio));
       } else {
-        holds.push_back(figures + " <= max_p99_ratio " + Number(*guard.max_p99_ratio));
+        holds.push_back(figures + " <= max_p99_ratio " + JsonNumber(*guard.max_p99_ratio));
       }
     }
   }

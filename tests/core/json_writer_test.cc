@@ -8,9 +8,7 @@ namespace harrier {
 namespace {
 
 std::string Number(double value) {
-  std::string out;
-  AppendJsonNumber(&out, value);
-  return out;
+  return JsonNumber(value);
 }
 
 // The shortest form that reads back as the same double, as to_chars writes it; an integral
@@ -28,9 +26,7 @@ TEST(AppendJsonNumberTest, DoublesAreShortestAndNeverALongIntegerLiteral) {
   EXPECT_EQ(Number(1.4444444444444443e21), "1.4444444444444443e+21");
   EXPECT_EQ(Number(-0.0), "-0.0");
   EXPECT_EQ(Number(1e300), "1e+300");
-  std::string ints;
-  AppendJsonNumber(&ints, int64_t{1234567890123456789});  // integers stay integers
-  EXPECT_EQ(ints, "1234567890123456789");
+  EXPECT_EQ(JsonNumber(int64_t{1234567890123456789}), "1234567890123456789");  // stays an int
 }
 
 }  // namespace
