@@ -35,6 +35,12 @@ bool LifecycleExecutor::Post(std::string key, std::function<void()> task,
   return false;
 }
 
+size_t LifecycleExecutor::Queued(std::string_view key) {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(
+      std::count_if(queue_.begin(), queue_.end(), [&](const Task& t) { return t.key == key; }));
+}
+
 void LifecycleExecutor::Close() {
   std::list<Task> queued;
   {

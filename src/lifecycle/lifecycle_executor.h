@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,8 @@ class LifecycleExecutor {
   // when the executor stops before the task started (a load's client is told so). False once
   // stopping: neither runs (both are destroyed before Post returns).
   bool Post(std::string key, std::function<void()> task, std::function<void()> dropped = {});
+  // How many tasks posted under `key` have not started.
+  size_t Queued(std::string_view key);
   // Refuses new tasks and drops the queued ones (their `dropped` run, on this thread); the tasks
   // in progress go on. Returns at once. Each queued load used to run after the front ends had
   // closed its client's connection: the stop took the sum of their load times (probe 28).

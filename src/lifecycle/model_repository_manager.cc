@@ -210,6 +210,11 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   Status Reconcile(const ModelDirectory& dir, bool force,
                    const std::optional<inference::ModelConfig>& config_override,
                    const std::shared_ptr<const OverrideDirectory>& files);
+  // A load with no overrides: joins the one queued for `name`, if any, or queues one.
+  void LoadPlain(std::string name, std::function<void(Status)> done);
+  // A load from the model's repository directory (scanned now), with `override` if given.
+  Status LoadFromRepository(const std::string& name,
+                            const std::optional<inference::ModelConfig>& override);
   // A load with file overrides: writes them to a directory of their own and loads the model
   // from it with `config`. The directory is removed again unless a version serves from it.
   Status LoadFromOverrides(const std::string& name, const inference::ModelConfig& config,
@@ -271,6 +276,15 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   const RepositoryRelativePaths client_paths_;
   // Set by BeginShutdown(): a configured warm-up in progress stops between runs.
   std::atomic<bool> stopping_{false};
+  // A plain load (no config or file overrides) of each model, by name, from when it is queued
+  // until it starts: a plain load of the same model asked meanwhile joins it, since its reload
+  // reads the files after every one of them was asked (probe 35: 100 queued loads of unchanged
+  // files were 100 reloads, and an unload asked after them answered 40 s later).
+  struct QueuedLoad {
+    std::vector<std::function<void(Status)>> waiters;  // guarded by queued_loads_mu_ while queued
+  };
+  std::mutex queued_loads_mu_;
+  std::map<std::string, std::shared_ptr<QueuedLoad>, std::less<>> queued_loads_;
   // The load of each model under way, by name: set when an unload of it is asked for.
   std::mutex unload_asked_mu_;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>, std::less<>> unload_asked_;
@@ -546,6 +560,25 @@ Status ModelRepositoryManagerImpl::Reconcile(
 
   // The swap: one exclusive section; what it replaces is retired after it.
   std::vector<std::shared_ptr<LoadedModel>> replaced;
+  // A version whose directory was removed while it loaded is not swapped in: the repository
+  // no longer has it, and what serves goes on serving. Swapped in, it retired the version it
+  // replaced, and the next poll loaded that one again (probe 35).
+  if (!files) {
+    std::vector<std::shared_ptr<LoadedModel>> vanished;
+    for (auto it = loaded.begin(); it != loaded.end();) {
+      std::error_code error;
+      if (std::filesystem::is_directory(std::filesystem::path(dir.path) / std::to_string(it->first),
+                                        error)) {
+        ++it;
+        continue;
+      }
+      spdlog::warn("model '{}' version {}: its directory was removed while it loaded; not served",
+                   dir.name, it->first);
+      if (it->second.model) vanished.push_back(std::move(it->second.model));
+      it = loaded.erase(it);
+    }
+    Retire(std::move(vanished), /*unload=*/false);  // never served: nothing holds them
+  }
   // The override directories of the replaced versions: removed after they retire.
   std::vector<std::shared_ptr<const OverrideDirectory>> replaced_files;
   std::vector<int64_t> reloaded;  // serving versions replaced by a new instance
@@ -872,6 +905,18 @@ Status LoadFailed(const std::string& name, StatusCode code, const std::string& w
   return Status(code, "failed to load '" + name + "': " + why);
 }
 
+// The most lifecycle tasks (loads, unloads) queued for one model that a load may join: a load
+// past it is refused. A load with overrides carries its files (up to --max-body-bytes) while it
+// waits, and plain loads join the one queued, so this bounds what a client can queue.
+constexpr size_t kMaxQueuedLoads = 8;
+
+Status TooManyQueued(std::string_view name) {
+  return ResourceExhausted("failed to load '" + std::string(name) +
+                           "': " + std::to_string(kMaxQueuedLoads) +
+                           " loads and unloads of it are queued already; ask again once they "
+                           "are done");
+}
+
 Status ValidateModelName(std::string_view name) {
   const bool control = std::any_of(name.begin(), name.end(), [](char c) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
@@ -911,22 +956,70 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     }
     override = std::move(parsed).value();
   }
+  if (!override && options.files.empty()) return LoadPlain(std::string(name), std::move(done));
+  if (lifecycle_.Queued(name) >= kMaxQueuedLoads) return done(TooManyQueued(name));
   const bool posted = lifecycle_.Post(
       std::string(name),
       [this, name = std::string(name), override = std::move(override),
        files = std::move(options.files), done] {
         if (!files.empty()) return done(LoadFromOverrides(name, *override, files));
-        auto dirs = ScanRepository(options_.repository_path);
-        if (!dirs.ok()) return done(dirs.status());
-        for (const ModelDirectory& dir : *dirs) {
-          if (dir.name != name) continue;
-          Status s = Reconcile(dir, true, override, nullptr);
-          return done(s.ok() ? s : LoadFailed(name, s.code(), client_paths_.Rewrite(s.message())));
-        }
-        done(NotFound("failed to load '" + name + "', no version is available"));
+        done(LoadFromRepository(name, override));
       },
       [done] { done(Unavailable("the server is shutting down")); });
   if (!posted) done(Unavailable("the server is shutting down"));
+}
+
+void ModelRepositoryManagerImpl::LoadPlain(std::string name, std::function<void(Status)> done) {
+  auto load = std::make_shared<QueuedLoad>();
+  {
+    std::lock_guard lock(queued_loads_mu_);
+    if (auto it = queued_loads_.find(name); it != queued_loads_.end()) {
+      it->second->waiters.push_back(std::move(done));
+      return;
+    }
+    if (lifecycle_.Queued(name) >= kMaxQueuedLoads) {
+      done(TooManyQueued(name));
+      return;
+    }
+    load->waiters.push_back(std::move(done));
+    queued_loads_.emplace(name, load);
+  }
+  // Out of the map, under its lock: no waiter joins after this, so they are read without it.
+  auto take = [this, name, load] {
+    std::lock_guard lock(queued_loads_mu_);
+    if (auto it = queued_loads_.find(name); it != queued_loads_.end() && it->second == load)
+      queued_loads_.erase(it);
+  };
+  auto answer = [load](const Status& status) {
+    for (const auto& waiter : load->waiters) waiter(status);
+  };
+  const bool posted = lifecycle_.Post(
+      name,
+      [this, name, take, answer] {
+        take();
+        answer(LoadFromRepository(name, std::nullopt));
+      },
+      [take, answer] {
+        take();
+        answer(Unavailable("the server is shutting down"));
+      });
+  if (!posted) {
+    take();
+    answer(Unavailable("the server is shutting down"));
+  }
+}
+
+Status ModelRepositoryManagerImpl::LoadFromRepository(
+    const std::string& name, const std::optional<inference::ModelConfig>& override) {
+  auto dirs = ScanRepository(options_.repository_path);
+  if (!dirs.ok()) return dirs.status();
+  for (const ModelDirectory& dir : *dirs) {
+    if (dir.name != name) continue;
+    Status s = Reconcile(dir, true, override, nullptr);
+    return s.ok() ? s : LoadFailed(name, s.code(), client_paths_.Rewrite(s.message()));
+  }
+  return NotFound("failed to load '" + name + "': the repository has no model directory '" + name +
+                  "'");
 }
 
 Status ModelRepositoryManagerImpl::LoadFromOverrides(const std::string& name,
@@ -1015,7 +1108,16 @@ void ModelRepositoryManagerImpl::Unload(const std::string& name, bool forget,
     auto it = models_.find(name);
     if (it == models_.end()) {
       lock.unlock();
-      if (done) done(NotFound("failed to unload '" + name + "': no such model in the repository"));
+      if (!done) return;
+      // A directory of the repository that was never loaded (explicit mode: added since the
+      // start) is unloaded already, as Triton answers.
+      std::error_code error;
+      if (ValidateModelName(name).ok() &&
+          std::filesystem::is_directory(std::filesystem::path(options_.repository_path) / name,
+                                        error)) {
+        return done(Status::Ok());
+      }
+      done(NotFound("failed to unload '" + name + "': no such model in the repository"));
       return;
     }
     ModelEntry& entry = it->second;
@@ -1180,8 +1282,22 @@ StatusOr<ModelMetadata> ModelRepositoryManagerImpl::Metadata(std::string_view na
 }
 
 std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
+  // Explicit mode: a model directory that neither the start nor a load has seen (added since)
+  // is listed as unloaded, as Triton's index lists every model a load could load (probe 35).
+  std::vector<std::string> on_disk;
+  if (options_.control_mode == ModelControlMode::kExplicit) {
+    if (auto dirs = ScanRepository(options_.repository_path); dirs.ok()) {
+      for (ModelDirectory& dir : *dirs) on_disk.push_back(std::move(dir.name));
+    }
+  }
   std::shared_lock lock(mu_);
   std::vector<ModelVersionState> rows;
+  bool unseen = false;
+  for (std::string& name : on_disk) {
+    if (models_.contains(name)) continue;
+    rows.push_back({std::move(name), 0, ModelState::kUnavailable, "unloaded"});
+    unseen = true;
+  }
   for (const auto& [name, entry] : models_) {
     if (entry.versions.empty()) {
       rows.push_back({name, 0,
@@ -1205,6 +1321,11 @@ std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
       }
       rows.push_back({name, v, e.state, std::move(reason)});
     }
+  }
+  if (unseen) {
+    std::stable_sort(
+        rows.begin(), rows.end(),
+        [](const ModelVersionState& a, const ModelVersionState& b) { return a.name < b.name; });
   }
   return rows;
 }

@@ -248,6 +248,42 @@ class ExplicitModeTest(unittest.TestCase):
         status, body = Client(self.server.port).call("POST", "/v2/repository/models/dense/load")
         self.assertEqual(status, 200, body)
 
+    def test_5_a_directory_added_after_the_start_is_listed_and_unloads(self):
+        # Triton's index lists every model a load could load, and its unload of a model that
+        # is not loaded succeeds (probe 35: a 404 "no such model in the repository").
+        shutil.copytree(os.path.join(self.repo, "simple"), os.path.join(self.repo, "added"))
+        try:
+            rows = index_rows(self.server.port)
+            self.assertEqual(rows[("added", "")]["state"], "UNAVAILABLE", rows)
+            self.assertEqual(rows[("added", "")]["reason"], "unloaded", rows)
+            c = Client(self.server.port)
+            status, body = c.call("POST", "/v2/repository/models/added/unload")
+            self.assertEqual(status, 200, body)
+            status, body = c.call("POST", "/v2/repository/models/nope/unload")
+            self.assertEqual(status, 404, body)
+        finally:
+            shutil.rmtree(os.path.join(self.repo, "added"))
+
+    def test_6_loads_asked_together_run_once(self):
+        # 30 plain loads at once: the one running, one queued that the other 29 join (before,
+        # 30 reloads one after another, and the unload behind them; probe 35).
+        before = self.server.log_text().count("retiring the replaced instance")
+        answers = []
+
+        def load():
+            answers.append(Client(self.server.port).call(
+                "POST", "/v2/repository/models/dense/load")[0])
+
+        threads = [threading.Thread(target=load) for _ in range(30)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(answers, [200] * 30)
+        reloads = self.server.log_text().count("retiring the replaced instance") - before
+        self.assertGreaterEqual(reloads, 1)
+        self.assertLessEqual(reloads, 15)
+
 
 class PollModeTest(unittest.TestCase):
     server = None

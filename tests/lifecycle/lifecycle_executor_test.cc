@@ -172,6 +172,28 @@ TEST(LifecycleExecutorTest, CloseDropsWhatIsQueuedAndTellsItThenStopWaitsForTheR
   EXPECT_EQ(ran.load(), 1);
 }
 
+// Queued(key) counts the tasks of a key that wait, not the one running nor other keys'.
+TEST(LifecycleExecutorTest, QueuedCountsAKeysWaitingTasks) {
+  LifecycleExecutor executor;
+  executor.Start(Threads(1));
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  ASSERT_TRUE(executor.Post("a", [&] {
+    started.set_value();
+    released.wait();
+  }));
+  started.get_future().wait();
+  EXPECT_EQ(executor.Queued("a"), 0u);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(executor.Post("a", [] {}));
+  ASSERT_TRUE(executor.Post("b", [] {}));
+  EXPECT_EQ(executor.Queued("a"), 3u);
+  EXPECT_EQ(executor.Queued("b"), 1u);
+  EXPECT_EQ(executor.Queued("c"), 0u);
+  release.set_value();
+  executor.Stop();
+  EXPECT_EQ(executor.Queued("a"), 0u);
+}
+
 TEST(LifecycleExecutorTest, StoppedBeforeStartRunsNothing) {
   LifecycleExecutor executor;
   std::atomic<int> ran{0};

@@ -1846,5 +1846,119 @@ TEST_F(ParallelLoadTest, OneModelsLoadAndUnloadKeepTheirOrderWhileAnotherLoads) 
       [&] { return m->Get("b", std::nullopt).status().code() == StatusCode::kUnavailable; }));
 }
 
+// Plain loads of one model asked while one is queued join it: its reload reads the files after
+// every one of them was asked. 100 queued loads of unchanged files were 100 reloads, and an
+// unload asked after them answered 40 s later (probe 35, F1). Loads with overrides cannot
+// join; past kMaxQueuedLoads queued tasks of a model a load is refused, since each holds its
+// files while it waits.
+TEST_F(ModelRepositoryManagerTest, PlainLoadsJoinTheOneQueuedAndTheQueueIsBounded) {
+  Write("w/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit({"w"});
+  ASSERT_TRUE(m->Get("w", 1).ok());
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first{true};
+  backend_.on_create_instance = [&](const std::string&) {
+    if (first.exchange(false)) {
+      entered.set_value();
+      released.wait();
+    }
+  };
+  const int created = backend_.instances_created.load();
+  std::mutex mu;
+  std::vector<Status> answers;
+  auto answer = [&](Status s) {
+    std::lock_guard lock(mu);
+    answers.push_back(std::move(s));
+  };
+  m->LoadModel("w", {}, answer);  // runs, held in its instance's creation
+  entered.get_future().wait();
+  for (int i = 0; i < 50; ++i) m->LoadModel("w", {}, answer);  // one queued load
+  // Seven loads with overrides fill the model's queue to eight; the next one is refused.
+  ModelLoadOptions override;
+  override.config_json = R"({"max_batch_size": 4})";
+  for (int i = 0; i < 7; ++i) m->LoadModel("w", override, answer);
+  std::promise<Status> refused;
+  std::future<Status> refusal = refused.get_future();
+  m->LoadModel("w", override, [&](Status s) { refused.set_value(std::move(s)); });
+  // Answered at once; before, queued behind the held load (which the test releases below).
+  const bool at_once = refusal.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  EXPECT_TRUE(at_once) << "the ninth queued load of the model was queued too";
+  m->LoadModel("w", {}, answer);  // a plain one still joins the queued one
+  std::promise<Status> unloaded;
+  m->UnloadModel("w", [&](Status s) { unloaded.set_value(std::move(s)); });
+  release.set_value();
+  const Status refusal_status = refusal.get();
+  EXPECT_EQ(refusal_status.code(), StatusCode::kResourceExhausted) << refusal_status.ToString();
+  EXPECT_NE(refusal_status.message().find("8 loads and unloads of it are queued"),
+            std::string::npos)
+      << refusal_status.ToString();
+  EXPECT_TRUE(unloaded.get_future().get().ok());
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return answers.size() == 59u;
+  }));
+  for (const Status& s : answers) EXPECT_TRUE(s.ok()) << s.ToString();
+  // The running load, the queued plain one, the seven with overrides: nine instances.
+  EXPECT_EQ(backend_.instances_created.load() - created, 9);
+  EXPECT_EQ(m->Get("w", 1).status().code(), StatusCode::kUnavailable);
+}
+
+// Explicit mode: a model directory added after the start is in the index as unloaded, as
+// Triton lists every model a load could load, and unloading it answers OK, as Triton does; a
+// name with no directory is still not found (probe 35, F4).
+TEST_F(ModelRepositoryManagerTest, ExplicitModeListsAndUnloadsADirectoryAddedAfterTheStart) {
+  Write("b/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit();
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  Write("c/1/model.onnx", "identity FP32 -1 4");
+  const std::vector<ModelVersionState> rows = m->Index();
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].name, std::string(1, static_cast<char>('a' + i)));
+    EXPECT_EQ(rows[i].state, ModelState::kUnavailable);
+    EXPECT_EQ(rows[i].reason, "unloaded");
+  }
+  EXPECT_TRUE(Control(*m, false, "a").ok());
+  EXPECT_EQ(Control(*m, false, "nope").code(), StatusCode::kNotFound);
+  EXPECT_EQ(Control(*m, false, "..").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(Control(*m, true, "c").ok());
+  EXPECT_TRUE(m->Get("c", 1).ok());
+  EXPECT_EQ(m->Index().size(), 3u);  // c's row is its loaded version's now
+}
+
+// Poll mode: a version whose directory is removed while it loads is not swapped in; the
+// version serving goes on serving. Swapped in, it retired that version, and the next poll
+// loaded it again from disk (probe 35, F2).
+TEST_F(ModelRepositoryManagerTest, AVersionRemovedWhileItLoadsIsNotSwappedIn) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto polled = Polled();
+  auto& m = *polled;
+  auto one = m.Get("a", 1);
+  ASSERT_TRUE(one.ok());
+  const ServableModel* const serving = one->get();
+  one->reset();
+  Write("a/2/model.onnx", "identity FP32 -1 4");
+  // Removed during version 2's warm-up, once its instance is made: its load succeeds.
+  std::atomic<bool> loading_two{false};
+  backend_.on_create_instance = [&](const std::string& path) {
+    if (path.find("/a/2/") != std::string::npos) loading_two = true;
+  };
+  backend_.on_run = [&] {
+    if (loading_two.exchange(false)) fs::remove_all(root_ / "a" / "2");
+  };
+  const int created = backend_.instances_created.load();
+  m.PollNow();
+  ASSERT_TRUE(Eventually([&] { return backend_.instances_created.load() > created; }));
+  m.PollNow();  // after the first poll's work: one model's tasks run in order
+  ASSERT_TRUE(Eventually([&] {
+    auto rows = m.Index();
+    return rows.size() == 1u && rows[0].version == 1 && rows[0].state == ModelState::kReady;
+  })) << m.Index().size();
+  EXPECT_EQ(m.Get("a", 1)->get(), serving);
+  EXPECT_EQ(m.Get("a", std::nullopt)->get(), serving);
+  EXPECT_EQ(backend_.instances_created.load(), created + 1);
+}
+
 }  // namespace
 }  // namespace harrier
