@@ -22,6 +22,10 @@
 #   LLAMA_SERVER   llama-server binary [bench/llama_server_build.sh's, built when missing]
 #   HARRIER_ARGS, LLAMA_SERVER_ARGS   more flags for either (the later of a repeated
 #                  llama-server flag wins, so LLAMA_SERVER_ARGS="--poll 50" restores its default)
+#   BUSY           busy-looping processes run beside the servers while they are driven [0]:
+#                  a machine whose other work outnumbers its free cores, where ggml's spinning
+#                  barrier collapses (Harrier gives its steps fewer threads then:
+#                  src/backends/llamacpp/thread_governor.h)
 #   BENCH_HOME     [~/.cache/harrier-bench]
 #
 # Each server is started alone, waited for (LOAD line: seconds from its start to ready), warmed
@@ -46,6 +50,7 @@ REQUESTS=${REQUESTS:-8}
 PARALLEL=${PARALLEL:-8}
 CONTEXT=${CONTEXT:-$(((PARALLEL * (MAX_TOKENS + 64) + 255) / 256 * 256))}
 SYSTEMS=${SYSTEMS:-harrier llama-server}
+BUSY=${BUSY:-0}
 name=bench-llama
 
 for system in $SYSTEMS; do
@@ -57,12 +62,27 @@ done
 
 work=$(mktemp -d)
 pid=""
+busy_pids=()
 cleanup() {
   if [[ -n $pid ]]; then
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
+  stop_busy
   rm -rf "$work"
+}
+start_busy() {
+  for _ in $(seq "$BUSY"); do
+    sh -c 'while :; do :; done' &
+    busy_pids+=($!)
+  done
+}
+stop_busy() {
+  if ((${#busy_pids[@]})); then
+    kill "${busy_pids[@]}" 2>/dev/null || true
+    wait "${busy_pids[@]}" 2>/dev/null || true
+  fi
+  busy_pids=()
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -166,22 +186,25 @@ start_llama_server() {
 
 echo "generation: $(nproc) cores, $(uptime | sed 's/.*load/load/'); model $MODEL" \
   "($(stat -c %s "$MODEL") bytes); THREADS=$THREADS PARALLEL=$PARALLEL CONTEXT=$CONTEXT" \
-  "MAX_TOKENS=$MAX_TOKENS REQUESTS=$REQUESTS STREAMS='$STREAMS'"
+  "MAX_TOKENS=$MAX_TOKENS REQUESTS=$REQUESTS STREAMS='$STREAMS' BUSY=$BUSY"
 for system in $SYSTEMS; do
   case $system in
     harrier)
       start_harrier
+      start_busy
       # llama.cpp's threads (the engine thread and ggml's pool) carry the name they inherit
       # from the main thread, which loads the models at start-up: "harrier".
       drive harrier "$http_port" --engine-threads llama-engine
       ;;
     llama-server)
       start_llama_server
+      start_busy
       # All of llama-server's threads carry its name, so its own cost is not told apart from
       # the engine's: cpu_us_per_token (the whole process) is the figure to compare.
       drive llama-server "$llama_port"
       ;;
   esac
+  stop_busy
   stop
 done
 echo "after: $(uptime | sed 's/.*load/load/')"

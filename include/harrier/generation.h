@@ -221,6 +221,9 @@ struct GenerationStats {
   // (what "used" keeps when nothing generates); 0 for an engine that caches nothing.
   int64_t kv_cells_cached = 0;
   int64_t kv_cells_total = 0;
+  // The compute threads the engine gives its next step: fewer than configured while the
+  // machine's cores are contended; 0 for an engine that has none of its own.
+  int compute_threads = 0;
   uint64_t prompt_tokens_total = 0;
   uint64_t generated_tokens_total = 0;
   uint64_t reused_prompt_tokens_total = 0;

@@ -177,6 +177,9 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "Generations: sequences being decoded now");
   out->Declare("harrier_generation_waiting_requests", Type::kGauge,
                "Generations: requests waiting for a free sequence");
+  out->Declare("harrier_generation_compute_threads", Type::kGauge,
+               "Generations: compute threads the engine gives a decode step (fewer than "
+               "configured while the machine's cores are contended)");
   out->Declare("harrier_kv_cache_cells", Type::kGauge,
                "Generations: the engine's KV cache cells: used (by generations and the prefix "
                "cache), cached (of used: free sequences' prefix cache), total");
@@ -241,6 +244,7 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
              static_cast<double>(g.active_sequences));
     out->Add("harrier_generation_waiting_requests", labels,
              static_cast<double>(g.waiting_requests));
+    out->Add("harrier_generation_compute_threads", labels, static_cast<double>(g.compute_threads));
     out->Add("harrier_kv_cache_cells", {{"model", s.name}, {"version", version}, {"state", "used"}},
              static_cast<double>(g.kv_cells_used));
     out->Add("harrier_kv_cache_cells",

@@ -26,6 +26,7 @@
 #include "backends/llamacpp/llama_sampling.h"
 #include "backends/llamacpp/slot_choice.h"
 #include "backends/llamacpp/stop_matcher.h"
+#include "backends/llamacpp/thread_governor.h"
 #include "core/compute_cores.h"
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
@@ -235,6 +236,10 @@ struct LlamaEngine::Impl {
   uint64_t slot_clock = 0;
   LlamaEngineStats totals;  // the running totals (prompt, reused, generated tokens, steps)
   ThreadpoolPtr threadpool;
+  // How many of the pool's `threads` a step gets: fewer while the machine's cores are
+  // contended (thread_governor.h). `applied_threads` is what llama.cpp was last told.
+  ThreadGovernor governor{1, std::chrono::steady_clock::now()};
+  int applied_threads = 0;
 
   mutable std::mutex mu;
   std::condition_variable wake;
@@ -638,10 +643,20 @@ void LlamaEngine::Impl::Step() {
 
   int32_t code = 0;
   {
+    const int step_threads = governor.threads();
+    if (step_threads != applied_threads) {
+      llama_set_n_threads(context.get(), step_threads, step_threads);
+      applied_threads = step_threads;
+    }
     // The process's cores, taken for the step: another model's pool that would not fit beside
     // this one waits instead of preempting it at every barrier (core/compute_cores.h).
-    const ComputeCores::Lease cores = ComputeCores::Process().Take(threads);
+    const ComputeCores::Lease cores = ComputeCores::Process().Take(step_threads);
+    const auto wall_start = std::chrono::steady_clock::now();
+    const ThreadGovernor::Duration cpu_start = ThreadGovernor::ThreadCpuTime();
     code = llama_decode(context.get(), batch);
+    const ThreadGovernor::Duration cpu = ThreadGovernor::ThreadCpuTime() - cpu_start;
+    const auto wall_end = std::chrono::steady_clock::now();
+    governor.Record(wall_end - wall_start, cpu, wall_end);
   }
   ++totals.decode_steps_total;
   if (code != 0) {
@@ -795,6 +810,7 @@ void LlamaEngine::Impl::PublishStats(int ended_requests) {
   LlamaEngineStats s = totals;
   s.generation.active_sequences = active;
   s.generation.kv_cells_total = n_ctx;
+  s.generation.compute_threads = governor.threads();
   for (const Slot& slot : slots) {
     s.generation.kv_cells_used += static_cast<int64_t>(slot.cached.size());
     if (slot.sequence == nullptr)
@@ -820,6 +836,8 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->threads = options.threads > 0 ? options.threads : UsableCores();
+  impl->governor = ThreadGovernor(impl->threads, std::chrono::steady_clock::now());
+  impl->applied_threads = impl->threads;
 
   llama_model_params model_params = llama_model_default_params();
   model_params.n_gpu_layers = 0;
