@@ -18,6 +18,16 @@ std::vector<BackendRegistry::KnownGenerator> BackendRegistry::KnownGenerators() 
   return {{"llama.cpp", "model.gguf"}};
 }
 
+std::string BackendRegistry::Names() const {
+  std::string names;
+  auto add = [&names](std::string_view name) {
+    names += (names.empty() ? "'" : ", '") + std::string(name) + "'";
+  };
+  for (const Backend* t : tensor_) add(t->name());
+  for (const GenerativeBackend* g : generative_) add(g->name());
+  return names;
+}
+
 void BackendRegistry::AddTensorBackend(Backend* backend) {
   tensor_.push_back(backend);
 }
@@ -52,12 +62,15 @@ BackendRegistry::Choice BackendRegistry::Choose(const inference::ModelConfig& co
     if (backend == known.name && !registered(known.name)) return missing(known.name);
   if (!backend.empty() || !platform.empty()) {
     choice.tensor = default_tensor_backend();
+    bool named = backend.empty();
     for (Backend* t : tensor_) {
+      named = named || backend == t->name();
       if (backend == t->name() || platform == t->platform()) {
         choice.tensor = t;
         break;
       }
     }
+    if (!named) choice.unknown = backend;
     return choice;
   }
   const bool tensor_file = std::any_of(tensor_.begin(), tensor_.end(), [&](const Backend* t) {

@@ -10,7 +10,7 @@
 //      "llama.cpp"): a text generator that cannot be loaded (Choice::missing says which);
 //   3. the config names a backend or a platform: the tensor backend of that name or platform,
 //      else the default one (the first registered), which auto-complete then finds at odds with
-//      the config;
+//      the config; a `backend` that is no engine's name is Choice::unknown as well;
 //   4. neither: a registered generator whose model file (the config's default_model_filename, or
 //      the generator's) is in the directory while no tensor backend's default file is; for a
 //      generator this build lacks, its default file ("model.gguf"); then
@@ -54,7 +54,13 @@ class BackendRegistry {
     Backend* tensor = nullptr;               // a tensor model's backend (!generative)
     GenerativeBackend* generator = nullptr;  // a text generator's; null when missing
     std::string_view missing;                // a generator this build has not ("llama.cpp")
+    // The config's `backend` when it names no engine this build has or knows of ("llamacpp"):
+    // the load fails naming the ones it has (before, the default backend's file was looked
+    // for, and the error spoke of model.onnx; probe 29).
+    std::string unknown;
   };
+  // The names of the engines this build has, tensor backends first ("'onnxruntime', 'llama.cpp'").
+  std::string Names() const;
   // `version_dir`: the version's directory, ending in '/'. REQUIRES: a tensor backend is added.
   Choice Choose(const inference::ModelConfig& config, const std::string& version_dir,
                 const FileSystem& files) const;

@@ -177,6 +177,11 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   const BackendRegistry::Choice choice = Choose(dir, base_config, version);
   if (choice.generative)
     return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic));
+  if (!choice.unknown.empty()) {
+    return Unimplemented((dir.config_path.empty() ? dir.path : dir.config_path) + ": backend '" +
+                         choice.unknown + "' is not one this server has; it runs " +
+                         options_.backends->Names() + " models");
+  }
   Backend& backend = *choice.tensor;
   inference::ModelConfig config = base_config;
   ASSIGN_OR_RETURN(const std::string model_path,

@@ -127,6 +127,23 @@ TEST(BackendRegistryTest, ChoosesPerModel) {
   }
 }
 
+// A `backend` that is no engine's name ("llamacpp", the name users guess) is reported as such,
+// naming the engines there are; before, the default backend looked for model.onnx (probe 29).
+TEST(BackendRegistryTest, ABackendNameNoEngineHasIsUnknown) {
+  testing::FakeBackend onnx;
+  testing::FakeGenerativeBackend llama;
+  BackendRegistry registry;
+  registry.AddTensorBackend(&onnx);
+  registry.AddGenerativeBackend(&llama);
+  const Files files({"/repo/m/1/model.gguf"});
+  EXPECT_EQ(registry.Choose(Config("llamacpp", ""), "/repo/m/1/", files).unknown, "llamacpp");
+  EXPECT_EQ(registry.Choose(Config(std::string(onnx.name()), ""), "/repo/m/1/", files).unknown, "");
+  EXPECT_EQ(registry.Choose(Config("", "tensorflow_savedmodel"), "/repo/m/1/", files).unknown,
+            "");  // an unknown platform: auto-complete refuses it, as before
+  EXPECT_EQ(registry.Names(),
+            "'" + std::string(onnx.name()) + "', '" + std::string(llama.name()) + "'");
+}
+
 TEST(BackendRegistryTest, TheFirstTensorBackendIsTheDefault) {
   BackendRegistry registry;
   EXPECT_EQ(registry.default_tensor_backend(), nullptr);

@@ -1960,5 +1960,20 @@ TEST_F(ModelRepositoryManagerTest, AVersionRemovedWhileItLoadsIsNotSwappedIn) {
   EXPECT_EQ(backend_.instances_created.load(), created + 1);
 }
 
+// A config whose backend no engine has says so, naming the engines there are, instead of
+// looking for the default backend's model.onnx (probe 29).
+TEST_F(ModelRepositoryManagerTest, AnUnknownBackendNameIsNamedInTheReason) {
+  Write("g/1/model.gguf", "anything");
+  Write("g/config.pbtxt", "backend: \"llamacpp\"");
+  auto m = LoadWithGenerators();
+  const std::vector<ModelVersionState> rows = m->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_NE(rows[0].reason.find("backend 'llamacpp' is not one this server has; it runs '"),
+            std::string::npos)
+      << rows[0].reason;
+  EXPECT_EQ(rows[0].reason.find("model.onnx"), std::string::npos) << rows[0].reason;
+}
+
 }  // namespace
 }  // namespace harrier

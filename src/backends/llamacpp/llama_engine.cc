@@ -142,7 +142,8 @@ Status ValidateOptions(const LlamaEngine::Options& o) {
         "puts a token in every step)");
   }
   if (o.ubatch_size < 1 || o.ubatch_size > o.batch_size) {
-    return InvalidArgument("ubatch_size must be in 1..batch_size");
+    return InvalidArgument("ubatch_size (" + std::to_string(o.ubatch_size) +
+                           ") must be in 1..batch_size (" + std::to_string(o.batch_size) + ")");
   }
   if (o.max_waiting_requests < 0) return InvalidArgument("max_waiting_requests must be >= 0");
   if (o.clock == nullptr) return InvalidArgument("clock is null");

@@ -1,5 +1,6 @@
 #include "backends/llamacpp/llamacpp_backend.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "backends/llamacpp/llama_engine.h"
@@ -34,6 +35,10 @@ StatusOr<std::unique_ptr<GenerativeModel>> LlamaCppBackend::Load(
   RETURN_IF_ERROR(ReadInt(parameters, "threads", &options.threads));
   RETURN_IF_ERROR(ReadInt(parameters, "parallel_sequences", &options.parallel_sequences));
   RETURN_IF_ERROR(ReadInt(parameters, "batch_size", &options.batch_size));
+  // Unset, it follows a smaller batch_size: "batch_size: 256" alone was refused for the
+  // default ubatch_size of 512 (probe 29), where llama.cpp itself clamps it.
+  if (!parameters.contains("ubatch_size"))
+    options.ubatch_size = std::min(options.ubatch_size, options.batch_size);
   RETURN_IF_ERROR(ReadInt(parameters, "ubatch_size", &options.ubatch_size));
   RETURN_IF_ERROR(ReadInt(parameters, "max_waiting_requests", &options.max_waiting_requests));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaEngine> engine, LlamaEngine::Create(options));

@@ -36,5 +36,20 @@ TEST(LlamaCppBackendTest, RefusesBadParametersByName) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// batch_size below the default ubatch_size (512) alone loads: an unset ubatch_size follows it
+// (probe 29: "ubatch_size must be in 1..batch_size" for a parameter never set). One that is
+// set above batch_size is still refused, naming both values.
+TEST(LlamaCppBackendTest, ASmallerBatchSizeAloneTakesTheMicroBatchDownWithIt) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "no " << kModel;
+  LlamaCppBackend backend;
+  auto model = backend.Load(kModel, {{"context_size", "256"}, {"batch_size", "256"}}, 1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  (*model)->Shutdown(Unavailable("the test is done"));
+  auto refused = backend.Load(
+      kModel, {{"context_size", "256"}, {"batch_size", "256"}, {"ubatch_size", "512"}}, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "ubatch_size (512) must be in 1..batch_size (256)");
+}
+
 }  // namespace
 }  // namespace harrier
