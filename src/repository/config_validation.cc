@@ -229,6 +229,14 @@ Status ValidateWarmup(const inference::ModelConfig& config, int32_t max_batch_si
       }
       RETURN_IF_ERROR(ValidateDataType(input.data_type(), input_what));
       RETURN_IF_ERROR(ValidateDims(input.dims(), "dims", input_what));
+      // A warm-up request is one real request: every size is known. A -1 read as "takes more
+      // than the bytes a warm-up may take" (probe 29).
+      for (int64_t d : input.dims()) {
+        if (d < 0) {
+          return InvalidArgument(input_what +
+                                 ": dims must be sizes, not -1 (a warm-up request has a shape)");
+        }
+      }
       if (input.input_data_type_case() == inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET) {
         return InvalidArgument(input_what +
                                ": set one of zero_data, random_data or input_data_file");

@@ -242,6 +242,11 @@ INSTANTIATE_TEST_SUITE_P(
                        "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
                        "data_type: TYPE_FP32 dims: [3, 1] } } } ]",
                        kInvalid, "set one of zero_data"},
+        // Before: "shape [1,-1] takes more than the 1073741824 bytes ..." (probe 29).
+        ValidationCase{"warmup_variable_dims",
+                       "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'x' value: { "
+                       "data_type: TYPE_FP32 dims: [-1] zero_data: true } } } ]",
+                       kInvalid, "dims must be sizes, not -1"},
         ValidationCase{"warmup_no_name", "model_warmup [ { batch_size: 1 } ]", kInvalid,
                        "has no name"},
         ValidationCase{"warmup_file_outside",
