@@ -212,6 +212,10 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                    const std::shared_ptr<const OverrideDirectory>& files);
   // A load with no overrides: joins the one queued for `name`, if any, or queues one.
   void LoadPlain(std::string name, std::function<void(Status)> done);
+  // Any other task of the model's (an unload, a load with overrides): queued behind the plain
+  // load waiting to start, which later plain loads then no longer join. Post()'s result.
+  bool PostAfterPlainLoads(const std::string& name, std::function<void()> task,
+                           std::function<void()> dropped);
   // A load from the model's repository directory (scanned now), with `override` if given.
   Status LoadFromRepository(const std::string& name,
                             const std::optional<inference::ModelConfig>& override);
@@ -958,7 +962,7 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
   }
   if (!override && options.files.empty()) return LoadPlain(std::string(name), std::move(done));
   if (lifecycle_.Queued(name) >= kMaxQueuedLoads) return done(TooManyQueued(name));
-  const bool posted = lifecycle_.Post(
+  const bool posted = PostAfterPlainLoads(
       std::string(name),
       [this, name = std::string(name), override = std::move(override),
        files = std::move(options.files), done] {
@@ -971,20 +975,7 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
 
 void ModelRepositoryManagerImpl::LoadPlain(std::string name, std::function<void(Status)> done) {
   auto load = std::make_shared<QueuedLoad>();
-  {
-    std::lock_guard lock(queued_loads_mu_);
-    if (auto it = queued_loads_.find(name); it != queued_loads_.end()) {
-      it->second->waiters.push_back(std::move(done));
-      return;
-    }
-    if (lifecycle_.Queued(name) >= kMaxQueuedLoads) {
-      done(TooManyQueued(name));
-      return;
-    }
-    load->waiters.push_back(std::move(done));
-    queued_loads_.emplace(name, load);
-  }
-  // Out of the map, under its lock: no waiter joins after this, so they are read without it.
+  // Out of the map: no waiter joins after this, so they are read without the lock.
   auto take = [this, name, load] {
     std::lock_guard lock(queued_loads_mu_);
     if (auto it = queued_loads_.find(name); it != queued_loads_.end() && it->second == load)
@@ -993,20 +984,42 @@ void ModelRepositoryManagerImpl::LoadPlain(std::string name, std::function<void(
   auto answer = [load](const Status& status) {
     for (const auto& waiter : load->waiters) waiter(status);
   };
-  const bool posted = lifecycle_.Post(
-      name,
-      [this, name, take, answer] {
-        take();
-        answer(LoadFromRepository(name, std::nullopt));
-      },
-      [take, answer] {
-        take();
-        answer(Unavailable("the server is shutting down"));
-      });
-  if (!posted) {
-    take();
-    answer(Unavailable("the server is shutting down"));
+  bool queued = false, posted = false;
+  {
+    // Posted under the lock that PostAfterPlainLoads takes too: a task is queued in the order
+    // its request joined or left the map.
+    std::lock_guard lock(queued_loads_mu_);
+    if (auto it = queued_loads_.find(name); it != queued_loads_.end()) {
+      it->second->waiters.push_back(std::move(done));
+      return;
+    }
+    if (lifecycle_.Queued(name) < kMaxQueuedLoads) {
+      queued = true;
+      load->waiters.push_back(std::move(done));
+      posted = lifecycle_.Post(
+          name,
+          [this, name, take, answer] {
+            take();
+            answer(LoadFromRepository(name, std::nullopt));
+          },
+          [take, answer] {
+            take();
+            answer(Unavailable("the server is shutting down"));
+          });
+      if (posted) queued_loads_.emplace(name, load);
+    }
   }
+  if (!queued) return done(TooManyQueued(name));
+  if (!posted) answer(Unavailable("the server is shutting down"));
+}
+
+bool ModelRepositoryManagerImpl::PostAfterPlainLoads(const std::string& name,
+                                                     std::function<void()> task,
+                                                     std::function<void()> dropped) {
+  std::lock_guard lock(queued_loads_mu_);
+  // A plain load asked after this task must run after it (a load after an unload loads).
+  queued_loads_.erase(name);
+  return lifecycle_.Post(name, std::move(task), std::move(dropped));
 }
 
 Status ModelRepositoryManagerImpl::LoadFromRepository(
@@ -1092,7 +1105,7 @@ void ModelRepositoryManagerImpl::UnloadModel(std::string_view name,
     std::lock_guard lock(unload_asked_mu_);
     if (auto it = unload_asked_.find(name); it != unload_asked_.end()) it->second->store(true);
   }
-  const bool posted = lifecycle_.Post(
+  const bool posted = PostAfterPlainLoads(
       std::string(name), [this, name = std::string(name), done] { Unload(name, false, done); },
       [done] { done(Unavailable("the server is shutting down")); });
   if (!posted) done(Unavailable("the server is shutting down"));

@@ -1884,8 +1884,12 @@ TEST_F(ModelRepositoryManagerTest, PlainLoadsJoinTheOneQueuedAndTheQueueIsBounde
   // Answered at once; before, queued behind the held load (which the test releases below).
   const bool at_once = refusal.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   EXPECT_TRUE(at_once) << "the ninth queued load of the model was queued too";
-  m->LoadModel("w", {}, answer);  // a plain one still joins the queued one
-  std::promise<Status> unloaded;
+  // A plain one now would run after the overrides, not with the plain one before them: refused.
+  std::promise<Status> plain;
+  std::future<Status> plain_refusal = plain.get_future();
+  m->LoadModel("w", {}, [&](Status s) { plain.set_value(std::move(s)); });
+  EXPECT_EQ(plain_refusal.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  std::promise<Status> unloaded;  // an unload is never refused
   m->UnloadModel("w", [&](Status s) { unloaded.set_value(std::move(s)); });
   release.set_value();
   const Status refusal_status = refusal.get();
@@ -1893,15 +1897,44 @@ TEST_F(ModelRepositoryManagerTest, PlainLoadsJoinTheOneQueuedAndTheQueueIsBounde
   EXPECT_NE(refusal_status.message().find("8 loads and unloads of it are queued"),
             std::string::npos)
       << refusal_status.ToString();
+  EXPECT_EQ(plain_refusal.get().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(unloaded.get_future().get().ok());
   ASSERT_TRUE(Eventually([&] {
     std::lock_guard lock(mu);
-    return answers.size() == 59u;
+    return answers.size() == 58u;
   }));
   for (const Status& s : answers) EXPECT_TRUE(s.ok()) << s.ToString();
   // The running load, the queued plain one, the seven with overrides: nine instances.
   EXPECT_EQ(backend_.instances_created.load() - created, 9);
   EXPECT_EQ(m->Get("w", 1).status().code(), StatusCode::kUnavailable);
+}
+
+// A plain load asked after an unload that waits runs after it, not with the plain load queued
+// before the unload: the model ends loaded, as the order of the requests says.
+TEST_F(ModelRepositoryManagerTest, APlainLoadAfterAQueuedUnloadDoesNotJoinTheLoadBeforeIt) {
+  Write("w/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit({"w"});
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first{true};
+  backend_.on_create_instance = [&](const std::string&) {
+    if (first.exchange(false)) {
+      entered.set_value();
+      released.wait();
+    }
+  };
+  std::promise<Status> running, before, unloaded, after;
+  m->LoadModel("w", {}, [&](Status s) { running.set_value(std::move(s)); });
+  entered.get_future().wait();
+  m->LoadModel("w", {}, [&](Status s) { before.set_value(std::move(s)); });
+  m->UnloadModel("w", [&](Status s) { unloaded.set_value(std::move(s)); });
+  m->LoadModel("w", {}, [&](Status s) { after.set_value(std::move(s)); });
+  release.set_value();
+  EXPECT_TRUE(running.get_future().get().ok());
+  EXPECT_TRUE(before.get_future().get().ok());
+  EXPECT_TRUE(unloaded.get_future().get().ok());
+  EXPECT_TRUE(after.get_future().get().ok());
+  EXPECT_TRUE(m->Get("w", 1).ok());
 }
 
 // Explicit mode: a model directory added after the start is in the index as unloaded, as
