@@ -291,6 +291,14 @@ int Serve(const ServeFlags& flags) {
                      manager.status().message());
     return 1;
   }
+  // A TLS file that cannot be used stops the start now, not after every model has loaded.
+  if (!flags.tls_cert.empty() && !flags.tls_key.empty()) {
+    if (Status tls = HttpServer::CheckTlsFiles(flags.tls_cert, flags.tls_key, flags.tls_client_ca);
+        !tls.ok()) {
+      spdlog::critical("cannot use TLS: {}", tls.message());
+      return 1;
+    }
+  }
   // Before any load can make one: the file overrides' directories of servers that were killed.
   RemoveAbandonedOverrideDirectories("");
   (*manager)->LoadAll();  // logs each model's outcome

@@ -371,6 +371,15 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const Options& options,
   return server;
 }
 
+Status HttpServer::CheckTlsFiles(const std::string& cert_file, const std::string& key_file,
+                                 const std::string& client_ca_file) {
+  server_internal::TlsContext::Options t;
+  t.cert_file = cert_file;
+  t.key_file = key_file;
+  t.client_ca_file = client_ca_file;
+  return server_internal::TlsContext::Create(t).status();
+}
+
 HttpServer::HttpServer(const Options& options, HttpHandler* handler)
     : options_(options), shared_(std::make_shared<server_internal::ServerShared>()) {
   shared_->options = options;

@@ -169,6 +169,11 @@ class HttpServer {
   // ticket rotation outside the range its comment gives. `handler` is not
   // owned and must outlive the server (it is called until Stop() returns).
   static StatusOr<std::unique_ptr<HttpServer>> Create(const Options& options, HttpHandler* handler);
+  // Whether a server could load these TLS files (the certificate, the key, the client CA if
+  // any), with Create()'s errors: the start checks them before any model loads, so that a bad
+  // file stops it at once rather than after every model has loaded (probe 36).
+  static Status CheckTlsFiles(const std::string& cert_file, const std::string& key_file,
+                              const std::string& client_ca_file);
 
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -1,11 +1,15 @@
 #include "server/tls.h"
 
+#include <fcntl.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace harrier::server_internal {
@@ -40,6 +44,30 @@ std::string LastError() {
   return buf;
 }
 
+// OpenSSL's pass phrase callback: none is given, and that it was asked is noted. Without it,
+// an encrypted key made the start-up prompt "Enter PEM pass phrase:" on the terminal, where a
+// server started under `docker run -t` or ssh waited for good (probe 36).
+int NoPassphrase(char*, int, int, void* asked) {
+  *static_cast<bool*>(asked) = true;
+  return 0;
+}
+
+// Why `path` cannot be read as a TLS file ("the TLS key"), or OK: OpenSSL says "processing
+// error" or "unsupported" for an unreadable or empty file.
+Status Readable(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return InvalidArgument("cannot read " + what + " '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return InvalidArgument(what + " '" + path + "' is a directory");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return InvalidArgument("cannot read " + what + " '" + path + "': " + std::strerror(errno));
+  ::close(fd);
+  if (S_ISREG(st.st_mode) && st.st_size == 0)
+    return InvalidArgument(what + " '" + path + "' is empty");
+  return Status::Ok();
+}
+
 }  // namespace
 
 TlsContext::TlsContext(const Options& options)
@@ -63,12 +91,27 @@ StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const Options& options)
                           "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
                           "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
                           "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305");
+  RETURN_IF_ERROR(Readable(options.cert_file, "the TLS certificate"));
+  RETURN_IF_ERROR(Readable(options.key_file, "the TLS key"));
+  if (!options.client_ca_file.empty())
+    RETURN_IF_ERROR(Readable(options.client_ca_file, "the TLS client CA"));
   boost::system::error_code ec;
   tls->ctx_.use_certificate_chain_file(options.cert_file, ec);
   if (ec)
     return InvalidArgument("cannot load TLS certificate '" + options.cert_file +
                            "': " + ec.message());
+  bool passphrase_asked = false;
+  SSL_CTX_set_default_passwd_cb(ctx, &NoPassphrase);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, &passphrase_asked);
   tls->ctx_.use_private_key_file(options.key_file, ssl::context::pem, ec);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr);
+  SSL_CTX_set_default_passwd_cb(ctx, nullptr);
+  if (passphrase_asked) {
+    return InvalidArgument("the TLS key '" + options.key_file +
+                           "' is encrypted, and the server takes no pass phrase: give it the "
+                           "key decrypted (openssl pkey -in KEY -out DECRYPTED), readable by "
+                           "the server's user only");
+  }
   if (ec) return InvalidArgument("cannot load TLS key '" + options.key_file + "': " + ec.message());
   if (SSL_CTX_check_private_key(ctx) != 1)
     return InvalidArgument("the TLS key does not match the certificate: " + LastError());

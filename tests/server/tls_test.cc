@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -186,6 +187,32 @@ TEST_F(TlsTest, CreateRejectsHalfAConfiguration) {
   bad = HttpServer::Options{};
   bad.plain_http = false;  // and no TLS: nothing to serve
   EXPECT_EQ(HttpServer::Create(bad, &handler_).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A bad TLS file is named with its cause. An encrypted key was a prompt for a pass phrase on
+// the terminal (a start under `docker run -t` waited for good), and otherwise "processing
+// error"; an empty key was "unsupported" (probe 36).
+TEST_F(TlsTest, BadFilesAreNamedWithTheirCauseAndAnEncryptedKeyIsNeverPromptedFor) {
+  const std::string encrypted = File("encrypted.key");
+  ASSERT_EQ(std::system(("openssl pkey -in " + File("server.key") +
+                         " -aes256 -passout pass:secret -out " + encrypted)
+                            .c_str()),
+            0);
+  const Status refused = HttpServer::CheckTlsFiles(File("server.crt"), encrypted, "");
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("is encrypted, and the server takes no pass phrase"),
+            std::string::npos)
+      << refused.ToString();
+  const std::string empty = File("empty.key");
+  { std::ofstream(empty).flush(); }
+  EXPECT_EQ(HttpServer::CheckTlsFiles(File("server.crt"), empty, "").message(),
+            "the TLS key '" + empty + "' is empty");
+  EXPECT_EQ(HttpServer::CheckTlsFiles(File("server.crt"), *dir_, "").message(),
+            "the TLS key '" + *dir_ + "' is a directory");
+  EXPECT_EQ(
+      HttpServer::CheckTlsFiles(File("nope.crt"), File("server.key"), "").message(),
+      "cannot read the TLS certificate '" + File("nope.crt") + "': No such file or directory");
+  EXPECT_TRUE(HttpServer::CheckTlsFiles(File("server.crt"), File("server.key"), "").ok());
 }
 
 TEST_F(TlsTest, AlpnChoosesH2OrHttp11) {
