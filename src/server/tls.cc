@@ -6,6 +6,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +102,15 @@ StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const Options& options)
   if (ec)
     return InvalidArgument("cannot load TLS certificate '" + options.cert_file +
                            "': " + ec.message());
+  // Served all the same (a renewal may be on its way), but said: clients refuse it (probe 36).
+  if (X509* cert = SSL_CTX_get0_certificate(ctx); cert != nullptr) {
+    const bool expired = X509_cmp_current_time(X509_get0_notAfter(cert)) < 0;
+    const bool early = X509_cmp_current_time(X509_get0_notBefore(cert)) > 0;
+    if (expired || early) {
+      spdlog::warn("the TLS certificate '{}' is {}; clients that check it refuse it",
+                   options.cert_file, expired ? "expired" : "not valid yet");
+    }
+  }
   bool passphrase_asked = false;
   SSL_CTX_set_default_passwd_cb(ctx, &NoPassphrase);
   SSL_CTX_set_default_passwd_cb_userdata(ctx, &passphrase_asked);

@@ -22,6 +22,7 @@
 
 #include "server/http_server.h"
 #include "server/sent_recorder.h"
+#include "util/recording_log.h"
 
 namespace harrier {
 namespace {
@@ -213,6 +214,28 @@ TEST_F(TlsTest, BadFilesAreNamedWithTheirCauseAndAnEncryptedKeyIsNeverPromptedFo
       HttpServer::CheckTlsFiles(File("nope.crt"), File("server.key"), "").message(),
       "cannot read the TLS certificate '" + File("nope.crt") + "': No such file or directory");
   EXPECT_TRUE(HttpServer::CheckTlsFiles(File("server.crt"), File("server.key"), "").ok());
+}
+
+// An expired certificate is served (a renewal may be on its way), with a warning: it started
+// without a word (probe 36).
+TEST_F(TlsTest, AnExpiredCertificateIsServedWithAWarning) {
+  const std::string d = *dir_ + "/expired";
+  const std::string script =
+      "mkdir -p " + d + " && cd " + d +
+      " && printf '[ca]\\ndefault_ca = x\\n[x]\\ndatabase = index.txt\\nnew_certs_dir = "
+      ".\\nserial = serial\\ndefault_md = sha256\\npolicy = p\\n[p]\\ncommonName = "
+      "supplied\\n' > ca.cnf && : > index.txt && echo 01 > serial"
+      " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem"
+      " -subj /CN=localhost -out req.csr 2>/dev/null"
+      " && openssl ca -batch -selfsign -keyfile key.pem -in req.csr -startdate 20200101000000Z"
+      " -enddate 20200102000000Z -config ca.cnf -out cert.pem 2>/dev/null";
+  ASSERT_EQ(std::system(script.c_str()), 0) << script;
+  testing::RecordingLog log;
+  EXPECT_TRUE(HttpServer::CheckTlsFiles(d + "/cert.pem", d + "/key.pem", "").ok());
+  EXPECT_EQ(log.Find(spdlog::level::warn, "is expired; clients that check it refuse it").size(),
+            1u);
+  EXPECT_TRUE(HttpServer::CheckTlsFiles(File("server.crt"), File("server.key"), "").ok());
+  EXPECT_EQ(log.Find(spdlog::level::warn, "is expired").size(), 1u);  // a valid one: no word
 }
 
 TEST_F(TlsTest, AlpnChoosesH2OrHttp11) {
