@@ -2008,5 +2008,32 @@ TEST_F(ModelRepositoryManagerTest, AnUnknownBackendNameIsNamedInTheReason) {
   EXPECT_EQ(rows[0].reason.find("model.onnx"), std::string::npos) << rows[0].reason;
 }
 
+// Explicit mode, nothing serving: a load whose version directory is removed while it loads
+// fails, saying so, and the version is UNAVAILABLE with that reason; it answered 200 and the
+// model stayed LOADING for good (probe 37). A load once the directory is back serves.
+TEST_F(ModelRepositoryManagerTest, ALoadWhoseOnlyVersionVanishesFailsAndSaysWhy) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto m = Explicit();
+  const fs::path away = root_.string() + "-away";  // outside the repository
+  std::atomic<bool> loading{false};
+  backend_.on_create_instance = [&](const std::string&) { loading = true; };
+  backend_.on_run = [&] {
+    if (loading.exchange(false)) fs::rename(root_ / "a" / "1", away);
+  };
+  const Status load = Control(*m, true, "a");
+  EXPECT_EQ(load.code(), StatusCode::kNotFound) << load.ToString();
+  EXPECT_NE(load.message().find("version 1's directory was removed while it loaded"),
+            std::string::npos)
+      << load.ToString();
+  auto rows = m->Index();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, ModelState::kUnavailable);
+  EXPECT_EQ(rows[0].reason, "version 1's directory was removed while it loaded");
+  backend_.on_run = nullptr;
+  fs::rename(away, root_ / "a" / "1");
+  ASSERT_TRUE(Control(*m, true, "a").ok());
+  EXPECT_TRUE(m->Get("a", 1).ok());
+}
+
 }  // namespace
 }  // namespace harrier

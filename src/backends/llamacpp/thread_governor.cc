@@ -27,9 +27,16 @@ void ThreadGovernor::Judge(bool contended, TimePoint now) {
   if (contended) {
     calm_since_ = now;
     if (threads_ == 1) return;
-    threads_ = std::max(1, threads_ / 2);
     ++decreases_;
-    if (was_trying) try_after_ = std::min(try_after_ * 2, kLongestTryAfter);
+    if (was_trying) {
+      // Back to the count that held, not half of the tried one: halving 3 lands on 1 with 2
+      // cores free, and the climb back reset the wait, so the failed count was tried every
+      // few seconds for good (probe 37).
+      --threads_;
+      try_after_ = std::min(try_after_ * 2, kLongestTryAfter);
+      return;
+    }
+    threads_ = std::max(1, threads_ / 2);
     return;
   }
   if (was_trying) try_after_ = kFirstTryAfter;

@@ -16,8 +16,10 @@
 //   - A window that spent more than kContendedShare off-core halves the count (at least 1).
 //   - After kFirstTryAfter of windows that are not contended, one more thread is tried (up to
 //     the configured count).
-//   - A try whose first window is contended halves again, and doubles the wait before the next
-//     try (up to kLongestTryAfter); one that holds resets the wait.
+//   - A try whose first window is contended goes back to the count before it, and doubles the
+//     wait before the next try (up to kLongestTryAfter); one that holds resets the wait. (Halving
+//     there put 3 threads on 2 free cores back to 1, and the climb back to 2 reset the wait: the
+//     failed count was tried again every few seconds for good; probe 37.)
 //   - With one thread, a contended window restarts the wait: the machine is busy, and a try
 //     would only cost a slow window.
 // A pure function of the samples it is given, so its policy is a table test

@@ -99,7 +99,7 @@ TEST_F(ThreadGovernorTest, AfterACalmSecondOneMoreThreadIsTriedAndKeptWhenItHold
   EXPECT_EQ(g.threads(), 4);
 }
 
-TEST_F(ThreadGovernorTest, AFailedTryHalvesAndDoublesTheWaitUpToTheLongest) {
+TEST_F(ThreadGovernorTest, AFailedTryDoublesTheWaitUpToTheLongest) {
   Governor g(2, now_);
   Window(g, 0.5);
   ASSERT_EQ(g.threads(), 1);
@@ -122,6 +122,30 @@ TEST_F(ThreadGovernorTest, AFailedTryHalvesAndDoublesTheWaitUpToTheLongest) {
   ASSERT_EQ(g.threads(), 1);
   CalmFor(g, Governor::kFirstTryAfter);
   EXPECT_EQ(g.threads(), 2);
+}
+
+// A failed try goes back to the count that held, not to half the tried one, and its wait keeps
+// doubling: `threads` 3 on 2 free cores settles on 2, trying 3 ever more rarely. With halving,
+// it fell to 1, and the climb back to 2 reset the wait (probe 37: 66% of the time on 1).
+TEST_F(ThreadGovernorTest, AFailedTryGoesBackToTheCountThatHeld) {
+  Governor g(3, now_);
+  Window(g, 0.5);  // contention, not a try: halves
+  ASSERT_EQ(g.threads(), 1);
+  CalmFor(g, Governor::kFirstTryAfter);
+  ASSERT_EQ(g.threads(), 2);
+  CalmFor(g, Governor::kFirstTryAfter);  // 2 held
+  ASSERT_EQ(g.threads(), 3);
+  Governor::Duration wait = Governor::kFirstTryAfter;
+  for (int failures = 0; failures < 6; ++failures) {
+    Window(g, 0.5);  // 3 does not hold
+    ASSERT_EQ(g.threads(), 2) << "failures " << failures;
+    wait = std::min(wait * 2, Governor::kLongestTryAfter);
+    CalmFor(g, wait - Governor::kWindow);
+    EXPECT_EQ(g.threads(), 2) << "failures " << failures;
+    Window(g, 0.0);
+    ASSERT_EQ(g.threads(), 3) << "failures " << failures;
+  }
+  EXPECT_EQ(wait, Governor::kLongestTryAfter);
 }
 
 TEST_F(ThreadGovernorTest, ContentionWithOneThreadPutsTheNextTryOff) {
