@@ -17,6 +17,7 @@
 
 #include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
+#include "core/utf8.h"
 #include "lifecycle/forced_version_model.h"
 #include "lifecycle/freed_memory.h"
 #include "lifecycle/lifecycle_executor.h"
@@ -938,11 +939,13 @@ Status ValidateModelName(std::string_view name) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
   // A name starting with '.' is a hidden directory, which the repository scan skips.
+  // UTF-8, as the repository scan wants: a name goes into JSON and metric labels (probe 29; the
+  // explicit index's listing of new directories let one through again, probe 37).
   if (name.empty() || name.front() == '.' || name.find('/') != std::string_view::npos || control ||
-      name.size() > 255) {
+      name.size() > 255 || !IsValidUtf8(name)) {
     return InvalidArgument(
         "a model name is one a repository directory could have: one path component, not "
-        "starting with '.', at most 255 bytes, no control characters");
+        "starting with '.', at most 255 bytes, UTF-8, no control characters");
   }
   return Status::Ok();
 }

@@ -1952,6 +1952,10 @@ TEST_F(ModelRepositoryManagerTest, ExplicitModeListsAndUnloadsADirectoryAddedAft
     EXPECT_EQ(rows[i].state, ModelState::kUnavailable);
     EXPECT_EQ(rows[i].reason, "unloaded");
   }
+  // A name that is not UTF-8 is no model's: not listed (the index is JSON), not loadable.
+  fs::create_directories(root_ / "bad\xff" / "1");
+  EXPECT_EQ(m->Index().size(), 3u);
+  EXPECT_EQ(Control(*m, true, "bad\xff").code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Control(*m, false, "a").ok());
   EXPECT_EQ(Control(*m, false, "nope").code(), StatusCode::kNotFound);
   EXPECT_EQ(Control(*m, false, "..").code(), StatusCode::kNotFound);

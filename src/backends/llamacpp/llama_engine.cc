@@ -644,7 +644,7 @@ void LlamaEngine::Impl::Step() {
 
   int32_t code = 0;
   {
-    const int step_threads = governor.threads();
+    const int step_threads = governor.StepThreads(std::chrono::steady_clock::now());
     if (step_threads != applied_threads) {
       llama_set_n_threads(context.get(), step_threads, step_threads);
       applied_threads = step_threads;
@@ -657,7 +657,9 @@ void LlamaEngine::Impl::Step() {
     code = llama_decode(context.get(), batch);
     const ThreadGovernor::Duration cpu = ThreadGovernor::ThreadCpuTime() - cpu_start;
     const auto wall_end = std::chrono::steady_clock::now();
-    governor.Record(wall_end - wall_start, cpu, wall_end);
+    // Not the engine's first step (its warm-up's): it faults the mapped weights in from disk,
+    // time off the core that says nothing of the machine's other work (probe 37).
+    if (totals.decode_steps_total > 0) governor.Record(wall_end - wall_start, cpu, wall_end);
   }
   ++totals.decode_steps_total;
   if (code != 0) {

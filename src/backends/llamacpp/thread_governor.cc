@@ -8,9 +8,21 @@
 namespace harrier {
 
 ThreadGovernor::ThreadGovernor(int most, TimePoint now)
-    : most_(std::max(most, 1)), threads_(most_), calm_since_(now) {}
+    : most_(std::max(most, 1)), threads_(most_), calm_since_(now), last_step_(now) {}
+
+int ThreadGovernor::StepThreads(TimePoint now) {
+  if (now - last_step_ > kLongestTryAfter) {
+    threads_ = most_;
+    trying_ = false;
+    try_after_ = kFirstTryAfter;
+    window_wall_ = window_off_ = Duration(0);
+    calm_since_ = now;
+  }
+  return threads_;
+}
 
 void ThreadGovernor::Record(Duration wall, Duration cpu, TimePoint now) {
+  last_step_ = now;
   window_wall_ += wall;
   // A CPU clock that runs ahead of the wall clock's reading (they are read one after the
   // other) is no time off-core.

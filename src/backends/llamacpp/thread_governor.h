@@ -43,7 +43,12 @@ class ThreadGovernor {
   // At most `most` threads (at least 1), all of them to begin with; `now` starts the first wait.
   ThreadGovernor(int most, TimePoint now);
 
-  // The threads for the next step.
+  // The threads for a step starting at `now`. After an idle spell longer than kLongestTryAfter
+  // the count starts again from the most: what the machine did before the spell says nothing
+  // of it now (a contended first window halves at once anyway), and a model idle after a busy
+  // spell stayed at its reduced count, then climbed one thread a second (probe 37).
+  int StepThreads(TimePoint now);
+  // The count of the last step (the gauge's).
   int threads() const { return threads_; }
   // How many times the count was halved (for the tests).
   int decreases() const { return decreases_; }
@@ -66,6 +71,7 @@ class ThreadGovernor {
   bool trying_ = false;  // the window under way is the first after a try
   Duration try_after_ = kFirstTryAfter;
   TimePoint calm_since_;  // the wait before the next try counts from here
+  TimePoint last_step_;   // when the last recorded step ended
 };
 
 }  // namespace harrier

@@ -148,6 +148,22 @@ TEST_F(ThreadGovernorTest, AFailedTryGoesBackToTheCountThatHeld) {
   EXPECT_EQ(wait, Governor::kLongestTryAfter);
 }
 
+// After an idle spell longer than the longest wait the count starts from the most again: a
+// model idle after a busy spell kept its reduced count, then climbed a thread a second (probe
+// 37). A shorter pause keeps it.
+TEST_F(ThreadGovernorTest, AfterALongIdleSpellStepsStartFromTheMost) {
+  Governor g(4, now_);
+  Window(g, 0.5);
+  ASSERT_EQ(g.threads(), 2);
+  EXPECT_EQ(g.StepThreads(now_ + Governor::kLongestTryAfter), 2);
+  EXPECT_EQ(g.StepThreads(now_ + Governor::kLongestTryAfter + milliseconds(1)), 4);
+  EXPECT_EQ(g.threads(), 4);
+  // And is judged afresh from there: a contended window halves it again.
+  now_ += Governor::kLongestTryAfter + milliseconds(1);
+  Window(g, 0.5);
+  EXPECT_EQ(g.threads(), 2);
+}
+
 TEST_F(ThreadGovernorTest, ContentionWithOneThreadPutsTheNextTryOff) {
   Governor g(2, now_);
   Window(g, 0.5);
