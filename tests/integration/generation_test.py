@@ -718,18 +718,25 @@ class AdmissionTests(OwnServerTests):
 
 
 
+def gguf_repository(directory, model, parameters):
+    """A repository (in the work directory, made once) of the tiny GGUF as `model`, with the
+    llama.cpp `parameters` (name -> value) in its config."""
+    repo = os.path.join(ARGS.work_dir, directory)
+    if not os.path.exists(os.path.join(repo, model, "config.pbtxt")):
+        os.makedirs(os.path.join(repo, model, "1"), exist_ok=True)
+        shutil.copy(gguf_path(), os.path.join(repo, model, "1", "model.gguf"))
+        with open(os.path.join(repo, model, "config.pbtxt"), "w") as f:
+            f.write('backend: "llama.cpp"\n' + "".join(
+                'parameters { key: "%s" value { string_value: "%s" } }\n' % (k, v)
+                for k, v in parameters.items()))
+    return repo
+
+
 def long_repository():
     """A repository of "long": one sequence and a context of 131072 tokens, so that a
     generation runs for seconds (the tiny model generates thousands of tokens a second)."""
-    repo = os.path.join(ARGS.work_dir, "long-repo")
-    if not os.path.exists(os.path.join(repo, "long", "config.pbtxt")):
-        os.makedirs(os.path.join(repo, "long", "1"), exist_ok=True)
-        shutil.copy(gguf_path(), os.path.join(repo, "long", "1", "model.gguf"))
-        with open(os.path.join(repo, "long", "config.pbtxt"), "w") as f:
-            f.write('backend: "llama.cpp"\n'
-                    'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
-                    'parameters { key: "context_size" value { string_value: "131072" } }\n')
-    return repo
+    return gguf_repository("long-repo", "long",
+                           {"parallel_sequences": "1", "context_size": "131072"})
 
 
 class UnloadTests(OwnServerTests):
@@ -844,13 +851,8 @@ class OneCoreTests(OwnServerTests):
 
     @classmethod
     def setUpClass(cls):
-        repo = os.path.join(ARGS.work_dir, "one-core-repo")
-        os.makedirs(os.path.join(repo, "pinned", "1"), exist_ok=True)
-        shutil.copy(gguf_path(), os.path.join(repo, "pinned", "1", "model.gguf"))
-        with open(os.path.join(repo, "pinned", "config.pbtxt"), "w") as f:
-            f.write('backend: "llama.cpp"\n'
-                    'parameters { key: "parallel_sequences" value { string_value: "1" } }\n'
-                    'parameters { key: "threads" value { string_value: "2" } }\n')
+        repo = gguf_repository("one-core-repo", "pinned",
+                               {"parallel_sequences": "1", "threads": "2"})
         core = str(min(os.sched_getaffinity(0)))
         cls.server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, cls.LOG),
                                      prefix=("taskset", "-c", core))
