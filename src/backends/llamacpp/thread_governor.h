@@ -3,9 +3,9 @@
 // ggml's threads meet a busy-waiting barrier at every operation of a graph. When the machine
 // has more runnable threads than cores (another process, a neighbour on a shared host), a
 // preempted thread keeps every other one spinning at the next barrier for the rest of a
-// scheduler time slice. On two cores with two busy processes beside it, the tiny model
-// generated 134-193 tokens/s with 2 threads against about 1,000 with 1 (docs/benchmarks.md,
-// session 27). ComputeCores keeps the process's own pools from doing this to each other; this
+// scheduler time slice. On two cores with two busy processes beside it, the 134M-parameter
+// test model generated 8-16 tokens/s with 2 threads against 22-26 with 1 (74 alone), and the
+// tiny one 134-193 against about 1,000 (docs/benchmarks.md, "A busy machine", session 27). ComputeCores keeps the process's own pools from doing this to each other; this
 // answers the rest of the machine.
 //
 // The signal is the share of the steps' wall time that the engine's own thread spent off its
@@ -50,7 +50,7 @@ class ThreadGovernor {
   int StepThreads(TimePoint now);
   // The count of the last step (the gauge's).
   int threads() const { return threads_; }
-  // How many times the count was halved (for the tests).
+  // How many times the count was lowered (for the tests).
   int decreases() const { return decreases_; }
 
   // A step run with threads() threads ended at `now`, after `wall`, of which the engine's
