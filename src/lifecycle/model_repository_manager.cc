@@ -7,6 +7,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -213,6 +214,8 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                    const std::shared_ptr<const OverrideDirectory>& files);
   // A load with no overrides: joins the one queued for `name`, if any, or queues one.
   void LoadPlain(std::string name, std::function<void(Status)> done);
+  // About how long the model's queued tasks take, in seconds, from its versions' load times.
+  int64_t QueuedLoadsSeconds(std::string_view name) const;
   // Any other task of the model's (an unload, a load with overrides): queued behind the plain
   // load waiting to start, which later plain loads then no longer join. Post()'s result.
   bool PostAfterPlainLoads(const std::string& name, std::function<void()> task,
@@ -927,11 +930,13 @@ Status LoadFailed(const std::string& name, StatusCode code, const std::string& w
 // waits, and plain loads join the one queued, so this bounds what a client can queue.
 constexpr size_t kMaxQueuedLoads = 8;
 
-Status TooManyQueued(std::string_view name) {
+// `seconds`: about how long the queued tasks take (the Retry-After the 429 carries).
+Status TooManyQueued(std::string_view name, int64_t seconds) {
   return ResourceExhausted("failed to load '" + std::string(name) +
                            "': " + std::to_string(kMaxQueuedLoads) +
                            " loads and unloads of it are queued already; ask again once they "
-                           "are done");
+                           "are done; retry after " +
+                           std::to_string(std::max<int64_t>(seconds, 1)) + " s");
 }
 
 Status ValidateModelName(std::string_view name) {
@@ -976,7 +981,8 @@ void ModelRepositoryManagerImpl::LoadModel(std::string_view name, ModelLoadOptio
     override = std::move(parsed).value();
   }
   if (!override && options.files.empty()) return LoadPlain(std::string(name), std::move(done));
-  if (lifecycle_.Queued(name) >= kMaxQueuedLoads) return done(TooManyQueued(name));
+  if (lifecycle_.Queued(name) >= kMaxQueuedLoads)
+    return done(TooManyQueued(name, QueuedLoadsSeconds(name)));
   const bool posted = PostAfterPlainLoads(
       std::string(name),
       [this, name = std::string(name), override = std::move(override),
@@ -1024,8 +1030,22 @@ void ModelRepositoryManagerImpl::LoadPlain(std::string name, std::function<void(
       if (posted) queued_loads_.emplace(name, load);
     }
   }
-  if (!queued) return done(TooManyQueued(name));
+  if (!queued) return done(TooManyQueued(name, QueuedLoadsSeconds(name)));
   if (!posted) answer(Unavailable("the server is shutting down"));
+}
+
+int64_t ModelRepositoryManagerImpl::QueuedLoadsSeconds(std::string_view name) const {
+  // Each queued task taken as long as the model's slowest version took to load: the generic
+  // Retry-After of 1 s had clients that honour it ask again every second (probe 37).
+  double load_seconds = 0;
+  {
+    std::shared_lock lock(mu_);
+    if (auto it = models_.find(name); it != models_.end()) {
+      for (const auto& [v, e] : it->second.versions)
+        load_seconds = std::max(load_seconds, e.load_seconds);
+    }
+  }
+  return static_cast<int64_t>(std::ceil(load_seconds * static_cast<double>(kMaxQueuedLoads)));
 }
 
 bool ModelRepositoryManagerImpl::PostAfterPlainLoads(const std::string& name,

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "core/status_mapping.h"
 #include "observability/text_exposition.h"
 #include "util/fake_backend.h"
 #include "util/fake_generative_model.h"
@@ -1897,6 +1898,9 @@ TEST_F(ModelRepositoryManagerTest, PlainLoadsJoinTheOneQueuedAndTheQueueIsBounde
   EXPECT_NE(refusal_status.message().find("8 loads and unloads of it are queued"),
             std::string::npos)
       << refusal_status.ToString();
+  // Its Retry-After: 8 times the model's load time (well under a second here), at least 1 s.
+  EXPECT_TRUE(refusal_status.message().ends_with("; retry after 1 s")) << refusal_status.ToString();
+  EXPECT_EQ(RetryAfterSeconds(refusal_status), 1);
   EXPECT_EQ(plain_refusal.get().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(unloaded.get_future().get().ok());
   ASSERT_TRUE(Eventually([&] {
