@@ -839,6 +839,14 @@ Status Control(ModelRepositoryManager& m, bool load, const std::string& name,
   return f.get();
 }
 
+// The instance serving `name` version `version` now, to compare with a later one (null when
+// none serves); the handle is let go at once, so that it holds up no retirement.
+const ServableModel* ServingNow(ModelRepositoryManager& m, const std::string& name,
+                                int64_t version) {
+  auto handle = m.Get(name, version);
+  return handle.ok() ? handle->get() : nullptr;
+}
+
 // Waits (up to 5 s) until `pred` holds; the lifecycle thread applies polls and drains.
 bool Eventually(const std::function<bool()>& pred) {
   for (int i = 0; i < 500; ++i) {
@@ -1238,10 +1246,8 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto polled_manager = Polled();
   auto& m = *polled_manager;
-  auto one = m.Get("a", 1);
-  ASSERT_TRUE(one.ok());
-  const ServableModel* const first = one->get();
-  one->reset();
+  const ServableModel* const first = ServingNow(m, "a", 1);
+  ASSERT_NE(first, nullptr);
 
   // Nothing changed: the same instance keeps serving.
   m.PollNow();
@@ -1260,10 +1266,8 @@ TEST_F(ModelRepositoryManagerTest, PollAppliesNewChangedAndRemovedVersionsAndMod
   EXPECT_TRUE(Eventually([&] { return m.Get("a", 1).status().code() == StatusCode::kNotFound; }));
 
   // A changed config reloads it; a removed model leaves the index.
-  auto v2 = m.Get("a", 2);
-  ASSERT_TRUE(v2.ok());
-  const ServableModel* const before = v2->get();
-  v2->reset();
+  const ServableModel* const before = ServingNow(m, "a", 2);
+  ASSERT_NE(before, nullptr);
   Write("a/config.pbtxt", "max_batch_size: 8\n");
   std::filesystem::remove_all(root_ / "b");
   m.PollNow();
@@ -1975,10 +1979,8 @@ TEST_F(ModelRepositoryManagerTest, AVersionRemovedWhileItLoadsIsNotSwappedIn) {
   Write("a/1/model.onnx", "identity FP32 -1 4");
   auto polled = Polled();
   auto& m = *polled;
-  auto one = m.Get("a", 1);
-  ASSERT_TRUE(one.ok());
-  const ServableModel* const serving = one->get();
-  one->reset();
+  const ServableModel* const serving = ServingNow(m, "a", 1);
+  ASSERT_NE(serving, nullptr);
   Write("a/2/model.onnx", "identity FP32 -1 4");
   // Removed during version 2's warm-up, once its instance is made: its load succeeds.
   std::atomic<bool> loading_two{false};
