@@ -682,6 +682,14 @@ int Http2Connection<Stream>::OnHeaderCb(nghttp2_session*, const nghttp2_frame* f
   s->header_bytes += namelen + valuelen + kHeaderOverhead;
   if (s->header_bytes > c->shared_->options.max_header_bytes) {
     s->header_too_large = true;  // answered with 431 once the block is complete
+    // An over-long :path still names the request, as far as the limit: the 431 takes the shape
+    // of the API it was for (an OpenAI error under /v1/), and the access log says where it went.
+    if (s->request.target.empty() &&
+        std::string_view(reinterpret_cast<const char*>(name), namelen) == ":path") {
+      s->request.target.assign(
+          reinterpret_cast<const char*>(value),
+          std::min<std::size_t>(valuelen, c->shared_->options.max_header_bytes));
+    }
     return 0;
   }
   const std::string_view n(reinterpret_cast<const char*>(name), namelen);

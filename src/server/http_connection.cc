@@ -155,6 +155,34 @@ bool IsValidSettingsPayload(std::string_view payload) {
   return true;
 }
 
+// The method and target of the request line at the start of `buffered`, as far as they were
+// read ("METHOD SP target ..."), for a request whose start line or headers went past the limit
+// before Beast parsed the line: Beast reads the start line only once it is whole, so an
+// over-long request line left the 431 without a target, and so without the shape its API
+// answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
+// much of the target as was read, as its other fields do. False when not even the method and
+// the target's first byte are there.
+// True when the request line at the start of `buffered` is whole and ends in a well-formed
+// HTTP version other than 1.x ("HTTP/2.0"), which Beast refuses as a bad version like a
+// malformed one: it is answered 505, not 400 (RFC 9110 §15.6.6, as nginx does).
+bool UnsupportedHttpVersion(std::string_view buffered) {
+  const std::size_t end = buffered.find("\r\n");
+  if (end == std::string_view::npos || end < 8) return false;
+  const std::string_view v = buffered.substr(end - 8, 8);  // "HTTP/d.d"
+  return v.starts_with("HTTP/") && v[5] >= '0' && v[5] <= '9' && v[5] != '1' && v[6] == '.' &&
+         v[7] >= '0' && v[7] <= '9' && buffered[end - 9] == ' ';
+}
+
+bool RequestLineOf(std::string_view buffered, std::string* method, std::string* target) {
+  const std::string_view line = buffered.substr(0, buffered.find("\r\n"));
+  const std::size_t sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos || sp1 == 0 || sp1 + 1 >= line.size()) return false;
+  const std::size_t sp2 = line.find(' ', sp1 + 1);
+  method->assign(line.substr(0, sp1));
+  target->assign(line.substr(sp1 + 1, sp2 == std::string_view::npos ? sp2 : sp2 - sp1 - 1));
+  return true;
+}
+
 }  // namespace
 
 template <class Stream>
@@ -165,7 +193,8 @@ template <class Stream>
 BasicHttpConnection<Stream>::~BasicHttpConnection() = default;
 
 template <class Stream>
-void BasicHttpConnection<Stream>::Start() {
+void BasicHttpConnection<Stream>::Start(Http2Preface preface) {
+  protocol_known_ = preface == Http2Preface::kRefused;
   registry_pos_ = io_->connections.insert(io_->connections.end(), this->shared_from_this());
   registered_ = true;
   shared_->live_connections.fetch_add(1);
@@ -690,7 +719,21 @@ void BasicHttpConnection<Stream>::FailParse(const error_code& ec) {
     AppendNumber(&message, shared_->options.max_body_bytes);
     message += " bytes. Use --http-max-input-size to increase the limit";
     SendError(413, message);
+  } else if (ec == http::error::bad_version &&
+             UnsupportedHttpVersion(
+                 {static_cast<const char*>(buffer_.data().data()), buffer_.data().size()})) {
+    // A client that chose http/1.1 by ALPN and then sent the HTTP/2 preface meets this too.
+    SendError(505,
+              "only HTTP/1.0 and HTTP/1.1 are spoken on an HTTP/1.1 connection: HTTP/2 over TLS "
+              "needs ALPN h2; in clear, the preface or Upgrade: h2c");
   } else if (ec == http::error::header_limit) {
+    if (request_.target.empty()) {
+      const auto data = buffer_.data();
+      const std::string_view read(
+          static_cast<const char*>(data.data()),
+          std::min<std::size_t>(data.size(), shared_->options.max_header_bytes));
+      RequestLineOf(read, &request_.method, &request_.target);
+    }
     message = "request line and headers are larger than the server's limit of ";
     AppendNumber(&message, shared_->options.max_header_bytes);
     message += " bytes";

@@ -81,8 +81,12 @@ class BasicHttpConnection : public Connection,
   BasicHttpConnection(Socket socket, IoThread* io, ServerShared* shared);
   ~BasicHttpConnection() override;
 
-  // Registers with the IoThread and starts reading. On the I/O thread.
-  void Start();
+  // Registers with the IoThread and starts reading. On the I/O thread. `preface` kAllowed: a
+  // first request that is the HTTP/2 preface moves the connection to HTTP/2 (h2c with prior
+  // knowledge; TLS without ALPN); kRefused: the client chose http/1.1 by ALPN, so the preface is
+  // read as an HTTP/1.1 request of version 2.0 (a 505).
+  enum class Http2Preface { kAllowed, kRefused };
+  void Start(Http2Preface preface = Http2Preface::kAllowed);
   // The server is stopping: close now if idle, otherwise after the current response.
   void OnServerStopping() override;
   // Closes the socket now; an in-flight response will be dropped. Idempotent.

@@ -110,10 +110,16 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
     // The connection registers itself before this object leaves the registry, so Stop's count
     // of live connections never passes through zero on the way.
     closed_ = true;  // the stream moves: Close() must not touch it
-    if (TlsContext::Negotiated(stream_) == "h2") {
+    // A client that chose http/1.1 by ALPN is held to it (probe 36); one that offered no ALPN
+    // may still send the HTTP/2 preface, as h2c's prior knowledge does.
+    const std::string_view alpn = TlsContext::Negotiated(stream_);
+    if (alpn == "h2") {
       std::make_shared<Http2Connection<TlsStream>>(std::move(stream_), io_, shared_)->Start({});
     } else {
-      std::make_shared<BasicHttpConnection<TlsStream>>(std::move(stream_), io_, shared_)->Start();
+      using Connection = BasicHttpConnection<TlsStream>;
+      std::make_shared<Connection>(std::move(stream_), io_, shared_)
+          ->Start(alpn.empty() ? Connection::Http2Preface::kAllowed
+                               : Connection::Http2Preface::kRefused);
     }
     Unregister();
   }
@@ -364,6 +370,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const Options& options,
     t.key_file = options.tls_key_file;
     t.client_ca_file = options.tls_client_ca_file;
     t.ticket_key_rotation = options.tls_ticket_key_rotation;
+    t.h2_only = options.tls_h2_only;
     auto context = server_internal::TlsContext::Create(t);
     if (!context.ok()) return context.status();
     server->tls_ = std::move(context).value();

@@ -154,6 +154,11 @@ class HttpServer {
     // Session tickets are sealed with a key replaced this often; the previous key still opens
     // tickets (which are then renewed), so a ticket resumes for at most two periods. 1 h; > 0.
     std::chrono::seconds tls_ticket_key_rotation{3600};
+    // ALPN offers h2 alone (the gRPC port): a client that offers only http/1.1, or only
+    // protocols the server does not speak, gets a no_application_protocol alert. Default false:
+    // h2, else http/1.1. A client that offers no ALPN is served as on the plain port (HTTP/1.1,
+    // or HTTP/2 when it starts with the preface).
+    bool tls_h2_only = false;
     // False: no plain (h2c/HTTP/1.1) listener, TLS only. Needs a certificate.
     bool plain_http = true;
 

@@ -26,15 +26,21 @@ int ContextIndex() {
   return index;
 }
 
-// ALPN: h2 when the client offers it, else http/1.1; a client offering neither gets no ALPN
-// and is served HTTP/1.1.
+// ALPN (RFC 7301): h2 when the client offers it, else http/1.1 unless the context serves h2
+// only (the gRPC port: `arg` non-null). A client that offers ALPN but none of ours gets a fatal
+// no_application_protocol alert (§3.2; nginx does the same since 1.21.4) rather than a
+// connection in a protocol it did not ask for. A client that offers no ALPN never reaches
+// here: it is served as the port serves a connection without it (http_server.cc).
 int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-               unsigned int inlen, void*) {
-  static const unsigned char kServer[] = "\x02h2\x08http/1.1";
+               unsigned int inlen, void* h2_only) {
+  static const unsigned char kBoth[] = "\x02h2\x08http/1.1";
+  static const unsigned char kH2[] = "\x02h2";
+  const unsigned char* server = h2_only != nullptr ? kH2 : kBoth;
+  const unsigned int server_len = h2_only != nullptr ? sizeof(kH2) - 1 : sizeof(kBoth) - 1;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, kServer, sizeof(kServer) - 1, in, inlen) !=
+  if (SSL_select_next_proto(&selected, outlen, server, server_len, in, inlen) !=
       OPENSSL_NPN_NEGOTIATED) {
-    return SSL_TLSEXT_ERR_NOACK;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
   }
   *out = selected;
   return SSL_TLSEXT_ERR_OK;
@@ -145,7 +151,8 @@ StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const Options& options)
   if (!NewKey(&tls->current_)) return Internal("cannot make a TLS ticket key: " + LastError());
   SSL_CTX_set_ex_data(ctx, ContextIndex(), tls.get());
   SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, &TicketKeyCb);
-  SSL_CTX_set_alpn_select_cb(ctx, &SelectAlpn, nullptr);
+  // Any non-null pointer says "h2 only"; the context outlives every connection.
+  SSL_CTX_set_alpn_select_cb(ctx, &SelectAlpn, options.h2_only ? tls.get() : nullptr);
   return tls;
 }
 

@@ -34,6 +34,9 @@ class TlsContext {
     // (checked on every ticket operation); the one before still decrypts (its tickets are
     // renewed) until it is two periods old, and sessions time out after two periods.
     std::chrono::seconds ticket_key_rotation{3600};
+    // ALPN offers h2 alone (the gRPC port): a client offering only http/1.1 is refused with
+    // no_application_protocol. Default: h2, else http/1.1.
+    bool h2_only = false;
   };
 
   // kInvalidArgument when a file cannot be read or the key does not match the certificate.

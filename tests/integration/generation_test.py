@@ -555,6 +555,20 @@ class GenerationTests(unittest.TestCase):
         error = json.loads(body)["error"]
         self.assertEqual(error["type"], "invalid_request_error", error)
         self.assertIn("maximum allowed", error["message"])
+        # A request line longer than the header limit: its 431 too (probe 31).
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw:
+            raw.sendall(b"GET /v1/models?x=" + b"x" * (128 << 10) + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+            answer = b""
+            while b"}}" not in answer:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 431"), answer)
+        error = json.loads(body)["error"]
+        self.assertEqual(error["type"], "invalid_request_error", error)
+        self.assertIn("larger than the server's limit", error["message"])
 
 
     def test_a_prompt_too_long_to_fit_is_refused_before_it_is_read_through(self):

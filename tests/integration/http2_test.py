@@ -55,8 +55,10 @@ class HarrierProcess:
         self.port = harness.free_port() if plain else None
         # Without plain HTTP, --http-port still names a free port: one that must stay closed.
         self.closed_port = None if plain else harness.free_port()
+        self.grpc_port = harness.free_port()  # TLS when the server has a certificate
+        self.metrics_port = harness.free_port()
         cmd = [ARGS.harrier, "serve", "--model-repository", os.path.join(ARGS.work_dir, "repo-h2"),
-               "--grpc-port", str(harness.free_port()), "--metrics-port", str(harness.free_port()),
+               "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
                "--http-threads", "2", "--log-verbose", "1",
                "--http-port", str(self.port if plain else self.closed_port)]
         self.proc = subprocess.Popen(cmd + list(extra_args), stdout=self.log,
@@ -404,6 +406,20 @@ class TlsTests(unittest.TestCase):
             self.assertIn(b"Verify return code: 0 (ok)", r.stdout)
         r = self.s_client("-alpn", "http/1.1")
         self.assertIn(b"ALPN protocol: http/1.1", r.stdout)
+
+    def test_alpn_with_no_protocol_in_common_is_refused_with_an_alert(self):
+        # RFC 7301 §3.2 (probe 36): an offer of only protocols the port does not speak ends in
+        # alert 120, no_application_protocol, on the HTTPS port and, for http/1.1, on the gRPC
+        # port, which speaks h2 alone.
+        r = self.s_client("-alpn", "spdy/3.1")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn(b"no application protocol", r.stderr)
+        r = self.s_client("-alpn", "http/1.1", port=SERVER.grpc_port)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn(b"no application protocol", r.stderr)
+        r = self.s_client("-alpn", "http/1.1,h2", port=SERVER.grpc_port)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"ALPN protocol: h2", r.stdout)
 
     def test_session_resumption_with_tickets(self):
         for version in ("-tls1_2", "-tls1_3"):

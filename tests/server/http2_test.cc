@@ -754,6 +754,21 @@ TEST_F(Http2Test, HeaderListOverTheLimitIsAccessLoggedWithAGeneratedId) {
   EXPECT_EQ(c.response(id).headers.at("x-request-id"), records[0].request_id);
 }
 
+// An over-long :path: the 431 still names the target, as far as the limit (probe 31).
+TEST_F(Http2Test, AnOverLongPathIs431WithItsTargetAsFarAsTheLimit) {
+  options_.access_log = &access_log_;
+  options_.max_header_bytes = 1024;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t id = c.Submit("POST", "/v1/completions?q=" + std::string(2000, 'q'), std::nullopt);
+  ASSERT_TRUE(c.RunUntilClosed(id));
+  EXPECT_EQ(c.response(id).status, 431);
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].target.rfind("/v1/completions?q=qqq", 0), 0u) << records[0].target;
+  EXPECT_LE(records[0].target.size(), 1024u);
+}
+
 TEST_F(Http2Test, RefusalCarriesARequestIdWithoutAnAccessLog) {
   options_.max_body_bytes = 1000;
   StartServer();  // options_.access_log stays null

@@ -525,6 +525,10 @@ TEST_F(HttpServerTest, Rfc9112ViolationsAreRefusedAndTheConnectionClosed) {
       {"gzip, chunked",
        "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501,
        "'gzip' is not implemented"},
+      {"HTTP/2.0 on an HTTP/1.1 connection", "GET /x HTTP/2.0\r\nHost: t\r\n\r\n", 505,
+       "only HTTP/1.0 and HTTP/1.1"},
+      {"HTTP/3.0", "GET /x HTTP/3.0\r\nHost: t\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"},
+      {"a malformed version", "GET /x HTTP/x.1\r\nHost: t\r\n\r\n", 400, "bad version"},
       {"gzip, then chunked in a second field",
        "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
        "\r\n0\r\n\r\n",
@@ -1481,6 +1485,27 @@ TEST_F(HttpServerTest, HugeHeaderIsAccessLogged) {
   EXPECT_NE(records[0].error.find("4096"), std::string::npos) << records[0].error;
   EXPECT_FALSE(records[0].request_id.empty());
   EXPECT_EQ(r->Header("x-request-id"), records[0].request_id);
+}
+
+// A request line longer than the header limit: Beast never parsed it, but the 431 still names
+// the target as far as it was read, so that the handler can shape it (an OpenAI error under
+// /v1/; probe 31) and the access log says where it went.
+TEST_F(HttpServerTest, AnOverLongRequestLineIs431WithItsTargetAsFarAsRead) {
+  options_.access_log = &access_log_;
+  options_.max_header_bytes = 4096;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions?q=" + std::string(8192, 'q') + " HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].target.rfind("/v1/completions?q=qqq", 0), 0u) << records[0].target;
+  EXPECT_LE(records[0].target.size(), 4096u);
 }
 
 TEST_F(HttpServerTest, StalledBodyIsAccessLoggedWithTheBytesRead) {

@@ -58,6 +58,7 @@ struct ClientResult {
   std::string alpn;
   std::string answer;  // the first bytes of the response to one HTTP/1.1 GET
   SSL_SESSION* session = nullptr;
+  unsigned long error = 0;  // a failed handshake's OpenSSL error
 };
 
 // One TLS 1.2 connection (the ticket comes inside the handshake), one GET, close.
@@ -107,6 +108,8 @@ ClientResult Connect(uint16_t port, SSL_SESSION* resume, const std::string& alpn
     out.session = SSL_get1_session(ssl);
     // A connection freed without close_notify marks its session not resumable.
     SSL_shutdown(ssl);
+  } else {
+    out.error = ERR_peek_last_error();
   }
   ERR_clear_error();
   SSL_free(ssl);
@@ -253,6 +256,34 @@ TEST_F(TlsTest, AlpnChoosesH2OrHttp11) {
   ASSERT_TRUE(r.handshake);
   EXPECT_EQ(r.alpn, "");
   EXPECT_EQ(r.answer.rfind("HTTP/1.1 200", 0), 0u) << r.answer;
+  SSL_SESSION_free(r.session);
+}
+
+// RFC 7301 §3.2: a client that offers ALPN, but none of the server's protocols, is refused with
+// a no_application_protocol alert rather than served HTTP/1.1 it did not ask for (probe 36).
+TEST_F(TlsTest, AlpnWithNoProtocolInCommonIsRefusedWithAnAlert) {
+  StartServer();
+  auto r = Connect(server_->tls_port(), nullptr, std::string("\x08spdy/3.1\x02h3", 12));
+  EXPECT_FALSE(r.handshake);
+  EXPECT_EQ(ERR_GET_REASON(r.error), SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
+      << ERR_reason_error_string(r.error);
+  r = Connect(server_->tls_port(), nullptr, std::string("\x08http/1.1", 9));  // the next is served
+  ASSERT_TRUE(r.handshake);
+  EXPECT_EQ(r.answer.rfind("HTTP/1.1 200", 0), 0u) << r.answer;
+  SSL_SESSION_free(r.session);
+}
+
+// The gRPC port's setting: ALPN offers h2 alone, so a client offering only http/1.1 is refused.
+TEST_F(TlsTest, H2OnlyRefusesAClientThatOffersOnlyHttp11) {
+  options_.tls_h2_only = true;
+  StartServer();
+  auto r = Connect(server_->tls_port(), nullptr, std::string("\x08http/1.1", 9));
+  EXPECT_FALSE(r.handshake);
+  EXPECT_EQ(ERR_GET_REASON(r.error), SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
+      << ERR_reason_error_string(r.error);
+  r = Connect(server_->tls_port(), nullptr, std::string("\x08http/1.1\x02h2", 12));
+  ASSERT_TRUE(r.handshake);
+  EXPECT_EQ(r.alpn, "h2");
   SSL_SESSION_free(r.session);
 }
 
@@ -405,6 +436,30 @@ class TlsSession {
 using End = TlsSession::End;
 const std::string kAlpnHttp11("\x08http/1.1", 9);
 const std::string kAlpnH2("\x02h2", 3);
+
+// A client that chose http/1.1 by ALPN and then sends the HTTP/2 preface gets a 505; one that
+// offered no ALPN may start HTTP/2 with the preface, as over h2c (probe 36).
+TEST_F(TlsTest, TheHttp2PrefaceIsRefusedAfterAlpnChoseHttp11AndServedWithoutAlpn) {
+  StartServer();
+  const std::string preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+  const std::string empty_settings("\0\0\0\x04\0\0\0\0\0", 9);
+  {
+    TlsSession session(server_->tls_port(), kAlpnHttp11);
+    ASSERT_TRUE(session.handshake());
+    ASSERT_TRUE(session.Write(preface + empty_settings));
+    std::string received;
+    session.ReadToEnd(&received);
+    EXPECT_EQ(received.rfind("HTTP/1.1 505", 0), 0u) << received;
+    EXPECT_NE(received.find("needs ALPN h2"), std::string::npos) << received;
+  }
+  TlsSession session(server_->tls_port(), "");
+  ASSERT_TRUE(session.handshake());
+  ASSERT_TRUE(session.Write(preface + empty_settings));
+  std::string received;
+  ASSERT_TRUE(session.ReadSome(&received));
+  ASSERT_GE(received.size(), 9u);
+  EXPECT_EQ(received[3], '\x04') << "the server's first frame is its SETTINGS";
+}
 
 TEST_F(TlsTest, OnSentAndTheVersionOverTls) {
   testing::SentRecorder sent;

@@ -27,6 +27,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const Options& options,
   http.tls_client_ca_file = options.tls_client_ca_file;
   server->tls_ = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
   http.plain_http = !server->tls_;  // the port serves TLS only, or plaintext only
+  http.tls_h2_only = true;          // gRPC is HTTP/2: ALPN never picks http/1.1 here
   if (server->tls_) {
     http.tls_port = options.port;
   } else {
