@@ -539,6 +539,18 @@ int Serve(const ServeFlags& flags) {
   // A scraper or two; the descriptors are the REST port's (its default limit assumes them).
   metrics_options.max_connections = 64;
   metrics_options.shutdown_timeout = std::chrono::seconds(2);
+  const bool metrics_tls = flags.metrics_tls == "on";
+  if (metrics_tls) {
+    // TLS only, on the metrics port, with REST's and gRPC's certificate and client CA: a
+    // --metrics-require-key key, or the figures themselves, then never cross a network in clear
+    // (probe 36).
+    metrics_options.tls_cert_file = flags.tls_cert;
+    metrics_options.tls_key_file = flags.tls_key;
+    metrics_options.tls_client_ca_file = flags.tls_client_ca;
+    metrics_options.tls_ticket_key_rotation = std::chrono::seconds(flags.tls_ticket_rotation_s);
+    metrics_options.plain_http = false;
+    metrics_options.tls_port = metrics_options.port;
+  }
   std::unique_ptr<HttpHandler> metrics_auth = (*access_control)->WrapMetrics(&metrics_handler);
   auto metrics_server = HttpServer::Create(
       metrics_options,
@@ -552,8 +564,9 @@ int Serve(const ServeFlags& flags) {
     (*manager)->Shutdown();
     return 1;
   }
-  spdlog::info("listening on metrics {}:{} (GET /metrics)", metrics_options.address,
-               (*metrics_server)->port());
+  spdlog::info("listening on metrics {}:{} (GET /metrics{})", metrics_options.address,
+               metrics_tls ? (*metrics_server)->tls_port() : (*metrics_server)->port(),
+               metrics_tls ? ", TLS" : "");
 
   AwaitStop(signals, flags, &shutdown);
   // First, while the connections are open: queued loads and unloads are answered 503 at once

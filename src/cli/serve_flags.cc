@@ -18,6 +18,8 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--tls-client-ca needs --tls-cert and --tls-key";
   if (flags.plain_http == "off" && flags.tls_cert.empty())
     return "--plain-http off leaves no REST port: it needs --tls-cert and --tls-key";
+  if (flags.metrics_tls == "on" && flags.tls_cert.empty())
+    return "--metrics-tls on needs --tls-cert and --tls-key";
   if (!flags.load_models.empty() && flags.model_control_mode != "explicit")
     return "--load-model needs --model-control-mode explicit (the other modes load every model)";
   if (flags.metrics_require_key && flags.api_key_file.empty())
@@ -111,6 +113,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
   serve
       ->add_option("--plain-http", flags->plain_http,
                    "Serve plain HTTP (HTTP/1.1 and h2c) on --http-port; 'off' needs --tls-cert")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
+      ->add_option("--metrics-tls", flags->metrics_tls,
+                   "Serve the metrics port over TLS only (the --tls-cert certificate, and "
+                   "--tls-client-ca's client certificates if given); 'on' needs --tls-cert")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   serve

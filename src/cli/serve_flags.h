@@ -48,6 +48,9 @@ struct ServeFlags {
   int64_t http2_max_frame_bytes = HttpServer::Options{}.http2_max_frame_bytes;
   int64_t tls_ticket_rotation_s = HttpServer::Options{}.tls_ticket_key_rotation.count();
   std::string plain_http = "on";
+  // "on": the metrics port serves TLS only, with the same certificate (and client CA) as REST
+  // and gRPC; needs tls_cert. "off" (default): plain HTTP, as Triton's metrics port.
+  std::string metrics_tls = "off";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
   uint64_t max_connections = HttpServer::Options{}.max_connections;

@@ -111,6 +111,7 @@ TEST(ServeFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(flags.https_port, 8443);
   EXPECT_EQ(flags.http_address, "0.0.0.0");
   EXPECT_EQ(flags.plain_http, "on");
+  EXPECT_EQ(flags.metrics_tls, "off");
   EXPECT_EQ(flags.model_control_mode, "none");
   EXPECT_EQ(flags.repository_poll_secs, 15);
   EXPECT_FALSE(flags.allow_client_shm);
@@ -124,6 +125,18 @@ TEST(ServeFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(flags.generation_disconnect_grace_secs, 0);
   EXPECT_DOUBLE_EQ(flags.generation_stream_retention_secs, 300);
   EXPECT_DOUBLE_EQ(flags.generation_heartbeat_secs, 15);
+}
+
+TEST(ServeFlagsTest, MetricsTlsTakesOnOrOffAndOnNeedsACertificate) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({"--metrics-tls", "on"}, &flags), 0);
+  EXPECT_EQ(flags.metrics_tls, "on");
+  EXPECT_EQ(CheckFlagCombinations(flags), "--metrics-tls on needs --tls-cert and --tls-key");
+  flags.tls_cert = "server.crt";
+  flags.tls_key = "server.key";
+  EXPECT_EQ(CheckFlagCombinations(flags), "");
+  ServeFlags other;
+  EXPECT_NE(Parse({"--metrics-tls", "yes"}, &other), 0);
 }
 
 // "`harrier serve --help` lists every flag" (README.md), and every flag is documented: each

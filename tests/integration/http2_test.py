@@ -434,6 +434,27 @@ class TlsTests(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(b"Reused, ", r.stdout, version)
 
+    def test_metrics_tls_serves_the_metrics_port_over_tls_only(self):
+        # MTLS runs with --metrics-tls on (and a client CA); SERVER keeps the plain default.
+        port = MTLS.metrics_port
+        url = "https://localhost:%d/metrics" % port
+        base = [CURL, "-s", "-S", "--cacert", tls("ca.crt"), "--resolve",
+                "localhost:%d:127.0.0.1" % port, "-o", "-", "-w", "\n%{http_code}"]
+        r = run(base + ["--cert", tls("client.crt"), "--key", tls("client.key"), url])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.endswith(b"\n200"), r.stdout[-200:])
+        self.assertIn(b"# TYPE harrier_http_connections gauge", r.stdout)
+        self.assertIn(b"listening on metrics 0.0.0.0:%d (GET /metrics, TLS)" % port,
+                      open(MTLS.log_path, "rb").read())
+        r = run(base + ["--tls-max", "1.2", url])  # no client certificate
+        self.assertEqual(r.returncode, 35, r.stdout)
+        r = run([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                 "http://127.0.0.1:%d/metrics" % port])  # plain HTTP: not served
+        self.assertNotEqual(r.stdout, b"200")
+        r = run([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                 "http://127.0.0.1:%d/metrics" % SERVER.metrics_port])
+        self.assertEqual(r.stdout, b"200")
+
     def test_client_certificate_required(self):
         url = "https://localhost:%d/v2/health/ready" % MTLS.https_port
         base = [CURL, "-s", "-S", "--http2", "--cacert", tls("ca.crt"), "--resolve",
@@ -884,7 +905,8 @@ def main():
             "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])
         MTLS = HarrierProcess("harrier-mtls", [
             "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0",
-            "--tls-client-ca", tls("client-ca.crt"), "--plain-http", "off"], plain=False)
+            "--tls-client-ca", tls("client-ca.crt"), "--plain-http", "off",
+            "--metrics-tls", "on"], plain=False)
         SERVER.wait_listening(want_https=True)
         MTLS.wait_listening(want_https=True)
     except Exception as e:  # noqa: BLE001 - report any setup failure as a failed run
