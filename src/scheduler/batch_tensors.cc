@@ -38,15 +38,32 @@ bool BatchCompatible(const ScheduledRequest& a, const ScheduledRequest& b) {
 }
 
 std::byte* BatchInputBuffers::Get(size_t index, size_t size) {
-  if (index >= buffers_.size()) {
-    buffers_.resize(index + 1);
-    capacity_.resize(index + 1, 0);
+  if (index >= slots_.size()) slots_.resize(index + 1);
+  Slot& slot = slots_[index];
+  slot.period_max = std::max(slot.period_max, size);
+  if (++slot.period_calls >= kShrinkPeriod) {
+    // Every call of the period fitted in a quarter of the buffer: keep what the largest needed.
+    const size_t needed = std::bit_ceil(std::max<size_t>(slot.period_max, 64));
+    if (slot.capacity > 4 * needed) Allocate(&slot, needed);
+    slot.period_max = 0;
+    slot.period_calls = 0;
   }
-  if (capacity_[index] < size || !buffers_[index]) {
-    capacity_[index] = std::bit_ceil(std::max<size_t>(size, 64));
-    buffers_[index] = AllocateTensorBuffer(capacity_[index]);
-  }
-  return buffers_[index].get();
+  if (slot.capacity < size || !slot.buffer)
+    Allocate(&slot, std::bit_ceil(std::max<size_t>(size, 64)));
+  return slot.buffer.get();
+}
+
+void BatchInputBuffers::Allocate(Slot* slot, size_t capacity) {
+  slot->buffer.reset();  // the old one first: the two are never held together
+  held_bytes_.fetch_sub(slot->capacity, std::memory_order_relaxed);
+  slot->buffer = AllocateTensorBuffer(capacity);
+  slot->capacity = capacity;
+  held_bytes_.fetch_add(capacity, std::memory_order_relaxed);
+}
+
+void BatchInputBuffers::Release() {
+  slots_.clear();
+  held_bytes_.store(0, std::memory_order_relaxed);
 }
 
 Status GatherInputs(std::span<ScheduledRequest* const> requests, BatchInputBuffers* buffers,

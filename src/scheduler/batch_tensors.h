@@ -2,6 +2,8 @@
 // and splitting the batch's outputs back per request without copying.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -18,15 +20,35 @@ namespace harrier {
 bool BatchCompatible(const ScheduledRequest& a, const ScheduledRequest& b);
 
 // Reusable input buffers, one per input position, grown to the next power of two and kept
-// across batches. Owned by one worker thread: no locking.
+// across batches, so that a steady load gathers into memory it already has. They also shrink,
+// so that one burst of large batches does not hold its memory for good (probe 30): a buffer more
+// than four times what every call of the last kShrinkPeriod calls for its input needed is
+// replaced by one the size of the largest of them, and Release() frees them all (the scheduler
+// calls it when the worker has been idle a while). Owned by one worker thread: no locking;
+// held_bytes() may be read from any thread.
 class BatchInputBuffers {
  public:
-  // A buffer of at least `size` bytes for input `index`, valid until the next call for `index`.
+  static constexpr int kShrinkPeriod = 256;
+
+  // A buffer of at least `size` bytes for input `index`, valid until the next call for `index`
+  // (or Release()).
   std::byte* Get(size_t index, size_t size);
+  // Frees every buffer; the next Get() allocates again.
+  void Release();
+  // The bytes the buffers hold now.
+  size_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
 
  private:
-  std::vector<std::shared_ptr<std::byte[]>> buffers_;
-  std::vector<size_t> capacity_;
+  struct Slot {
+    std::shared_ptr<std::byte[]> buffer;
+    size_t capacity = 0;
+    size_t period_max = 0;  // the largest size asked in this period
+    int period_calls = 0;
+  };
+  void Allocate(Slot* slot, size_t capacity);
+
+  std::vector<Slot> slots_;
+  std::atomic<size_t> held_bytes_{0};
 };
 
 // Concatenates the inputs of `requests` (all BatchCompatible with the first) along the batch

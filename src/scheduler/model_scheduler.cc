@@ -364,6 +364,12 @@ size_t ModelScheduler::queue_depth() const {
   return former_.size();
 }
 
+size_t ModelScheduler::gather_buffer_bytes() const {
+  size_t bytes = 0;
+  for (const auto& scratch : scratch_) bytes += scratch->buffers.held_bytes();
+  return bytes;
+}
+
 size_t ModelScheduler::busy_instances() const {
   std::lock_guard lock(mu_);
   return static_cast<size_t>(std::count_if(instance_use_.begin(), instance_use_.end(),
@@ -393,7 +399,14 @@ void ModelScheduler::WorkerLoop(size_t index) {
         if (held_inline) {
           cv_.wait(lock);
         } else if (decision.wake_at == Clock::time_point::max()) {
-          cv_.wait(lock);
+          if (scratch.buffers.held_bytes() == 0) {
+            cv_.wait(lock);
+          } else if (cv_.wait_for(lock, options_.idle_buffer_release) == std::cv_status::timeout &&
+                     instance_use_[index] == InstanceUse::kIdle) {
+            // Idle that long: the gather buffers go. Under mu_, since an inline run, which
+            // borrows this scratch, claims the instance under it.
+            scratch.buffers.Release();
+          }
         } else {
           cv_.wait_for(lock, decision.wake_at - now);
         }

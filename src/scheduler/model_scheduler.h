@@ -86,6 +86,10 @@ class ModelScheduler {
     // time (an EWMA of run + answer, in µs) for which Submit() may run a request on the calling
     // thread instead of waking a worker; 0 = never (the default here; the server's is 100).
     uint64_t inline_execution_max_us = 0;
+    // A worker idle this long frees the buffers it gathered batches into (BatchInputBuffers),
+    // so that a burst of large batches does not hold its memory after the burst. One timed
+    // wake-up per idle period, and only while buffers are held. Default 10 s.
+    std::chrono::milliseconds idle_buffer_release{10'000};
   };
 
   // kInvalidArgument when `instances` is empty, on_complete is missing, or a worker cannot be
@@ -111,6 +115,8 @@ class ModelScheduler {
 
   size_t instance_count() const { return instances_.size(); }
   size_t queue_depth() const;
+  // The bytes the workers' gather buffers hold now (batches of more than one request).
+  size_t gather_buffer_bytes() const;
   // Instances running an execution now, by their worker or inline.
   size_t busy_instances() const;
 

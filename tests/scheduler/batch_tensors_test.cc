@@ -110,6 +110,37 @@ TEST(BatchTensorsTest, BytesTensorsConcatenateAndSplitByElement) {
   EXPECT_EQ(Strings(parts[1][0]), (std::vector<std::string>{"", "harrier"}));
 }
 
+// A burst of large batches does not hold its memory for good: after a period in which every
+// call fitted in a quarter of the buffer, it shrinks to the period's largest (probe 30).
+TEST(BatchTensorsTest, InputBuffersGrowForABurstThenShrinkToWhatThePeriodNeeded) {
+  constexpr int kPeriod = BatchInputBuffers::kShrinkPeriod;
+  BatchInputBuffers buffers;
+  buffers.Get(0, 1000);
+  EXPECT_EQ(buffers.held_bytes(), 1024u);
+  buffers.Get(0, 1 << 20);  // the burst, in the first period
+  EXPECT_EQ(buffers.held_bytes(), size_t{1} << 20);
+  for (int i = 2; i < kPeriod; ++i) buffers.Get(0, 1000);
+  EXPECT_EQ(buffers.held_bytes(), size_t{1} << 20);  // the period that held the burst keeps it
+  // A period of small calls, one of 3000 bytes: kept until the period's last call, then the
+  // size its largest needed.
+  for (int i = 1; i < kPeriod; ++i) {
+    buffers.Get(0, i == 7 ? 3000 : 1000);
+    ASSERT_EQ(buffers.held_bytes(), size_t{1} << 20) << i;
+  }
+  buffers.Get(0, 1000);
+  EXPECT_EQ(buffers.held_bytes(), 4096u);
+  // Within four times its period's largest, a buffer stays.
+  for (int i = 0; i < kPeriod; ++i) buffers.Get(0, 1500);
+  EXPECT_EQ(buffers.held_bytes(), 4096u);
+  // Each input has its own buffer; Release frees them all.
+  buffers.Get(1, 100);
+  EXPECT_EQ(buffers.held_bytes(), 4096u + 128u);
+  buffers.Release();
+  EXPECT_EQ(buffers.held_bytes(), 0u);
+  EXPECT_NE(buffers.Get(1, 100), nullptr);
+  EXPECT_EQ(buffers.held_bytes(), 128u);
+}
+
 TEST(BatchTensorsTest, OutputWithTheWrongBatchDimIsAnInternalError) {
   auto a = BatchItem(1.0f, 2);
   std::vector<Tensor> outputs = Identity(a->request->inputs, "OUTPUT0");  // batch dim 2

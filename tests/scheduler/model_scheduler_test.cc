@@ -198,13 +198,19 @@ class ModelSchedulerTest : public ::testing::Test {
     options.clock = &clock_;
     options.on_complete = completions_.Fn();
     options.inline_execution_max_us = inline_max_us_;
+    options.idle_buffer_release = idle_buffer_release_;
     options.on_batch_answered = [this](const BatchTiming& b) {
       std::lock_guard l(batch_mu_);
       batches_.push_back(b);
+      if (made_ != nullptr) gather_bytes_after_batch_.push_back(made_->gather_buffer_bytes());
       batch_cv_.notify_all();
     };
     auto s = ModelScheduler::Create(probe_.Instances(instances), options);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
+    {
+      std::lock_guard l(batch_mu_);
+      made_ = s.ok() ? s->get() : nullptr;
+    }
     return std::move(s).value();
   }
   static BatchingPolicy Batching(int64_t max_batch_size) {
@@ -244,6 +250,9 @@ class ModelSchedulerTest : public ::testing::Test {
   }
 
   uint64_t inline_max_us_ = 0;  // Make()'s Options::inline_execution_max_us
+  std::chrono::milliseconds idle_buffer_release_{10'000};  // Options::idle_buffer_release
+  const ModelScheduler* made_ = nullptr;                   // the last Make()'s, under batch_mu_
+  std::vector<size_t> gather_bytes_after_batch_;           // seen by on_batch_answered
   testing::FakeClock clock_;
   Probe probe_;
   Completions completions_;
@@ -282,6 +291,30 @@ TEST_F(ModelSchedulerTest, QueuedRequestsAreBatchedAndEachGetsItsOwnOutput) {
   EXPECT_EQ(batches_[1].batch_size, 8);
   EXPECT_EQ(batches_[1].request_count, 6u);
   EXPECT_TRUE(batches_[1].ok);
+}
+
+// The buffers a batch was gathered into stay for the next batch, and go once the worker has been
+// idle for Options::idle_buffer_release (probe 30: a burst's memory was held for good).
+TEST_F(ModelSchedulerTest, AnIdleWorkerFreesTheBuffersItGatheredBatchesInto) {
+  idle_buffer_release_ = std::chrono::milliseconds(100);
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(100));  // occupies the only instance while the others queue
+  probe_.WaitStarted(1);
+  s->Submit(BatchItem(1, 2));
+  s->Submit(BatchItem(2, 2));
+  probe_.ReleaseAll();
+  ASSERT_EQ(completions_.WaitFor(3).size(), 3u);
+  {
+    std::unique_lock l(batch_mu_);
+    ASSERT_TRUE(batch_cv_.wait_for(l, kWaitLimit, [&] { return batches_.size() == 2; }));
+    EXPECT_EQ(gather_bytes_after_batch_[0], 0u);   // a request alone runs on its own tensors
+    EXPECT_GE(gather_bytes_after_batch_[1], 64u);  // the batch of two was gathered
+  }
+  const auto limit = std::chrono::steady_clock::now() + kWaitLimit;
+  while (s->gather_buffer_bytes() > 0 && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(s->gather_buffer_bytes(), 0u);
+  s->Shutdown();
 }
 
 // A traced request: its server span's ids carry `value` so the test can tell them apart.
