@@ -1479,6 +1479,7 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     sample.model = traffic->model();
     for (const auto& [v, w] : traffic->weights()) sample.weights.emplace_back(v, w);
     sample.rollbacks = traffic->rollbacks();
+    sample.breaker_panics = traffic->breaker_panics();
     for (const auto& [v, f] : shadows) {
       sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.top1_agreed, f.top1_compared,
                                 f.last_max_abs_difference});

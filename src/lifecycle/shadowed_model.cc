@@ -17,15 +17,18 @@ struct ShadowPair {
   bool done = false;
 };
 
+// A request whose real answer failed counts for nothing, whatever the shadow did: there is no
+// answer to compare with, and a shadow failing on an input the answering version failed too
+// (a 400 from the request checks, an input the model cannot take) says nothing of the shadow.
+// Counted as its error, it made a healthy shadow look broken (probe 38).
 void MaybeCompare(ShadowPair& pair, TrafficController& traffic, int64_t shadow_version) {
   // REQUIRES: pair.mu held.
   if (pair.done || !(pair.answered || pair.answered_failed) || !pair.shadow) return;
   pair.done = true;
+  if (pair.answered_failed) return;
   ShadowComparison comparison;
   if (!pair.shadow->ok()) {
     comparison.failed = true;
-  } else if (pair.answered_failed) {
-    return;  // nothing to compare the shadow's answer with
   } else {
     comparison = CompareOutputs(*pair.answered, **pair.shadow);
   }

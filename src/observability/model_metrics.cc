@@ -154,6 +154,9 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "The traffic policy's current weight of the model version (docs/routing.md)");
   out->Declare("harrier_traffic_rollbacks_total", Type::kCounter,
                "Staged rollouts of the model that its guard rolled back");
+  out->Declare("harrier_traffic_breaker_panics_total", Type::kCounter,
+               "Requests routed to a model version although every version with traffic had its "
+               "circuit breaker refusing (a panic: breakers never take the model out of service)");
   out->Declare("harrier_traffic_breaker_state", Type::kGauge,
                "1 for the model version's circuit breaker state now (closed, open, half-open), 0 "
                "for the others; versions under a traffic policy only (docs/routing.md)");
@@ -297,6 +300,10 @@ void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out) {
              static_cast<double>(weight));
   }
   out->Add("harrier_traffic_rollbacks_total", {{"model", sample.model}}, sample.rollbacks);
+  if (!sample.breakers.empty()) {
+    out->Add("harrier_traffic_breaker_panics_total", {{"model", sample.model}},
+             sample.breaker_panics);
+  }
   for (const TrafficSample::Breaker& b : sample.breakers) {
     const std::string v = std::to_string(b.version);
     for (const auto& [state, current] : b.states) {

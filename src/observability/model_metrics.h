@@ -117,6 +117,7 @@ struct TrafficSample {
   std::string model;
   std::vector<std::pair<int64_t, int64_t>> weights;  // version, weight
   uint64_t rollbacks = 0;
+  uint64_t breaker_panics = 0;
   struct Shadow {
     int64_t version = 0;
     uint64_t compared = 0, errors = 0, shed = 0, top1_agreed = 0, top1_compared = 0;
@@ -130,7 +131,8 @@ struct TrafficSample {
   };
   std::vector<Breaker> breakers;
 };
-// harrier_traffic_weight, harrier_traffic_rollbacks_total, harrier_traffic_breaker_state and
+// harrier_traffic_weight, harrier_traffic_rollbacks_total, harrier_traffic_breaker_state,
+// harrier_traffic_breaker_panics_total and
 // the harrier_shadow_* families.
 void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out);
 

@@ -140,7 +140,9 @@ StatusOr<RouteDecision> TrafficController::Route(std::optional<int64_t> forced,
   }
   const Clock::time_point now = clock_.Now();
   MaybeEvaluate(now, kEvaluationPeriod);
-  return router_->Route(request, now);
+  StatusOr<RouteDecision> decision = router_->Route(request, now);
+  if (decision.ok() && decision->panic) breaker_panics_.fetch_add(1, std::memory_order_relaxed);
+  return decision;
 }
 
 void TrafficController::Record(int64_t version, const RequestOutcome& outcome) {
@@ -262,7 +264,9 @@ std::string TrafficController::StateJson() {
       AppendJsonKey(&out, std::to_string(v));
       AppendJsonString(&out, BreakerStateName(state));
     }
-    out.append("}}");
+    out.append("},\"breaker_panics\":");
+    AppendJsonNumber(&out, breaker_panics());
+    out.push_back('}');
   }
   out.append(",\"rollbacks\":");
   AppendJsonNumber(&out, rollbacks());

@@ -113,6 +113,9 @@ class TrafficController {
   // candidate its step or its rollback ("weight 0 · rolled back: candidate p99 ...").
   std::map<int64_t, std::string> VersionNotes() const;
   uint64_t rollbacks() const { return rollbacks_.load(std::memory_order_relaxed); }
+  // Requests routed in a breaker panic so far (every version with traffic refusing; see
+  // traffic_router.h).
+  uint64_t breaker_panics() const { return breaker_panics_.load(std::memory_order_relaxed); }
   std::map<int64_t, ShadowFigures> shadow_figures() const;
   // Each served version's circuit breaker state now (none without a policy).
   std::map<int64_t, CircuitBreaker::State> breaker_states() const;
@@ -129,6 +132,7 @@ class TrafficController {
   const Clock& clock_;
   std::atomic<bool> active_{false};
   std::atomic<uint64_t> rollbacks_{0};
+  std::atomic<uint64_t> breaker_panics_{0};
 
   mutable std::mutex mu_;
   std::optional<TrafficPolicy> policy_;                   // guarded by mu_

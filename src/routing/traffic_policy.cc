@@ -158,10 +158,14 @@ Status ParseStickyHeader(element value, TrafficPolicy* policy) {
       return Bad("sticky_header", "'" + std::string(name) + "' is not a header name");
     }
   }
-  policy->sticky_header.clear();
-  for (char c : name) {
-    policy->sticky_header.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  std::string lower;
+  for (char c : name) lower.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  // That header names the version itself, whatever the split says (probe 38).
+  if (lower == "x-harrier-model-version") {
+    return Bad("sticky_header",
+               "'" + std::string(name) + "' chooses the version itself; name another header");
   }
+  policy->sticky_header = std::move(lower);
   return Status::Ok();
 }
 
@@ -180,6 +184,7 @@ Status ParseShadow(element value, TrafficPolicy* policy) {
         if (shadow.percent < 0 || shadow.percent > 100) {
           return Bad(field, FormatNumber(shadow.percent) + " is out of range (0 to 100)");
         }
+        shadow.percent += 0.0;  // -0 is 0, and is echoed as 0 (probe 38)
         return Status::Ok();
       }));
   if (!has_version) return Bad("shadow.version", "is required");

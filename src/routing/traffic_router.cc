@@ -63,14 +63,25 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
   if (request.forced_version) {
     const int64_t v = *request.forced_version;
     if (!Served(v)) return NotFound("version " + std::to_string(v) + " of the model is not served");
-    if (!Admit(v, now)) {
-      const Clock::duration wait = BreakerWait(v, now);
-      if (retry_after != nullptr) *retry_after = wait;
-      return Unavailable("version " + std::to_string(v) +
-                         " is failing and its circuit breaker is open" + RetryText(wait));
+    std::shared_ptr<const WeightedSplit> split;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      split = split_;
     }
     decision.version = v;
     decision.forced = true;
+    if (Admit(v, now)) return decision;
+    // Refused while another version with traffic would take a request: the forced version is
+    // out of rotation. Otherwise every version is refusing, and this is a panic.
+    for (const auto& [other, weight] : split->weights()) {
+      if (weight > 0 && BreakerWait(other, now) == Clock::duration::zero()) {
+        const Clock::duration wait = BreakerWait(v, now);
+        if (retry_after != nullptr) *retry_after = wait;
+        return Unavailable("version " + std::to_string(v) +
+                           " is failing and its circuit breaker is open" + RetryText(wait));
+      }
+    }
+    decision.panic = true;
     return decision;
   }
 
@@ -88,7 +99,6 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
   } else {
     std::vector<int64_t> ranked;
     split->Rank(key, &ranked);
-    Clock::duration wait = BreakerWait(first, now);
     for (int64_t v : ranked) {
       if (v == first) continue;
       if (Admit(v, now)) {
@@ -96,14 +106,10 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
         chosen = true;
         break;
       }
-      wait = std::min(wait, BreakerWait(v, now));
     }
-    if (!chosen) {
-      if (retry_after != nullptr) *retry_after = wait;
-      return Unavailable(
-          "every version of the model that takes traffic is failing and its circuit breaker is "
-          "open" +
-          RetryText(wait));
+    if (!chosen) {  // every version with traffic refuses: the split's own choice (a panic)
+      decision.version = first;
+      decision.panic = true;
     }
   }
 

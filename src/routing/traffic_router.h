@@ -3,15 +3,19 @@
 //
 //   1. A forced version (the URL's version or an X-Harrier-Model-Version header, parsed by the
 //      caller) bypasses the split and the shadow: kNotFound when the model does not serve it,
-//      kUnavailable when its breaker refuses.
+//      kUnavailable when its breaker refuses while another version with traffic would take a
+//      request (in a panic, below, it is sent anyway).
 //   2. Otherwise the split (weighted_split.h) picks with the sticky key when the request has
 //      one, else with the per-request random. A version whose breaker refuses is skipped and
 //      the key's next preference taken, which is the split renormalised over the remaining
-//      versions; kUnavailable when every version with traffic refuses.
+//      versions. When every version with traffic refuses, the split routes as if none did: a
+//      panic (RouteDecision::panic), as Envoy routes to every host below its panic threshold.
+//      Breakers move traffic between versions; they never take the model out of service,
+//      since one client's inputs that fail on every version could open them all (probe 38).
 //   3. The shadow version is added when the sampler (shadow_sampler.h, fed the per-request
 //      random) says so, it is not the version already chosen, and its breaker allows it.
-// kUnavailable comes with the time after which a retry may succeed (`*retry_after`): the
-// soonest a refusing breaker lets a request through, also at the end of the message as
+// kUnavailable comes with the time after which a retry may succeed (`*retry_after`): when the
+// forced version's breaker lets a request through, also at the end of the message as
 // "; retry after N s" (whole seconds, rounded up), the wording admission control uses.
 //
 // The rollout (rollout.h), the windows and the guard are driven by the caller, which hands the
@@ -50,6 +54,8 @@ struct RouteDecision {
   int64_t version = 0;
   std::optional<int64_t> shadow_version;
   bool forced = false;  // the caller's version, not the split's
+  // Every version with traffic had its breaker refusing, and the request went regardless.
+  bool panic = false;
 };
 
 class TrafficRouter {

@@ -16,7 +16,9 @@ Traffic between versions (tools/make_lifecycle_models.py's ranker: 1 fast, 2 slo
 the answers' model_version; X-Harrier-Model-Version; sticky clients stay on their version;
 shadow copies are compared and dropped; a slow candidate is rolled back by the guard within one
 window while the client sees no error; a version that fails every run (flaky 2) is taken out of
-rotation by its breaker, and with no version left the answer is a fast 503 with Retry-After; a
+rotation by its breaker, and with no version left the split routes regardless (a panic,
+counted), so that no breaker takes the model out of service, while a request that names an open
+version still gets a fast 503 with Retry-After; a
 staged rollout of flaky 2 under a guard with max_error_rate is rolled back on its error rate (its
 500s; clients' 400s do not count), harrier_traffic_rollbacks_total counts it, and the split's
 requests are answered by version 1 afterwards.
@@ -539,7 +541,12 @@ class TrafficTest(unittest.TestCase):
         status, body = c.call("DELETE", "/v2/models/flaky/traffic")
         self.assertEqual(status, 200, body)
 
-    def test_7_with_every_version_out_of_rotation_the_answer_is_a_fast_503(self):
+    def test_7_with_every_version_out_of_rotation_the_split_routes_in_a_panic(self):
+        """Breakers move traffic between versions and never take the model out of service: one
+        client's inputs that fail on every version opened them all, and every client then got
+        503 (probe 38). With every version with traffic open, requests go where the split says
+        (a panic, counted); one whose X-Harrier-Model-Version names an open version, while another
+        takes traffic, is still a fast 503."""
         c = Client(self.server.port)
         status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
             {"weights": {"2": 1},
@@ -547,12 +554,37 @@ class TrafficTest(unittest.TestCase):
                          "open_seconds": 60}}).encode())
         self.assertEqual(status, 200, body)
         answers = [self.call_flaky(c) for _ in range(20)]
-        self.assertEqual([a[0] for a in answers[:3]], [500, 500, 500])
-        for status, body, retry_after in answers[3:]:
-            self.assertEqual(status, 503, body)
-            self.assertIn("circuit breaker", body["error"])
-            self.assertIsNotNone(retry_after)
-            self.assertGreater(int(retry_after), 0)
+        self.assertEqual([a[0] for a in answers], [500] * 20)  # the engine's, not the breaker's
+        status, state = c.call("GET", "/v2/models/flaky/traffic")
+        self.assertEqual(state["state"]["breakers"]["2"], "open")
+        # The 4th request on (the 3rd failure's record may come just after its answer).
+        panics = state["state"]["breaker_panics"]
+        self.assertIn(panics, (16, 17), state)
+        self.assertEqual(self.metric("harrier_traffic_breaker_panics_total", {"model": "flaky"}),
+                         panics)
+        # Version 1 takes traffic too: the split avoids 2, and a request naming 2 is refused.
+        status, body = c.call("PUT", "/v2/models/flaky/traffic", json.dumps(
+            {"weights": {"1": 1, "2": 1},
+             "breaker": {"failure_threshold": 3, "window_seconds": 10,
+                         "open_seconds": 60}}).encode())
+        self.assertEqual(status, 200, body)
+
+        def call_version_2():
+            c.conn.request("POST", "/v2/models/flaky/infer", body=RANKER_BODY,
+                           headers={"Content-Type": "application/json",
+                                    "X-Harrier-Model-Version": "2"})
+            r = c.conn.getresponse()
+            return r.status, json.loads(r.read()), r.getheader("Retry-After")
+
+        self.assertEqual([call_version_2()[0] for _ in range(3)], [500] * 3)  # opens its breaker
+        for _ in range(20):
+            status, body, _ = self.call_flaky(c)
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["model_version"], "1")
+        status, body, retry_after = call_version_2()
+        self.assertEqual(status, 503, body)
+        self.assertIn("circuit breaker", body["error"])
+        self.assertGreater(int(retry_after), 0)
 
     def test_8_a_failing_candidate_is_rolled_back_on_its_error_rate(self):
         # flaky 2 fails every run (a 500), version 1 none; the guard sets no latency limit.

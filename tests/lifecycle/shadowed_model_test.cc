@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "lifecycle/loaded_model.h"
 #include "scheduler/admission_controller.h"
@@ -115,6 +116,31 @@ TEST_F(ShadowedModelTest, AShadowCopyIsShedWhenTheServerHasNoSlotToSpare) {
   EXPECT_EQ(figures.at(2).shed, 1u);
   EXPECT_EQ(figures.at(2).errors, 0u);
   EXPECT_EQ(v2_->metrics().failures.Read(FailureReason::kRejected), 0u);
+}
+
+// A request the answering version refused (here a 400 from the request checks, which the shadow
+// version makes too) counts for nothing: there was no answer to compare with, and it made a
+// healthy shadow read as 100% errors (probe 38). A good request is compared.
+TEST_F(ShadowedModelTest, ARequestWhoseRealAnswerFailedIsNotCountedAgainstTheShadow) {
+  MakeServer(/*max_inflight=*/4);
+  ShadowedModel shadowed(v1_, v2_, traffic_);
+  auto bad = std::make_shared<std::promise<Status>>();
+  shadowed.Infer(Fp32InferenceRequest({1, 2, 3}, {1, 3}),
+                 [bad](StatusOr<InferenceResponse> r) { bad->set_value(r.status()); });
+  std::future<Status> good = Send(shadowed);
+  ShutDown();
+  EXPECT_EQ(bad->get_future().get().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(good.get().ok());
+  // The shadow's answer to the good request may come after the client's.
+  std::map<int64_t, TrafficController::ShadowFigures> figures;
+  for (int i = 0; i < 500; ++i) {
+    figures = traffic_->shadow_figures();
+    if (figures.contains(2) && figures.at(2).compared == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(figures.contains(2));
+  EXPECT_EQ(figures.at(2).compared, 1u);
+  EXPECT_EQ(figures.at(2).errors, 0u);
 }
 
 }  // namespace

@@ -86,6 +86,13 @@ TEST(ParseTrafficPolicyTest, FractionalPercents) {
   EXPECT_EQ(p.rollout->steps_percent, (std::vector<double>{0.5, 2.25, 100}));
 }
 
+// Probe 38: a shadow percent of -0 is 0, written as 0.
+TEST(ParseTrafficPolicyTest, MinusZeroIsZero) {
+  const TrafficPolicy p =
+      ParseOk(R"({"weights": {"1": 1}, "shadow": {"version": 2, "percent": -0.0}})");
+  EXPECT_EQ(TrafficPolicyToJson(p), R"({"weights":{"1":1},"shadow":{"version":2,"percent":0}})");
+}
+
 TEST(TrafficPolicyToJsonTest, WritesEveryFieldInOrder) {
   const TrafficPolicy p = ParseOk(R"({"breaker": {"failure_rate": 0.5},
       "guard": {"max_p99_ratio": 1.5, "window_seconds": 60},
@@ -167,6 +174,8 @@ TEST(ParseTrafficPolicyTest, RejectsBadDocumentsNamingTheField) {
       {R"({"weights": {"1": 1}, "sticky_header": 3})", "sticky_header: must be a string"},
       {R"({"weights": {"1": 1}, "sticky_header": "x user"})", "sticky_header: 'x user' is not"},
       {R"({"weights": {"1": 1}, "sticky_header": "x:y"})", "sticky_header: 'x:y' is not"},
+      {R"({"weights": {"1": 1}, "sticky_header": "X-Harrier-Model-Version"})",
+       "sticky_header: 'X-Harrier-Model-Version' chooses the version itself"},
       {R"({"weights": {"1": 1}, "shadow": 2})", "shadow: must be an object"},
       {R"({"weights": {"1": 1}, "shadow": {"percent": 1}})", "shadow.version: is required"},
       {R"({"weights": {"1": 1}, "shadow": {"version": 2}})", "shadow.percent: is required"},

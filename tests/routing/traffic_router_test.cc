@@ -168,33 +168,78 @@ TEST(TrafficRouterTest, OpenBreakerSkipsTheVersionAndRenormalises) {
   EXPECT_NEAR(shares.at(2), 30, 1);
 }
 
-TEST(TrafficRouterTest, EveryBreakerOpenIsUnavailableWithARetryHint) {
+// Breakers move traffic between versions; they never take the model out of service. One
+// client's inputs that fail on every version opened them all, and then every client got 503
+// (probe 38). With every version with traffic refusing, the split routes as if none did (a
+// panic, as Envoy's below its panic threshold), forced versions included.
+TEST(TrafficRouterTest, EveryBreakerOpenIsAPanicThatRoutesByTheWeights) {
   FakeClock clock;
   auto router = MakeRouter(
       R"({"weights": {"1": 1, "2": 1}, "breaker": {"failure_threshold": 1, "open_seconds": 20}})",
       {1, 2, 3});
   router->RecordResult(1, clock.Now(), true);
+  // One version open: the other takes its traffic, and a request forced to it is refused.
+  Clock::duration retry_after{};
+  RouteRequest r;
+  for (uint64_t random = 0; random < 100; ++random) {
+    r.random = random * 0x9e3779b97f4a7c15ull;
+    auto d = router->Route(r, clock.Now(), &retry_after);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->version, 2);
+    EXPECT_FALSE(d->panic);
+  }
+  r.forced_version = 1;
+  auto d = router->Route(r, clock.Now(), &retry_after);
+  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(retry_after, 20s);
+  EXPECT_EQ(d.status().message(),
+            "version 1 is failing and its circuit breaker is open; retry after 20 s");
+
   clock.Advance(5s);
   router->RecordResult(2, clock.Now(), true);
   clock.Advance(1s);
-  Clock::duration retry_after{};
-  RouteRequest r;
-  auto d = router->Route(r, clock.Now(), &retry_after);
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(retry_after, 14s);  // version 1 half-opens first
-  EXPECT_EQ(d.status().message(),
-            "every version of the model that takes traffic is failing and its circuit breaker is "
-            "open; retry after 14 s");
+  // Both open: each request goes where the split would send it with no breaker.
+  r.forced_version.reset();
+  std::map<int64_t, int> counts;
+  for (uint64_t random = 0; random < 1000; ++random) {
+    r.random = random * 0x9e3779b97f4a7c15ull;
+    d = router->Route(r, clock.Now(), &retry_after);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_TRUE(d->panic);
+    ++counts[d->version];
+  }
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_NEAR(counts[1], 500, 60);
   // Version 3 has no weight: it is not a fallback.
+  EXPECT_EQ(counts.count(3), 0u);
   EXPECT_EQ(router->breaker(3)->state(clock.Now()), CircuitBreaker::State::kClosed);
-
   r.forced_version = 2;
   d = router->Route(r, clock.Now(), &retry_after);
-  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(retry_after, 19s);
-  EXPECT_EQ(d.status().message(),
-            "version 2 is failing and its circuit breaker is open; retry after 19 s");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->version, 2);
+  EXPECT_TRUE(d->panic);
+  EXPECT_TRUE(d->forced);
+
+  // Version 1 half-opens (20 s after it opened): its probe goes to it, the rest to the panic.
+  clock.Advance(14s);
+  r.forced_version.reset();
+  int probes = 0;
+  for (uint64_t random = 0; random < 200; ++random) {
+    r.random = random * 0x9e3779b97f4a7c15ull;
+    d = router->Route(r, clock.Now());
+    ASSERT_TRUE(d.ok());
+    if (!d->panic) {
+      ++probes;
+      EXPECT_EQ(d->version, 1);
+    }
+  }
+  EXPECT_EQ(probes, 1);
+  router->RecordResult(1, clock.Now(), false);  // the probe succeeded: closed, the panic is over
+  r.random = 12345;
+  d = router->Route(r, clock.Now());
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->panic);
+  EXPECT_EQ(d->version, 1);
 }
 
 TEST(TrafficRouterTest, NoShadowToAVersionWhoseBreakerIsOpen) {
