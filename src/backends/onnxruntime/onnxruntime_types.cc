@@ -137,8 +137,65 @@ StatusOr<ModelSignature> ReadSignature(const Ort::Session& session) {
   return signature;
 }
 
+namespace {
+
+// "/onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:84": a path that ends
+// in a source file's extension, a colon and a line number.
+bool IsSourceLocation(std::string_view word) {
+  const std::size_t colon = word.rfind(':');
+  if (word.empty() || word[0] != '/' || colon == std::string_view::npos || colon + 1 == word.size())
+    return false;
+  for (char c : word.substr(colon + 1))
+    if (c < '0' || c > '9') return false;
+  const std::string_view file = word.substr(0, colon);
+  for (std::string_view ext : {".h", ".cc", ".cpp", ".hpp", ".c", ".cu"})
+    if (file.ends_with(ext)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string WithoutOrtSourceLocations(std::string_view message) {
+  constexpr std::string_view kWasFalse = " was false. ";
+  std::string out;
+  out.reserve(message.size());
+  std::size_t i = 0;
+  while (i < message.size()) {
+    const std::size_t end = message.find(' ', i);
+    const bool word_start = i == 0 || message[i - 1] == ' ';
+    if (!word_start || message[i] != '/' || end == std::string_view::npos ||
+        !IsSourceLocation(message.substr(i, end - i))) {
+      out.push_back(message[i++]);
+      continue;
+    }
+    std::size_t j = end + 1;
+    // The function's signature: a name (a return type before it, perhaps) with no '.', then its
+    // parameters in balanced parentheses, then " const" perhaps.
+    const std::size_t open = message.find('(', j);
+    if (open != std::string_view::npos && open - j < 256 &&
+        message.substr(j, open - j).find('.') == std::string_view::npos) {
+      int depth = 0;
+      std::size_t k = open;
+      for (; k < message.size(); ++k) {
+        if (message[k] == '(') ++depth;
+        if (message[k] == ')' && --depth == 0) break;
+      }
+      if (k < message.size()) {
+        j = k + 1;
+        if (message.substr(j).starts_with(" const")) j += 6;
+        if (j < message.size() && message[j] == ' ') ++j;
+      }
+    }
+    // ORT_ENFORCE's failed condition, "size != 0 && ... was false. ", before its message.
+    if (const std::size_t was = message.find(kWasFalse, j); was != std::string_view::npos)
+      j = was + kWasFalse.size();
+    i = j;
+  }
+  return out;
+}
+
 Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::string_view context) {
-  std::string message = std::string(context) + ": " + e.what();
+  std::string message = std::string(context) + ": " + WithoutOrtSourceLocations(e.what());
   // ONNX Runtime ends some messages with a newline, which would end the client's error text.
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   const OrtErrorCode code = e.GetOrtErrorCode();

@@ -48,7 +48,16 @@ enum class OrtCallSite {
 };
 
 // The Status for an exception thrown by the ONNX Runtime C++ API, as
-// "<context>: <ONNX Runtime's message>".
+// "<context>: <ONNX Runtime's message>", without the places in ONNX Runtime's own source that
+// the message names (WithoutOrtSourceLocations).
 Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::string_view context);
+
+// ONNX Runtime's message without where in its own source the error was raised. Its ORT_ENFORCE
+// and ORT_THROW errors read "/onnxruntime_src/.../reshape_helper.h:84 onnxruntime::
+// ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, ...) size != 0 && ... was
+// false. The input tensor cannot be reshaped ...": the build's path, a C++ signature and the
+// failed condition are ORT's internals, which a client cannot act on (probe 29). Each such
+// location is cut, with the signature after it and the condition up to "was false. ".
+std::string WithoutOrtSourceLocations(std::string_view message);
 
 }  // namespace harrier::ort

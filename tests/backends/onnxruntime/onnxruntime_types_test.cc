@@ -21,6 +21,34 @@ TEST(StatusFromOrtExceptionTest, NamesTheCallAndDropsTrailingNewlines) {
   EXPECT_EQ(bad_input.message(), "running the model: Got invalid dimensions");
 }
 
+// ORT's ORT_ENFORCE errors name a place in its own source, a C++ signature and a failed
+// condition before the words a client can act on; those go (probe 29).
+TEST(StatusFromOrtExceptionTest, DropsWhereInOnnxRuntimesSourceTheErrorWasRaised) {
+  EXPECT_EQ(
+      WithoutOrtSourceLocations(
+          "Non-zero status code returned while running Reshape node. Name:'' Status Message: "
+          "/onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:84 "
+          "onnxruntime::ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, "
+          "onnxruntime::TensorShapeVector&, bool) size != 0 && (input_shape_size % size) == 0 was "
+          "false. The input tensor cannot be reshaped to the requested shape. Input shape:{4}, "
+          "requested shape:{3,-1}"),
+      "Non-zero status code returned while running Reshape node. Name:'' Status Message: The "
+      "input tensor cannot be reshaped to the requested shape. Input shape:{4}, requested "
+      "shape:{3,-1}");
+  // ORT_THROW: a signature with a return type, no condition.
+  EXPECT_EQ(WithoutOrtSourceLocations(
+                "Load model failed: /src/onnxruntime/core/graph/model.cc:180 "
+                "onnxruntime::common::Status onnxruntime::Model::Load(std::istream&) const "
+                "Unknown model file format version."),
+            "Load model failed: Unknown model file format version.");
+  // Paths that are not source locations stay, and so does a message without one.
+  EXPECT_EQ(WithoutOrtSourceLocations("Load model from /models/a.onnx failed: bad"),
+            "Load model from /models/a.onnx failed: bad");
+  EXPECT_EQ(WithoutOrtSourceLocations("see /x/y.cc:12a here"), "see /x/y.cc:12a here");
+  EXPECT_EQ(WithoutOrtSourceLocations(""), "");
+  EXPECT_EQ(WithoutOrtSourceLocations("/a/b.h:1"), "/a/b.h:1");  // no space after it: kept
+}
+
 TEST(StatusFromOrtExceptionTest, ALoadFailureIsABadModelOrAMissingFile) {
   EXPECT_EQ(StatusFromOrtException(Ort::Exception("no such file", ORT_NO_SUCHFILE),
                                    OrtCallSite::kLoad, "m")
