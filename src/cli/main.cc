@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -301,7 +302,38 @@ int Serve(const ServeFlags& flags) {
   }
   // Before any load can make one: the file overrides' directories of servers that were killed.
   RemoveAbandonedOverrideDirectories("");
+  // A SIGTERM or SIGINT while the models load stops the start: the loads not begun are skipped,
+  // a configured warm-up stops between runs, the load in progress finishes, and the server
+  // exits 0 without opening a port; another signal exits at once with 1 (probe 39: the signals
+  // waited, blocked, until every model had loaded and every port had opened). Polled every
+  // 100 ms; a signal after the loads stays pending for AwaitStop.
+  std::atomic<bool> loads_done{false};
+  std::atomic<int> startup_signal{0};
+  std::thread startup_watch([&] {
+    while (!loads_done.load()) {
+      timespec tick{0, 100'000'000};
+      const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+      if (signal_number <= 0) continue;
+      if (startup_signal.exchange(signal_number) != 0) {
+        spdlog::warn("another signal: exiting without waiting for the load in progress");
+        spdlog::default_logger()->flush();
+        std::_Exit(1);
+      }
+      spdlog::info(
+          "received {} while the models load: skipping the loads not begun, finishing the one "
+          "in progress, then exiting",
+          SignalName(signal_number));
+      (*manager)->BeginShutdown();
+    }
+  });
   (*manager)->LoadAll();  // logs each model's outcome
+  loads_done = true;
+  startup_watch.join();
+  if (startup_signal.load() != 0) {
+    (*manager)->Shutdown();
+    spdlog::info("stopped before serving");
+    return 0;
+  }
   int ready = 0, total = 0;
   std::string unavailable;
   for (const ModelVersionState& m : (*manager)->Index()) {

@@ -337,8 +337,11 @@ void ModelRepositoryManagerImpl::LoadAll() {
     }
     // --model-load-thread-count models at once, each by one thread; with one, in name order on
     // this thread.
-    RunOnThreads(options_.load_thread_count, to_load.size(),
-                 [&](size_t i) { (void)Reconcile(*to_load[i], true, std::nullopt, nullptr); });
+    // A stop begun meanwhile (a signal during the start) skips the loads not begun yet.
+    RunOnThreads(options_.load_thread_count, to_load.size(), [&](size_t i) {
+      if (stopping_.load(std::memory_order_relaxed)) return;
+      (void)Reconcile(*to_load[i], true, std::nullopt, nullptr);
+    });
     if (explicit_mode) {
       for (const std::string& n : options_.startup_models) {
         std::shared_lock lock(mu_);

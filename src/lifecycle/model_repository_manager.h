@@ -101,7 +101,8 @@ class ModelRepositoryManager : public ModelManager {
   // The stop's first step, at once (before the front ends stop, so that clients still hear):
   // refuses new loads and unloads, answers the queued ones 503 "the server is shutting down",
   // drops queued polls, and has a configured warm-up in progress stop between runs. The load or
-  // unload in progress goes on. Idempotent.
+  // unload in progress goes on. Called during LoadAll() (a signal while the server starts), it
+  // also skips the start's loads not begun yet. Idempotent; from any thread.
   virtual void BeginShutdown() = 0;
 
   // BeginShutdown(), then waits for the load or unload in progress, stops accepting new

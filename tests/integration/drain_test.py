@@ -9,7 +9,8 @@ On SIGTERM with a shutdown delay, readiness (GET /v2/health/ready, gRPC ServerRe
 kept-alive one, for the whole delay; then the listeners close, a request in flight when they do
 is still answered, and the process exits 0, no sooner than the delay. A second SIGTERM during the
 delay skips the rest of it, still exiting 0; one more, while a request is still running, exits 1
-at once (docs/deployment.md, "The drain"). A fault (SIGSEGV) ends the process by that signal after
+at once (docs/deployment.md, "The drain"). A SIGTERM while a model's configured warm-up runs at
+start stops the start: exit 0, no port opened. A fault (SIGSEGV) ends the process by that signal after
 a backtrace on stderr (core/fatal_signal.h), which the harness symbolizes.
 Python stdlib only (gRPC by hand-written HTTP/2 frames, tools/h2_attacks.py). The last line is
 "N passed, N failed".
@@ -20,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -284,6 +286,47 @@ class DrainTest(unittest.TestCase):
             p.terminate()
 
     @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
+    def start_warming_up(self, name):
+        """A server whose only model runs a long configured warm-up (slow, 10,000 runs), with
+        its log; returns while the warm-up runs."""
+        repo = os.path.join(ARGS.work_dir, "repo-" + name)
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(os.path.join(REPO, "slow"), os.path.join(repo, "slow"))
+        with open(os.path.join(repo, "slow", "config.pbtxt"), "a") as f:
+            f.write('\nmodel_warmup { name: "long" batch_size: 1 count: 10000 inputs { key: '
+                    '"INPUT0" value { data_type: TYPE_FP32 dims: [1, 1024] zero_data: true } } }\n')
+        log_path = os.path.join(ARGS.work_dir, name + ".log")
+        log = open(log_path, "wb")
+        port = harness.free_port()
+        proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
+                                 "--http-port", str(port), "--grpc-port", "0",
+                                 "--metrics-port", "0", "--log-verbose", "1"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(2)  # the model loads in well under that; its warm-up takes minutes
+        self.assertIsNone(proc.poll(), open(log_path, "rb").read()[-3000:])
+        return proc, port, log, log_path
+
+    def test_a_signal_while_the_models_load_stops_the_start(self):
+        # The signals waited, blocked, until every model had loaded and every port had opened:
+        # a pod deleted during a long start was killed at its grace period (probe 39).
+        proc, port, log, log_path = self.start_warming_up("start-stop")
+        try:
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(timeout=30), 0, open(log_path, "rb").read()[-3000:])
+            self.assertLess(time.monotonic() - started, 10)
+            text = open(log_path, "rb").read().decode("utf-8", "replace")
+            self.assertIn("received SIGTERM while the models load", text)
+            self.assertIn("stopped before serving", text)
+            self.assertRegex(text, r"warm-up sample 'long' stopped after \d+ of 10000 runs")
+            self.assertNotIn("listening on HTTP", text)
+            self.assertTrue(refused(port))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            log.close()
+
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
         # core/fatal_signal.h: the process ends by the signal as before, after a report on
         # stderr whose own frames the harness symbolizes (what CI prints for a crash).
