@@ -479,11 +479,14 @@ int Serve(const ServeFlags& flags) {
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
   // Its own connection limit: --max-connections when given; derived, a sixteenth of REST's (at
-  // least 64), inside the descriptor reserve REST's derived limit leaves (gRPC channels are few
-  // and carry many calls each).
+  // least 64, or half of REST's when that is less), inside the descriptor reserve REST's
+  // derived limit leaves (gRPC channels are few and carry many calls each). With ulimit -n 64
+  // a floor of 64 let idle gRPC connections take every descriptor (probe 39).
+  const uint64_t rest_connections = (*server)->max_connections();
   grpc_options.transport.max_connections =
-      flags.max_connections > 0 ? flags.max_connections
-                                : std::max<uint64_t>(64, (*server)->max_connections() / 16);
+      flags.max_connections > 0
+          ? flags.max_connections
+          : std::max(std::min<uint64_t>(64, rest_connections / 2), rest_connections / 16);
   grpc_options.address = GrpcAddressOf(flags);
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;

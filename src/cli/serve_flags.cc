@@ -163,11 +163,16 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve
-      ->add_option("--max-connections", flags->max_connections,
-                   "Most REST connections open at once (HTTP/1.1, HTTP/2, TLS), plain and TLS "
-                   "ports together; one more is closed as soon as it is accepted. 0: the "
-                   "RLIMIT_NOFILE soft limit less an eighth of it (at least 64): 896 of 1024")
-      ->capture_default_str();
+      ->add_option(
+          "--max-connections", flags->max_connections,
+          "Most REST connections open at once (HTTP/1.1, HTTP/2, TLS), plain and TLS "
+          "ports together; one more is closed as soon as it is accepted. 0: the "
+          "RLIMIT_NOFILE soft limit less a reserve of an eighth of it (at least 64, at most "
+          "half): 896 of 1024")
+      ->capture_default_str()
+      // CLI11 reads -1 as 2^64-1 into an unsigned flag: a bound, or a "limit" no connection
+      // passes (probe 39).
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   serve
       ->add_option("--max-header-bytes", flags->max_header_bytes,
                    "Largest request line + headers; larger ones get 431")
@@ -253,7 +258,8 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Run a request on the thread that received it (no hand-off to the model's "
                    "worker) when nothing is queued, an instance is idle and the model's recent "
                    "executions took at most this many microseconds per request (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{10'000'000}));
   serve
       ->add_option("--inline-execution", flags->inline_execution,
                    "Which requests to a short model may run on the I/O thread that read them: "

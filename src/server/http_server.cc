@@ -214,7 +214,8 @@ class Acceptor {
       // Counted from the accept: a connection posted to its thread and not yet started counts.
       const int64_t open = shared_->live_connections.load(std::memory_order_relaxed) +
                            shared_->accepting.load(std::memory_order_relaxed);
-      if (open >= static_cast<int64_t>(shared_->max_connections)) {
+      // Compared unsigned: a limit above 2^63 cast to int64_t was negative, and refused all.
+      if (static_cast<uint64_t>(std::max<int64_t>(open, 0)) >= shared_->max_connections) {
         shared_->refused_connections.fetch_add(1, std::memory_order_relaxed);
         LogRefusal(open);
         socket.close(ignored);
@@ -490,7 +491,9 @@ void HttpServer::Stop(std::chrono::milliseconds shutdown_timeout) {
 
 uint64_t HttpServer::MaxConnectionsFor(uint64_t descriptor_limit) {
   if (descriptor_limit == static_cast<uint64_t>(RLIM_INFINITY)) descriptor_limit = 1u << 20;
-  const uint64_t reserve = std::max<uint64_t>(64, descriptor_limit / 8);
+  // At most half: with a small limit (ulimit -n 64) a reserve of 64 left one connection.
+  const uint64_t reserve =
+      std::min(std::max<uint64_t>(64, descriptor_limit / 8), descriptor_limit / 2);
   return descriptor_limit > reserve ? descriptor_limit - reserve : 1;
 }
 

@@ -127,6 +127,22 @@ TEST(ServeFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(flags.generation_heartbeat_secs, 15);
 }
 
+// CLI11 reads -1 into an unsigned flag as 2^64-1: a --max-connections of it (or anything at or
+// above 2^63) started a server that closed every connection (probe 39).
+TEST(ServeFlagsTest, UnsignedLimitsAreBoundedSoThatMinusOneIsRefused) {
+  for (const char* bad : {"-1", "99999999999999999999", "1073741825", "9223372036854775808"}) {
+    ServeFlags flags;
+    EXPECT_NE(Parse({"--max-connections", bad}, &flags), 0) << bad;
+  }
+  ServeFlags flags;
+  ASSERT_EQ(Parse({"--max-connections", "1073741824"}, &flags), 0);
+  EXPECT_EQ(flags.max_connections, uint64_t{1} << 30);
+  for (const char* bad : {"-1", "10000001"}) {
+    ServeFlags other;
+    EXPECT_NE(Parse({"--inline-execution-max-us", bad}, &other), 0) << bad;
+  }
+}
+
 TEST(ServeFlagsTest, MetricsTlsTakesOnOrOffAndOnNeedsACertificate) {
   ServeFlags flags;
   ASSERT_EQ(Parse({"--metrics-tls", "on"}, &flags), 0);

@@ -123,8 +123,8 @@ TEST(HttpServerAcceptTest, ManyConnectionsOverTheLimitAreAllRefused) {
   EXPECT_EQ((*server)->open_connections(), 1);
 }
 
-// 0 (the default): the soft RLIMIT_NOFILE less an eighth of it (at least 64) for everything
-// else the process opens.
+// 0 (the default): the soft RLIMIT_NOFILE less an eighth of it (at least 64, at most half) for
+// everything else the process opens.
 TEST(HttpServerAcceptTest, DefaultLimitIsDerivedFromTheDescriptorLimit) {
   const struct {
     uint64_t descriptors;
@@ -135,7 +135,9 @@ TEST(HttpServerAcceptTest, DefaultLimitIsDerivedFromTheDescriptorLimit) {
       {1048576, 917504},        // the kernel's default nr_open
       {512, 448},               //
       {256, 192},               // a reserve of 64 at least
-      {64, 1},                  // never 0
+      {100, 50},                // a reserve of half at most (probe 39: 64 left 1)
+      {64, 32},                 //
+      {1, 1},                   // never 0
       {0, 1},                   //
       {RLIM_INFINITY, 917504},  // unlimited: as with 2^20 descriptors
   };
@@ -151,6 +153,22 @@ TEST(HttpServerAcceptTest, DefaultLimitIsDerivedFromTheDescriptorLimit) {
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->Start().ok());
   EXPECT_EQ((*server)->max_connections(), HttpServer::MaxConnectionsFor(limit.rlim_cur));
+}
+
+// A limit above 2^63 was compared as a negative int64_t and refused every connection (probe 39).
+TEST(HttpServerAcceptTest, AHugeLimitRefusesNothing) {
+  HttpServer::Options options = LocalOptions();
+  options.max_connections = (uint64_t{1} << 63) + 1;
+  OkHandler handler;
+  auto server = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  RawHttpClient c((*server)->port());
+  ASSERT_TRUE(c.Send(std::string(kGet)));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ((*server)->refused_connections(), 0u);
 }
 
 // ---- accept() failing with EMFILE ----------------------------------------------------------
