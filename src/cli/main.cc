@@ -211,6 +211,10 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
     return 2;
   }
+  if (std::string bad = CheckListeners(flags); !bad.empty()) {
+    std::fprintf(stderr, "harrier: %s\n", bad.c_str());
+    return 2;
+  }
   if (std::string bad = CheckTransportFlags(flags); !bad.empty()) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
     return 1;

@@ -1,5 +1,7 @@
 #include "cli/serve_flags.h"
 
+#include <boost/asio/ip/address.hpp>
+
 namespace harrier {
 
 const std::string& GrpcAddressOf(const ServeFlags& flags) {
@@ -24,6 +26,43 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--load-model needs --model-control-mode explicit (the other modes load every model)";
   if (flags.metrics_require_key && flags.api_key_file.empty())
     return "--metrics-require-key needs --api-key-file (there would be no key to present)";
+  return {};
+}
+
+std::string CheckListeners(const ServeFlags& flags) {
+  struct Listener {
+    const char* port_flag;
+    int port;
+    const char* address_flag;
+    const std::string& address;
+  };
+  std::vector<Listener> listeners;
+  if (flags.plain_http != "off")
+    listeners.push_back({"--http-port", flags.http_port, "--http-address", flags.http_address});
+  if (!flags.tls_cert.empty())
+    listeners.push_back({"--https-port", flags.https_port, "--http-address", flags.http_address});
+  listeners.push_back({"--grpc-port", flags.grpc_port,
+                       flags.grpc_address.empty() ? "--http-address" : "--grpc-address",
+                       GrpcAddressOf(flags)});
+  listeners.push_back({"--metrics-port", flags.metrics_port,
+                       flags.metrics_address.empty() ? "--http-address" : "--metrics-address",
+                       MetricsAddressOf(flags)});
+  std::vector<boost::asio::ip::address> parsed;
+  for (const Listener& l : listeners) {
+    boost::system::error_code ec;
+    parsed.push_back(boost::asio::ip::make_address(l.address, ec));
+    if (ec) return std::string(l.address_flag) + " '" + l.address + "' is not an IP address";
+  }
+  for (std::size_t i = 0; i < listeners.size(); ++i) {
+    for (std::size_t j = i + 1; j < listeners.size(); ++j) {
+      if (listeners[i].port == 0 || listeners[i].port != listeners[j].port) continue;
+      if (parsed[i] != parsed[j] && !parsed[i].is_unspecified() && !parsed[j].is_unspecified())
+        continue;
+      return std::string(listeners[i].port_flag) + " and " + listeners[j].port_flag + " are both " +
+             std::to_string(listeners[i].port) +
+             " on overlapping addresses: each listener needs a port of its own";
+    }
+  }
   return {};
 }
 

@@ -127,6 +127,12 @@ const std::string& MetricsAddressOf(const ServeFlags& flags);
 // Flag combinations CLI11's per-flag checks cannot see; empty when fine.
 std::string CheckFlagCombinations(const ServeFlags& flags);
 
+// The listeners' addresses and ports, before any model loads: each address an IP literal, and no
+// two listeners on one port where their addresses overlap (the same, or either a wildcard);
+// port 0 picks a free one and meets no other. Empty when fine. These were found only once every
+// model had loaded and the HTTP port had opened (probe 39).
+std::string CheckListeners(const ServeFlags& flags);
+
 // Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
 // fine. Checked before anything starts, so a bad value exits 1 at once.
 std::string CheckTransportFlags(const ServeFlags& flags);

@@ -143,6 +143,42 @@ TEST(ServeFlagsTest, UnsignedLimitsAreBoundedSoThatMinusOneIsRefused) {
   }
 }
 
+// Found before any model loads, not once the HTTP port has opened (probe 39).
+TEST(ServeFlagsTest, ListenersNeedIpAddressesAndPortsOfTheirOwn) {
+  ServeFlags flags;
+  EXPECT_EQ(CheckListeners(flags), "");
+  flags.grpc_port = 8000;
+  EXPECT_EQ(CheckListeners(flags),
+            "--http-port and --grpc-port are both 8000 on overlapping addresses: each listener "
+            "needs a port of its own");
+  flags.grpc_address = "127.0.0.2";  // still within --http-address's 0.0.0.0
+  EXPECT_NE(CheckListeners(flags), "");
+  flags.http_address = "127.0.0.1";  // two addresses of their own: fine
+  EXPECT_EQ(CheckListeners(flags), "");
+  flags = ServeFlags();
+  flags.metrics_port = 8000;
+  flags.plain_http = "off";  // no plain listener to meet
+  flags.tls_cert = "c";
+  flags.tls_key = "k";
+  EXPECT_EQ(CheckListeners(flags), "");
+  flags.https_port = 8000;
+  EXPECT_EQ(CheckListeners(flags),
+            "--https-port and --metrics-port are both 8000 on overlapping addresses: each "
+            "listener needs a port of its own");
+  flags = ServeFlags();
+  flags.http_port = flags.grpc_port = flags.metrics_port = 0;  // each picks a free one
+  EXPECT_EQ(CheckListeners(flags), "");
+  flags.grpc_address = "999.1.1.1";
+  EXPECT_EQ(CheckListeners(flags), "--grpc-address '999.1.1.1' is not an IP address");
+  flags = ServeFlags();
+  flags.http_address = "bogus";
+  EXPECT_EQ(CheckListeners(flags), "--http-address 'bogus' is not an IP address");
+  flags.http_address = "::";
+  flags.metrics_address = "127.0.0.1";
+  flags.metrics_port = 8001;  // gRPC's, on the wildcard
+  EXPECT_NE(CheckListeners(flags), "");
+}
+
 TEST(ServeFlagsTest, MetricsTlsTakesOnOrOffAndOnNeedsACertificate) {
   ServeFlags flags;
   ASSERT_EQ(Parse({"--metrics-tls", "on"}, &flags), 0);
