@@ -411,7 +411,14 @@ Status HttpServer::Start() {
         MaxConnectionsFor(::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024);
   }
   io_.clear();
-  for (int i = 0; i < threads; ++i) io_.push_back(std::make_shared<IoThread>());
+  try {
+    for (int i = 0; i < threads; ++i) io_.push_back(std::make_shared<IoThread>());
+  } catch (const boost::system::system_error& e) {
+    // An io_context takes descriptors of its own (epoll, eventfd, timerfd): with none left
+    // the exception ended the process (probe 39, ulimit -n 16).
+    io_.clear();
+    return Unavailable("cannot make the I/O threads' event loops: " + e.code().message());
+  }
   const auto address = boost::asio::ip::make_address(options_.address);
   if (options_.plain_http) {
     acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get());
