@@ -31,9 +31,11 @@ PY
 run() { # off|on
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  local file=()
+  [ "$1" = on ] && file=(--access-log-file "$work/access.log")  # a usage error with it off
   "$build/harrier" serve --model-repository "$src/examples/models" --http-port "$port" \
     --grpc-port 0 --metrics-port 0 --log-format json --access-log "$1" \
-    --access-log-file "$work/access.log" ${HARRIER_ARGS:-} >"$work/harrier.log" 2>&1 &
+    "${file[@]}" ${HARRIER_ARGS:-} >"$work/harrier.log" 2>&1 &
   PID=$!
   for _ in $(seq 200); do
     curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break

@@ -1,6 +1,8 @@
 #include "cli/serve_flags.h"
 
 #include <boost/asio/ip/address.hpp>
+#include <cmath>
+#include <cstdlib>
 
 namespace harrier {
 
@@ -24,6 +26,8 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--metrics-tls on needs --tls-cert and --tls-key";
   if (!flags.load_models.empty() && flags.model_control_mode != "explicit")
     return "--load-model needs --model-control-mode explicit (the other modes load every model)";
+  if (!flags.access_log_file.empty() && flags.access_log != "on")
+    return "--access-log-file needs --access-log on (without it nothing is written there)";
   if (flags.metrics_require_key && flags.api_key_file.empty())
     return "--metrics-require-key needs --api-key-file (there would be no key to present)";
   return {};
@@ -81,6 +85,21 @@ std::string CheckTransportFlags(const ServeFlags& flags) {
     return "--tls-ticket-rotation-s must be in 1..604800 (7 days)";
   return {};
 }
+
+namespace {
+
+// A float flag's value must be a finite number: CLI11's Range lets NaN through (every comparison
+// with it is false), and --shutdown-delay-secs nan meant no delay at all (probe 39).
+const CLI::Validator kNumber(
+    [](std::string& value) -> std::string {
+      char* end = nullptr;
+      const double d = std::strtod(value.c_str(), &end);
+      if (!std::isfinite(d)) return "must be a finite number, got '" + value + "'";
+      return {};
+    },
+    "NUMBER");
+
+}  // namespace
 
 void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
   serve
@@ -226,11 +245,13 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--http-header-timeout-secs", flags->header_timeout_secs,
                    "A request's line and headers must arrive within this time (else 408)")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.001, 86400.0));
   serve
       ->add_option("--http-body-timeout-secs", flags->body_timeout_secs,
                    "Longest pause inside a request body (else 408)")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.001, 86400.0));
   serve
       ->add_option(
@@ -250,6 +271,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--http-idle-timeout-secs", flags->idle_timeout_secs,
                    "Idle keep-alive connections are closed after this time")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.001, 86400.0));
   serve
       ->add_option("--id", flags->server_id,
@@ -274,6 +296,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "but keep serving for this long, so that load balancers stop sending, before "
                    "the listeners close; a second signal skips the rest (docs/deployment.md)")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.0, 3600.0));
   // Admission control: docs/admission.md.
   auto rate_limit = [](const std::string& text) {
@@ -346,17 +369,20 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "A ': ping' comment on a token stream that sent nothing for this long (0: "
                    "none)")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.0, 3600.0));
   serve
       ->add_option("--generation-disconnect-grace-secs", flags->generation_disconnect_grace_secs,
                    "How long a generation whose client has gone keeps running, so that a client "
                    "that reconnects (GET /v1/streams/{id}) loses nothing (0: it stops at once)")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(0.0, 3600.0));
   serve
       ->add_option("--generation-stream-retention-secs", flags->generation_stream_retention_secs,
                    "How long a token stream's events stay resumable after it ends")
       ->capture_default_str()
+      ->check(kNumber)
       ->check(CLI::Range(1.0, 86400.0));
   serve
       ->add_option("--generation-stream-buffer-bytes", flags->generation_stream_buffer_bytes,
@@ -405,7 +431,8 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--trace-sample-ratio", flags->trace_sample_ratio,
                    "Share of requests without a valid traceparent that are traced, 0..1 (a "
                    "client's traceparent decides by its sampled flag)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kNumber);
   serve
       ->add_option("--trace-queue-size", flags->trace_queue_size,
                    "Traced requests waiting for export; more are dropped and counted")

@@ -179,6 +179,31 @@ TEST(ServeFlagsTest, ListenersNeedIpAddressesAndPortsOfTheirOwn) {
   EXPECT_NE(CheckListeners(flags), "");
 }
 
+// CLI11's Range lets NaN through; --shutdown-delay-secs nan meant no delay (probe 39).
+TEST(ServeFlagsTest, FloatFlagsRefuseNan) {
+  for (const char* flag : {"--http-header-timeout-secs", "--http-body-timeout-secs",
+                           "--http-idle-timeout-secs", "--shutdown-delay-secs",
+                           "--generation-heartbeat-secs", "--generation-disconnect-grace-secs",
+                           "--generation-stream-retention-secs", "--trace-sample-ratio"}) {
+    for (const char* bad : {"nan", "NaN", "-nan", "inf"}) {
+      ServeFlags flags;
+      EXPECT_NE(Parse({flag, bad}, &flags), 0) << flag << " " << bad;
+    }
+    ServeFlags flags;
+    EXPECT_EQ(Parse({flag, "1"}, &flags), 0) << flag;
+  }
+}
+
+// It was ignored without a word, while the other flags that need another are usage errors.
+TEST(ServeFlagsTest, AccessLogFileNeedsTheAccessLogOn) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({"--access-log-file", "/tmp/a.log"}, &flags), 0);
+  EXPECT_EQ(CheckFlagCombinations(flags),
+            "--access-log-file needs --access-log on (without it nothing is written there)");
+  flags.access_log = "on";
+  EXPECT_EQ(CheckFlagCombinations(flags), "");
+}
+
 TEST(ServeFlagsTest, MetricsTlsTakesOnOrOffAndOnNeedsACertificate) {
   ServeFlags flags;
   ASSERT_EQ(Parse({"--metrics-tls", "on"}, &flags), 0);
