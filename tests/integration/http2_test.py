@@ -534,8 +534,9 @@ class BadInputTests(unittest.TestCase):
 
     def test_bad_preface(self):
         # Bytes that leave the preface at its 17th: not HTTP/2, so an HTTP/1.x request line
-        # "PRI * HTTP/2.0" that the server refuses: a 400 that says why, then it closes (after
-        # reading what was sent: a clean EOF, not a reset).
+        # "PRI * HTTP/2.0" that the server refuses: a 505 (a version it does not speak on an
+        # HTTP/1.1 connection) that says why, then it closes (after reading what was sent: a
+        # clean EOF, not a reset).
         with socket.create_connection(("127.0.0.1", SERVER.port), timeout=5) as s:
             s.sendall(PREFACE[:16] + b"XX\r\n\r\n" + b"\x00" * 40)
             data = b""
@@ -545,9 +546,9 @@ class BadInputTests(unittest.TestCase):
                     break
                 data += chunk
         head, _, body = data.partition(b"\r\n\r\n")
-        self.assertTrue(head.startswith(b"HTTP/1.1 400 Bad Request\r\n"), data)
+        self.assertTrue(head.startswith(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"), data)
         self.assertIn(b"\r\nConnection: close", head)
-        self.assertEqual(json.loads(body), {"error": "malformed HTTP request: bad version"})
+        self.assertIn("only HTTP/1.0 and HTTP/1.1 are spoken", json.loads(body)["error"])
         self.assert_still_serves()
 
     def test_claimed_body_over_the_limit_gets_413(self):
