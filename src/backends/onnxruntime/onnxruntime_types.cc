@@ -1,6 +1,8 @@
 #include "backends/onnxruntime/onnxruntime_types.h"
 
 #include <array>
+#include <cstring>
+#include <string>
 #include <utility>
 
 namespace harrier::ort {
@@ -194,8 +196,27 @@ std::string WithoutOrtSourceLocations(std::string_view message) {
   return out;
 }
 
+std::string WithErrnoNames(std::string message) {
+  constexpr std::string_view kSystemError = "system error number ";
+  for (std::size_t at = message.find(kSystemError); at != std::string::npos;
+       at = message.find(kSystemError, at + 1)) {
+    const std::size_t digits = at + kSystemError.size();
+    std::size_t end = digits;
+    while (end < message.size() && end - digits < 4 && message[end] >= '0' && message[end] <= '9')
+      ++end;
+    if (end == digits) continue;
+    const int number = std::stoi(message.substr(digits, end - digits));
+    const std::string named = std::string(std::strerror(number)) + " (errno " +
+                              message.substr(digits, end - digits) + ")";
+    message.replace(at, end - at, named);
+    at += named.size() - 1;
+  }
+  return message;
+}
+
 Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::string_view context) {
-  std::string message = std::string(context) + ": " + WithoutOrtSourceLocations(e.what());
+  std::string message =
+      std::string(context) + ": " + WithErrnoNames(WithoutOrtSourceLocations(e.what()));
   // ONNX Runtime ends some messages with a newline, which would end the client's error text.
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   const OrtErrorCode code = e.GetOrtErrorCode();

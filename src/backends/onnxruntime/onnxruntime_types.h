@@ -60,4 +60,8 @@ Status StatusFromOrtException(const Ort::Exception& e, OrtCallSite site, std::st
 // location is cut, with the signature after it and the condition up to "was false. ".
 std::string WithoutOrtSourceLocations(std::string_view message);
 
+// ONNX Runtime says "system error number 13" for a model file it cannot open; that becomes
+// "Permission denied (errno 13)" (probe 39).
+std::string WithErrnoNames(std::string message);
+
 }  // namespace harrier::ort

@@ -49,6 +49,15 @@ TEST(StatusFromOrtExceptionTest, DropsWhereInOnnxRuntimesSourceTheErrorWasRaised
   EXPECT_EQ(WithoutOrtSourceLocations("/a/b.h:1"), "/a/b.h:1");  // no space after it: kept
 }
 
+TEST(StatusFromOrtExceptionTest, NamesTheErrnoOrtGivesAsANumber) {
+  EXPECT_EQ(WithErrnoNames("Load model from /m/1/model.onnx failed:system error number 13"),
+            "Load model from /m/1/model.onnx failed:Permission denied (errno 13)");
+  EXPECT_EQ(WithErrnoNames("system error number 2; system error number 13"),
+            "No such file or directory (errno 2); Permission denied (errno 13)");
+  EXPECT_EQ(WithErrnoNames("system error number x"), "system error number x");
+  EXPECT_EQ(WithErrnoNames("no error here"), "no error here");
+}
+
 TEST(StatusFromOrtExceptionTest, ALoadFailureIsABadModelOrAMissingFile) {
   EXPECT_EQ(StatusFromOrtException(Ort::Exception("no such file", ORT_NO_SUCHFILE),
                                    OrtCallSite::kLoad, "m")
