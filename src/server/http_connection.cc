@@ -162,12 +162,14 @@ bool IsValidSettingsPayload(std::string_view payload) {
 // answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
 // much of the target as was read, as its other fields do. False when not even the method and
 // the target's first byte are there.
-// True when the request line at the start of `buffered` is whole and ends in a well-formed
-// HTTP version other than 1.x ("HTTP/2.0"), which Beast refuses as a bad version like a
-// malformed one: it is answered 505, not 400 (RFC 9110 §15.6.6, as nginx does).
+// True when the request line at the start of `buffered` (as far as it came) ends in a
+// well-formed HTTP version other than 1.x ("HTTP/2.0"), which Beast refuses as a bad version
+// like a malformed one: it is answered 505, not 400 (RFC 9110 §15.6.6, as nginx does).
 bool UnsupportedHttpVersion(std::string_view buffered) {
-  const std::size_t end = buffered.find("\r\n");
-  if (end == std::string_view::npos || end < 8) return false;
+  // The line as far as it came: Beast may refuse the version before the LF, or the CR, is in.
+  std::size_t end = buffered.find_first_of("\r\n");
+  if (end == std::string_view::npos) end = buffered.size();
+  if (end < 9) return false;
   const std::string_view v = buffered.substr(end - 8, 8);  // "HTTP/d.d"
   return v.starts_with("HTTP/") && v[5] >= '0' && v[5] <= '9' && v[5] != '1' && v[6] == '.' &&
          v[7] >= '0' && v[7] <= '9' && buffered[end - 9] == ' ';
@@ -408,6 +410,10 @@ void BasicHttpConnection<Stream>::Detach() {
 // request has been taken care of here.
 template <class Stream>
 bool BasicHttpConnection<Stream>::MaybeUpgrade() {
+  // h2c is HTTP/2 in clear (RFC 9113 §3.1): over TLS, Upgrade: h2c is ignored and the request
+  // served as HTTP/1.1, as nginx does; upgrading there let a client past the ALPN it chose, and
+  // is the "h2c smuggling" way past a proxy's rules (probe 40).
+  if constexpr (std::is_same_v<Stream, TlsStream>) return false;
   if (http10_ || !request_.HasHeader("http2-settings") ||
       !ListHasToken(request_.Header("upgrade"), "h2c") ||
       !ListHasToken(request_.Header("connection"), "upgrade"))

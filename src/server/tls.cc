@@ -26,14 +26,15 @@ int ContextIndex() {
   return index;
 }
 
-// ALPN (RFC 7301): h2 when the client offers it, else http/1.1 unless the context serves h2
-// only (the gRPC port: `arg` non-null). A client that offers ALPN but none of ours gets a fatal
-// no_application_protocol alert (§3.2; nginx does the same since 1.21.4) rather than a
+// ALPN (RFC 7301): h2 when the client offers it, else http/1.1, else http/1.0 (curl
+// --http1.0 offers only that; both are served by the HTTP/1.1 connection), unless the context
+// serves h2 only (the gRPC port: `arg` non-null). A client that offers ALPN but none of ours gets a
+// fatal no_application_protocol alert (§3.2; nginx does the same since 1.21.4) rather than a
 // connection in a protocol it did not ask for. A client that offers no ALPN never reaches
 // here: it is served as the port serves a connection without it (http_server.cc).
 int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
                unsigned int inlen, void* h2_only) {
-  static const unsigned char kBoth[] = "\x02h2\x08http/1.1";
+  static const unsigned char kBoth[] = "\x02h2\x08http/1.1\x08http/1.0";
   static const unsigned char kH2[] = "\x02h2";
   const unsigned char* server = h2_only != nullptr ? kH2 : kBoth;
   const unsigned int server_len = h2_only != nullptr ? sizeof(kH2) - 1 : sizeof(kBoth) - 1;

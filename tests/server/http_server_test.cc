@@ -1508,6 +1508,24 @@ TEST_F(HttpServerTest, AnOverLongRequestLineIs431WithItsTargetAsFarAsRead) {
   EXPECT_LE(records[0].target.size(), 4096u);
 }
 
+// Whether the request line's end came in one read or was cut between its CR and LF, an
+// HTTP/2.0 request line is a 505 (probe 40: the cut made it a 400).
+TEST_F(HttpServerTest, AnHttp20RequestLineIs505HoweverItsBytesArrive) {
+  StartServer();
+  for (const std::string& cut : {std::string("GET /x HTTP/2.0\r"), std::string("GET /x HTTP/2.0"),
+                                 std::string("GET /x HTTP/2.")}) {
+    SCOPED_TRACE(cut);
+    const std::string whole = "GET /x HTTP/2.0\r\nHost: t\r\n\r\n";
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(cut));
+    std::this_thread::sleep_for(milliseconds(50));
+    c.Send(whole.substr(cut.size()));  // may fail: the server may have answered and closed
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 505);
+  }
+}
+
 TEST_F(HttpServerTest, StalledBodyIsAccessLoggedWithTheBytesRead) {
   options_.access_log = &access_log_;
   options_.body_timeout = milliseconds(200);

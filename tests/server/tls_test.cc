@@ -267,6 +267,12 @@ TEST_F(TlsTest, AlpnWithNoProtocolInCommonIsRefusedWithAnAlert) {
   EXPECT_FALSE(r.handshake);
   EXPECT_EQ(ERR_GET_REASON(r.error), SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
       << ERR_reason_error_string(r.error);
+  // http/1.0 alone (curl --http1.0) is served, by the HTTP/1.1 connection (probe 40).
+  r = Connect(server_->tls_port(), nullptr, std::string("\x08http/1.0", 9));
+  ASSERT_TRUE(r.handshake);
+  EXPECT_EQ(r.alpn, "http/1.0");
+  EXPECT_EQ(r.answer.rfind("HTTP/1.1 200", 0), 0u) << r.answer;
+  SSL_SESSION_free(r.session);
   r = Connect(server_->tls_port(), nullptr, std::string("\x08http/1.1", 9));  // the next is served
   ASSERT_TRUE(r.handshake);
   EXPECT_EQ(r.answer.rfind("HTTP/1.1 200", 0), 0u) << r.answer;
@@ -459,6 +465,22 @@ TEST_F(TlsTest, TheHttp2PrefaceIsRefusedAfterAlpnChoseHttp11AndServedWithoutAlpn
   ASSERT_TRUE(session.ReadSome(&received));
   ASSERT_GE(received.size(), 9u);
   EXPECT_EQ(received[3], '\x04') << "the server's first frame is its SETTINGS";
+}
+
+// h2c is HTTP/2 in clear: over TLS an Upgrade: h2c is ignored and the request served as
+// HTTP/1.1 (RFC 9113 §3.1, as nginx does; probe 40: it was upgraded, past the ALPN chosen).
+TEST_F(TlsTest, UpgradeToH2cIsIgnoredOverTls) {
+  StartServer();
+  for (const std::string& alpn : {kAlpnHttp11, std::string()}) {
+    TlsSession session(server_->tls_port(), alpn);
+    ASSERT_TRUE(session.handshake());
+    ASSERT_TRUE(session.Write(
+        "GET /x HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: "
+        "h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"));
+    std::string received;
+    ASSERT_TRUE(session.ReadSome(&received));
+    EXPECT_EQ(received.rfind("HTTP/1.1 200", 0), 0u) << received;
+  }
 }
 
 TEST_F(TlsTest, OnSentAndTheVersionOverTls) {
