@@ -141,18 +141,55 @@ StatusOr<ModelSignature> ReadSignature(const Ort::Session& session) {
 
 namespace {
 
-// "/onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:84": a path that ends
-// in a source file's extension, a colon and a line number.
+// "/onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:84" or
+// "matmul_helper.h:59": path characters ending in a source file's extension, a colon and a line
+// number.
 bool IsSourceLocation(std::string_view word) {
   const std::size_t colon = word.rfind(':');
-  if (word.empty() || word[0] != '/' || colon == std::string_view::npos || colon + 1 == word.size())
-    return false;
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == word.size()) return false;
   for (char c : word.substr(colon + 1))
     if (c < '0' || c > '9') return false;
   const std::string_view file = word.substr(0, colon);
+  for (char c : file) {
+    const bool path_char = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' || c == '/';
+    if (!path_char) return false;
+  }
   for (std::string_view ext : {".h", ".cc", ".cpp", ".hpp", ".c", ".cu"})
-    if (file.ends_with(ext)) return true;
+    if (file.ends_with(ext) && file.size() > ext.size()) return true;
   return false;
+}
+
+bool IsIdentifierChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Where the function ORT names after a location ends in `m`, from `j`: its C++ signature
+// (__PRETTY_FUNCTION__: a qualified name with "::", perhaps a return type before it, then its
+// parameters in balanced parentheses, perhaps " const"), or a bare name (__FUNCTION__:
+// "Compute"). `j` itself when neither is there.
+std::size_t AfterFunction(std::string_view m, std::size_t j) {
+  const std::size_t open = m.find('(', j);
+  const std::string_view before = open == std::string_view::npos ? "" : m.substr(j, open - j);
+  if (open != std::string_view::npos && open - j < 512 &&
+      before.find("::") != std::string_view::npos &&
+      before.find_first_of(".,;!?\"'") == std::string_view::npos) {
+    int depth = 0;
+    std::size_t k = open;
+    for (; k < m.size(); ++k) {
+      if (m[k] == '(') ++depth;
+      if (m[k] == ')' && --depth == 0) break;
+    }
+    if (k < m.size()) {
+      k += 1;
+      if (m.substr(k).starts_with(" const")) k += 6;
+      return k;
+    }
+  }
+  std::size_t k = j;
+  while (k < m.size() && IsIdentifierChar(m[k])) ++k;
+  // A bare name is followed by the message: cut it only then.
+  return k > j && k < m.size() && m[k] == ' ' ? k : j;
 }
 
 }  // namespace
@@ -163,34 +200,29 @@ std::string WithoutOrtSourceLocations(std::string_view message) {
   out.reserve(message.size());
   std::size_t i = 0;
   while (i < message.size()) {
+    // A location starts the message or follows a space or a colon ("failed:/onnxruntime_src/").
+    const bool word_start = i == 0 || message[i - 1] == ' ' || message[i - 1] == ':';
     const std::size_t end = message.find(' ', i);
-    const bool word_start = i == 0 || message[i - 1] == ' ';
-    if (!word_start || message[i] != '/' || end == std::string_view::npos ||
+    if (!word_start || end == std::string_view::npos ||
         !IsSourceLocation(message.substr(i, end - i))) {
       out.push_back(message[i++]);
       continue;
     }
-    std::size_t j = end + 1;
-    // The function's signature: a name (a return type before it, perhaps) with no '.', then its
-    // parameters in balanced parentheses, then " const" perhaps.
-    const std::size_t open = message.find('(', j);
-    if (open != std::string_view::npos && open - j < 256 &&
-        message.substr(j, open - j).find('.') == std::string_view::npos) {
-      int depth = 0;
-      std::size_t k = open;
-      for (; k < message.size(); ++k) {
-        if (message[k] == '(') ++depth;
-        if (message[k] == ')' && --depth == 0) break;
+    std::size_t j = AfterFunction(message, end + 1);
+    if (j < message.size() && message[j] == ' ') ++j;
+    // ORT_ENFORCE's failed condition, "size != 0 && ... was false. ", before its message: only
+    // when no other location comes first (ORT_THROW's message has no condition).
+    if (const std::size_t was = message.find(kWasFalse, j);
+        was != std::string_view::npos && was - j < 1024) {
+      bool another = false;
+      for (std::size_t w = j; w < was && !another;) {
+        const std::size_t space = message.find(' ', w);
+        const std::size_t stop = std::min(space == std::string_view::npos ? was : space, was);
+        another = IsSourceLocation(message.substr(w, stop - w));
+        w = stop + 1;
       }
-      if (k < message.size()) {
-        j = k + 1;
-        if (message.substr(j).starts_with(" const")) j += 6;
-        if (j < message.size() && message[j] == ' ') ++j;
-      }
+      if (!another) j = was + kWasFalse.size();
     }
-    // ORT_ENFORCE's failed condition, "size != 0 && ... was false. ", before its message.
-    if (const std::size_t was = message.find(kWasFalse, j); was != std::string_view::npos)
-      j = was + kWasFalse.size();
     i = j;
   }
   return out;

@@ -41,6 +41,27 @@ TEST(StatusFromOrtExceptionTest, DropsWhereInOnnxRuntimesSourceTheErrorWasRaised
                 "onnxruntime::common::Status onnxruntime::Model::Load(std::istream&) const "
                 "Unknown model file format version."),
             "Load model failed: Unknown model file format version.");
+  // After "failed:" with no space, and a signature with templates and a return type (probe 40).
+  EXPECT_EQ(
+      WithoutOrtSourceLocations(
+          "Load model from /m/1/model.onnx failed:/onnxruntime_src/onnxruntime/core/graph/"
+          "model_load_utils.h:46 void onnxruntime::model_load_utils::ValidateOpsetForDomain(const "
+          "std::unordered_map<std::__cxx11::basic_string<char>, int>&, const "
+          "onnxruntime::logging::Logger&, bool, const string&, int) ONNX Runtime only "
+          "*guarantees* support for models stamped with official released onnx opset versions."),
+      "Load model from /m/1/model.onnx failed:ONNX Runtime only *guarantees* support for models "
+      "stamped with official released onnx opset versions.");
+  // A bare file name and a bare function name (__FUNCTION__), with parentheses in the message.
+  EXPECT_EQ(WithoutOrtSourceLocations(
+                "Status Message: matmul_helper.h:59 Compute MatMul dimension mismatch (a::b)"),
+            "Status Message: MatMul dimension mismatch (a::b)");
+  EXPECT_EQ(WithoutOrtSourceLocations("concatbase.h:133 PrepareForComputeImpl Non concat axis "
+                                      "dimensions must match: Axis 1 has mismatched dimensions"),
+            "Non concat axis dimensions must match: Axis 1 has mismatched dimensions");
+  // A condition is cut only up to its own "was false", never past another location.
+  EXPECT_EQ(
+      WithoutOrtSourceLocations("a.cc:1 F first message b.cc:2 G x > 0 was false. second message"),
+      "first message second message");
   // Paths that are not source locations stay, and so does a message without one.
   EXPECT_EQ(WithoutOrtSourceLocations("Load model from /models/a.onnx failed: bad"),
             "Load model from /models/a.onnx failed: bad");
