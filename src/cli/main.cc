@@ -14,6 +14,7 @@
 #include <spdlog/details/os.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -483,14 +484,20 @@ int Serve(const ServeFlags& flags) {
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
   // Its own connection limit: --max-connections when given; derived, a sixteenth of REST's (at
-  // least 64, or half of REST's when that is less), inside the descriptor reserve REST's
-  // derived limit leaves (gRPC channels are few and carry many calls each). With ulimit -n 64
-  // a floor of 64 let idle gRPC connections take every descriptor (probe 39).
+  // least 64, or half of REST's when that is less), and at most half the descriptor reserve
+  // REST's derived limit leaves, which also holds the files and the rest of the process (gRPC
+  // channels are few and carry many calls each). With ulimit -n 64 a floor of 64 let idle gRPC
+  // connections take every descriptor (probe 39).
   const uint64_t rest_connections = (*server)->max_connections();
+  rlimit nofile{};
+  const uint64_t reserve = HttpServer::DescriptorReserveFor(
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024);
   grpc_options.transport.max_connections =
       flags.max_connections > 0
           ? flags.max_connections
-          : std::max(std::min<uint64_t>(64, rest_connections / 2), rest_connections / 16);
+          : std::max<uint64_t>(1, std::min(std::max(std::min<uint64_t>(64, rest_connections / 2),
+                                                    rest_connections / 16),
+                                           reserve / 2));
   grpc_options.address = GrpcAddressOf(flags);
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;

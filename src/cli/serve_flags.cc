@@ -33,6 +33,20 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
   return {};
 }
 
+namespace {
+
+// Whether two listeners on one port would collide: the same address, or a wildcard and an
+// address it covers. "::" covers IPv4 too (Linux binds it dual-stack); "0.0.0.0" covers only
+// IPv4, so it and "::1" bind side by side (probe 40).
+bool Overlap(const boost::asio::ip::address& a, const boost::asio::ip::address& b) {
+  if (a == b) return true;
+  if (a.is_v4() == b.is_v4()) return a.is_unspecified() || b.is_unspecified();
+  const boost::asio::ip::address& v6 = a.is_v6() ? a : b;
+  return v6.is_unspecified();
+}
+
+}  // namespace
+
 std::string CheckListeners(const ServeFlags& flags) {
   struct Listener {
     const char* port_flag;
@@ -60,8 +74,7 @@ std::string CheckListeners(const ServeFlags& flags) {
   for (std::size_t i = 0; i < listeners.size(); ++i) {
     for (std::size_t j = i + 1; j < listeners.size(); ++j) {
       if (listeners[i].port == 0 || listeners[i].port != listeners[j].port) continue;
-      if (parsed[i] != parsed[j] && !parsed[i].is_unspecified() && !parsed[j].is_unspecified())
-        continue;
+      if (!Overlap(parsed[i], parsed[j])) continue;
       return std::string(listeners[i].port_flag) + " and " + listeners[j].port_flag + " are both " +
              std::to_string(listeners[i].port) +
              " on overlapping addresses: each listener needs a port of its own";
@@ -226,7 +239,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
           "Most REST connections open at once (HTTP/1.1, HTTP/2, TLS), plain and TLS "
           "ports together; one more is closed as soon as it is accepted. 0: the "
           "RLIMIT_NOFILE soft limit less a reserve of an eighth of it (at least 64, at most "
-          "half): 896 of 1024")
+          "three quarters): 896 of 1024")
       ->capture_default_str()
       // CLI11 reads -1 as 2^64-1 into an unsigned flag: a bound, or a "limit" no connection
       // passes (probe 39).

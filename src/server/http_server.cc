@@ -496,11 +496,16 @@ void HttpServer::Stop(std::chrono::milliseconds shutdown_timeout) {
   }
 }
 
+uint64_t HttpServer::DescriptorReserveFor(uint64_t descriptor_limit) {
+  if (descriptor_limit == static_cast<uint64_t>(RLIM_INFINITY)) descriptor_limit = 1u << 20;
+  // At most three quarters: with a small limit (ulimit -n 64) a reserve of 64 left one
+  // connection; half left too few for the ~26 descriptors a start takes (probes 39 and 40).
+  return std::min(std::max<uint64_t>(64, descriptor_limit / 8), descriptor_limit / 4 * 3);
+}
+
 uint64_t HttpServer::MaxConnectionsFor(uint64_t descriptor_limit) {
   if (descriptor_limit == static_cast<uint64_t>(RLIM_INFINITY)) descriptor_limit = 1u << 20;
-  // At most half: with a small limit (ulimit -n 64) a reserve of 64 left one connection.
-  const uint64_t reserve =
-      std::min(std::max<uint64_t>(64, descriptor_limit / 8), descriptor_limit / 2);
+  const uint64_t reserve = DescriptorReserveFor(descriptor_limit);
   return descriptor_limit > reserve ? descriptor_limit - reserve : 1;
 }
 

@@ -195,11 +195,12 @@ class HttpServer {
   int io_threads() const { return static_cast<int>(io_.size()); }
 
   // The limit max_connections stands for when it is 0: `descriptor_limit` (the soft
-  // RLIMIT_NOFILE; RLIM_INFINITY counts as 2^20) less a reserve of an eighth of it, at least
-  // 64 but at most half, for what else the process opens (model files, gRPC and metrics
-  // connections, logs, epoll and timer descriptors); at least 1. 1024 -> 896, 65536 -> 57344,
-  // 64 -> 32.
+  // RLIMIT_NOFILE; RLIM_INFINITY counts as 2^20) less DescriptorReserveFor() it, for what else
+  // the process opens (model files, gRPC and metrics connections, logs, epoll and timer
+  // descriptors); at least 1. 1024 -> 896, 65536 -> 57344, 64 -> 16.
   static uint64_t MaxConnectionsFor(uint64_t descriptor_limit);
+  // That reserve: an eighth of the limit, at least 64 but at most three quarters of it.
+  static uint64_t DescriptorReserveFor(uint64_t descriptor_limit);
 
   // The connection limit in force (Options::max_connections, or the derived one). Valid after
   // Start().

@@ -175,8 +175,13 @@ TEST(ServeFlagsTest, ListenersNeedIpAddressesAndPortsOfTheirOwn) {
   EXPECT_EQ(CheckListeners(flags), "--http-address 'bogus' is not an IP address");
   flags.http_address = "::";
   flags.metrics_address = "127.0.0.1";
-  flags.metrics_port = 8001;  // gRPC's, on the wildcard
+  flags.metrics_port = 8001;  // gRPC's, on the wildcard, which covers IPv4 too
   EXPECT_NE(CheckListeners(flags), "");
+  // IPv4's wildcard does not cover an IPv6 address: the kernel binds both (probe 40).
+  flags = ServeFlags();
+  flags.grpc_address = "::1";
+  flags.grpc_port = 8000;
+  EXPECT_EQ(CheckListeners(flags), "");
 }
 
 // CLI11's Range lets NaN through; --shutdown-delay-secs nan meant no delay (probe 39).
