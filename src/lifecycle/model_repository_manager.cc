@@ -1484,8 +1484,8 @@ void ModelRepositoryManagerImpl::CollectMetrics(TextExposition* out) const {
     sample.rollbacks = traffic->rollbacks();
     sample.breaker_panics = traffic->breaker_panics();
     for (const auto& [v, f] : shadows) {
-      sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.top1_agreed, f.top1_compared,
-                                f.last_max_abs_difference});
+      sample.shadows.push_back({v, f.compared, f.errors, f.shed, f.mismatched, f.top1_agreed,
+                                f.top1_compared, f.last_max_abs_difference});
     }
     for (const auto& [v, state] : traffic->breaker_states()) {
       TrafficSample::Breaker breaker{v, {}};

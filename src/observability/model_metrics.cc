@@ -162,7 +162,8 @@ void DeclareModelMetricFamilies(TextExposition* out) {
                "for the others; versions under a traffic policy only (docs/routing.md)");
   out->Declare("harrier_shadow_requests_total", Type::kCounter,
                "Shadow copies of requests, by outcome: compared (answered and compared with the "
-               "real answer), error (the shadow version failed), shed (not sent: it was busy)");
+               "real answer), error (the shadow version failed), shed (not sent: it was busy), "
+               "mismatched (an output missing, or of another type or shape)");
   out->Declare("harrier_shadow_top1_agreements_total", Type::kCounter,
                "Shadow answers to classifier-shaped outputs, by whether the shadow version picked "
                "the same top-1 class as the answering one");
@@ -319,6 +320,8 @@ void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out) {
              {{"model", sample.model}, {"version", v}, {"outcome", "error"}}, s.errors);
     out->Add("harrier_shadow_requests_total",
              {{"model", sample.model}, {"version", v}, {"outcome", "shed"}}, s.shed);
+    out->Add("harrier_shadow_requests_total",
+             {{"model", sample.model}, {"version", v}, {"outcome", "mismatched"}}, s.mismatched);
     out->Add("harrier_shadow_top1_agreements_total",
              {{"model", sample.model}, {"version", v}, {"agree", "true"}}, s.top1_agreed);
     out->Add("harrier_shadow_top1_agreements_total",

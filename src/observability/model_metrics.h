@@ -120,7 +120,7 @@ struct TrafficSample {
   uint64_t breaker_panics = 0;
   struct Shadow {
     int64_t version = 0;
-    uint64_t compared = 0, errors = 0, shed = 0, top1_agreed = 0, top1_compared = 0;
+    uint64_t compared = 0, errors = 0, shed = 0, mismatched = 0, top1_agreed = 0, top1_compared = 0;
     double last_max_abs_difference = 0;
   };
   std::vector<Shadow> shadows;

@@ -170,6 +170,10 @@ void TrafficController::RecordShadow(int64_t version, const ShadowComparison& co
     ++f.errors;
     return;
   }
+  if (comparison.mismatched) {
+    ++f.mismatched;
+    return;
+  }
   ++f.compared;
   f.last_max_abs_difference = comparison.max_abs_difference;
   if (comparison.top1_agrees) {
@@ -300,6 +304,8 @@ std::string TrafficController::StateJson() {
     AppendJsonNumber(&out, f.errors);
     out.append(",\"shed\":");
     AppendJsonNumber(&out, f.shed);
+    out.append(",\"mismatched\":");
+    AppendJsonNumber(&out, f.mismatched);
     out.append(",\"top1_agreement\":");
     if (f.top1_compared == 0) {
       out.append("null");
@@ -369,11 +375,15 @@ ShadowComparison CompareOutputs(const std::vector<Tensor>& answered,
                                 const std::vector<Tensor>& shadow) {
   ShadowComparison c;
   for (const Tensor& a : answered) {
-    if (a.dtype != DataType::kFp32) continue;
     const auto it = std::find_if(shadow.begin(), shadow.end(),
                                  [&](const Tensor& t) { return t.name == a.name; });
-    if (it == shadow.end() || it->dtype != DataType::kFp32 || it->size_bytes != a.size_bytes)
-      continue;
+    // (A BYTES output's size is its strings': it may differ with the same type and shape.)
+    if (it == shadow.end() || it->dtype != a.dtype || it->shape != a.shape ||
+        (a.dtype != DataType::kBytes && it->size_bytes != a.size_bytes)) {
+      c.mismatched = true;
+      return c;
+    }
+    if (a.dtype != DataType::kFp32) continue;
     const size_t n = a.size_bytes / sizeof(float);
     const auto* x = reinterpret_cast<const float*>(a.data);
     const auto* y = reinterpret_cast<const float*>(it->data);

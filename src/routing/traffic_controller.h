@@ -39,6 +39,9 @@ namespace harrier {
 // What a shadow comparison found for one request (outputs compared by name).
 struct ShadowComparison {
   bool failed = false;              // the shadow version answered an error
+  // An output of the real answer that the shadow's lacks, or holds with another type or shape:
+  // not comparable, and not an agreement (probe 40: a [4] against a [2,2] read as equal).
+  bool mismatched = false;
   double max_abs_difference = 0;    // over every FP32 output element both answers hold
   std::optional<bool> top1_agrees;  // a classifier-shaped FP32 output: same arg-max
 };
@@ -105,7 +108,7 @@ class TrafficController {
 
   // For the metrics: weights now, rollbacks so far, shadow counts (per shadow version).
   struct ShadowFigures {
-    uint64_t compared = 0, errors = 0, shed = 0, top1_agreed = 0, top1_compared = 0;
+    uint64_t compared = 0, errors = 0, shed = 0, mismatched = 0, top1_agreed = 0, top1_compared = 0;
     double last_max_abs_difference = 0;
   };
   VersionWeights weights() const;

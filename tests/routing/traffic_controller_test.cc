@@ -151,6 +151,29 @@ TEST(TrafficControllerTest, CompareOutputsGivesTheLargestDifferenceAndTopOneAgre
   EXPECT_FALSE(*y.top1_agrees);
 }
 
+// An output the shadow lacks, or holds with another type or shape, is a mismatch, never an
+// agreement: a [4] against a [2,2] with the same data read as a difference of 0 (probe 40).
+TEST(TrafficControllerTest, CompareOutputsCallsAnotherShapeOrAMissingOutputAMismatch) {
+  std::vector<float> a, b, c;
+  const std::vector<Tensor> answered = {Fp32({1, 2, 3, 4}, {4}, &a)};
+  EXPECT_TRUE(CompareOutputs(answered, {Fp32({1, 2, 3, 4}, {2, 2}, &b)}).mismatched);
+  EXPECT_TRUE(CompareOutputs(answered, {}).mismatched);
+  Tensor other_name = Fp32({1, 2, 3, 4}, {4}, &c);
+  other_name.name = "other";
+  EXPECT_TRUE(CompareOutputs(answered, {other_name}).mismatched);
+  EXPECT_FALSE(CompareOutputs(answered, {Fp32({1, 2, 3, 5}, {4}, &b)}).mismatched);
+
+  testing::FakeClock clock;
+  TrafficController controller("m", clock);
+  ShadowComparison mismatch;
+  mismatch.mismatched = true;
+  controller.RecordShadow(2, mismatch);
+  const auto figures = controller.shadow_figures().at(2);
+  EXPECT_EQ(figures.mismatched, 1u);
+  EXPECT_EQ(figures.compared, 0u);
+  EXPECT_EQ(figures.errors, 0u);
+}
+
 TEST(TrafficControllerTest, BreakerStatesOfEachServedVersionForTheMetrics) {
   testing::FakeClock clock;
   TrafficController c("m", clock);
