@@ -539,37 +539,28 @@ class GenerationTests(unittest.TestCase):
                                             "data": [1]}]})
         self.assertEqual(status, 400, body)
         self.assertIn("/v1/chat/completions", json.loads(body)["error"])
-        # Refused by the transport before the handler saw it (a body over --max-body-bytes),
-        # still in OpenAI's shape, which its SDKs read.
-        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw:
-            raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\n"
-                        b"Content-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n")
-            answer = b""
-            while b"}}" not in answer:
-                chunk = raw.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-        head, _, body = answer.partition(b"\r\n\r\n")
-        self.assertTrue(head.startswith(b"HTTP/1.1 413"), answer)
-        error = json.loads(body)["error"]
-        self.assertEqual(error["type"], "invalid_request_error", error)
-        self.assertIn("maximum allowed", error["message"])
-        # A request line longer than the header limit: its 431 too (probe 31).
-        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw:
-            raw.sendall(b"GET /v1/models?x=" + b"x" * (128 << 10) + b" HTTP/1.1\r\nHost: t\r\n\r\n")
-            answer = b""
-            while b"}}" not in answer:
-                chunk = raw.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-        head, _, body = answer.partition(b"\r\n\r\n")
-        self.assertTrue(head.startswith(b"HTTP/1.1 431"), answer)
-        error = json.loads(body)["error"]
-        self.assertEqual(error["type"], "invalid_request_error", error)
-        self.assertIn("larger than the server's limit", error["message"])
-
+        # Refused by the transport before the handler saw it, still in OpenAI's shape, which its
+        # SDKs read: a body over --max-body-bytes, and a request line longer than the header
+        # limit (probe 31).
+        for request, status, says in (
+                (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                 b"application/json\r\nContent-Length: 99999999999\r\n\r\n", b"413",
+                 "maximum allowed"),
+                (b"GET /v1/models?x=" + b"x" * (128 << 10) + b" HTTP/1.1\r\nHost: t\r\n\r\n",
+                 b"431", "larger than the server's limit")):
+            with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw:
+                raw.sendall(request)
+                answer = b""
+                while b"}}" not in answer:
+                    chunk = raw.recv(4096)
+                    if not chunk:
+                        break
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 " + status), answer)
+            error = json.loads(body)["error"]
+            self.assertEqual(error["type"], "invalid_request_error", error)
+            self.assertIn(says, error["message"])
 
     def test_a_prompt_too_long_to_fit_is_refused_before_it_is_read_through(self):
         # llama.cpp's tokenizer is quadratic over bytes it spells out one by one (newlines in
