@@ -1,12 +1,29 @@
 #include "scheduler/batch_tensors.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <new>
 #include <string>
 
 namespace harrier {
 namespace {
+
+// A gather buffer of at least this size is mapped from the kernel, and unmapped when it goes, so
+// that a shrink or a release gives its memory back to the system. From malloc, glibc's dynamic
+// mmap threshold (it rises to 32 MiB after the first large free) kept buffers below that in the
+// heap, resident, after they were freed.
+constexpr size_t kMappedGatherBytes = size_t{1} << 20;
+
+std::shared_ptr<std::byte[]> GatherBuffer(size_t capacity) {
+  if (capacity < kMappedGatherBytes) return AllocateTensorBuffer(capacity);
+  void* p = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p),
+                                      [capacity](std::byte* q) { ::munmap(q, capacity); });
+}
 
 const Tensor* FindInput(const InferenceRequest& r, const std::string& name, size_t hint) {
   if (hint < r.inputs.size() && r.inputs[hint].name == name) return &r.inputs[hint];
@@ -56,7 +73,7 @@ std::byte* BatchInputBuffers::Get(size_t index, size_t size) {
 void BatchInputBuffers::Allocate(Slot* slot, size_t capacity) {
   slot->buffer.reset();  // the old one first: the two are never held together
   held_bytes_.fetch_sub(slot->capacity, std::memory_order_relaxed);
-  slot->buffer = AllocateTensorBuffer(capacity);
+  slot->buffer = GatherBuffer(capacity);
   slot->capacity = capacity;
   held_bytes_.fetch_add(capacity, std::memory_order_relaxed);
 }
