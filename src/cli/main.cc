@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -207,6 +208,49 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
   }).detach();
 }
 
+// A SIGTERM or SIGINT while the models load stops the start: `stop` begins the manager's
+// shutdown (the loads not begun are skipped, a configured warm-up stops between runs, the load
+// in progress finishes), and the server exits 0 without opening a port; another signal exits at
+// once with 1 (probe 39: the signals waited, blocked, until every model had loaded and every
+// port had opened). A thread polls the blocked signals every 100 ms until Finish(); a signal
+// after that stays pending for AwaitStop.
+class SignalsWhileLoading {
+ public:
+  SignalsWhileLoading(const sigset_t& signals, std::function<void()> stop)
+      : thread_([this, signals, stop = std::move(stop)] {
+          while (!done_.load()) {
+            timespec tick{0, 100'000'000};
+            const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+            if (signal_number <= 0) continue;
+            if (signal_.exchange(signal_number) != 0) {
+              spdlog::warn("another signal: exiting without waiting for the load in progress");
+              spdlog::default_logger()->flush();
+              std::_Exit(1);
+            }
+            spdlog::info(
+                "received {} while the models load: skipping the loads not begun, finishing "
+                "the one in progress, then exiting",
+                SignalName(signal_number));
+            stop();
+          }
+        }) {}
+  ~SignalsWhileLoading() { Finish(); }
+  SignalsWhileLoading(const SignalsWhileLoading&) = delete;
+  SignalsWhileLoading& operator=(const SignalsWhileLoading&) = delete;
+
+  // Stops watching; whether a signal came.
+  bool Finish() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    return signal_.load() != 0;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::thread thread_;  // last: it reads the two above from its first instruction
+};
+
 int Serve(const ServeFlags& flags) {
   if (std::string bad = CheckFlagCombinations(flags); !bad.empty()) {
     std::fprintf(stderr, "harrier: %s\n", bad.c_str());
@@ -307,34 +351,13 @@ int Serve(const ServeFlags& flags) {
   }
   // Before any load can make one: the file overrides' directories of servers that were killed.
   RemoveAbandonedOverrideDirectories("");
-  // A SIGTERM or SIGINT while the models load stops the start: the loads not begun are skipped,
-  // a configured warm-up stops between runs, the load in progress finishes, and the server
-  // exits 0 without opening a port; another signal exits at once with 1 (probe 39: the signals
-  // waited, blocked, until every model had loaded and every port had opened). Polled every
-  // 100 ms; a signal after the loads stays pending for AwaitStop.
-  std::atomic<bool> loads_done{false};
-  std::atomic<int> startup_signal{0};
-  std::thread startup_watch([&] {
-    while (!loads_done.load()) {
-      timespec tick{0, 100'000'000};
-      const int signal_number = sigtimedwait(&signals, nullptr, &tick);
-      if (signal_number <= 0) continue;
-      if (startup_signal.exchange(signal_number) != 0) {
-        spdlog::warn("another signal: exiting without waiting for the load in progress");
-        spdlog::default_logger()->flush();
-        std::_Exit(1);
-      }
-      spdlog::info(
-          "received {} while the models load: skipping the loads not begun, finishing the one "
-          "in progress, then exiting",
-          SignalName(signal_number));
-      (*manager)->BeginShutdown();
-    }
-  });
-  (*manager)->LoadAll();  // logs each model's outcome
-  loads_done = true;
-  startup_watch.join();
-  if (startup_signal.load() != 0) {
+  bool stopped_while_loading = false;
+  {
+    SignalsWhileLoading watch(signals, [&manager] { (*manager)->BeginShutdown(); });
+    (*manager)->LoadAll();  // logs each model's outcome
+    stopped_while_loading = watch.Finish();
+  }
+  if (stopped_while_loading) {
     (*manager)->Shutdown();
     spdlog::info("stopped before serving");
     return 0;
@@ -483,21 +506,10 @@ int Serve(const ServeFlags& flags) {
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
-  // Its own connection limit: --max-connections when given; derived, a sixteenth of REST's (at
-  // least 64, or half of REST's when that is less), and at most half the descriptor reserve
-  // REST's derived limit leaves, which also holds the files and the rest of the process (gRPC
-  // channels are few and carry many calls each). With ulimit -n 64 a floor of 64 let idle gRPC
-  // connections take every descriptor (probe 39).
-  const uint64_t rest_connections = (*server)->max_connections();
   rlimit nofile{};
-  const uint64_t reserve = HttpServer::DescriptorReserveFor(
-      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024);
   grpc_options.transport.max_connections =
-      flags.max_connections > 0
-          ? flags.max_connections
-          : std::max<uint64_t>(1, std::min(std::max(std::min<uint64_t>(64, rest_connections / 2),
-                                                    rest_connections / 16),
-                                           reserve / 2));
+      GrpcMaxConnections(flags, (*server)->max_connections(),
+                         ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024);
   grpc_options.address = GrpcAddressOf(flags);
   grpc_options.port = static_cast<uint16_t>(flags.grpc_port);
   grpc_options.tls_cert_file = flags.tls_cert;

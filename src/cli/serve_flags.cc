@@ -1,5 +1,6 @@
 #include "cli/serve_flags.h"
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -81,6 +82,15 @@ std::string CheckListeners(const ServeFlags& flags) {
     }
   }
   return {};
+}
+
+uint64_t GrpcMaxConnections(const ServeFlags& flags, uint64_t rest_connections,
+                            uint64_t descriptor_limit) {
+  if (flags.max_connections > 0) return flags.max_connections;
+  const uint64_t reserve = HttpServer::DescriptorReserveFor(descriptor_limit);
+  const uint64_t wanted =
+      std::max(std::min<uint64_t>(64, rest_connections / 2), rest_connections / 16);
+  return std::max<uint64_t>(1, std::min(wanted, reserve / 2));
 }
 
 // Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when

@@ -133,6 +133,15 @@ std::string CheckFlagCombinations(const ServeFlags& flags);
 // model had loaded and the HTTP port had opened (probe 39).
 std::string CheckListeners(const ServeFlags& flags);
 
+// The gRPC port's connection limit: --max-connections when given; else derived from REST's
+// (`rest_connections`) and the descriptor limit: a sixteenth of REST's, at least 64 (or half
+// of REST's when that is less), and at most half the descriptor reserve REST's derived limit
+// leaves, which also holds the files and the rest of the process (gRPC channels are few and
+// carry many calls each). 1024 descriptors -> 64, 256 -> 32, 64 -> 8. With ulimit -n 64 a
+// floor of 64 let idle gRPC connections take every descriptor (probes 39, 40).
+uint64_t GrpcMaxConnections(const ServeFlags& flags, uint64_t rest_connections,
+                            uint64_t descriptor_limit);
+
 // Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
 // fine. Checked before anything starts, so a bad value exits 1 at once.
 std::string CheckTransportFlags(const ServeFlags& flags);

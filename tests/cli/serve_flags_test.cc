@@ -199,6 +199,21 @@ TEST(ServeFlagsTest, FloatFlagsRefuseNan) {
   }
 }
 
+TEST(ServeFlagsTest, GrpcMaxConnectionsFitsInTheReserveRestLeaves) {
+  ServeFlags flags;
+  const struct {
+    uint64_t descriptors, grpc;
+  } cases[] = {{1024, 64}, {65536, 3584}, {256, 32}, {128, 32}, {64, 8}, {1, 1}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.descriptors);
+    EXPECT_EQ(
+        GrpcMaxConnections(flags, HttpServer::MaxConnectionsFor(c.descriptors), c.descriptors),
+        c.grpc);
+  }
+  flags.max_connections = 10;  // given: both ports take it
+  EXPECT_EQ(GrpcMaxConnections(flags, 10, 64), 10u);
+}
+
 // It was ignored without a word, while the other flags that need another are usage errors.
 TEST(ServeFlagsTest, AccessLogFileNeedsTheAccessLogOn) {
   ServeFlags flags;
