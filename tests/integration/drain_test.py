@@ -285,7 +285,6 @@ class DrainTest(unittest.TestCase):
         finally:
             p.terminate()
 
-    @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def start_warming_up(self, name):
         """A server whose only model runs a long configured warm-up (slow, 10,000 runs), with
         its log; returns while the warm-up runs."""
@@ -327,6 +326,7 @@ class DrainTest(unittest.TestCase):
             proc.wait()
             log.close()
 
+    @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
         # core/fatal_signal.h: the process ends by the signal as before, after a report on
         # stderr whose own frames the harness symbolizes (what CI prints for a crash).
