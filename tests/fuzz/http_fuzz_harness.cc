@@ -201,9 +201,10 @@ class HttpFuzzHarness::Handler final : public HttpHandler {
 class HttpFuzzHarness::CountingAccessLog final : public AccessLog {
  public:
   void Write(const AccessRecord& r) override {
-    // 501: a transfer coding before the final chunked (docs/server.md).
+    // 501: a transfer coding before the final chunked; 505: a request line of HTTP/2.0 or later
+    // on an HTTP/1.1 connection (docs/server.md).
     if (r.status != 400 && r.status != 408 && r.status != 413 && r.status != 431 &&
-        r.status != 501)
+        r.status != 501 && r.status != 505)
       Fail("the transport logged a refusal with status " + std::to_string(r.status));
     if (r.protocol != "http") Fail("a transport access record not marked \"http\"");
     if (!IsAcceptableRequestId(r.request_id)) Fail("an access record with a malformed request id");
