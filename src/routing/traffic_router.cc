@@ -63,17 +63,12 @@ StatusOr<RouteDecision> TrafficRouter::Route(const RouteRequest& request, Clock:
   if (request.forced_version) {
     const int64_t v = *request.forced_version;
     if (!Served(v)) return NotFound("version " + std::to_string(v) + " of the model is not served");
-    std::shared_ptr<const WeightedSplit> split;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      split = split_;
-    }
     decision.version = v;
     decision.forced = true;
     if (Admit(v, now)) return decision;
     // Refused while another version with traffic would take a request: the forced version is
     // out of rotation. Otherwise every version is refusing, and this is a panic.
-    for (const auto& [other, weight] : split->weights()) {
+    for (const auto& [other, weight] : weights()) {
       if (weight > 0 && BreakerWait(other, now) == Clock::duration::zero()) {
         const Clock::duration wait = BreakerWait(v, now);
         if (retry_after != nullptr) *retry_after = wait;
