@@ -15,6 +15,7 @@
 
 #include "core/json_writer.h"
 #include "core/utf8.h"
+#include "observability/text_exposition.h"
 
 namespace harrier {
 namespace {
@@ -389,6 +390,13 @@ void AsyncAccessLog::FormatPacked() {
 uint64_t AsyncAccessLog::dropped_lines() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_lines_;
+}
+
+void AsyncAccessLog::AppendMetrics(TextExposition* out) const {
+  constexpr std::string_view kDropped = "harrier_access_log_dropped_lines_total";
+  out->Declare(kDropped, TextExposition::Type::kCounter,
+               "Access log lines dropped because the writer fell behind or writing failed");
+  out->Add(kDropped, {}, dropped_lines());
 }
 
 void AsyncAccessLog::WriterLoop() {

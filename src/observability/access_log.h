@@ -31,6 +31,8 @@
 
 namespace harrier {
 
+class TextExposition;
+
 enum class LogFormat { kText, kJson };
 
 // The record's fields as `"request_id":"..","protocol":..,...` (no braces): a JSON line is
@@ -66,6 +68,8 @@ class AsyncAccessLog : public AccessLog {
   // Lines dropped because the buffer was full, or because writing them failed (a full disk,
   // a closed pipe; the first failure of a run of them is logged).
   uint64_t dropped_lines() const;
+  // dropped_lines() as the counter harrier_access_log_dropped_lines_total.
+  void AppendMetrics(TextExposition* out) const;
 
  private:
   AsyncAccessLog(const Options& options, int fd, bool owns_fd, bool regular_file);

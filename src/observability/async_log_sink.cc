@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "observability/text_exposition.h"
+
 namespace harrier {
 namespace {
 
@@ -122,6 +124,14 @@ bool AsyncLogSink::Stop(std::chrono::milliseconds grace) {
 uint64_t AsyncLogSink::dropped_lines() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_lines_;
+}
+
+void AsyncLogSink::AppendMetrics(TextExposition* out) const {
+  constexpr std::string_view kDropped = "harrier_log_dropped_lines_total";
+  out->Declare(kDropped, TextExposition::Type::kCounter,
+               "Server log lines dropped because stderr took no more (its reader fell behind or "
+               "it was closed)");
+  out->Add(kDropped, {}, dropped_lines());
 }
 
 }  // namespace harrier

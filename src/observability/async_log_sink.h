@@ -34,6 +34,8 @@
 
 namespace harrier {
 
+class TextExposition;
+
 class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   struct Options {
@@ -55,6 +57,8 @@ class AsyncLogSink final : public spdlog::sinks::base_sink<std::mutex> {
   // Lines dropped because the buffer was full, the descriptor refused them (a closed pipe) or
   // they were abandoned at the stop, or logged after it.
   uint64_t dropped_lines() const;
+  // dropped_lines() as the counter harrier_log_dropped_lines_total.
+  void AppendMetrics(TextExposition* out) const;
 
   static constexpr std::chrono::milliseconds kStopGrace{2000};
   static constexpr std::chrono::milliseconds kFlushWait{1000};

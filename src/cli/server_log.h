@@ -1,0 +1,17 @@
+// The server log: spdlog's default logger, writing to stderr through an AsyncLogSink (a stalled
+// reader of stderr never holds a thread that logs, nor the stop), as text or as one JSON object
+// a line (--log-format), at the level --log-verbose sets.
+#pragma once
+
+#include <memory>
+
+#include "cli/serve_flags.h"
+#include "observability/async_log_sink.h"
+
+namespace harrier {
+
+// Makes the server log spdlog's default logger and returns its sink, which the caller stops
+// last of all (AsyncLogSink::Stop), after everything that logs.
+std::shared_ptr<AsyncLogSink> SetUpServerLog(const ServeFlags& flags);
+
+}  // namespace harrier
