@@ -155,13 +155,6 @@ bool IsValidSettingsPayload(std::string_view payload) {
   return true;
 }
 
-// The method and target of the request line at the start of `buffered`, as far as they were
-// read ("METHOD SP target ..."), for a request whose start line or headers went past the limit
-// before Beast parsed the line: Beast reads the start line only once it is whole, so an
-// over-long request line left the 431 without a target, and so without the shape its API
-// answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
-// much of the target as was read, as its other fields do. False when not even the method and
-// the target's first byte are there.
 // True when the request line at the start of `buffered` (as far as it came) ends in a
 // well-formed HTTP version other than 1.x ("HTTP/2.0"), which Beast refuses as a bad version
 // like a malformed one: it is answered 505, not 400 (RFC 9110 §15.6.6, as nginx does).
@@ -175,6 +168,13 @@ bool UnsupportedHttpVersion(std::string_view buffered) {
          v[7] >= '0' && v[7] <= '9' && buffered[end - 9] == ' ';
 }
 
+// The method and target of the request line at the start of `buffered`, as far as they were
+// read ("METHOD SP target ..."), for a request whose start line or headers went past the limit
+// before Beast parsed the line: Beast reads the start line only once it is whole, so an
+// over-long request line left the 431 without a target, and so without the shape its API
+// answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
+// much of the target as was read, as its other fields do. False when not even the method and
+// the target's first byte are there.
 bool RequestLineOf(std::string_view buffered, std::string* method, std::string* target) {
   const std::string_view line = buffered.substr(0, buffered.find("\r\n"));
   const std::size_t sp1 = line.find(' ');
