@@ -88,10 +88,13 @@ class TimingSink final : public GenerationSink {
   }
   void OnStart(int prompt_tokens, int reused) override {
     tally_->Started(clock_->Now());
+    stats_->RecordPromptTokens(static_cast<uint64_t>(std::max(0, prompt_tokens)),
+                               static_cast<uint64_t>(std::max(0, reused)));
     next_->OnStart(prompt_tokens, reused);
   }
   void OnToken(std::string_view text, float logprob) override {
     const Clock::time_point now = clock_->Now();
+    stats_->RecordGeneratedToken();  // the engine calls OnToken once per token sampled
     if (tokens_++ == 0) {
       first_ = now;
       if (tally_->FirstToken()) stats_->RecordTimeToFirstToken(Ns(received_, now));
@@ -192,7 +195,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
       return InvalidArgument("a generative model version has no instances of its own");
     std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
     model->metered_ =
-        std::make_unique<MeteredGenerator>(&model->options_, &model->stats_, model->clock_);
+        std::make_unique<MeteredGenerator>(&model->options_, model->stats_.get(), model->clock_);
     return model;
   }
   std::shared_ptr<LoadedModel> model(new LoadedModel(std::move(options)));
@@ -209,7 +212,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
     self->OnComplete(std::move(r), std::move(result), timing);
   };
   scheduler_options.on_batch_ran = [self](const BatchTiming& b) {
-    if (b.ok) self->stats_.RecordExecution(b.batch_size, b.compute_input_ns, b.compute_infer_ns);
+    if (b.ok) self->stats_->RecordExecution(b.batch_size, b.compute_input_ns, b.compute_infer_ns);
     // Before the answers release their tickets: until then the finished requests still count
     // as queued, which errs towards refusing, never towards a longer wait than predicted.
     if (self->options_.admission != nullptr) {
@@ -219,7 +222,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
     }
   };
   scheduler_options.on_batch_answered = [self](const BatchTiming& b) {
-    if (b.ok) self->stats_.AddBatchOutputTime(b.batch_size, b.compute_output_ns);
+    if (b.ok) self->stats_->AddBatchOutputTime(b.batch_size, b.compute_output_ns);
   };
   // Overload protection predicts a newcomer's queue delay from the runs in progress.
   scheduler_options.on_batch_start = [self](const BatchTiming& b) {
@@ -233,7 +236,10 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Create(
 LoadedModel::LoadedModel(Options options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &SteadyClock()),
-      stats_(options_.io.max_batch_size) {
+      stats_(options_.stats != nullptr &&
+                     options_.stats->max_batch_size() == options_.io.max_batch_size
+                 ? options_.stats
+                 : std::make_shared<ModelStats>(options_.io.max_batch_size)) {
   for (const IoSpec& o : options_.io.outputs) all_output_names_.push_back(o.name);
 }
 
@@ -267,11 +273,11 @@ uint64_t LoadedModel::queue_depth() const {
 void LoadedModel::SnapshotStats(ModelVersionStats* out) const {
   out->name = options_.name;
   out->version = options_.version;
-  stats_.Snapshot(out);
+  stats_->Snapshot(out);
 }
 
 void LoadedModel::RecordFailure(StatusCode code, Clock::time_point received_at) {
-  stats_.RecordFailure(Ns(received_at, clock_->Now()), code);
+  stats_->RecordFailure(Ns(received_at, clock_->Now()), code);
 }
 
 Status LoadedModel::CheckAdmission(std::string_view client_id) const {
@@ -291,7 +297,7 @@ void LoadedModel::Infer(std::unique_ptr<InferenceRequest> request, InferCallback
     StatusOr<AdmissionTicket> admitted =
         options_.admission->Admit(request->client_id, IsUrgent(options_.policy, request->priority));
     if (!admitted.ok()) {
-      stats_.RecordFailure(Ns(request->received_at, clock_->Now()), admitted.status().code());
+      stats_->RecordFailure(Ns(request->received_at, clock_->Now()), admitted.status().code());
       done(admitted.status());
       return;
     }
@@ -316,7 +322,7 @@ void LoadedModel::InferShadowCopy(std::unique_ptr<InferenceRequest> request, Inf
 void LoadedModel::Submit(std::unique_ptr<InferenceRequest> request, InferCallback done,
                          AdmissionTicket ticket, Clock::time_point validate_start) {
   if (!scheduler_) {
-    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), StatusCode::kInvalidArgument);
+    stats_->RecordFailure(Ns(request->received_at, clock_->Now()), StatusCode::kInvalidArgument);
     done(InvalidArgument("model '" + options_.name +
                          "' generates text and takes no tensors: use POST /v1/chat/completions, "
                          "POST /v1/completions or POST /v2/models/" +
@@ -328,7 +334,7 @@ void LoadedModel::Submit(std::unique_ptr<InferenceRequest> request, InferCallbac
   if (Status s = ValidateAndPrepare(options_.io, options_.name, request.get(),
                                     &scheduled->output_names, AllOutputs::kLeftEmpty);
       !s.ok()) {
-    stats_.RecordFailure(Ns(request->received_at, clock_->Now()), s.code());
+    stats_->RecordFailure(Ns(request->received_at, clock_->Now()), s.code());
     done(std::move(s));
     return;
   }
@@ -336,7 +342,7 @@ void LoadedModel::Submit(std::unique_ptr<InferenceRequest> request, InferCallbac
   scheduled->request = std::move(request);
   scheduled->done = std::move(done);
   scheduled->compute_input_ns = Ns(validate_start, clock_->Now());
-  stats_.RequestStarted();  // RequestFinished() in OnComplete, which every Submit() reaches
+  stats_->RequestStarted();  // RequestFinished() in OnComplete, which every Submit() reaches
   scheduler_->Submit(std::move(scheduled));
 }
 
@@ -344,7 +350,7 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
                              StatusOr<std::vector<Tensor>> result, const RequestTiming& timing) {
   const InferenceRequest& req = *r->request;
   const Clock::time_point ran = clock_->Now();
-  stats_.RequestFinished();
+  stats_->RequestFinished();
   // Overload feedback from requests that ran or waited out their deadline in the queue; not
   // from ones refused at Submit() or cancelled (their queue time says nothing about the load).
   if (timing.executed_batch_size > 0) {
@@ -374,10 +380,10 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
     options_.traffic->Record(options_.version, outcome);
   }
   if (!result.ok()) {
-    stats_.RecordFailure(Ns(req.received_at, ran), result.status().code());
+    stats_->RecordFailure(Ns(req.received_at, ran), result.status().code());
     if (result.status().code() == StatusCode::kCancelled) {
-      stats_.RecordCancellation(timing.executed_batch_size > 0 ? CancellationStage::kRunning
-                                                               : CancellationStage::kQueued);
+      stats_->RecordCancellation(timing.executed_batch_size > 0 ? CancellationStage::kRunning
+                                                                : CancellationStage::kQueued);
     }
     r->done(result.status().WithContext(label()));
     return;
@@ -388,7 +394,7 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   d.compute_infer_ns = timing.compute_infer_ns;
   d.total_ns = Ns(req.received_at, ran);
   // Counted before the answer leaves, so that a client holding its answer sees it counted.
-  stats_.RecordSuccess(d, r->batch_size);
+  stats_->RecordSuccess(d, r->batch_size);
   InferenceResponse response;
   response.model_name = options_.name;
   response.model_version = options_.version;
@@ -406,7 +412,7 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   // The callback encodes the response (compute_output) and hands it to the connection.
   r->done(std::move(response));
   const Clock::time_point answered = clock_->Now();
-  stats_.AddOutputTime(Ns(ran, answered), Ns(req.received_at, answered));
+  stats_->AddOutputTime(Ns(ran, answered), Ns(req.received_at, answered));
 }
 
 }  // namespace harrier

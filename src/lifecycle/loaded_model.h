@@ -51,6 +51,12 @@ class LoadedModel : public ServableModel {
     std::shared_ptr<TrafficController> traffic;
     // A model that generates text: its engine, in place of instances (Create gets none).
     std::shared_ptr<GenerativeModel> generator;
+    // The statistics and metrics to count into. A reload of a serving version passes the ones of
+    // the version it replaces (stats()), so that its counters and histograms go on across the
+    // swap, the requests the old one still answers included: a reset counter under the same
+    // labels is a loss Prometheus cannot always see (probe 41). Null, or ones made for another
+    // max_batch_size: new ones.
+    std::shared_ptr<ModelStats> stats;
   };
 
   // Builds the scheduler over `instances` (kInvalidArgument when there are none), or, with
@@ -98,7 +104,9 @@ class LoadedModel : public ServableModel {
   // The version's admission control; null when it admits everything.
   const ModelAdmission* admission() const { return options_.admission.get(); }
   // The version's Prometheus histograms and counters (recorded by its ModelStats).
-  const ModelMetrics& metrics() const { return stats_.metrics(); }
+  const ModelMetrics& metrics() const { return stats_->metrics(); }
+  // The statistics it counts into, for the version that replaces it (Options::stats).
+  const std::shared_ptr<ModelStats>& stats() const { return stats_; }
 
   // A generative version's waiting generations, which never started, end with `why`, and new
   // ones are refused with it (GenerativeModel::EndWaiting); the running ones go on. A tensor
@@ -129,7 +137,7 @@ class LoadedModel : public ServableModel {
   // (ScheduledRequest::all_outputs points here). Filled by the constructor.
   std::vector<std::string> all_output_names_;
 
-  ModelStats stats_;
+  const std::shared_ptr<ModelStats> stats_;  // never null
 };
 
 }  // namespace harrier

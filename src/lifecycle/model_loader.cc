@@ -173,10 +173,12 @@ ModelLoader::ModelLoader(const Options& options)
 
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     const ModelDirectory& dir, const inference::ModelConfig& base_config, int64_t version,
-    std::shared_ptr<TrafficController> traffic, const std::atomic<bool>* unload) {
+    std::shared_ptr<TrafficController> traffic, const std::atomic<bool>* unload,
+    std::shared_ptr<ModelStats> stats) {
   const BackendRegistry::Choice choice = Choose(dir, base_config, version);
   if (choice.generative)
-    return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic));
+    return LoadGenerativeVersion(dir, base_config, version, choice, std::move(traffic),
+                                 std::move(stats));
   if (!choice.unknown.empty()) {
     return Unimplemented((dir.config_path.empty() ? dir.path : dir.config_path) + ": backend '" +
                          choice.unknown + "' is not one this server has; it runs " +
@@ -246,6 +248,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
   model_options.policy = policy;
   model_options.inline_execution_max_us = options_.inline_execution_max_us;
   model_options.traffic = std::move(traffic);
+  model_options.stats = std::move(stats);  // the warm-up runs on the instances, uncounted
   if (!allowed_cpus_.empty()) {
     for (int i = 0; i < instances; ++i)
       model_options.worker_cpus.push_back(allowed_cpus_[next_cpu_++ % allowed_cpus_.size()]);
@@ -326,7 +329,8 @@ std::string_view ModelLoader::PlatformFor(const ModelDirectory& dir,
 
 StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
     const ModelDirectory& dir, inference::ModelConfig config, int64_t version,
-    const BackendRegistry::Choice& choice, std::shared_ptr<TrafficController> traffic) {
+    const BackendRegistry::Choice& choice, std::shared_ptr<TrafficController> traffic,
+    std::shared_ptr<ModelStats> stats) {
   const std::string where = dir.config_path.empty() ? dir.path : dir.config_path;
   if (choice.generator == nullptr) {
     const std::string engine(choice.missing);
@@ -361,6 +365,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   model_options.version = version;
   model_options.config_json = ModelConfigToJson(config);
   model_options.traffic = std::move(traffic);
+  model_options.stats = std::move(stats);  // the warm-up goes to the engine itself, uncounted
   model_options.generator = generator;
   // Of dynamic_batching only the priority levels mean anything here: the engine batches itself.
   ASSIGN_OR_RETURN(model_options.policy, MakeBatchingPolicy(config));
@@ -388,9 +393,8 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   Status warmed = generator->Generate(std::move(warm), sink);
   if (warmed.ok()) warmed = finished.get();
   if (!warmed.ok()) loaded.warmup_failure = warmed.message();
-  const GenerationStats stats = generator->Stats();
   spdlog::info("model '{}' version {}: {} (context {} tokens, {} KV cells)", dir.name, version,
-               backend.name(), generator->context_size(), stats.kv_cells_total);
+               backend.name(), generator->context_size(), generator->Stats().kv_cells_total);
   return loaded;
 }
 

@@ -56,11 +56,14 @@ class ModelLoader {
   // not load, the config does not fit it, a configured warm-up fails.
   // `traffic`: the model's traffic controller, which the version reports its requests to
   // (may be null). `unload` (may be null): set when an unload of the model is asked for; a
-  // configured warm-up then stops between runs and the load fails.
+  // configured warm-up then stops between runs and the load fails. `stats` (may be null): the
+  // statistics of the serving version this load replaces, to count on into
+  // (LoadedModel::Options::stats); the warm-up is never counted in them.
   StatusOr<LoadedVersion> LoadVersion(const ModelDirectory& dir,
                                       const inference::ModelConfig& config, int64_t version,
                                       std::shared_ptr<TrafficController> traffic = nullptr,
-                                      const std::atomic<bool>* unload = nullptr);
+                                      const std::atomic<bool>* unload = nullptr,
+                                      std::shared_ptr<ModelStats> stats = nullptr);
 
   // Whether version `version` of `dir` with `config` is a text generator's
   // (BackendRegistry::Choose: the config names a generator, or names no backend or platform
@@ -77,7 +80,8 @@ class ModelLoader {
   StatusOr<LoadedVersion> LoadGenerativeVersion(const ModelDirectory& dir,
                                                 inference::ModelConfig config, int64_t version,
                                                 const BackendRegistry::Choice& choice,
-                                                std::shared_ptr<TrafficController> traffic);
+                                                std::shared_ptr<TrafficController> traffic,
+                                                std::shared_ptr<ModelStats> stats);
 
   const Options options_;
   const std::vector<int> allowed_cpus_;  // empty unless pinning

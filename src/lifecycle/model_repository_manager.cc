@@ -524,7 +524,11 @@ Status ModelRepositoryManagerImpl::Reconcile(
   const std::shared_ptr<std::atomic<bool>> unload_asked = LoadStarts(dir.name);
   for (int64_t v : to_load) {
     const Clock::time_point start = Clock::now();
-    auto result = loader_.LoadVersion(load_dir, config, v, traffic, unload_asked.get());
+    // A reload of a serving version counts on into its statistics (LoadedModel::Options::stats).
+    std::shared_ptr<ModelStats> stats;
+    if (auto it = serving.find(v); it != serving.end() && it->second.model != nullptr)
+      stats = it->second.model->stats();
+    auto result = loader_.LoadVersion(load_dir, config, v, traffic, unload_asked.get(), stats);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (result.ok()) {
       const bool warmed = result->warmup_failure.empty();
@@ -1540,9 +1544,9 @@ std::vector<DashboardVersion> ModelRepositoryManagerImpl::DashboardVersions() co
       row.queue_depth = model->queue_depth();
       row.in_flight = m.in_flight.load(std::memory_order_relaxed);
       row.request_duration = m.request_duration.Snapshot();
-      if (GenerativeModel* generator = model->generative()) {
+      if (model->generative() != nullptr) {
         row.generative = true;
-        row.generated_tokens = generator->Stats().generated_tokens_total;
+        row.generated_tokens = m.generated_tokens.load(std::memory_order_relaxed);
         row.time_to_first_token = m.time_to_first_token.Snapshot();
       }
     }

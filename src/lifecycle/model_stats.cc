@@ -14,7 +14,8 @@ uint64_t NowMs() {
 }  // namespace
 
 ModelStats::ModelStats(int64_t max_batch_size)
-    : max_batch_stat_(std::max<int64_t>(1, max_batch_size)),
+    : max_batch_size_(max_batch_size),
+      max_batch_stat_(std::max<int64_t>(1, max_batch_size)),
       batch_(new BatchCounters[static_cast<size_t>(max_batch_stat_) + 1]) {}
 
 void ModelStats::RecordExecution(int64_t batch_size, uint64_t compute_input_ns,

@@ -24,6 +24,9 @@ class ModelStats {
   // Batch statistics are kept for sizes 1..max(1, max_batch_size).
   explicit ModelStats(int64_t max_batch_size = 0);
 
+  // The max_batch_size it was made for: a reload whose config changes it counts into new ones.
+  int64_t max_batch_size() const { return max_batch_size_; }
+
   // Per request (Triton's inference_stats).
   struct Durations {
     uint64_t queue_ns = 0;
@@ -55,6 +58,13 @@ class ModelStats {
   // Text generation: receipt to the first token, and the time per token after it.
   void RecordTimeToFirstToken(uint64_t ns) { metrics_.time_to_first_token.Observe(ns); }
   void RecordTimePerOutputToken(uint64_t ns) { metrics_.time_per_output_token.Observe(ns); }
+  // A generation got its sequence: its prompt's tokens, `reused` of them from a cached prefix.
+  void RecordPromptTokens(uint64_t prompt, uint64_t reused) {
+    metrics_.prompt_tokens.fetch_add(prompt, std::memory_order_relaxed);
+    metrics_.reused_prompt_tokens.fetch_add(reused, std::memory_order_relaxed);
+  }
+  // A generation sampled one token.
+  void RecordGeneratedToken() { metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed); }
 
   // Fills the counter fields of `out` (name and version are left to the caller).
   void Snapshot(ModelVersionStats* out) const;
@@ -81,6 +91,7 @@ class ModelStats {
   std::atomic<uint64_t> inference_count_{0};
   std::atomic<uint64_t> execution_count_{0};
   std::atomic<uint64_t> last_inference_ms_{0};
+  const int64_t max_batch_size_;                  // constant after construction
   const int64_t max_batch_stat_;                  // constant after construction
   const std::unique_ptr<BatchCounters[]> batch_;  // index = batch size; [0] unused
   ModelMetrics metrics_;

@@ -241,9 +241,12 @@ void AppendModelVersionMetrics(const ModelVersionSample& sample, TextExposition*
       out->AddHistogram(h.name, labels, histogram.upper_bounds(), histogram.Snapshot(),
                         h.unit_divisor);
     }
-    out->Add("harrier_prompt_tokens_total", labels, g.prompt_tokens_total);
-    out->Add("harrier_prompt_tokens_reused_total", labels, g.reused_prompt_tokens_total);
-    out->Add("harrier_generated_tokens_total", labels, g.generated_tokens_total);
+    out->Add("harrier_prompt_tokens_total", labels,
+             m.prompt_tokens.load(std::memory_order_relaxed));
+    out->Add("harrier_prompt_tokens_reused_total", labels,
+             m.reused_prompt_tokens.load(std::memory_order_relaxed));
+    out->Add("harrier_generated_tokens_total", labels,
+             m.generated_tokens.load(std::memory_order_relaxed));
     out->Add("harrier_generation_active_sequences", labels,
              static_cast<double>(g.active_sequences));
     out->Add("harrier_generation_waiting_requests", labels,

@@ -76,6 +76,12 @@ struct ModelMetrics {
   FailureCounters failures;
   std::array<std::atomic<uint64_t>, 2> cancellations{};  // by CancellationStage
   std::atomic<int64_t> in_flight{0};                     // admitted and not yet answered
+  // Text generation: the prompt tokens of the generations that got a sequence (of them, those
+  // taken from a cached prefix), and the tokens sampled. Counted by the version's requests, not
+  // read from its engine: a load's warm-up is not in them, and a reload keeps them.
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<uint64_t> reused_prompt_tokens{0};
+  std::atomic<uint64_t> generated_tokens{0};
 
   void RecordCancellation(CancellationStage stage) {
     cancellations[static_cast<size_t>(stage)].fetch_add(1, std::memory_order_relaxed);

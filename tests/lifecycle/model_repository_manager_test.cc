@@ -2047,3 +2047,138 @@ TEST_F(ModelRepositoryManagerTest, ALoadWhoseOnlyVersionVanishesFailsAndSaysWhy)
 
 }  // namespace
 }  // namespace harrier
+
+namespace harrier {
+namespace {
+
+// ---- Statistics across a reload (probe 41) ---------------------------------------------------
+
+// A sink that only waits for the end.
+struct EndOnlySink : GenerationSink {
+  std::promise<void> ended;
+  void OnStart(int, int) override {}
+  void OnToken(std::string_view, float) override {}
+  void OnEnd(FinishReason, const GenerationUsage&, const Status&) override { ended.set_value(); }
+};
+
+// `family{model="m",version="1"} N` as a scrape of `m` shows it, or -1 when absent.
+double ScrapedValue(ModelRepositoryManager& m, const std::string& family,
+                    const std::string& model) {
+  TextExposition text;
+  m.CollectMetrics(&text);
+  const std::string key = family + "{model=\"" + model + "\",version=\"1\"} ";
+  const std::string all = text.Text();
+  const size_t at = all.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(all.substr(at + key.size(), all.find('\n', at) - at - key.size()));
+}
+
+// A reload of a serving version counts on into its statistics: a counter that fell back to 0
+// under the same labels read to Prometheus as a reset it cannot always see (5, reload, 8 read
+// as +3), and the request the old instance answered during the swap was counted nowhere.
+TEST_F(ModelRepositoryManagerTest, AReloadOfAVersionKeepsCountingIntoItsStatistics) {
+  Write("a/1/model.onnx", "identity FP32 -1 4");
+  auto manager = Explicit({"a"});
+  auto& m = *manager;
+  {
+    auto a = m.Get("a", std::nullopt);
+    ASSERT_TRUE(a.ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(InferSync(**a, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  }
+  // One request runs on the old instance while the reload swaps the new one in.
+  std::atomic<bool> hold_next{true};
+  std::promise<void> running, release;
+  std::shared_future<void> released = release.get_future().share();
+  backend_.on_run = [&] {
+    if (!hold_next.exchange(false)) return;
+    running.set_value();
+    released.wait();
+  };
+  const ServableModel* old_instance = ServingNow(m, "a", 1);
+  std::promise<StatusOr<InferenceResponse>> in_flight;
+  {
+    auto a = m.Get("a", std::nullopt);
+    ASSERT_TRUE(a.ok());
+    (*a)->Infer(Fp32Request({1, 2, 3, 4}, {1, 4}),
+                [&](StatusOr<InferenceResponse> r) { in_flight.set_value(std::move(r)); });
+  }
+  running.get_future().wait();
+  auto reloaded = std::async(std::launch::async, [&] { return Control(m, true, "a"); });
+  for (int i = 0; i < 500 && ServingNow(m, "a", 1) == old_instance; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(ServingNow(m, "a", 1), old_instance) << "the reload did not swap";
+  release.set_value();
+  ASSERT_TRUE(in_flight.get_future().get().ok());
+  ASSERT_TRUE(reloaded.get().ok());
+  {
+    auto a = m.Get("a", std::nullopt);
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(InferSync(**a, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  }
+  auto stats = m.Stats("a", 1);
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].success.count, 5u);  // 3 before, 1 across the swap, 1 after
+  EXPECT_EQ(ScrapedValue(m, "harrier_request_success_total", "a"), 5);
+  // Observed once the answer has been handed back, just after the callback.
+  EXPECT_TRUE(Eventually(
+      [&] { return ScrapedValue(m, "harrier_request_duration_seconds_count", "a") == 5; }));
+
+  // A reload whose config changes the batch size counts into new statistics (Triton's batch
+  // statistics are per size).
+  Write("a/config.pbtxt", "max_batch_size: 8\n");
+  ASSERT_TRUE(Control(m, true, "a").ok());
+  stats = m.Stats("a", 1);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].success.count, 0u);
+  // An unload, then a load, starts again too: the version's series were gone meanwhile.
+  {
+    auto a = m.Get("a", std::nullopt);
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(InferSync(**a, Fp32Request({1, 2, 3, 4}, {1, 4})).ok());
+  }
+  ASSERT_TRUE(Control(m, false, "a").ok());
+  ASSERT_TRUE(Control(m, true, "a").ok());
+  stats = m.Stats("a", 1);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].success.count, 0u);
+}
+
+// A generator's token counters are its requests' (the load's warm-up token is not among them),
+// and a reload keeps them.
+TEST_F(ModelRepositoryManagerTest, TokenCountersCountRequestsNotTheWarmUpAndOutliveAReload) {
+  Write("text/1/model.gguf", "gguf");
+  auto o = Options(root_.string(), 2);
+  o.backends = &with_generators_;
+  o.control_mode = ModelControlMode::kExplicit;
+  o.startup_models = {"text"};
+  auto created = ModelRepositoryManager::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto& m = **created;
+  m.LoadAll();
+  EXPECT_EQ(ScrapedValue(m, "harrier_generated_tokens_total", "text"), 0);
+  EXPECT_EQ(ScrapedValue(m, "harrier_prompt_tokens_total", "text"), 0);
+  auto generate = [&] {
+    auto text = m.Get("text", std::nullopt);
+    ASSERT_TRUE(text.ok());
+    GenerationRequest request;
+    request.prompt = "abc";  // the fake's tokens: one a byte
+    request.max_tokens = -1;
+    auto sink = std::make_shared<EndOnlySink>();
+    auto ended = sink->ended.get_future();
+    ASSERT_TRUE((*text)->generative()->Generate(std::move(request), sink).ok());
+    ended.wait();
+  };
+  generate();
+  EXPECT_EQ(ScrapedValue(m, "harrier_generated_tokens_total", "text"), 4);  // the fake's script
+  EXPECT_EQ(ScrapedValue(m, "harrier_prompt_tokens_total", "text"), 3);
+  ASSERT_TRUE(Control(m, true, "text").ok());
+  EXPECT_EQ(ScrapedValue(m, "harrier_generated_tokens_total", "text"), 4);
+  generate();
+  EXPECT_EQ(ScrapedValue(m, "harrier_generated_tokens_total", "text"), 8);
+  EXPECT_EQ(ScrapedValue(m, "harrier_prompt_tokens_total", "text"), 6);
+  m.Shutdown();
+}
+
+}  // namespace
+}  // namespace harrier
