@@ -248,7 +248,7 @@ Status App::Start() {
                                                             openai_options);
   // The status page (GET /dashboard, docs/dashboard.md) in front of them all.
   dashboard_handler_ = std::make_unique<DashboardHandler>(
-      [this] { return manager_->DashboardVersions(); }, openai_handler_.get());
+      [this] { return manager_->DashboardVersions(); }, openai_handler_.get(), access_log_.get());
   // Access control in front of the whole chain, answering from the head (null: none).
   rest_auth_ = access_control_->WrapRest(dashboard_handler_.get());
   HttpHandler* rest_handler = rest_auth_ ? rest_auth_.get() : dashboard_handler_.get();

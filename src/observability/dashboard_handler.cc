@@ -4,6 +4,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/request_id.h"
+#include "core/route_answer.h"
 #include "observability/dashboard_page.h"
 
 namespace harrier {
@@ -21,8 +23,8 @@ HttpResponse Body(std::string_view content_type, std::string body) {
 
 }  // namespace
 
-DashboardHandler::DashboardHandler(Source source, HttpHandler* next)
-    : source_(std::move(source)), next_(next) {}
+DashboardHandler::DashboardHandler(Source source, HttpHandler* next, AccessLog* access_log)
+    : source_(std::move(source)), next_(next), access_log_(access_log) {}
 
 std::string DashboardHandler::SummaryJson() const {
   return DashboardSummaryJson(source_(), HistogramBuckets::Latency().upper_bounds);
@@ -43,16 +45,21 @@ void DashboardHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   path = path.substr(0, path.find('?'));
   const bool page = path == "/" || path == "/dashboard";
   if (!page && path != kSummaryPath) return next_->Handle(std::move(request), std::move(respond));
+  const std::string request_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
+  auto answer = [&](HttpResponse r) {
+    AnswerRoute(access_log_, request, request_id, std::move(r), respond);
+  };
   if (!IsGetOrHead(request.method)) {
     HttpResponse r;
     r.status = 405;
     r.headers.emplace_back("Content-Type", "application/json");
     r.headers.emplace_back("Allow", "GET, HEAD");
     r.body = "{\"error\":\"use GET on this path\"}";
-    return respond(std::move(r));
+    return answer(std::move(r));
   }
-  if (page) return respond(Body("text/html; charset=utf-8", std::string(DashboardPageHtml())));
-  respond(Body("application/json", SummaryJson()));
+  if (page) return answer(Body("text/html; charset=utf-8", std::string(DashboardPageHtml())));
+  answer(Body("application/json", SummaryJson()));
 }
 
 }  // namespace harrier

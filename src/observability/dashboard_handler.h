@@ -7,6 +7,7 @@
 // Any other request, and every Precheck(), goes to `next` untouched, so the inference path
 // pays one path comparison and nothing else; the summary is built only when the page asks,
 // on the I/O thread that received the request. Another method on these paths: 405 with Allow.
+// Its own answers carry X-Request-Id and get their access line, as every route's do.
 //
 // Thread safety: Handle() and Precheck() from any thread; `source` must be callable from any
 // I/O thread and must not block for long.
@@ -16,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "harrier/access_log.h"
 #include "harrier/http_message.h"
 #include "observability/dashboard_summary.h"
 
@@ -25,8 +27,9 @@ class DashboardHandler : public HttpHandler {
  public:
   using Source = std::function<std::vector<DashboardVersion>()>;
 
-  // `next` is not owned and must outlive the handler.
-  DashboardHandler(Source source, HttpHandler* next);
+  // `next` is not owned and must outlive the handler; so must `access_log` (null: no lines),
+  // where each request this handler answers itself gets its line (core/route_answer.h).
+  DashboardHandler(Source source, HttpHandler* next, AccessLog* access_log = nullptr);
 
   void Handle(HttpRequest&& request, HttpResponder respond) override;
   std::optional<HttpResponse> Precheck(const HttpRequest& head) override;
@@ -41,6 +44,7 @@ class DashboardHandler : public HttpHandler {
   // Constant after construction.
   const Source source_;
   HttpHandler* const next_;
+  AccessLog* const access_log_;
 };
 
 }  // namespace harrier

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "observability/dashboard_page.h"
+#include "util/recording_access_log.h"
 
 namespace harrier {
 namespace {
@@ -54,13 +55,14 @@ std::string_view Header(const HttpResponse& r, std::string_view name) {
 struct Fixture {
   int reads = 0;
   RecordingHandler next;
+  testing::RecordingAccessLog log;
   DashboardHandler handler{[this] {
                              ++reads;
                              DashboardVersion v;
                              v.state = {"simple", 1, ModelState::kReady, ""};
                              return std::vector<DashboardVersion>{v};
                            },
-                           &next};
+                           &next, &log};
 };
 
 TEST(DashboardHandlerTest, ServesThePageAtRootAndDashboard) {
@@ -118,6 +120,27 @@ TEST(DashboardHandlerTest, EverythingElseGoesToTheNextHandler) {
   EXPECT_FALSE(f.handler.Precheck(head).has_value());
   EXPECT_EQ(f.next.prechecks, 2);
   EXPECT_EQ(f.reads, 0);
+}
+
+// Its own answers have an X-Request-Id and one access line each (probe 41: none had a line);
+// what it passes on is the next handler's to log.
+TEST(DashboardHandlerTest, EachOfItsAnswersHasOneAccessLine) {
+  Fixture f;
+  HttpResponse page = Call(f.handler, "GET", "/dashboard");
+  EXPECT_FALSE(Header(page, "X-Request-Id").empty());
+  Call(f.handler, "GET", "/v2/dashboard/summary");
+  Call(f.handler, "POST", "/dashboard");
+  Call(f.handler, "GET", "/v2/models/simple");
+  const auto lines = f.log.records();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].target, "/dashboard");
+  EXPECT_EQ(lines[0].status, 200);
+  EXPECT_EQ(lines[0].request_id, Header(page, "X-Request-Id"));
+  EXPECT_EQ(lines[0].response_bytes, DashboardPageHtml().size());
+  EXPECT_EQ(lines[1].target, "/v2/dashboard/summary");
+  EXPECT_EQ(lines[2].method, "POST");
+  EXPECT_EQ(lines[2].status, 405);
+  EXPECT_EQ(lines[2].error, "use GET on this path");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/http_text.h"
 #include "core/json_writer.h"
 #include "core/request_id.h"
+#include "core/route_answer.h"
 #include "core/status_mapping.h"
 #include "core/url_path.h"
 #include "core/utf8.h"
@@ -165,20 +166,8 @@ StatusOr<size_t> JsonHeaderLength(const HttpRequest& request, size_t body_size) 
   return n;
 }
 
-constexpr std::string_view kRequestIdHeader = "X-Request-Id";
 // W3C Trace Context Level 2: the server span of a traced request.
 constexpr std::string_view kTraceResponseHeader = "traceresponse";
-
-// The message of an error body {"error":"..."} (for the access log; errors only).
-std::string ErrorMessageOf(const HttpResponse& response) {
-  if (response.status < 400) return {};
-  simdjson::dom::parser parser;
-  std::string_view message;
-  if (parser.parse(simdjson::padded_string(response.body))["error"].get_string().get(message)) {
-    return response.body;
-  }
-  return std::string(message);
-}
 
 // Runs in the model's callback: classification, then encoding. `*failure` is the error when
 // the response is one.
@@ -499,22 +488,7 @@ KServeHandler::KServeHandler(ModelManager* models, Options options)
 
 void KServeHandler::Answer(const HttpRequest& request, std::string_view request_id,
                            HttpResponse response, const HttpResponder& respond) const {
-  response.headers.emplace_back(kRequestIdHeader, request_id);
-  if (options_.access_log != nullptr) {
-    const std::string error = ErrorMessageOf(response);
-    AccessRecord record;
-    record.request_id = request_id;
-    record.protocol = "http";
-    record.method = request.method;
-    record.target = request.target;
-    record.status = response.status;
-    record.error = error;
-    record.key_id = request.auth_key_id;
-    record.request_bytes = request.body ? request.body->size() : 0;
-    record.response_bytes = response.body.size();
-    options_.access_log->Write(record);
-  }
-  respond(std::move(response));
+  AnswerRoute(options_.access_log, request, request_id, std::move(response), respond);
 }
 
 void KServeHandler::Handle(HttpRequest&& request, HttpResponder respond) {

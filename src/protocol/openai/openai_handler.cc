@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/request_id.h"
+#include "core/route_answer.h"
 #include "core/status_mapping.h"
 #include "core/timer_thread.h"
 #include "core/url_path.h"
@@ -644,8 +645,14 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
   // Events read from the store per turn: what a slow reader's queue may pass its bound by.
   static constexpr size_t kResumeBatchEvents = 32;
 
-  Resumer(SharedPtr shared, std::shared_ptr<ResponseStream> out)
-      : shared_(std::move(shared)), out_(std::move(out)) {}
+  // `line`: the resume request as its access line names it (method, target, key), written
+  // once, when the stream ends (core/route_answer.h).
+  Resumer(SharedPtr shared, std::shared_ptr<ResponseStream> out, HttpRequest line,
+          std::string stream_id)
+      : shared_(std::move(shared)),
+        out_(std::move(out)),
+        line_(std::move(line)),
+        stream_id_(std::move(stream_id)) {}
   ~Resumer() {
     std::lock_guard lock(mu_);
     reader_.reset();  // before the store, which `shared_` keeps
@@ -661,6 +668,15 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
       released = std::move(self_);
     }
   }
+  // The client went away (its request's cancellation): the stream ends unfinished.
+  void ClientGone() {
+    std::shared_ptr<Resumer> released;
+    std::lock_guard lock(mu_);
+    if (!reader_) return;
+    reader_.reset();
+    released = std::move(self_);
+    WriteLine("the client went away");
+  }
   // The store says there is more (under its lock: only schedule).
   static void Wake(const std::weak_ptr<Resumer>& weak, TimerThread* timer) {
     timer->Schedule(Clock::now(), [weak] {
@@ -674,6 +690,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
     if (out_->abandoned()) {  // the client went away again
       reader_.reset();
       released = std::move(self_);
+      WriteLine("the client went away");
       return;
     }
     // A client that reads slowly holds back what was written: no more is read from the store
@@ -686,6 +703,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
     auto batch = reader_->Read(kResumeBatchEvents);
     for (size_t i = 0; i < batch.events.size(); ++i) {
       std::string event = SseEvent(batch.events[i].data, batch.events[i].id);
+      bytes_ += event.size();
       const bool last = i + 1 == batch.events.size();
       if (last && out_->pending_bytes() + event.size() > bound) {
         out_->Write(std::move(event), [weak = weak_from_this(), timer = &shared_->timer](bool) {
@@ -696,25 +714,42 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
       }
     }
     if (batch.state == StreamState::kGone) {
-      out_->Write(SseEvent(OpenAiErrorJson(NotFound("the stream expired or was evicted"))), {});
+      const Status gone = NotFound("the stream expired or was evicted");
+      std::string event = SseEvent(OpenAiErrorJson(gone));
+      bytes_ += event.size();
+      out_->Write(std::move(event), {});
       out_->Finish();
       reader_.reset();
       released = std::move(self_);
+      WriteLine(gone.message());
     } else if (batch.state == StreamState::kFinished && batch.drained) {
       out_->Finish();
       reader_.reset();
       released = std::move(self_);
+      WriteLine("");
     } else if (!batch.drained && out_->pending_bytes() <= bound) {
       Wake(weak_from_this(), &shared_->timer);  // more than one batch: the rest next turn
     }
   }
 
  private:
+  // The stream's access line: 200 (its head went out), the event bytes written, and why it
+  // ended early. Once; under mu_.
+  void WriteLine(std::string_view error) {
+    if (logged_) return;
+    logged_ = true;
+    WriteRouteAccessLine(shared_->options.access_log, line_, stream_id_, 200, bytes_, error);
+  }
+
   const SharedPtr shared_;
   const std::shared_ptr<ResponseStream> out_;
+  const HttpRequest line_;
+  const std::string stream_id_;
   std::mutex mu_;
   std::unique_ptr<StreamReader> reader_;  // guarded by mu_
   std::shared_ptr<Resumer> self_;         // guarded by mu_: set while reader_ is
+  uint64_t bytes_ = 0;                    // guarded by mu_
+  bool logged_ = false;                   // guarded by mu_
 };
 
 }  // namespace
@@ -765,19 +800,20 @@ void OpenAiHandler::Handle(HttpRequest&& request, HttpResponder respond) {
   std::string model;
   std::optional<int64_t> version;
   int kind = kChat;
+  // An answer of this handler's own that is not a generation: its X-Request-Id and access line.
+  auto with_id = [&](HttpResponse r) {
+    AnswerRoute(shared_->options.access_log, request,
+                ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process()),
+                std::move(r), respond);
+  };
   if (MatchGenerate(path, &model, &version, &kind)) {
-    if (request.method != "POST") return respond(MethodNotAllowed("POST"));
+    if (request.method != "POST") return with_id(MethodNotAllowed("POST"));
     return Generate(std::move(request), std::move(respond), kind, std::move(model), version);
   }
   if (path.substr(0, 4) != "/v1/" && path != "/v1") {
     next_->Handle(std::move(request), std::move(respond));
     return;
   }
-  auto with_id = [&](HttpResponse r) {
-    r.headers.emplace_back("X-Request-Id", ResolveRequestId(request.Header("x-request-id"),
-                                                            RequestIdGenerator::Process()));
-    respond(std::move(r));
-  };
   if (path == "/v1/chat/completions" || path == "/v1/completions") {
     if (request.method != "POST") return with_id(MethodNotAllowed("POST"));
     const int k = path == "/v1/completions" ? kCompletion : kChat;
@@ -1006,10 +1042,13 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
       stream_id.size() == 32 && std::all_of(stream_id.begin(), stream_id.end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
       });
+  // Not echoed when malformed: the line and the header get an id of their own.
   auto error = [&](const Status& s) {
-    HttpResponse r = ErrorResponse(kChat, s);
-    if (well_formed) r.headers.emplace_back("X-Request-Id", std::string(stream_id));
-    respond(std::move(r));
+    AnswerRoute(shared_->options.access_log, request,
+                well_formed ? std::string(stream_id)
+                            : ResolveRequestId(request.Header("x-request-id"),
+                                               RequestIdGenerator::Process()),
+                ErrorResponse(kChat, s), respond);
   };
   if (!well_formed) {
     return error(
@@ -1029,7 +1068,11 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
     last = *parsed;
   }
   auto out = std::make_shared<ResponseStream>();
-  auto resumer = std::make_shared<Resumer>(shared_, out);
+  HttpRequest line;
+  line.method = request.method;
+  line.target = request.target;
+  line.auth_key_id = request.auth_key_id;
+  auto resumer = std::make_shared<Resumer>(shared_, out, std::move(line), std::string(stream_id));
   std::weak_ptr<Resumer> weak = resumer;
   TimerThread* timer = &shared_->timer;
   auto reader = shared_->store->Resume(stream_id, request.auth_key_id, last,
@@ -1048,7 +1091,7 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
   }
   if (request.cancellation) {
     request.cancellation->OnCancel([weak] {
-      if (auto r = weak.lock()) r->SetReader(nullptr);
+      if (auto r = weak.lock()) r->ClientGone();
     });
   }
   HttpResponse head;

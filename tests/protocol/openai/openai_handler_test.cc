@@ -325,6 +325,51 @@ TEST_F(OpenAiHandlerTest, AFinishedStreamResumesAfterItsLastEventId) {
   EXPECT_NE(twice.body.find("given 2 times"), std::string::npos) << twice.body;
 }
 
+// Every request the handler answers has its access line (probe 41: the model list, the
+// handler's 404s and 405s and a resumed stream had none): a resumed stream's at its end, with
+// the bytes it sent.
+TEST_F(OpenAiHandlerTest, EveryAnswerOfItsOwnHasOneAccessLine) {
+  const auto r = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  ASSERT_TRUE(r.stream);
+  const std::string id = Header(r, "X-Request-Id");
+  StreamReader first(r.stream);
+  first.Drain();
+  ASSERT_EQ(log_.records().size(), 1u);  // the generation's own
+
+  EXPECT_EQ(Call("GET", "/v1/models", "", {{"x-request-id", "list-1"}}).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/chat/completions").status, 405);
+  EXPECT_EQ(Call("GET", "/v1/nothing").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/streams/0123456789abcdef0123456789abcdef").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/streams/not-an-id", "", {{"x-request-id", "bad-id"}}).status, 404);
+  const auto resumed = Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "2"}});
+  ASSERT_TRUE(resumed.stream);
+  StreamReader second(resumed.stream);
+  for (int i = 0; i < 100 && !second.finished; ++i) {
+    second.Drain();
+    if (!second.finished) std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_TRUE(second.finished);
+
+  const auto lines = log_.records();
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[1].target, "/v1/models");
+  EXPECT_EQ(lines[1].status, 200);
+  EXPECT_EQ(lines[1].request_id, "list-1");
+  EXPECT_GT(lines[1].response_bytes, 0u);
+  EXPECT_EQ(lines[2].status, 405);
+  EXPECT_EQ(lines[3].status, 404);
+  EXPECT_NE(lines[3].error.find("no such endpoint"), std::string::npos) << lines[3].error;
+  EXPECT_EQ(lines[4].status, 404);
+  EXPECT_EQ(lines[4].request_id, "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(lines[5].request_id, "bad-id");  // a malformed stream id is not echoed
+  EXPECT_EQ(lines[6].method, "GET");
+  EXPECT_EQ(lines[6].target, "/v1/streams/" + id);
+  EXPECT_EQ(lines[6].request_id, id);
+  EXPECT_EQ(lines[6].status, 200);
+  EXPECT_EQ(lines[6].response_bytes, second.text.size());
+  EXPECT_EQ(lines[6].error, "");
+}
+
 // An engine may read a long prompt after Generate returned (off the I/O thread): a stream's
 // head waits for the engine to accept the prompt, and a prompt refused then is a plain error.
 TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
@@ -474,7 +519,9 @@ TEST_F(OpenAiHandlerTest, AStreamIdOfTheWrongShapeIsNotFoundAndNotEchoed) {
   const std::string id(5000, 'x');
   const auto r = Call("GET", "/v1/streams/" + id);
   EXPECT_EQ(r.status, 404);
-  EXPECT_EQ(Header(r, "X-Request-Id"), "");
+  // An id of its own, as every answer has (its access line's), never the path's text.
+  EXPECT_FALSE(Header(r, "X-Request-Id").empty());
+  EXPECT_EQ(Header(r, "X-Request-Id").find("xxxxxxxx"), std::string::npos);
   EXPECT_EQ(r.body.find("xxxxxxxx"), std::string::npos) << r.body.substr(0, 200);
   const auto upper = Call("GET", "/v1/streams/0123456789ABCDEF0123456789ABCDEF");
   EXPECT_EQ(upper.status, 404);
