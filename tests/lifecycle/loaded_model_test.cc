@@ -231,6 +231,35 @@ TEST_F(LoadedModelTest, FailuresAreCountedByReasonAndCancellationsByStage) {
   EXPECT_EQ(st.fail.count, 4u);  // Triton's failure count: the same four
 }
 
+// A client that leaves at its own deadline (a gRPC client cancels the call at its grpc-timeout)
+// races the server's clock, which started later: a cancellation just before the deadline is the
+// deadline's (probe 41), one well before it the client's.
+TEST_F(LoadedModelTest, ACancellationAtTheDeadlineIsATimeout) {
+  auto m = Make(BatchingPolicy{});
+  auto call = [&](Clock::duration before, Clock::duration after) {
+    auto r = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
+    const auto now = std::chrono::steady_clock::now();
+    r->received_at = now - before;
+    r->deadline = now + after;
+    r->cancellation = std::make_shared<CancellationToken>();
+    r->cancellation->Cancel();
+    std::promise<StatusOr<InferenceResponse>> done;
+    m->Infer(std::move(r),
+             [&](StatusOr<InferenceResponse> resp) { done.set_value(std::move(resp)); });
+    return done.get_future().get().status().code();
+  };
+  using std::chrono::milliseconds;
+  // A 1 s timeout: 20 ms of slack. Cancelled 2 ms before its deadline: the deadline's.
+  EXPECT_EQ(call(milliseconds(998), milliseconds(2)), StatusCode::kDeadlineExceeded);
+  // Cancelled with 900 ms left: the client's.
+  EXPECT_EQ(call(milliseconds(100), milliseconds(900)), StatusCode::kCancelled);
+  m->Shutdown();
+  const ModelMetrics& metrics = m->metrics();
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kTimeout), 1u);
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kCancelled), 1u);
+  EXPECT_EQ(metrics.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(), 1u);
+}
+
 }  // namespace
 }  // namespace harrier
 
