@@ -116,8 +116,12 @@ void InferenceObservers::Ran(SteadyTime at) {
 
 void InferenceObservers::Finished(std::string_view request_id, const InferenceOutcome& outcome,
                                   const InferenceFlowTiming* timing, SteadyTime at) {
-  if (access_line_) access_line_->Finished(request_id, outcome, timing, at);
-  if (trace_) trace_->Finished(request_id, outcome, timing, at);
+  // A client that went away (499, gRPC CANCELLED) was sent nothing: the error body built for it
+  // is no response bytes (nginx logs 0 for a 499 too; probe 41).
+  InferenceOutcome reported = outcome;
+  if (outcome.error.code() == StatusCode::kCancelled) reported.response_bytes = 0;
+  if (access_line_) access_line_->Finished(request_id, reported, timing, at);
+  if (trace_) trace_->Finished(request_id, reported, timing, at);
 }
 
 std::shared_ptr<TracedRequest> InferenceObservers::ReleaseTrace() {

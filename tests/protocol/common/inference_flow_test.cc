@@ -175,6 +175,19 @@ TEST_F(InferenceFlowTest, ModelFailureIsEncodedAndLoggedWithoutTiming) {
   EXPECT_FALSE(records[0].inputs.empty());
 }
 
+// A client that went away was sent nothing: its line has no response bytes, whatever the error
+// body built for it (probe 41; nginx logs 0 for a 499).
+TEST_F(InferenceFlowTest, ACancelledCallsLineHasNoResponseBytes) {
+  model_->infer = [](const InferenceRequest&) -> StatusOr<InferenceResponse> {
+    return Cancelled("the request was cancelled while queued");
+  };
+  Run(Call(), &log_);
+  const auto records = log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].error, "the request was cancelled while queued");
+  EXPECT_EQ(records[0].response_bytes, 0u);
+}
+
 // Where each refusal counts: nowhere (the codec's check), under model="" (no version chosen),
 // or in the version's statistics (once routed).
 TEST_F(InferenceFlowTest, RefusalsAreCountedWhereTheyHappen) {
