@@ -175,6 +175,33 @@ bool UnsupportedHttpVersion(std::string_view buffered) {
 // answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
 // much of the target as was read, as its other fields do. False when not even the method and
 // the target's first byte are there.
+// The X-Request-Id field among the header lines at the start of `unparsed` (what Beast has not
+// taken yet), when its line is whole, for a header refused before Beast parsed it: Beast takes
+// a field only once the next line has begun (it could be a folded continuation), so a stalled
+// header's last field was lost, and a client's id with it when that field came last (probe 41).
+// Empty when there is none.
+std::string_view RequestIdLineOf(std::string_view unparsed) {
+  constexpr std::string_view kName = "x-request-id:";
+  while (!unparsed.empty()) {
+    const std::size_t end = unparsed.find("\r\n");
+    if (end == std::string_view::npos || end == 0) return {};  // a partial line, or the blank one
+    const std::string_view line = unparsed.substr(0, end);
+    if (line.size() > kName.size() &&
+        std::equal(kName.begin(), kName.end(), line.begin(), [](char a, char b) {
+          return a == (b >= 'A' && b <= 'Z' ? static_cast<char>(b - 'A' + 'a') : b);
+        })) {
+      std::string_view value = line.substr(kName.size());
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+        value.remove_prefix(1);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+        value.remove_suffix(1);
+      return value;
+    }
+    unparsed.remove_prefix(end + 2);
+  }
+  return {};
+}
+
 bool RequestLineOf(std::string_view buffered, std::string* method, std::string* target) {
   const std::string_view line = buffered.substr(0, buffered.find("\r\n"));
   const std::size_t sp1 = line.find(' ');
@@ -1308,6 +1335,13 @@ void BasicHttpConnection<Stream>::OnTimer(uint64_t generation, const error_code&
     // is not reading either is cut off by the write timeout.
     error_code ignored;
     socket_.lowest_layer().cancel(ignored);
+    if (phase_ == Phase::kHeader && parser_ && parser_->got_some() &&
+        request_.Header("x-request-id").empty()) {
+      const auto data = buffer_.data();
+      const std::string_view id =
+          RequestIdLineOf({static_cast<const char*>(data.data()), data.size()});
+      if (!id.empty()) request_.headers.push_back({"x-request-id", std::string(id)});
+    }
     SendError(408, phase_ == Phase::kHeader
                        ? "the request header was not received within the header timeout"
                        : "the request body stalled for longer than the body timeout");

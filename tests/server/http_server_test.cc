@@ -1569,6 +1569,31 @@ TEST_F(HttpServerTest, StalledHeaderIsAccessLogged) {
   EXPECT_EQ(r->Header("x-request-id"), "half-1");
 }
 
+// The header's last whole line before the stall: Beast has not taken it (it waits for the next
+// line, which could fold into it), and the client's id was lost when it came last (probe 41).
+TEST_F(HttpServerTest, AStalledHeadersLastWholeFieldStillGivesItsRequestId) {
+  options_.access_log = &access_log_;
+  options_.header_timeout = milliseconds(200);
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /x HTTP/1.1\r\nHost: t\r\nx-REQUEST-id:  last-1 \r\n"));
+  auto r = c.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_EQ(r->Header("x-request-id"), "last-1");
+  EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  const auto records = access_log_.records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].request_id, "last-1");
+  // A line cut short is not taken.
+  RawHttpClient d(server_->port());
+  ASSERT_TRUE(d.Send("GET /x HTTP/1.1\r\nHost: t\r\nX-Request-Id: cut"));
+  r = d.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_NE(r->Header("x-request-id"), "cut");
+}
+
 TEST_F(HttpServerTest, AnUnacceptableClientIdIsReplacedInTheRefusal) {
   options_.access_log = &access_log_;
   StartServer();
