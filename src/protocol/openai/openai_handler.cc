@@ -891,8 +891,9 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   // before (a Triton endpoint's model, named by the URL, as soon as the URL names one that
   // exists).
   auto count_failure = [&](StatusCode code) {
-    if (model == nullptr && IsTriton(kind)) {
+    if (model == nullptr && !model_name.empty()) {
       if (auto named = models_->Get(model_name, version); named.ok()) {
+        record->SetModel((*named)->name(), (*named)->version());
         return (*named)->RecordFailure(code, received_at);
       }
     }
@@ -918,15 +919,20 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
                                  kind == kGenerateStream ? GenerateEndpoint::kGenerateStream
                                                          : GenerateEndpoint::kGenerate,
                                  shared_->options.limits, &param);
-  if (!parsed.ok()) return fail(parsed.status(), param);
+  if (!parsed.ok()) {
+    // A body that names an existing model is that model's bad request, as a Triton endpoint's
+    // URL makes it (probe 41: counted under model="" with no model in its line or span).
+    if (!IsTriton(kind)) model_name = ModelNamedIn(body);
+    return fail(parsed.status(), param);
+  }
   GenerationParams params = std::move(parsed).value();
+  if (!IsTriton(kind)) model_name = params.model;
   record->Decoded(Clock::now());
   const bool streaming = params.stream || kind == kGenerateStream;
   // X-Request-Timeout-Us (and X-Client-Id) as for any inference request (docs/api.md).
   InferenceRequest scheduling;
   scheduling.received_at = received_at;
   if (Status s = kserve::ApplySchedulingFields(request, &scheduling); !s.ok()) return fail(s);
-  if (!IsTriton(kind)) model_name = params.model;
 
   auto routed = models_->Route(model_name, version, request.headers);
   if (!routed.ok()) {

@@ -324,4 +324,11 @@ StatusOr<GenerationParams> ParseCompletionRequest(std::string_view body,
   return Parse(body, Endpoint::kCompletions, limits, param_at_fault);
 }
 
+std::string ModelNamedIn(std::string_view body) {
+  simdjson::dom::parser parser;
+  std::string_view model;
+  if (parser.parse(simdjson::padded_string(body))["model"].get_string().get(model)) return {};
+  return std::string(model);
+}
+
 }  // namespace harrier::openai

@@ -34,4 +34,8 @@ StatusOr<GenerationParams> ParseCompletionRequest(std::string_view body,
                                                   const RequestLimits& limits = {},
                                                   std::string* param_at_fault = nullptr);
 
+// The `model` string of a body that is a JSON object, or "" (not JSON, not an object, no string
+// `model`): which model a request that fails to parse is counted under, when that model exists.
+std::string ModelNamedIn(std::string_view body);
+
 }  // namespace harrier::openai

@@ -325,6 +325,25 @@ TEST_F(OpenAiHandlerTest, AFinishedStreamResumesAfterItsLastEventId) {
   EXPECT_NE(twice.body.find("given 2 times"), std::string::npos) << twice.body;
 }
 
+// A body that fails to parse but names an existing model is that model's bad request (probe 41:
+// counted under model="" with no model in its line); one naming no model stays unrouted.
+TEST_F(OpenAiHandlerTest, ABadBodyNamingAModelCountsUnderIt) {
+  EXPECT_EQ(Call("POST", "/v1/chat/completions", R"({"model":"llm","messages":"oops"})").status,
+            400);
+  EXPECT_EQ(Call("POST", "/v1/chat/completions", R"({"model":"nope","messages":"oops"})").status,
+            400);
+  EXPECT_EQ(Call("POST", "/v1/completions", "not json").status, 400);
+  ASSERT_EQ(llm_->recorded_failures.size(), 1u);
+  EXPECT_EQ(llm_->recorded_failures[0], StatusCode::kInvalidArgument);
+  EXPECT_EQ(models_.unrouted_failures.size(), 2u);
+  const auto lines = log_.records();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].model, "llm");
+  EXPECT_EQ(lines[0].version, 3);
+  EXPECT_EQ(lines[1].model, "");
+  EXPECT_EQ(lines[2].model, "");
+}
+
 // Every request the handler answers has its access line (probe 41: the model list, the
 // handler's 404s and 405s and a resumed stream had none): a resumed stream's at its end, with
 // the bytes it sent.
@@ -1062,7 +1081,8 @@ TEST_F(OpenAiHandlerTest, ErrorsAreInOpenAisShapeAndChangeNothing) {
 
 // A generation refused before the engine saw it is counted as the tensor endpoints count
 // theirs: under the version once known, under model="" before; a Triton endpoint's model is the
-// URL's (probe 32). The engine's own refusals are its version's to count (MeteredGenerator).
+// URL's (probe 32), an OpenAI endpoint's the one its body names, even in a body refused
+// (probe 41). The engine's own refusals are its version's to count (MeteredGenerator).
 TEST_F(OpenAiHandlerTest, RefusalsBeforeTheEngineAreCountedWhereTheTensorEndpointsCountThem) {
   auto tensors = models_.Get("tensors", std::nullopt);
   ASSERT_TRUE(tensors.ok());
@@ -1079,11 +1099,12 @@ TEST_F(OpenAiHandlerTest, RefusalsBeforeTheEngineAreCountedWhereTheTensorEndpoin
   EXPECT_EQ(Call("POST", "/v2/models/llm/generate", "{not json").status, 400);
   EXPECT_EQ(
       Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","max_tokens":-3})").status,
-      400);  // parsed before the model is looked up: not yet known
+      400);  // refused by the parser, but the body names the model: its bad request (probe 41)
   EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"tensors","prompt":"x"})").status, 400);
-  EXPECT_EQ(llm_->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
+  EXPECT_EQ(llm_->recorded_failures,
+            (std::vector<StatusCode>{StatusCode::kInvalidArgument, StatusCode::kInvalidArgument}));
   EXPECT_EQ(tensor_model->recorded_failures, std::vector<StatusCode>{StatusCode::kInvalidArgument});
-  EXPECT_EQ(models_.unrouted_failures.size(), 4u);
+  EXPECT_EQ(models_.unrouted_failures.size(), 3u);
   // Their access lines have no figures (no tensor stage durations of zero either).
   for (const auto& line : log_.records()) {
     EXPECT_EQ(line.total_ns, 0u) << line.target;
@@ -1091,8 +1112,8 @@ TEST_F(OpenAiHandlerTest, RefusalsBeforeTheEngineAreCountedWhereTheTensorEndpoin
   }
   // Answered: nothing more is counted here, and its line has its figures.
   EXPECT_EQ(Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})").status, 200);
-  EXPECT_EQ(llm_->recorded_failures.size(), 1u);
-  EXPECT_EQ(models_.unrouted_failures.size(), 4u);
+  EXPECT_EQ(llm_->recorded_failures.size(), 2u);
+  EXPECT_EQ(models_.unrouted_failures.size(), 3u);
   ASSERT_EQ(log_.records().size(), 7u);
   EXPECT_GT(log_.records().back().total_ns, 0u);
   EXPECT_GE(log_.records().back().prompt_tokens, 0);
