@@ -202,6 +202,22 @@ std::string_view RequestIdLineOf(std::string_view unparsed) {
   return {};
 }
 
+// When the request line at the start of `line` ends in "HTTP/1.x" with x of 2 to 9, makes it
+// "HTTP/1.1" in place and says so. Beast refuses every version but 1.0 and 1.1
+// as malformed; RFC 9112 §2.3 has a higher minor version of HTTP/1 served as the highest one
+// the server speaks, as nginx does (probe 40 F7: "HTTP/1.2" was a 400).
+bool LowerHigherMinorVersion(char* line, std::size_t size) {
+  const std::string_view text(line, size);
+  // The line as far as it came: Beast refuses the version as soon as its 8 bytes are in.
+  std::size_t end = text.find_first_of("\r\n");
+  if (end == std::string_view::npos) end = text.size();
+  if (end < 9) return false;
+  const std::string_view v = text.substr(end - 8, 8);  // "HTTP/1.x"
+  if (!v.starts_with("HTTP/1.") || v[7] < '2' || v[7] > '9' || text[end - 9] != ' ') return false;
+  line[end - 1] = '1';
+  return true;
+}
+
 bool RequestLineOf(std::string_view buffered, std::string* method, std::string* target) {
   const std::string_view line = buffered.substr(0, buffered.find("\r\n"));
   const std::size_t sp1 = line.find(' ');
@@ -485,6 +501,15 @@ void BasicHttpConnection<Stream>::Parse() {
     if (ec == http::error::need_more) {
       ReadMore();
       return;
+    }
+    // Beast refuses a version only in the request line, which it takes whole or not at all: the
+    // buffer still starts with it.
+    if (ec == http::error::bad_version &&
+        LowerHigherMinorVersion(static_cast<char*>(buffer_.data().data()), buffer_.size())) {
+      // Served as HTTP/1.1: the refused line was not taken, and a new parser reads it again.
+      parser_.emplace(&request_, &body_, &spare_header_fields_, shared_->options.max_body_bytes,
+                      shared_->options.max_header_bytes);
+      continue;
     }
     if (ec) {
       FailParse(ec);

@@ -1508,6 +1508,26 @@ TEST_F(HttpServerTest, AnOverLongRequestLineIs431WithItsTargetAsFarAsRead) {
   EXPECT_LE(records[0].target.size(), 4096u);
 }
 
+// RFC 9112 §2.3: a higher minor version of HTTP/1 is served as HTTP/1.1, as nginx does (probe
+// 40 F7: Beast's "bad version", a 400), also when it is pipelined after another request.
+TEST_F(HttpServerTest, AHigherMinorVersionOfHttp1IsServedAsHttp11) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("GET /x HTTP/1.2\r\nHost: t\r\n\r\nGET /y HTTP/1.9\r\nHost: t\r\n\r\n"));
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 200) << i;
+  }
+  RawHttpClient cut(server_->port());
+  ASSERT_TRUE(cut.Send("GET /x HTTP/1.3"));
+  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(cut.Send("\r\nHost: t\r\n\r\n"));
+  auto r = cut.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 // Whether the request line's end came in one read or was cut between its CR and LF, an
 // HTTP/2.0 request line is a 505 (probe 40: the cut made it a 400).
 TEST_F(HttpServerTest, AnHttp20RequestLineIs505HoweverItsBytesArrive) {
