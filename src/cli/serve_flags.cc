@@ -4,6 +4,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace harrier {
 
@@ -242,7 +243,9 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Largest request body, also once decoded; larger ones get 413 "
                    "(--http-max-input-size: Triton's name)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      // Not CLI::PositiveNumber: it let -1 through (CLI11 reads it as 2^64-1 into an unsigned
+      // flag: no limit at all), and its message printed a 300-digit bound.
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   serve
       ->add_option(
           "--max-connections", flags->max_connections,
@@ -263,7 +266,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->add_option("--max-tensor-elements", flags->max_tensor_elements,
                    "Most elements one input tensor may claim; more get 413")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   serve
       ->add_option("--http-header-timeout-secs", flags->header_timeout_secs,
                    "A request's line and headers must arrive within this time (else 408)")
@@ -331,7 +334,7 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "Requests admitted and not yet answered, across all models; more get 429 "
                    "(0: no limit)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   serve
       ->add_option("--cpu-affinity", flags->cpu_affinity,
                    "Pin each model instance's worker thread to one CPU, round robin over the "

@@ -141,6 +141,35 @@ TEST(ServeFlagsTest, UnsignedLimitsAreBoundedSoThatMinusOneIsRefused) {
     ServeFlags other;
     EXPECT_NE(Parse({"--inline-execution-max-us", bad}, &other), 0) << bad;
   }
+  // CLI::PositiveNumber let -1 through as 2^64-1: a body limit of no limit at all.
+  for (const char* bad : {"-1", "0", "1099511627777"}) {
+    ServeFlags other;
+    EXPECT_NE(Parse({"--max-body-bytes", bad}, &other), 0) << bad;
+  }
+  ASSERT_EQ(Parse({"--max-body-bytes", "1099511627776"}, &flags), 0);
+  EXPECT_EQ(flags.max_body_bytes, uint64_t{1} << 40);
+}
+
+// A refused value's message names the range in digits a person reads (CLI::PositiveNumber's
+// printed a 300-digit double).
+TEST(ServeFlagsTest, RangeMessagesAreReadable) {
+  for (const char* flag : {"--max-body-bytes", "--max-tensor-elements", "--max-inflight"}) {
+    CLI::App app{"harrier"};
+    CLI::App* serve = app.add_subcommand("serve");
+    ServeFlags flags;
+    AddServeFlags(serve, &flags);
+    std::vector<std::string> args = {"serve", "--model-repository", "/repo", flag, "-5"};
+    std::reverse(args.begin(), args.end());
+    std::string message;
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      message = e.what();
+    }
+    EXPECT_FALSE(message.empty()) << flag;
+    EXPECT_LT(message.size(), 120u) << message;
+    EXPECT_EQ(message.find(".000000"), std::string::npos) << message;
+  }
 }
 
 // Found before any model loads, not once the HTTP port has opened (probe 39).
