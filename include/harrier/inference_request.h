@@ -84,6 +84,11 @@ struct InferenceRequest {
   // A deadline set by the transport (HTTP header X-Request-Timeout-Us, gRPC grpc-timeout);
   // time_point::max() = none. Past it the request is answered kDeadlineExceeded.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The transport's clients cancel a request when its deadline passes, by their own clock, which
+  // started before the request arrived (gRPC: every client cancels the call at its grpc-timeout
+  // and reports DEADLINE_EXCEEDED): a cancellation at or just before the deadline is then counted
+  // as the deadline's. False for HTTP, whose client that closes is a client that went away.
+  bool client_cancels_at_deadline = false;
   // Cancelled by the transport when the client goes away; may be null (never cancelled).
   std::shared_ptr<CancellationToken> cancellation;
   // Who is asking, for per-client rate limits (X-Client-Id header); empty = anonymous.

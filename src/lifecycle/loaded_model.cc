@@ -33,16 +33,17 @@ bool ServerFailure(StatusCode code, bool client_deadline) {
          (code == StatusCode::kDeadlineExceeded && !client_deadline);
 }
 
-// Whether a request cancelled at `now` was cancelled by its deadline: a client leaves when its
-// own clock says the deadline passed (every gRPC client cancels the call at its grpc-timeout; an
-// HTTP client that sent X-Request-Timeout-Us and gives up at the same time closes), and its
-// clock started before the request reached the server, whose deadline is counted from the
-// request's arrival. So the cancellation may come a little before the server's deadline: within
-// 1/16 of the timeout (2 to 20 ms), it counts as the deadline's, as it does after it. Before,
-// a third to a half of grpc-js's deadline misses were counted as cancellations (probe 41):
-// reason `cancelled` and no error on the span, instead of `timeout`.
+// Whether a request cancelled at `now` was cancelled by its deadline: a gRPC client cancels the
+// call when its own clock says the deadline passed (and reports DEADLINE_EXCEEDED), and its clock
+// started before the call reached the server, whose deadline is counted from the call's arrival.
+// So the cancellation may come a little before the server's deadline: within 1/16 of the timeout
+// (2 to 20 ms), it counts as the deadline's, as it does after it. Before, a third to a half of
+// grpc-js's deadline misses were counted as cancellations (probe 41): reason `cancelled` and no
+// error on the span, instead of `timeout`. Not for HTTP (InferenceRequest::
+// client_cancels_at_deadline): a client that closes has gone away, whatever its reason (499).
 bool CancelledAtItsDeadline(const InferenceRequest& request, Clock::time_point now) {
-  if (request.deadline == Clock::time_point::max()) return false;
+  if (!request.client_cancels_at_deadline || request.deadline == Clock::time_point::max())
+    return false;
   const Clock::duration timeout = request.deadline - request.received_at;
   const Clock::duration slack = std::clamp<Clock::duration>(
       timeout / 16, std::chrono::milliseconds(2), std::chrono::milliseconds(20));
@@ -381,8 +382,9 @@ void LoadedModel::OnComplete(std::unique_ptr<ScheduledRequest> r,
   if (!result.ok() && result.status().code() == StatusCode::kCancelled &&
       CancelledAtItsDeadline(req, ran)) {
     result = DeadlineExceeded(timing.executed_batch_size > 0
-                                  ? "the request's deadline passed while it ran"
-                                  : "the request's deadline passed while it was queued");
+                                  ? "the call's deadline passed while it ran (its client "
+                                    "cancelled it then)"
+                                  : "the call's deadline passed while it was queued");
   }
   if (result.ok()) {
     if (Status presented = PresentOutputs(options_.io, options_.name, &*result); !presented.ok())

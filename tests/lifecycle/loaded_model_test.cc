@@ -231,16 +231,17 @@ TEST_F(LoadedModelTest, FailuresAreCountedByReasonAndCancellationsByStage) {
   EXPECT_EQ(st.fail.count, 4u);  // Triton's failure count: the same four
 }
 
-// A client that leaves at its own deadline (a gRPC client cancels the call at its grpc-timeout)
-// races the server's clock, which started later: a cancellation just before the deadline is the
-// deadline's (probe 41), one well before it the client's.
+// A gRPC client cancels the call at its own deadline, racing the server's clock, which started
+// later: a cancellation just before the deadline is the deadline's (probe 41), one well before
+// it the client's; an HTTP client that closes is always a client gone (probe 42).
 TEST_F(LoadedModelTest, ACancellationAtTheDeadlineIsATimeout) {
   auto m = Make(BatchingPolicy{});
-  auto call = [&](Clock::duration before, Clock::duration after) {
+  auto call = [&](Clock::duration before, Clock::duration after, bool grpc = true) {
     auto r = Fp32InferenceRequest({1, 2, 3, 4}, {1, 4});
     const auto now = std::chrono::steady_clock::now();
     r->received_at = now - before;
     r->deadline = now + after;
+    r->client_cancels_at_deadline = grpc;
     r->cancellation = std::make_shared<CancellationToken>();
     r->cancellation->Cancel();
     std::promise<StatusOr<InferenceResponse>> done;
@@ -253,11 +254,13 @@ TEST_F(LoadedModelTest, ACancellationAtTheDeadlineIsATimeout) {
   EXPECT_EQ(call(milliseconds(998), milliseconds(2)), StatusCode::kDeadlineExceeded);
   // Cancelled with 900 ms left: the client's.
   EXPECT_EQ(call(milliseconds(100), milliseconds(900)), StatusCode::kCancelled);
+  // An HTTP client that closes at its deadline has gone away (499), as nginx logs it (probe 42).
+  EXPECT_EQ(call(milliseconds(998), milliseconds(2), /*grpc=*/false), StatusCode::kCancelled);
   m->Shutdown();
   const ModelMetrics& metrics = m->metrics();
   EXPECT_EQ(metrics.failures.Read(FailureReason::kTimeout), 1u);
-  EXPECT_EQ(metrics.failures.Read(FailureReason::kCancelled), 1u);
-  EXPECT_EQ(metrics.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(), 1u);
+  EXPECT_EQ(metrics.failures.Read(FailureReason::kCancelled), 2u);
+  EXPECT_EQ(metrics.cancellations[static_cast<size_t>(CancellationStage::kQueued)].load(), 2u);
 }
 
 }  // namespace

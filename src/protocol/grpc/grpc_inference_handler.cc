@@ -297,6 +297,7 @@ class GrpcInferCodec {
   }
   Status Prepare(ServableModel& model, InferenceRequest* request) {
     if (deadline_ < request->deadline) request->deadline = deadline_;
+    request->client_cancels_at_deadline = request->deadline != Clock::time_point::max();
     request->client_id = std::move(client_id_);
     // What the response needs of the request, which the model now owns and may free.
     selection_.model_name = request->model_name;
