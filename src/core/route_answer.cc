@@ -30,7 +30,8 @@ void WriteRouteAccessLine(AccessLog* access_log, const HttpRequest& request,
   record.error = error;
   record.key_id = request.auth_key_id;
   record.request_bytes = request.body ? request.body->size() : 0;
-  record.response_bytes = response_bytes;
+  // A HEAD answer's body is never sent (the transport drops it): no bytes (probe 42).
+  record.response_bytes = request.method == "HEAD" ? 0 : response_bytes;
   access_log->Write(record);
 }
 

@@ -22,7 +22,8 @@ std::string ErrorMessageOf(const HttpResponse& response);
 
 // Gives `response` the X-Request-Id header (`request_id`), writes its access line when
 // `access_log` is not null (method, target, status, the error, the API key's id, the body
-// sizes; no stage timings, which only inferences and generations have), then answers it.
+// sizes, 0 for a HEAD request's; no stage timings, which only inferences and generations have),
+// then answers it.
 void AnswerRoute(AccessLog* access_log, const HttpRequest& request, std::string_view request_id,
                  HttpResponse response, const HttpResponder& respond);
 

@@ -66,6 +66,13 @@ TEST(RouteAnswerTest, AnswerRouteGivesTheIdAndWritesOneLine) {
   EXPECT_EQ(line.request_bytes, 3u);
   EXPECT_EQ(line.response_bytes, answered->body.size());
 
+  // A HEAD answer's body is never sent.
+  request.method = "HEAD";
+  AnswerRoute(&log, request, "id-3", Json(200, "{\"a\":1}"), [](HttpResponse) {});
+  ASSERT_EQ(log.lines.size(), 2u);
+  EXPECT_EQ(log.lines[1].response_bytes, 0u);
+  log.lines.pop_back();
+
   answered.reset();
   AnswerRoute(nullptr, request, "id-2", Json(200, "{}"),
               [&](HttpResponse r) { answered = std::move(r); });

@@ -645,14 +645,14 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
   // Events read from the store per turn: what a slow reader's queue may pass its bound by.
   static constexpr size_t kResumeBatchEvents = 32;
 
-  // `line`: the resume request as its access line names it (method, target, key), written
-  // once, when the stream ends (core/route_answer.h).
+  // `line`: the resume request as its access line names it (method, target, key) and its own
+  // `request_id`, written once, when the stream ends (core/route_answer.h).
   Resumer(SharedPtr shared, std::shared_ptr<ResponseStream> out, HttpRequest line,
-          std::string stream_id)
+          std::string request_id)
       : shared_(std::move(shared)),
         out_(std::move(out)),
         line_(std::move(line)),
-        stream_id_(std::move(stream_id)) {}
+        request_id_(std::move(request_id)) {}
   ~Resumer() {
     std::lock_guard lock(mu_);
     reader_.reset();  // before the store, which `shared_` keeps
@@ -668,14 +668,15 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
       released = std::move(self_);
     }
   }
-  // The client went away (its request's cancellation): the stream ends unfinished.
+  // The connection closed (the client went away, or the server stopped at its exit timeout): the
+  // stream ends unfinished.
   void ClientGone() {
     std::shared_ptr<Resumer> released;
     std::lock_guard lock(mu_);
     if (!reader_) return;
     reader_.reset();
     released = std::move(self_);
-    WriteLine("the client went away");
+    WriteLine(kConnectionClosed);
   }
   // The store says there is more (under its lock: only schedule).
   static void Wake(const std::weak_ptr<Resumer>& weak, TimerThread* timer) {
@@ -690,7 +691,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
     if (out_->abandoned()) {  // the client went away again
       reader_.reset();
       released = std::move(self_);
-      WriteLine("the client went away");
+      WriteLine(kConnectionClosed);
       return;
     }
     // A client that reads slowly holds back what was written: no more is read from the store
@@ -733,18 +734,23 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
   }
 
  private:
+  // Why a stream's line says it ended early when its connection went: the client's leaving and
+  // the server's stop at --exit-timeout-secs look alike from here (probe 42).
+  static constexpr std::string_view kConnectionClosed =
+      "the connection closed before the stream ended";
+
   // The stream's access line: 200 (its head went out), the event bytes written, and why it
   // ended early. Once; under mu_.
   void WriteLine(std::string_view error) {
     if (logged_) return;
     logged_ = true;
-    WriteRouteAccessLine(shared_->options.access_log, line_, stream_id_, 200, bytes_, error);
+    WriteRouteAccessLine(shared_->options.access_log, line_, request_id_, 200, bytes_, error);
   }
 
   const SharedPtr shared_;
   const std::shared_ptr<ResponseStream> out_;
   const HttpRequest line_;
-  const std::string stream_id_;
+  const std::string request_id_;
   std::mutex mu_;
   std::unique_ptr<StreamReader> reader_;  // guarded by mu_
   std::shared_ptr<Resumer> self_;         // guarded by mu_: set while reader_ is
@@ -1048,13 +1054,13 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
       stream_id.size() == 32 && std::all_of(stream_id.begin(), stream_id.end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
       });
-  // Not echoed when malformed: the line and the header get an id of their own.
+  // The resume is a request of its own: its X-Request-Id and access line carry its own id (the
+  // client's, or a new one), and the stream's is in its path. With the stream's, a resume's line
+  // shared the id of the generation's (probe 42).
+  const std::string request_id =
+      ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
   auto error = [&](const Status& s) {
-    AnswerRoute(shared_->options.access_log, request,
-                well_formed ? std::string(stream_id)
-                            : ResolveRequestId(request.Header("x-request-id"),
-                                               RequestIdGenerator::Process()),
-                ErrorResponse(kChat, s), respond);
+    AnswerRoute(shared_->options.access_log, request, request_id, ErrorResponse(kChat, s), respond);
   };
   if (!well_formed) {
     return error(
@@ -1078,7 +1084,7 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
   line.method = request.method;
   line.target = request.target;
   line.auth_key_id = request.auth_key_id;
-  auto resumer = std::make_shared<Resumer>(shared_, out, std::move(line), std::string(stream_id));
+  auto resumer = std::make_shared<Resumer>(shared_, out, std::move(line), request_id);
   std::weak_ptr<Resumer> weak = resumer;
   TimerThread* timer = &shared_->timer;
   auto reader = shared_->store->Resume(stream_id, request.auth_key_id, last,
@@ -1088,6 +1094,12 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
         reader.status().code() == StatusCode::kNotFound
             ? NotFound("no stream '" + std::string(stream_id) + "': unknown, expired or evicted")
             : reader.status());
+  }
+  if (request.method == "HEAD") {  // the head only: the stream exists; nothing is replayed
+    HttpResponse head;
+    head.headers.emplace_back("Content-Type", "text/event-stream");
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    return AnswerRoute(shared_->options.access_log, request, request_id, std::move(head), respond);
   }
   resumer->SetReader(std::move(reader).value());
   {
@@ -1104,7 +1116,7 @@ void OpenAiHandler::Resume(HttpRequest request, HttpResponder respond, std::stri
   head.headers.emplace_back("Content-Type", "text/event-stream");
   head.headers.emplace_back("Cache-Control", "no-cache");
   head.headers.emplace_back("X-Accel-Buffering", "no");
-  head.headers.emplace_back("X-Request-Id", std::string(stream_id));
+  head.headers.emplace_back("X-Request-Id", request_id);
   head.stream = out;
   respond(std::move(head));
   resumer->Pump();

@@ -360,17 +360,24 @@ TEST_F(OpenAiHandlerTest, EveryAnswerOfItsOwnHasOneAccessLine) {
   EXPECT_EQ(Call("GET", "/v1/nothing").status, 404);
   EXPECT_EQ(Call("GET", "/v1/streams/0123456789abcdef0123456789abcdef").status, 404);
   EXPECT_EQ(Call("GET", "/v1/streams/not-an-id", "", {{"x-request-id", "bad-id"}}).status, 404);
-  const auto resumed = Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "2"}});
+  const auto resumed =
+      Call("GET", "/v1/streams/" + id, "", {{"last-event-id", "2"}, {"x-request-id", "resume-1"}});
   ASSERT_TRUE(resumed.stream);
+  EXPECT_EQ(Header(resumed, "X-Request-Id"), "resume-1");  // its own: the stream's is its path
   StreamReader second(resumed.stream);
   for (int i = 0; i < 100 && !second.finished; ++i) {
     second.Drain();
     if (!second.finished) std::this_thread::sleep_for(milliseconds(5));
   }
   ASSERT_TRUE(second.finished);
+  // HEAD: the head only, nothing replayed or counted as sent.
+  const auto head = Call("HEAD", "/v1/streams/" + id);
+  EXPECT_EQ(head.status, 200);
+  EXPECT_FALSE(head.stream);
+  EXPECT_EQ(Call("HEAD", "/v1/models").status, 200);
 
   const auto lines = log_.records();
-  ASSERT_EQ(lines.size(), 7u);
+  ASSERT_EQ(lines.size(), 9u);
   EXPECT_EQ(lines[1].target, "/v1/models");
   EXPECT_EQ(lines[1].status, 200);
   EXPECT_EQ(lines[1].request_id, "list-1");
@@ -379,14 +386,18 @@ TEST_F(OpenAiHandlerTest, EveryAnswerOfItsOwnHasOneAccessLine) {
   EXPECT_EQ(lines[3].status, 404);
   EXPECT_NE(lines[3].error.find("no such endpoint"), std::string::npos) << lines[3].error;
   EXPECT_EQ(lines[4].status, 404);
-  EXPECT_EQ(lines[4].request_id, "0123456789abcdef0123456789abcdef");
-  EXPECT_EQ(lines[5].request_id, "bad-id");  // a malformed stream id is not echoed
+  EXPECT_NE(lines[4].request_id, "0123456789abcdef0123456789abcdef");  // a request of its own
+  EXPECT_EQ(lines[5].request_id, "bad-id");
   EXPECT_EQ(lines[6].method, "GET");
   EXPECT_EQ(lines[6].target, "/v1/streams/" + id);
-  EXPECT_EQ(lines[6].request_id, id);
+  EXPECT_EQ(lines[6].request_id, "resume-1");
   EXPECT_EQ(lines[6].status, 200);
   EXPECT_EQ(lines[6].response_bytes, second.text.size());
   EXPECT_EQ(lines[6].error, "");
+  EXPECT_EQ(lines[7].method, "HEAD");
+  EXPECT_EQ(lines[7].status, 200);
+  EXPECT_EQ(lines[7].response_bytes, 0u);
+  EXPECT_EQ(lines[8].response_bytes, 0u);
 }
 
 // An engine may read a long prompt after Generate returned (off the I/O thread): a stream's
