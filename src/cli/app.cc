@@ -174,6 +174,9 @@ Status App::Build() {
 
 void App::LoadModels() {
   manager_->LoadAll();  // logs each model's outcome
+}
+
+void App::LogReadiness() const {
   int ready = 0, total = 0;
   std::string unavailable;
   for (const ModelVersionState& m : manager_->Index()) {

@@ -77,9 +77,13 @@ class App {
   // logs it and exits 1.
   Status Build();
 
-  // Loads the repository as --model-control-mode says and logs how many versions are ready.
-  // Returns early, with the loads not begun skipped, after BeginShutdown.
+  // Loads the repository as --model-control-mode says. Returns early, with the loads not begun
+  // skipped, after BeginShutdown.
   void LoadModels();
+
+  // Logs how many versions are ready and names the others: once the loads are over, unless a
+  // stop cut them short (the skipped ones are not unavailable; probe 42).
+  void LogReadiness() const;
 
   // Begins the manager's shutdown (Stop's step 1), from any thread: during LoadModels, a signal
   // ends the start this way.

@@ -68,6 +68,7 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("stopped before serving");
     return 0;
   }
+  app.LogReadiness();
   if (Status started = app.Start(); !started.ok()) {
     spdlog::critical("{}", started.message());
     return 1;  // the App's destructor stops what had started

@@ -168,13 +168,6 @@ bool UnsupportedHttpVersion(std::string_view buffered) {
          v[7] >= '0' && v[7] <= '9' && buffered[end - 9] == ' ';
 }
 
-// The method and target of the request line at the start of `buffered`, as far as they were
-// read ("METHOD SP target ..."), for a request whose start line or headers went past the limit
-// before Beast parsed the line: Beast reads the start line only once it is whole, so an
-// over-long request line left the 431 without a target, and so without the shape its API
-// answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
-// much of the target as was read, as its other fields do. False when not even the method and
-// the target's first byte are there.
 // The X-Request-Id field among the header lines at the start of `unparsed` (what Beast has not
 // taken yet), when its line is whole, for a header refused before Beast parsed it: Beast takes
 // a field only once the next line has begun (it could be a folded continuation), so a stalled
@@ -195,6 +188,10 @@ std::string_view RequestIdLineOf(std::string_view unparsed) {
         value.remove_prefix(1);
       while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
         value.remove_suffix(1);
+      // A next line that begins with a space or tab folds into this one (obs-fold), which the
+      // parser refuses (400): not a value to take (probe 42).
+      const std::string_view next = unparsed.substr(end + 2);
+      if (!next.empty() && (next.front() == ' ' || next.front() == '\t')) return {};
       return value;
     }
     unparsed.remove_prefix(end + 2);
@@ -218,6 +215,13 @@ bool LowerHigherMinorVersion(char* line, std::size_t size) {
   return true;
 }
 
+// The method and target of the request line at the start of `buffered`, as far as they were
+// read ("METHOD SP target ..."), for a request whose start line or headers went past the limit
+// before Beast parsed the line: Beast reads the start line only once it is whole, so an
+// over-long request line left the 431 without a target, and so without the shape its API
+// answers errors in (an OpenAI error under /v1/; probe 31). The access log's record says as
+// much of the target as was read, as its other fields do. False when not even the method and
+// the target's first byte are there.
 bool RequestLineOf(std::string_view buffered, std::string* method, std::string* target) {
   const std::string_view line = buffered.substr(0, buffered.find("\r\n"));
   const std::size_t sp1 = line.find(' ');

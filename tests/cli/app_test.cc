@@ -9,8 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "observability/async_log_sink.h"
@@ -118,12 +121,16 @@ TEST_F(AppTest, ServesOnEveryPortAndStopClosesThemAll) {
   app.Stop();  // a second stop does nothing
 }
 
-TEST_F(AppTest, TheDestructorStopsAServerNobodyStopped) {
+// Destroyed while serving, without a Stop(): every port closes, and the access line of what it
+// answered is written out.
+TEST_F(AppTest, DestroyedWhileServingItClosesItsPortsAndWritesItsAccessLog) {
   uint16_t http = 0, metrics = 0;
+  const std::string access_file = ::testing::TempDir() + "/app_test_access.log";
+  std::remove(access_file.c_str());
   {
     ServeFlags flags = ExampleFlags();
     flags.access_log = "on";
-    flags.access_log_file = ::testing::TempDir() + "/app_test_access.log";
+    flags.access_log_file = access_file;
     App app(flags, log_sink_.get());
     ASSERT_TRUE(app.Build().ok());
     app.LoadModels();
@@ -133,9 +140,16 @@ TEST_F(AppTest, TheDestructorStopsAServerNobodyStopped) {
     auto scrape = Get(metrics, "/metrics");
     ASSERT_TRUE(scrape);
     EXPECT_NE(scrape->body.find("harrier_access_log_dropped_lines_total 0"), std::string::npos);
+    auto live = Get(http, "/v2/health/live");
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200);
   }
   EXPECT_FALSE(Accepts(http));
   EXPECT_FALSE(Accepts(metrics));
+  std::ifstream in(access_file);
+  std::stringstream lines;
+  lines << in.rdbuf();
+  EXPECT_NE(lines.str().find("/v2/health/live"), std::string::npos) << lines.str();
 }
 
 // A port that cannot be bound fails the start with the port's name, and what had started
@@ -187,6 +201,16 @@ TEST_F(AppTest, BeginShutdownBeforeTheLoadsSkipsThem) {
   auto ready = Get(app.http_port(), "/v2/models/simple/ready");
   ASSERT_TRUE(ready);
   EXPECT_NE(ready->status, 200);
+  // The repository was read (its three models are in the index), and none of them loaded.
+  RawHttpClient client(app.http_port());
+  ASSERT_TRUE(
+      client.Send("POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  auto index = client.ReadResponse();
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  for (const char* model : {"\"simple\"", "\"dense_fp32\"", "\"vocab_lookup\""})
+    EXPECT_NE(index->body.find(model), std::string::npos) << index->body;
+  EXPECT_EQ(index->body.find("READY"), std::string::npos) << index->body;
 }
 
 }  // namespace

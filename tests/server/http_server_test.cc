@@ -1605,13 +1605,18 @@ TEST_F(HttpServerTest, AStalledHeadersLastWholeFieldStillGivesItsRequestId) {
   const auto records = access_log_.records();
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].request_id, "last-1");
-  // A line cut short is not taken.
+  // A line cut short is not taken, nor one a folded line continues (the parser refuses those).
   RawHttpClient d(server_->port());
   ASSERT_TRUE(d.Send("GET /x HTTP/1.1\r\nHost: t\r\nX-Request-Id: cut"));
   r = d.ReadResponse(milliseconds(5000));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 408);
   EXPECT_NE(r->Header("x-request-id"), "cut");
+  RawHttpClient e(server_->port());
+  ASSERT_TRUE(e.Send("GET /x HTTP/1.1\r\nHost: t\r\nX-Request-Id: fold-1\r\n  more\r\n"));
+  r = e.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->Header("x-request-id"), "fold-1");
 }
 
 TEST_F(HttpServerTest, AnUnacceptableClientIdIsReplacedInTheRefusal) {
