@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harrier/trace.h"
+#include "observability/otlp_json.h"
 #include "observability/otlp_tracer.h"
 
 namespace harrier {

@@ -78,10 +78,4 @@ class OtlpTracer : public Tracer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The OTLP JSON ExportTraceServiceRequest body for `traces` (exposed for tests). Steady-clock
-// times are converted to Unix nanoseconds by `steady_to_unix_ns` (added to the time since the
-// steady clock's epoch).
-std::string OtlpTraceJson(std::span<const RequestTrace> traces, const OtlpTracer::Options& resource,
-                          int64_t steady_to_unix_ns);
-
 }  // namespace harrier

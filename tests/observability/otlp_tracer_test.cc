@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "harrier/trace.h"
+#include "observability/otlp_json.h"
 #include "observability/text_exposition.h"
 
 namespace harrier {
