@@ -18,8 +18,8 @@ std::string ErrorMessageOf(const HttpResponse& response) {
 }
 
 void WriteRouteAccessLine(AccessLog* access_log, const HttpRequest& request,
-                          std::string_view request_id, int status, uint64_t response_bytes,
-                          std::string_view error) {
+                          std::string_view request_id, int status, uint64_t request_bytes,
+                          uint64_t response_bytes, std::string_view error) {
   if (access_log == nullptr) return;
   AccessRecord record;
   record.request_id = request_id;
@@ -29,9 +29,8 @@ void WriteRouteAccessLine(AccessLog* access_log, const HttpRequest& request,
   record.status = status;
   record.error = error;
   record.key_id = request.auth_key_id;
-  record.request_bytes = request.body ? request.body->size() : 0;
-  // A HEAD answer's body is never sent (the transport drops it): no bytes (probe 42).
-  record.response_bytes = request.method == "HEAD" ? 0 : response_bytes;
+  record.request_bytes = request_bytes;
+  record.response_bytes = response_bytes;
   access_log->Write(record);
 }
 
@@ -39,8 +38,10 @@ void AnswerRoute(AccessLog* access_log, const HttpRequest& request, std::string_
                  HttpResponse response, const HttpResponder& respond) {
   response.headers.emplace_back(kRequestIdHeader, request_id);
   if (access_log != nullptr) {
-    WriteRouteAccessLine(access_log, request, request_id, response.status, response.body.size(),
-                         ErrorMessageOf(response));
+    // A HEAD answer's body is never sent (the transport drops it): no bytes (probe 42).
+    WriteRouteAccessLine(
+        access_log, request, request_id, response.status, request.body ? request.body->size() : 0,
+        request.method == "HEAD" ? 0 : response.body.size(), ErrorMessageOf(response));
   }
   respond(std::move(response));
 }

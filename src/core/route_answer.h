@@ -27,10 +27,12 @@ std::string ErrorMessageOf(const HttpResponse& response);
 void AnswerRoute(AccessLog* access_log, const HttpRequest& request, std::string_view request_id,
                  HttpResponse response, const HttpResponder& respond);
 
-// The line of a streamed answer that ends later (a resumed stream): what AnswerRoute writes,
-// with the status and the bytes sent known only at the end, and the error if it ended in one.
+// The line itself (nothing when `access_log` is null): the request's method, target and key,
+// and what the caller says of the rest. For a streamed answer that ends later (a resumed stream),
+// whose status and bytes are known only at the end, and for the transport's own refusals, whose
+// body bytes are those read before the refusal.
 void WriteRouteAccessLine(AccessLog* access_log, const HttpRequest& request,
-                          std::string_view request_id, int status, uint64_t response_bytes,
-                          std::string_view error);
+                          std::string_view request_id, int status, uint64_t request_bytes,
+                          uint64_t response_bytes, std::string_view error);
 
 }  // namespace harrier

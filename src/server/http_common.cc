@@ -8,6 +8,7 @@
 
 #include "core/json_writer.h"
 #include "core/request_id.h"
+#include "core/route_answer.h"
 
 namespace harrier::server_internal {
 
@@ -43,18 +44,8 @@ HttpResponse TransportErrorResponse(int status, std::string_view message,
   // id's cost does not matter, and a client can match a refusal to the log line.
   std::string request_id =
       ResolveRequestId(request.Header("x-request-id"), RequestIdGenerator::Process());
-  if (access_log != nullptr) {
-    AccessRecord record;
-    record.request_id = request_id;
-    record.protocol = "http";
-    record.method = request.method;
-    record.target = request.target;
-    record.status = status;
-    record.error = message;
-    record.request_bytes = request_bytes;
-    record.response_bytes = r.body.size();
-    access_log->Write(record);
-  }
+  WriteRouteAccessLine(access_log, request, request_id, status, request_bytes, r.body.size(),
+                       message);
   r.headers.emplace_back("X-Request-Id", std::move(request_id));
   return r;
 }

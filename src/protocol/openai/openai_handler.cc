@@ -744,7 +744,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
   void WriteLine(std::string_view error) {
     if (logged_) return;
     logged_ = true;
-    WriteRouteAccessLine(shared_->options.access_log, line_, request_id_, 200, bytes_, error);
+    WriteRouteAccessLine(shared_->options.access_log, line_, request_id_, 200, 0, bytes_, error);
   }
 
   const SharedPtr shared_;
