@@ -83,9 +83,12 @@ class ModelRepositoryManagerTest : public ::testing::Test {
 
   // An explicit-mode manager on root_ after its start: `startup` names the models loaded then
   // (--load-model; none by default), `overrides` where file overrides go ($TMPDIR when empty).
+  // `backends`: the fixture's tensor backend when null (&with_generators_ for a text generator).
   std::unique_ptr<ModelRepositoryManager> Explicit(std::vector<std::string> startup = {},
-                                                   std::string overrides = "") {
+                                                   std::string overrides = "",
+                                                   const BackendRegistry* backends = nullptr) {
     auto o = Options(root_.string(), 2);
+    if (backends != nullptr) o.backends = backends;
     o.control_mode = ModelControlMode::kExplicit;
     o.startup_models = std::move(startup);
     o.override_parent_directory = std::move(overrides);
@@ -281,14 +284,8 @@ TEST_F(ModelRepositoryManagerTest, AGenerativeConfigNamingAnotherModelIsRefused)
 // cancelled: the client reads it (probe 13, L2).
 TEST_F(ModelRepositoryManagerTest, AGeneratorIsShutDownWithTheReasonItsVersionWent) {
   Write("text/1/model.gguf", "gguf");
-  auto o = Options(root_.string(), 2);
-  o.backends = &with_generators_;
-  o.control_mode = ModelControlMode::kExplicit;
-  o.startup_models = {"text"};
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit({"text"}, "", &with_generators_);
+  auto& m = *manager;
   ASSERT_TRUE(m.Get("text", std::nullopt).ok());
   auto call = [&](auto op) {
     std::promise<Status> done;
@@ -2148,14 +2145,8 @@ TEST_F(ModelRepositoryManagerTest, AReloadOfAVersionKeepsCountingIntoItsStatisti
 // and a reload keeps them.
 TEST_F(ModelRepositoryManagerTest, TokenCountersCountRequestsNotTheWarmUpAndOutliveAReload) {
   Write("text/1/model.gguf", "gguf");
-  auto o = Options(root_.string(), 2);
-  o.backends = &with_generators_;
-  o.control_mode = ModelControlMode::kExplicit;
-  o.startup_models = {"text"};
-  auto created = ModelRepositoryManager::Create(o);
-  ASSERT_TRUE(created.ok());
-  auto& m = **created;
-  m.LoadAll();
+  auto manager = Explicit({"text"}, "", &with_generators_);
+  auto& m = *manager;
   EXPECT_EQ(ScrapedValue(m, "harrier_generated_tokens_total", "text"), 0);
   EXPECT_EQ(ScrapedValue(m, "harrier_prompt_tokens_total", "text"), 0);
   auto generate = [&] {
