@@ -21,6 +21,9 @@ namespace harrier {
 // duration of AccessLog::Write() only.
 struct AccessRecord {
   std::string_view request_id;  // X-Request-Id as sent, or generated (docs/logging.md)
+  // A streamed generation, whose request_id is its stream's own: the X-Request-Id its client
+  // sent, for joining a proxy's log with this one; empty otherwise.
+  std::string_view client_request_id;
   std::string_view protocol;    // "http" (HTTP/1.1, h2c and h2 alike) or "grpc"
   std::string_view method;      // "POST", ...; the RPC name for gRPC
   std::string_view target;      // path and query as sent

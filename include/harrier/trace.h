@@ -55,6 +55,9 @@ struct RequestTrace {
   std::string transport;   // "HTTP/1.1", "HTTP/2" or "gRPC" (the span's network.protocol)
   std::string target;      // the request target (HTTP) or the full method (gRPC)
   std::string request_id;  // X-Request-Id as answered
+  // A streamed generation, answered under its stream's own id: the X-Request-Id its client
+  // sent (empty otherwise).
+  std::string client_request_id;
   std::string key_id;      // the API key's id (HttpRequest::auth_key_id); empty: none
   std::string model;
   int64_t model_version = 0;  // 0: not known

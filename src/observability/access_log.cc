@@ -108,6 +108,7 @@ void AppendTextValue(std::string* out, std::string_view v) {
 template <typename StringField, typename NumberField, typename RawField>
 void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawField raw) {
   str("request_id", r.request_id);
+  if (!r.client_request_id.empty()) str("client_request_id", r.client_request_id);
   str("protocol", r.protocol);
   str("method", r.method);
   str("target", r.target);
@@ -289,8 +290,9 @@ struct PackedRecord {
   // A generation's (AccessRecord's): prompt_tokens -1 for anything else.
   int64_t prompt_tokens, completion_tokens;
   uint64_t first_token_ns;
-  // request_id, protocol, method, target, error, model, input_shapes_json, key_id
-  uint32_t lengths[8];
+  // request_id, protocol, method, target, error, model, input_shapes_json, key_id,
+  // client_request_id
+  uint32_t lengths[9];
 };
 
 }  // namespace
@@ -298,9 +300,15 @@ struct PackedRecord {
 void AsyncAccessLog::Write(const AccessRecord& record) {
   // Packed, not formatted: the caller is often a model's worker thread, whose time is the
   // model's throughput; the writer thread does the formatting.
-  const std::string_view strings[8] = {
-      record.request_id, record.protocol,          record.method, record.target, record.error,
-      record.model,      record.input_shapes_json, record.key_id};
+  const std::string_view strings[9] = {record.request_id,
+                                       record.protocol,
+                                       record.method,
+                                       record.target,
+                                       record.error,
+                                       record.model,
+                                       record.input_shapes_json,
+                                       record.key_id,
+                                       record.client_request_id};
   PackedRecord packed;
   packed.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -318,7 +326,7 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
   packed.completion_tokens = record.completion_tokens;
   packed.first_token_ns = record.first_token_ns;
   size_t size = sizeof(packed);
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < 9; ++k) {
     packed.lengths[k] = static_cast<uint32_t>(std::min<size_t>(strings[k].size(), 1u << 20));
     size += packed.lengths[k];
   }
@@ -330,7 +338,7 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
       return;
     }
     pending_.append(reinterpret_cast<const char*>(&packed), sizeof(packed));
-    for (int k = 0; k < 8; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
+    for (int k = 0; k < 9; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
     // Half full: write now rather than at the next interval, so that the buffer does not fill.
     if (!kicked_ && pending_.size() >= buffer_bytes_ / 2) wake = kicked_ = true;
   }
@@ -344,8 +352,8 @@ void AsyncAccessLog::FormatPacked() {
     PackedRecord packed;
     std::memcpy(&packed, writing_.data() + at, sizeof(packed));
     at += sizeof(packed);
-    std::string_view strings[8];
-    for (int k = 0; k < 8; ++k) {
+    std::string_view strings[9];
+    for (int k = 0; k < 9; ++k) {
       strings[k] = std::string_view(writing_.data() + at, packed.lengths[k]);
       at += packed.lengths[k];
     }
@@ -358,6 +366,7 @@ void AsyncAccessLog::FormatPacked() {
     r.model = strings[5];
     r.input_shapes_json = strings[6];
     r.key_id = strings[7];
+    r.client_request_id = strings[8];
     r.status = static_cast<int>(packed.status);
     r.model_version = packed.model_version;
     r.request_bytes = packed.request_bytes;

@@ -225,6 +225,7 @@ void AppendServerAttributes(const RequestTrace& t, std::string* out) {
     }
   }
   a.String("harrier.request_id", t.request_id);
+  if (!t.client_request_id.empty()) a.String("harrier.client_request_id", t.client_request_id);
   if (!t.key_id.empty()) a.String("harrier.auth.key_id", t.key_id);
   if (!t.model.empty()) a.String("harrier.model", t.model);
   if (t.model_version > 0) a.Int("harrier.model_version", t.model_version);

@@ -235,6 +235,20 @@ TEST(AsyncAccessLogTest, TheApiKeyIdIsWrittenOffTheRequestPathToo) {
   EXPECT_NE(lines[0].find(" status=200 key=team-a model=simple "), std::string::npos) << lines[0];
 }
 
+// A stream's line names the id its client sent beside its own (probe 41), through the packed
+// record too; absent when there is none.
+TEST(AsyncAccessLogTest, AStreamsClientRequestIdFollowsItsOwnId) {
+  AccessRecord r = Inference();
+  const std::string client = "proxy-7";
+  r.client_request_id = client;
+  const std::vector<std::string> lines = WrittenAsText(r, "access_log_client_id_test");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(" client_request_id=proxy-7 protocol="), std::string::npos) << lines[0];
+  std::string json;
+  AppendAccessRecordJson(Inference(), &json);
+  EXPECT_EQ(json.find("client_request_id"), std::string::npos) << json;
+}
+
 TEST(AsyncAccessLogTest, AGenerationsTokenCountsAndFirstTokenTimeAreWrittenToo) {
   // They were left out of the packed record once (session 9 found every real generation line
   // without them, while the handler's tests, which record the AccessRecord itself, passed).

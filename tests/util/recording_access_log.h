@@ -23,6 +23,7 @@ class RecordingAccessLog : public AccessLog {
     int64_t prompt_tokens = -1, completion_tokens = 0;
     uint64_t first_token_ns = 0;
     std::string key_id;
+    std::string client_request_id;
   };
 
   void Write(const AccessRecord& r) override {
@@ -32,7 +33,7 @@ class RecordingAccessLog : public AccessLog {
                         std::string(r.input_shapes_json), r.status, r.model_version,
                         r.request_bytes, r.response_bytes, r.output_ns, r.total_ns, r.timing,
                         r.prompt_tokens, r.completion_tokens, r.first_token_ns,
-                        std::string(r.key_id)});
+                        std::string(r.key_id), std::string(r.client_request_id)});
   }
 
   std::vector<Copy> records() const {

@@ -53,9 +53,13 @@ std::string GenerationRecord::TraceResponse() const {
   return trace_ != nullptr ? trace_->TraceResponse() : std::string();
 }
 
-void GenerationRecord::SetRequestId(std::string id) {
+void GenerationRecord::SetRequestId(std::string id, std::string client_id) {
   head_.request_id = std::move(id);
-  if (trace_ != nullptr) trace_->record().request_id = head_.request_id;
+  client_request_id_ = std::move(client_id);
+  if (trace_ != nullptr) {
+    trace_->record().request_id = head_.request_id;
+    trace_->record().client_request_id = client_request_id_;
+  }
 }
 
 void GenerationRecord::SetModel(std::string_view name, int64_t version) {
@@ -95,6 +99,7 @@ std::function<void(bool, GenerationRecord::TimePoint)> GenerationRecord::Finish(
   if (log_ != nullptr) {
     AccessRecord r;
     r.request_id = head_.request_id;
+    r.client_request_id = client_request_id_;
     r.protocol = head_.protocol;
     r.method = head_.method;
     r.target = head_.target;

@@ -59,8 +59,10 @@ class GenerationRecord {
   std::string TraceResponse() const;
   bool traced() const { return trace_ != nullptr; }
 
-  // The id the answer carries when it is not the head's (a stream's own id).
-  void SetRequestId(std::string id);
+  // The id the answer carries when it is not the head's (a stream's own id); `client_id`, the
+  // X-Request-Id the client sent (empty: none), stays in the line and the span as
+  // client_request_id (probe 41: a proxy's log could not be joined with a stream's).
+  void SetRequestId(std::string id, std::string client_id = {});
   // The version that serves it.
   void SetModel(std::string_view name, int64_t version);
   // Parsed and handed to the engine: the queue (waiting for a sequence) starts.
@@ -81,6 +83,7 @@ class GenerationRecord {
 
   AccessLog* log_;
   Head head_;
+  std::string client_request_id_;
   std::shared_ptr<TracedRequest> trace_;  // null: untraced
   std::string model_;
   int64_t version_ = 0;

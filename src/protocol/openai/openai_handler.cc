@@ -980,7 +980,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   if (streaming) {
     // A stream's id is the server's own (docs/generation.md), and what its access line names.
     stream_id = shared_->store->Open(request.auth_key_id);
-    record->SetRequestId(stream_id);
+    record->SetRequestId(stream_id,
+                         client_id == request.Header("x-request-id") ? client_id : std::string());
   }
   Generation::Setup setup;
   setup.shared = shared_;

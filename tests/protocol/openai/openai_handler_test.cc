@@ -400,6 +400,30 @@ TEST_F(OpenAiHandlerTest, EveryAnswerOfItsOwnHasOneAccessLine) {
   EXPECT_EQ(lines[8].response_bytes, 0u);
 }
 
+// A stream answers under its own id; the id its client sent stays in the line as
+// client_request_id, so a proxy's log can be joined with it (probe 41). A generated one is not.
+TEST_F(OpenAiHandlerTest, AStreamsLineKeepsTheClientsRequestId) {
+  const auto mine = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})",
+                         {{"x-request-id", "proxy-7"}});
+  ASSERT_TRUE(mine.stream);
+  StreamReader(mine.stream).DrainUntilFinished();
+  const auto theirs =
+      Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x","stream":true})");
+  ASSERT_TRUE(theirs.stream);
+  StreamReader(theirs.stream).DrainUntilFinished();
+  const auto plain = Call("POST", "/v1/completions", R"({"model":"llm","prompt":"x"})",
+                          {{"x-request-id", "proxy-8"}});
+  EXPECT_EQ(plain.status, 200);
+  const auto lines = log_.records();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].request_id, Header(mine, "X-Request-Id"));
+  EXPECT_NE(lines[0].request_id, "proxy-7");
+  EXPECT_EQ(lines[0].client_request_id, "proxy-7");
+  EXPECT_EQ(lines[1].client_request_id, "");
+  EXPECT_EQ(lines[2].request_id, "proxy-8");  // not streamed: the client's id, as everywhere
+  EXPECT_EQ(lines[2].client_request_id, "");
+}
+
 // An engine may read a long prompt after Generate returned (off the I/O thread): a stream's
 // head waits for the engine to accept the prompt, and a prompt refused then is a plain error.
 TEST_F(OpenAiHandlerTest, AStreamsHeadWaitsForTheEngineToAcceptThePrompt) {
