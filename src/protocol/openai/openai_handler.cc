@@ -158,6 +158,10 @@ struct OpenAiHandler::Shared {
   // Streaming generations by stream id, so that a resume can tell its generation to go on.
   std::mutex live_mu;
   std::unordered_map<std::string, std::weak_ptr<Generation>> live;  // guarded by live_mu
+  // options.access_log while the handler lives, for the resumed streams' lines: a resume may
+  // end after the handler, and the access log, are gone (the handler's destructor clears it).
+  std::mutex resume_log_mu;
+  AccessLog* resume_log = nullptr;  // guarded by resume_log_mu
 };
 
 namespace {
@@ -744,7 +748,8 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
   void WriteLine(std::string_view error) {
     if (logged_) return;
     logged_ = true;
-    WriteRouteAccessLine(shared_->options.access_log, line_, request_id_, 200, 0, bytes_, error);
+    std::lock_guard lock(shared_->resume_log_mu);
+    WriteRouteAccessLine(shared_->resume_log, line_, request_id_, 200, 0, bytes_, error);
   }
 
   const SharedPtr shared_;
@@ -763,6 +768,7 @@ class Resumer : public std::enable_shared_from_this<Resumer> {
 OpenAiHandler::OpenAiHandler(ModelManager* models, HttpHandler* next, Options options)
     : models_(models), next_(next), shared_(std::make_shared<Shared>()) {
   shared_->options = std::move(options);
+  shared_->resume_log = shared_->options.access_log;
   auto store = StreamStore::Create(shared_->options.store);
   if (!store.ok()) {
     spdlog::error("openai: stream store options refused ({}); using the defaults",
@@ -772,7 +778,10 @@ OpenAiHandler::OpenAiHandler(ModelManager* models, HttpHandler* next, Options op
   shared_->store = std::move(store).value();
 }
 
-OpenAiHandler::~OpenAiHandler() = default;
+OpenAiHandler::~OpenAiHandler() {
+  std::lock_guard lock(shared_->resume_log_mu);
+  shared_->resume_log = nullptr;  // a resume still streaming writes no line from here on
+}
 
 std::optional<HttpResponse> OpenAiHandler::Precheck(const HttpRequest& head) {
   if (IsOwnPath(PathOf(head.target))) return std::nullopt;
