@@ -150,6 +150,7 @@ TEST_F(AppTest, DestroyedWhileServingItClosesItsPortsAndWritesItsAccessLog) {
   std::stringstream lines;
   lines << in.rdbuf();
   EXPECT_NE(lines.str().find("/v2/health/live"), std::string::npos) << lines.str();
+  std::remove(access_file.c_str());
 }
 
 // A port that cannot be bound fails the start with the port's name, and what had started
