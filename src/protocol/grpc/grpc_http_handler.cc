@@ -287,6 +287,10 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       r->set_id(slot->request.id());
       r->set_model_name(slot->request.model_name());
       r->set_model_version(slot->request.model_version());
+      // An error is its request's last response, whatever the model: a client of a decoupled
+      // model that waits for the flag per id (generation.md) never waits in vain, also when the
+      // model was not found and so never known to generate (probe 45 F3).
+      (*r->mutable_parameters())["triton_final_response"].set_bool_param(true);
     }
     writer_->Write(Framed(slot->response), [self = shared_from_this(), slot](bool written) {
       self->OnWritten(*slot, written);

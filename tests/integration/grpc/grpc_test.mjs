@@ -600,6 +600,14 @@ test('ModelStreamInfer on a model that generates text: decoupled responses, then
   // Each refusal ends its request as every generation ends, with the final flag (a client that
   // waits for it per id waited for good).
   for (const id of ['w1', 'w2', 'w3']) assertEqual(wrong.get(id).final, 1, `${id}: final`);
+  // So does a refusal before the model is known to generate: an unknown model or version.
+  const unknown = await collect([{ ...textRequest('u1', 'x', 1), model_name: 'no-such-model' },
+    { ...textRequest('u2', 'x', 1), model_version: '7' }]);
+  for (const id of ['u1', 'u2']) {
+    const e = unknown.get(id);
+    assert(e && /unknown model/.test(e.error) && e.final === 1 && e.responses === 1,
+      `${id}: ${JSON.stringify(e)}`);
+  }
   // NaN has no JSON spelling: it is refused as what it is, not as "a string".
   const nan = await collect([
     { ...textRequest('n1', 'x', 1), parameters: { temperature: { double_param: NaN } } },
