@@ -726,7 +726,8 @@ void LlamaEngine::Impl::Sample(Slot& slot, int32_t output_index) {
       finish = FinishReason::kStop;
     } else if ((max_tokens > 0 && s.generated >= max_tokens) || full) {
       text += s.stop.Flush();
-      finish = FinishReason::kLength;
+      // The flush may complete a stop string (one ending with U+FFFD): the text stops there.
+      finish = s.stop.stopped() ? FinishReason::kStop : FinishReason::kLength;
     }
   }
   s.job.sink->OnToken(text, logprob);

@@ -21,7 +21,19 @@ StopMatcher::StopMatcher(std::vector<std::string> stop_strings)
 
 std::string StopMatcher::Append(std::string_view bytes) {
   if (stopped_) return {};
-  held_.append(bytes);
+  // Matched against the text as the client reads it, bytes that form no character already
+  // U+FFFD: a stop string that holds U+FFFD stops there too (probe 45 F2).
+  held_ += utf8_.Push(bytes);
+  return Release(/*all=*/false);
+}
+
+std::string StopMatcher::Flush() {
+  if (stopped_) return {};
+  held_ += utf8_.Flush();
+  return Release(/*all=*/true);
+}
+
+std::string StopMatcher::Release(bool all) {
   // A stop string can only start in held_: released text never ends with the start of one.
   size_t first_stop = std::string::npos;
   for (const std::string& stop : stop_strings_) {
@@ -29,22 +41,18 @@ std::string StopMatcher::Append(std::string_view bytes) {
   }
   if (first_stop != std::string::npos) {
     stopped_ = true;
-    std::string out = utf8_.Push(std::string_view(held_).substr(0, first_stop));
-    out += utf8_.Flush();
+    std::string out = held_.substr(0, first_stop);
     held_.clear();
     return out;
   }
   size_t keep = 0;
-  for (const std::string& stop : stop_strings_) keep = std::max(keep, HeldForStop(held_, stop));
-  std::string out = utf8_.Push(std::string_view(held_).substr(0, held_.size() - keep));
+  if (!all) {
+    for (const std::string& stop : stop_strings_) keep = std::max(keep, HeldForStop(held_, stop));
+  }
+  // held_ holds whole characters, and a stop string's prefix that it ends with starts at one
+  // (its first byte starts a character): what is released is whole characters too.
+  std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
-  return out;
-}
-
-std::string StopMatcher::Flush() {
-  std::string out = utf8_.Push(held_);
-  out += utf8_.Flush();
-  held_.clear();
   return out;
 }
 

@@ -77,6 +77,22 @@ INSTANTIATE_TEST_SUITE_P(
                  {"ab", "\xEF\xBF\xBD"},
                  true,
                  ""},
+        // A stop string is matched against the text as sent: bytes that form no character are
+        // U+FFFD by then, which a stop string may hold (probe 45 F2).
+        StopCase{"stop_is_a_replaced_byte", {"\xEF\xBF\xBD"}, {"a\xFF", "b"}, {"a", ""}, true, ""},
+        StopCase{"stop_is_a_lead_byte_left_alone",
+                 {"\xEF\xBF\xBD"},
+                 {"x\xC3", "y"},
+                 {"x", ""},
+                 true,
+                 ""},
+        StopCase{"stop_completed_by_the_flush", {"\xEF\xBF\xBD"}, {"ok\xE2"}, {"ok"}, false, ""},
+        StopCase{"stop_with_replacement_across_pieces",
+                 {"!\xEF\xBF\xBD"},
+                 {"hi!", "\x80", "more"},
+                 {"hi", "", ""},
+                 true,
+                 ""},
         StopCase{
             "multibyte_stop", {"\xE2\x82\xAC"}, {"5 \xE2\x82", "\xAC and"}, {"5 ", ""}, true, ""}),
     [](const ::testing::TestParamInfo<StopCase>& info) { return std::string(info.param.name); });
@@ -85,6 +101,17 @@ TEST(StopMatcher, AppendAfterStopReleasesNothing) {
   StopMatcher matcher({"#"});
   EXPECT_EQ(matcher.Append("a#b"), "a");
   EXPECT_EQ(matcher.Append("more"), "");
+  EXPECT_EQ(matcher.Flush(), "");
+}
+
+// The engine reads stopped() after a flush at the length limit: a stop string the flush
+// completed ends the text there, and the generation reports a stop.
+TEST(StopMatcher, AFlushThatCompletesAStopStringStops) {
+  StopMatcher matcher({"\xEF\xBF\xBD"});
+  EXPECT_EQ(matcher.Append("ok\xE2\x82"), "ok");
+  EXPECT_FALSE(matcher.stopped());
+  EXPECT_EQ(matcher.Flush(), "");
+  EXPECT_TRUE(matcher.stopped());
   EXPECT_EQ(matcher.Flush(), "");
 }
 
