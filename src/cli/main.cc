@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -52,27 +53,35 @@ int Serve(const ServeFlags& flags) {
   spdlog::info("harrier {} starting; model repository '{}'", HARRIER_VERSION,
                flags.model_repository);
 
+  // From here until AwaitStop, a signal stops the start (probe 44: one blocked opening a file
+  // ignored it).
+  SignalsBeforeServing watch(signals);
+  watch.Step("checking the flags and their files");
   App app(flags, log_sink.get());
   if (Status built = app.Build(); !built.ok()) {
     spdlog::critical("{}", built.message());
     return 1;
   }
-  bool stopped_while_loading = false;
-  {
-    SignalsWhileLoading watch(signals, [&app] { app.BeginShutdown(); });
+  if (watch.stop_signal() == 0) {
+    watch.Loading([&app] { app.BeginShutdown(); });
     app.LoadModels();
-    stopped_while_loading = watch.Finish();
   }
-  if (stopped_while_loading) {
+  if (watch.stop_signal() != 0) {
+    watch.Finish();
     app.Stop();
     spdlog::info("stopped before serving");
     return 0;
   }
+  watch.Step("opening the access log, the key file and the ports");
   app.LogReadiness();
   if (Status started = app.Start(); !started.ok()) {
     spdlog::critical("{}", started.message());
     return 1;  // the App's destructor stops what had started
   }
+  watch.Finish();
+  // A signal while the ports opened: the server stops as it would have a moment later, in the
+  // drain's order (AwaitStop takes it, pending, from this thread).
+  if (const int signal_number = watch.stop_signal(); signal_number != 0) raise(signal_number);
   AwaitStop(signals, flags, app.shutdown_timeline());
   app.Stop();
   spdlog::info("stopped");

@@ -84,29 +84,69 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
   }).detach();
 }
 
-SignalsWhileLoading::SignalsWhileLoading(const sigset_t& signals, std::function<void()> stop)
-    : thread_([this, signals, stop = std::move(stop)] {
-        while (!done_.load()) {
-          timespec tick{0, 100'000'000};
-          const int signal_number = sigtimedwait(&signals, nullptr, &tick);
-          if (signal_number <= 0) continue;
-          if (signal_.exchange(signal_number) != 0) {
-            spdlog::warn("another signal: exiting without waiting for the load in progress");
-            spdlog::default_logger()->flush();
-            std::_Exit(1);
-          }
-          spdlog::info(
-              "received {} while the models load: skipping the loads not begun, finishing "
-              "the one in progress, then exiting",
-              SignalName(signal_number));
-          stop();
-        }
-      }) {}
+SignalsBeforeServing::SignalsBeforeServing(const sigset_t& signals)
+    : thread_([this, signals] { Watch(signals); }) {}
 
-bool SignalsWhileLoading::Finish() {
+void SignalsBeforeServing::Step(std::string what) {
+  std::lock_guard lock(mu_);
+  step_ = std::move(what);
+  loading_ = false;
+  stop_ = nullptr;
+}
+
+void SignalsBeforeServing::Loading(std::function<void()> stop) {
+  {
+    std::lock_guard lock(mu_);
+    step_ = "loading the models";
+    loading_ = true;
+    stop_ = stop;
+  }
+  // A signal that came just before: the loads stop too.
+  if (signal_.load() != 0) stop();
+}
+
+void SignalsBeforeServing::Watch(sigset_t signals) {
+  while (!done_.load()) {
+    timespec tick{0, 100'000'000};
+    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+    std::unique_lock lock(mu_);
+    if (signal_number <= 0) {
+      // A step other than the loads still running kStepGrace after the signal is blocked.
+      if (signal_.load() != 0 && !loading_ &&
+          std::chrono::steady_clock::now() - asked_ >= kStepGrace) {
+        spdlog::warn(
+            "the start is still {} {} s after {}: blocked (on a file that does not open, such "
+            "as a FIFO that no one writes?); exiting, since nothing serves yet",
+            step_, kStepGrace.count(), SignalName(signal_.load()));
+        spdlog::default_logger()->flush();
+        std::_Exit(0);
+      }
+      continue;
+    }
+    if (signal_.exchange(signal_number) != 0) {
+      spdlog::warn("another signal: exiting without waiting for the start to stop");
+      spdlog::default_logger()->flush();
+      std::_Exit(1);
+    }
+    asked_ = std::chrono::steady_clock::now();
+    if (loading_) {
+      spdlog::info(
+          "received {} while the models load: skipping the loads not begun, finishing the one "
+          "in progress, then exiting",
+          SignalName(signal_number));
+      std::function<void()> stop = stop_;
+      lock.unlock();
+      if (stop) stop();
+    } else {
+      spdlog::info("received {} while {}: stopping once that is done", SignalName(signal_number),
+                   step_);
+    }
+  }
+}
+
+void SignalsBeforeServing::Finish() {
   done_ = true;
   if (thread_.joinable()) thread_.join();
-  return signal_.load() != 0;
 }
 
 }  // namespace harrier

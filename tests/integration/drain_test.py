@@ -10,7 +10,8 @@ kept-alive one, for the whole delay; then the listeners close, a request in flig
 is still answered, and the process exits 0, no sooner than the delay. A second SIGTERM during the
 delay skips the rest of it, still exiting 0; one more, while a request is still running, exits 1
 at once (docs/deployment.md, "The drain"). A SIGTERM while a model's configured warm-up runs at
-start stops the start: exit 0, no port opened. A fault (SIGSEGV) ends the process by that signal after
+start stops the start: exit 0, no port opened; so does one while the start is blocked opening a
+file (a FIFO no one opens), after 5 s. A fault (SIGSEGV) ends the process by that signal after
 a backtrace on stderr (core/fatal_signal.h), which the harness symbolizes.
 Python stdlib only (gRPC by hand-written HTTP/2 frames, tools/h2_attacks.py). The last line is
 "N passed, N failed".
@@ -325,6 +326,96 @@ class DrainTest(unittest.TestCase):
                 proc.kill()
             proc.wait()
             log.close()
+
+    def test_a_signal_while_the_start_is_blocked_on_a_file_ends_it(self):
+        # A start blocked opening a file (a FIFO whose reader, a sidecar, has not started)
+        # ignored SIGTERM for good: the pod waited out its grace period (probe 44). A step that
+        # has not ended 5 s after the signal is given up on; nothing serves yet.
+        repo = os.path.join(ARGS.work_dir, "repo-fifo")
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(os.path.join(REPO, "simple"), os.path.join(repo, "simple"))
+        for flag in ("--access-log-file", "--api-key-file"):
+            with self.subTest(flag=flag):
+                fifo = os.path.join(ARGS.work_dir, "fifo" + flag.replace("-", "_"))
+                if os.path.exists(fifo):
+                    os.unlink(fifo)
+                os.mkfifo(fifo)
+                log_path = os.path.join(ARGS.work_dir, "fifo" + flag.replace("-", "_") + ".log")
+                log = open(log_path, "wb")
+                port = harness.free_port()
+                extra = [flag, fifo] + (["--access-log", "on"] if "access" in flag else [])
+                proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
+                                         "--http-port", str(port), "--grpc-port", "0",
+                                         "--metrics-port", "0"] + extra,
+                                        stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    deadline = time.monotonic() + 30
+                    text = ""
+                    while "model version(s) ready" not in text and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        text = open(log_path, "rb").read().decode("utf-8", "replace")
+                    time.sleep(0.3)  # into the open that blocks
+                    self.assertIsNone(proc.poll(), text[-3000:])
+                    started = time.monotonic()
+                    proc.send_signal(signal.SIGTERM)
+                    self.assertEqual(proc.wait(timeout=20), 0, open(log_path, "rb").read()[-3000:])
+                    self.assertLess(time.monotonic() - started, 8)
+                    text = open(log_path, "rb").read().decode("utf-8", "replace")
+                    self.assertIn("received SIGTERM while opening the access log, the key file "
+                                  "and the ports", text)
+                    self.assertIn("blocked (on a file that does not open", text)
+                    self.assertNotIn("listening on HTTP", text)
+                    self.assertTrue(refused(port))
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                    proc.wait()
+                    log.close()
+                    os.unlink(fifo)
+
+    def test_a_signal_while_the_ports_open_drains_as_once_serving(self):
+        # The step ends by itself: a reader opens the FIFO soon after the signal, and the server
+        # then stops in the drain's order instead of serving on.
+        repo = os.path.join(ARGS.work_dir, "repo-fifo-late")
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(os.path.join(REPO, "simple"), os.path.join(repo, "simple"))
+        fifo = os.path.join(ARGS.work_dir, "fifo-late")
+        if os.path.exists(fifo):
+            os.unlink(fifo)
+        os.mkfifo(fifo)
+        log_path = os.path.join(ARGS.work_dir, "fifo-late.log")
+        log = open(log_path, "wb")
+        port = harness.free_port()
+        proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
+                                 "--http-port", str(port), "--grpc-port", "0",
+                                 "--metrics-port", "0", "--access-log", "on",
+                                 "--access-log-file", fifo],
+                                stdout=log, stderr=subprocess.STDOUT)
+        reader = None
+        try:
+            deadline = time.monotonic() + 30
+            text = ""
+            while "model version(s) ready" not in text and time.monotonic() < deadline:
+                time.sleep(0.05)
+                text = open(log_path, "rb").read().decode("utf-8", "replace")
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            reader = open(fifo, "rb")  # the step ends: the log opens, then the ports
+            self.assertEqual(proc.wait(timeout=20), 0, open(log_path, "rb").read()[-3000:])
+            text = open(log_path, "rb").read().decode("utf-8", "replace")
+            self.assertIn("received SIGTERM while opening the access log", text)
+            self.assertNotIn("blocked (on a file that does not open", text)
+            self.assertIn("received SIGTERM; finishing in-flight requests", text)
+            self.assertIn("stopped", text)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            log.close()
+            if reader:
+                reader.close()
+            os.unlink(fifo)
 
     @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
