@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -417,10 +420,34 @@ void App::Stop() {
   stopped_ = true;
   if (!manager_) return;  // Build failed before it: nothing loads, nothing serves
   manager_->BeginShutdown();
+  // A generation still running shortly before the transports give up on their requests
+  // (--exit-timeout-secs) ends with the server's reason: its stream gets an error event and its
+  // proper end, which a client tells from a network fault, where it was cut mid-body (probe 44).
+  // A margin of a quarter of the timeout, at most 1 s: an engine ends a sequence within a step.
+  const auto exit_timeout = std::chrono::seconds(flags_.exit_timeout_secs);
+  const auto margin = std::min<std::chrono::milliseconds>(
+      std::chrono::seconds(1), std::chrono::milliseconds(exit_timeout) / 4);
+  std::mutex stop_mu;
+  std::condition_variable stopped;
+  bool servers_stopped = false;
+  std::thread end_generations([&] {
+    std::unique_lock lock(stop_mu);
+    if (stopped.wait_for(lock, exit_timeout - margin, [&] { return servers_stopped; })) return;
+    lock.unlock();
+    manager_->EndGenerations(
+        Unavailable("the server is shutting down: its exit timeout (--exit-timeout-secs " +
+                    std::to_string(flags_.exit_timeout_secs) + ") ended the generation"));
+  });
   std::thread rest_stop;
   if (rest_server_) rest_stop = std::thread([this] { rest_server_->Stop(); });
-  if (grpc_server_) grpc_server_->Stop(std::chrono::seconds(flags_.exit_timeout_secs));
+  if (grpc_server_) grpc_server_->Stop(exit_timeout);
   if (rest_stop.joinable()) rest_stop.join();
+  {
+    std::lock_guard lock(stop_mu);
+    servers_stopped = true;
+  }
+  stopped.notify_all();
+  end_generations.join();
   manager_->Shutdown();
   // Every request is answered and its trace submitted: export them before the tracer goes.
   if (tracer_ && !tracer_->Flush(std::chrono::seconds(5))) {

@@ -276,6 +276,10 @@ void LoadedModel::EndWaitingGenerations(const Status& why) {
   if (options_.generator) options_.generator->EndWaiting(why);
 }
 
+void LoadedModel::EndGenerations(const Status& why) {
+  if (options_.generator) options_.generator->Shutdown(why);
+}
+
 void LoadedModel::Shutdown(const Status& why) {
   if (scheduler_) scheduler_->Shutdown();
   if (options_.generator) options_.generator->Shutdown(why);

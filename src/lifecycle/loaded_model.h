@@ -112,6 +112,11 @@ class LoadedModel : public ServableModel {
   // ones are refused with it (GenerativeModel::EndWaiting); the running ones go on. A tensor
   // model's queued requests are not touched: they run in their turn. For an unload.
   void EndWaitingGenerations(const Status& why);
+  // A generative version's generations, running and waiting, end with `why`, and new ones are
+  // refused with it (its engine shuts down: GenerativeModel::Shutdown); a tensor model's
+  // requests are not touched. For the server's stop, before its transports give up on the
+  // streams (App::Stop).
+  void EndGenerations(const Status& why);
 
   // Stops accepting requests, finishes queued and running ones. Idempotent. A generation still
   // running is ended with `why` (GenerativeModel::Shutdown): the server's reason, which its

@@ -295,6 +295,22 @@ void ModelRepositoryManagerImpl::BeginShutdown() {
   lifecycle_.Close();  // queued loads and unloads are answered 503 now, polls dropped
 }
 
+void ModelRepositoryManagerImpl::EndGenerations(const Status& why) {
+  std::vector<std::shared_ptr<LoadedModel>> loaded;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [name, entry] : models_) {
+      for (const auto& [v, e] : entry.versions)
+        if (e.model && e.model->generative() != nullptr) loaded.push_back(e.model);
+    }
+  }
+  if (loaded.empty()) return;
+  spdlog::info("ending the generations still running or waiting on {} model version(s): {}",
+               loaded.size(), why.message());
+  // Outside the lock: an engine's shutdown joins its thread.
+  for (const auto& m : loaded) m->EndGenerations(why);
+}
+
 void ModelRepositoryManagerImpl::Shutdown() {
   BeginShutdown();
   lifecycle_.Stop();  // the loads in progress finish first (a warm-up stops between runs)

@@ -105,6 +105,12 @@ class ModelRepositoryManager : public ModelManager {
   // also skips the start's loads not begun yet. Idempotent; from any thread.
   virtual void BeginShutdown() = 0;
 
+  // Every loaded version's generations, running and waiting, end with `why`
+  // (LoadedModel::EndGenerations); tensor requests go on. After BeginShutdown(): for the
+  // server's stop, so that a stream still running when the exit timeout nears ends with an
+  // error event and its proper end rather than cut mid-body. From any thread.
+  virtual void EndGenerations(const Status& why) = 0;
+
   // BeginShutdown(), then waits for the load or unload in progress, stops accepting new
   // requests (kUnavailable), finishes the ones queued or running, joins the worker threads,
   // and removes the directories of file overrides. Idempotent.

@@ -75,6 +75,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
 
   void LoadAll() override;
   void BeginShutdown() override;
+  void EndGenerations(const Status& why) override;
   void Shutdown() override;
   StatusOr<std::shared_ptr<ServableModel>> Get(std::string_view name,
                                                std::optional<int64_t> version) override;

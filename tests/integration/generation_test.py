@@ -19,7 +19,8 @@ generate and generate_stream; bad input in OpenAI's error shape, and the KServe 
 a generative model pointing at these; an unload in explicit mode ends the generations waiting
 for a sequence at once while the running one streams on; a gRPC client that reads nothing has
 its generation stopped past the stream buffer (raw HTTP/2 frames: tools/h2_attacks.py, which
-needs Debian's python3-hpack). Python stdlib and nghttp only. The last line is
+needs Debian's python3-hpack); streams still running when the exit timeout nears end with an
+error event and their proper end. Python stdlib and nghttp only. The last line is
 "N passed, N failed".
 """
 import hashlib
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -884,6 +886,54 @@ class OneCoreTests(OwnServerTests):
         self.assertEqual(seen[-1], 1, seen)
 
 
+class ExitTimeoutTests(unittest.TestCase):
+    """A server of its own with --exit-timeout-secs 1 and a model whose generations run for
+    seconds (one sequence, a 16k context), stopped while streams run."""
+
+    def test_streams_running_at_the_exit_timeout_end_with_an_error_event_and_their_end(self):
+        # They were cut mid-body when the transport gave up on them: a client could not tell a
+        # shutdown from a network fault (probe 44).
+        repo = os.path.join(ARGS.work_dir, "repo-exit")
+        shutil.rmtree(repo, ignore_errors=True)
+        os.makedirs(os.path.join(repo, "long", "1"))
+        shutil.copy(gguf_path(), os.path.join(repo, "long", "1", "model.gguf"))
+        with open(os.path.join(repo, "long", "config.pbtxt"), "w") as f:
+            f.write('backend: "llama.cpp"\n'
+                    'parameters { key: "parallel_sequences" value { string_value: "2" } }\n'
+                    'parameters { key: "context_size" value { string_value: "32768" } }\n')
+        server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "exit.log"),
+                                 ["--exit-timeout-secs", "1"])
+        try:
+            body = {"model": "long", "prompt": "Keep going", "max_tokens": 16000, "stream": True,
+                    "temperature": 0}
+            streams = [RawStream(server.port, "/v1/completions", body) for _ in range(2)]
+            for s in streams:
+                s.read_events(2)
+            started = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            for s in streams:
+                ended = False
+                try:
+                    while not ended:
+                        ended = s._dechunk_more()
+                except EOFError:
+                    pass
+                text = s.body.decode("utf-8", "replace")
+                self.assertTrue(ended, "cut before its last chunk: " + text[-500:])
+                events, _ = events_of(text)
+                self.assertEqual(events[-1][1], "[DONE]")
+                error = json.loads(events[-2][1])["error"]
+                self.assertIn("exit timeout (--exit-timeout-secs 1) ended the generation",
+                              error["message"])
+                self.assertEqual(error["type"], "server_error")
+            self.assertEqual(server.proc.wait(30), 0)
+            # Ended at three quarters of the timeout, not at its end nor after it.
+            self.assertLess(time.monotonic() - started, 5)
+            self.assertIn("ending the generations still running", server.log_text())
+        finally:
+            server.terminate()
+
+
 def main():
     global ARGS, SERVER
     ARGS = harness.parse_args(__doc__)
@@ -907,7 +957,8 @@ def main():
                                 loader.loadTestsFromTestCase(KeyTests),
                                 loader.loadTestsFromTestCase(UnloadTests),
                                 loader.loadTestsFromTestCase(GrpcSlowReaderTests),
-                                loader.loadTestsFromTestCase(OneCoreTests)])
+                                loader.loadTestsFromTestCase(OneCoreTests),
+                                loader.loadTestsFromTestCase(ExitTimeoutTests)])
     return harness.run_suite(suite, start, ARGS.verbose)
 
 
