@@ -198,7 +198,8 @@ void App::BeginShutdown() {
   manager_->BeginShutdown();
 }
 
-Status App::Start() {
+Status App::OpenFiles() {
+  if (access_control_) return Status::Ok();  // opened already
   // Built before the handlers so that they outlive them and every request they answer.
   if (flags_.access_log == "on") {
     AsyncAccessLog::Options options;
@@ -221,6 +222,11 @@ Status App::Start() {
   auto access_control = auth::AccessControl::Create(access_options);
   if (!access_control.ok()) return Prefixed("access control", access_control.status());
   access_control_ = std::move(access_control).value();
+  return Status::Ok();
+}
+
+Status App::Start() {
+  RETURN_IF_ERROR(OpenFiles());
   log_control_ = std::make_unique<SpdlogLogControl>(flags_.log_format, /*log_file=*/"");
   if (flags_.allow_client_shm) {
     shared_memory_ = std::make_unique<SharedMemoryRegistry>();

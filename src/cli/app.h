@@ -89,8 +89,13 @@ class App {
   // ends the start this way.
   void BeginShutdown();
 
-  // The access log, access control, the handlers, then the REST, gRPC and metrics ports, each
-  // logged as it opens. On an error nothing is left serving once Stop has run.
+  // The files the ports need before they open: the access log (opened) and access control
+  // (the key file read). Before Start, which calls it if the caller did not; a separate step
+  // so that the stop signals know no port is open while it runs (cli/stop_signals.h).
+  Status OpenFiles();
+
+  // OpenFiles, then the handlers, then the REST, gRPC and metrics ports, each logged as it
+  // opens. On an error nothing is left serving once Stop has run.
   Status Start();
 
   // The drain's order (readiness off, the delay, the stop): AwaitStop drives it, and both

@@ -56,15 +56,23 @@ int Serve(const ServeFlags& flags) {
   // From here until AwaitStop, a signal stops the start (probe 44: one blocked opening a file
   // ignored it).
   SignalsBeforeServing watch(signals);
-  watch.Step("checking the flags and their files");
+  watch.Step("checking the flags and their files", /*bounded=*/true);
   App app(flags, log_sink.get());
-  if (Status built = app.Build(); !built.ok()) {
-    spdlog::critical("{}", built.message());
-    return 1;
-  }
+  // Every way out stops the watch first: its forced exit must not fire while the App unwinds.
+  auto failed = [&watch](const Status& status) {
+    watch.Finish();
+    spdlog::critical("{}", status.message());
+    return 1;  // the App's destructor stops what had started
+  };
+  if (Status built = app.Build(); !built.ok()) return failed(built);
   if (watch.stop_signal() == 0) {
     watch.Loading([&app] { app.BeginShutdown(); });
     app.LoadModels();
+  }
+  if (watch.stop_signal() == 0) {
+    app.LogReadiness();
+    watch.Step("opening the access log and the key file", /*bounded=*/true);
+    if (Status opened = app.OpenFiles(); !opened.ok()) return failed(opened);
   }
   if (watch.stop_signal() != 0) {
     watch.Finish();
@@ -72,12 +80,9 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("stopped before serving");
     return 0;
   }
-  watch.Step("opening the access log, the key file and the ports");
-  app.LogReadiness();
-  if (Status started = app.Start(); !started.ok()) {
-    spdlog::critical("{}", started.message());
-    return 1;  // the App's destructor stops what had started
-  }
+  // Not bounded: once the REST port listens, it answers; a stop then takes the drain's order.
+  watch.Step("opening the ports", /*bounded=*/false);
+  if (Status started = app.Start(); !started.ok()) return failed(started);
   watch.Finish();
   // A signal while the ports opened: the server stops as it would have a moment later, in the
   // drain's order (AwaitStop takes it, pending, from this thread).

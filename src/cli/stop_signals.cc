@@ -87,9 +87,10 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
 SignalsBeforeServing::SignalsBeforeServing(const sigset_t& signals)
     : thread_([this, signals] { Watch(signals); }) {}
 
-void SignalsBeforeServing::Step(std::string what) {
+void SignalsBeforeServing::Step(std::string what, bool bounded) {
   std::lock_guard lock(mu_);
   step_ = std::move(what);
+  bounded_ = bounded;
   loading_ = false;
   stop_ = nullptr;
 }
@@ -98,6 +99,7 @@ void SignalsBeforeServing::Loading(std::function<void()> stop) {
   {
     std::lock_guard lock(mu_);
     step_ = "loading the models";
+    bounded_ = false;
     loading_ = true;
     stop_ = stop;
   }
@@ -111,8 +113,8 @@ void SignalsBeforeServing::Watch(sigset_t signals) {
     const int signal_number = sigtimedwait(&signals, nullptr, &tick);
     std::unique_lock lock(mu_);
     if (signal_number <= 0) {
-      // A step other than the loads still running kStepGrace after the signal is blocked.
-      if (signal_.load() != 0 && !loading_ &&
+      // A bounded step (no port open) still running kStepGrace after the signal is blocked.
+      if (signal_.load() != 0 && bounded_ &&
           std::chrono::steady_clock::now() - asked_ >= kStepGrace) {
         spdlog::warn(
             "the start is still {} {} s after {}: blocked (on a file that does not open, such "

@@ -42,9 +42,9 @@ void AwaitStop(const sigset_t& signals, const ServeFlags& flags, ShutdownTimelin
 //   not begun are skipped, a configured warm-up stops between runs, the load in progress
 //   finishes), however long that takes;
 // - during any other step (Step), when the step ends: the caller reads stop_signal() then.
-//   Those steps open files and ports and end within moments; one that has not ended
-//   kStepGrace after the signal is blocked (a file that does not open), and the process exits
-//   0 at once, logging which step, since nothing serves yet.
+//   Those steps open files and ports and end within moments; one before any port opens that
+//   has not ended kStepGrace after the signal is blocked (a file that does not open), and the
+//   process exits 0 at once, logging which step, since nothing serves yet.
 // Another signal exits the process at once with 1. A thread polls the blocked signals every
 // 100 ms until Finish(); a signal after that stays pending for AwaitStop.
 class SignalsBeforeServing {
@@ -56,9 +56,10 @@ class SignalsBeforeServing {
   SignalsBeforeServing(const SignalsBeforeServing&) = delete;
   SignalsBeforeServing& operator=(const SignalsBeforeServing&) = delete;
 
-  // The start enters step `what` ("checking the flags' files", ...): bounded by kStepGrace
-  // once a signal came.
-  void Step(std::string what);
+  // The start enters step `what` ("checking the flags' files", ...). `bounded`: no port is open
+  // during it, and it is given up on kStepGrace after a signal; a step during which a port
+  // opens is not (a forced exit would drop what the port accepted): a second signal ends it.
+  void Step(std::string what, bool bounded);
   // The start enters the models' loads: a signal calls `stop` (at once, if one came already).
   void Loading(std::function<void()> stop);
   // The signal that asked the start to stop (SIGINT or SIGTERM); 0 while none did.
@@ -72,6 +73,7 @@ class SignalsBeforeServing {
   std::mutex mu_;
   std::string step_;                             // guarded by mu_
   bool loading_ = false;                         // guarded by mu_
+  bool bounded_ = false;                         // guarded by mu_
   std::function<void()> stop_;                   // guarded by mu_
   std::chrono::steady_clock::time_point asked_;  // guarded by mu_: when the signal came
   std::atomic<bool> done_{false};
