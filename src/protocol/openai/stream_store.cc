@@ -15,8 +15,10 @@ struct StoredStream {
   bool finished = false;
   bool gone = false;
   Clock::time_point finished_at;
-  // Its place in live_order_ or, once finished, finished_order_ (splice keeps it valid).
+  // Its place in live_order_ or, once finished, finished_order_ (splice keeps it valid), and
+  // the same in its owner's lists.
   std::list<StoredStream*>::iterator order_pos;
+  std::list<StoredStream*>::iterator owner_pos;
   std::vector<StreamReader*> readers;
 };
 
@@ -78,7 +80,13 @@ StreamStore::~StreamStore() {
 std::string StreamStore::Open(std::string owner) {
   std::lock_guard lock(mu_);
   ExpireLocked(clock_.Now());
-  while (streams_.size() >= options_.max_streams) RemoveLocked(VictimLocked(nullptr));
+  while (streams_.size() >= options_.max_streams) {
+    // The owner opening it counts with it: at a tie with another, its own oldest goes.
+    ++owners_[owner].streams;
+    StoredStream* victim = VictimLocked(nullptr, /*by_bytes=*/false);
+    if (--owners_[owner].streams == 0) owners_.erase(owner);
+    RemoveLocked(victim);
+  }
   std::string id;
   do {
     id = RandomHexId128(random_);
@@ -87,6 +95,9 @@ std::string StreamStore::Open(std::string owner) {
   stream->id = id;
   stream->owner = std::move(owner);
   stream->order_pos = live_order_.insert(live_order_.end(), stream.get());
+  OwnerShare& share = owners_[stream->owner];
+  ++share.streams;
+  stream->owner_pos = share.live.insert(share.live.end(), stream.get());
   streams_.emplace(id, std::move(stream));
   return id;
 }
@@ -104,13 +115,14 @@ StatusOr<uint64_t> StreamStore::Append(std::string_view stream_id, std::string d
                              std::to_string(options_.max_total_bytes) + " bytes) and was dropped");
   }
   while (total_bytes_ + cost > options_.max_total_bytes) {
-    StoredStream* victim = VictimLocked(s);
+    StoredStream* victim = VictimLocked(s, /*by_bytes=*/true);
     assert(victim != nullptr);  // s alone fits, so some other stream holds the excess
     RemoveLocked(victim);
   }
   s->events.push_back(std::move(data));
   s->bytes += cost;
   total_bytes_ += cost;
+  owners_[s->owner].bytes += cost;
   WakeLocked(*s);
   return static_cast<uint64_t>(s->events.size());
 }
@@ -125,6 +137,8 @@ Status StreamStore::Finish(std::string_view stream_id) {
   s->finished = true;
   s->finished_at = now;
   finished_order_.splice(finished_order_.end(), live_order_, s->order_pos);
+  OwnerShare& share = owners_[s->owner];
+  share.finished.splice(share.finished.end(), share.live, s->owner_pos);
   WakeLocked(*s);
   return Status::Ok();
 }
@@ -168,6 +182,11 @@ void StreamStore::RemoveLocked(StoredStream* s) {
   streams_.erase(it);
   (s->finished ? finished_order_ : live_order_).erase(s->order_pos);
   total_bytes_ -= s->bytes;
+  auto share = owners_.find(s->owner);
+  assert(share != owners_.end());
+  (s->finished ? share->second.finished : share->second.live).erase(s->owner_pos);
+  share->second.bytes -= s->bytes;
+  if (--share->second.streams == 0) owners_.erase(share);
   s->bytes = 0;
   s->events.clear();
   s->events.shrink_to_fit();
@@ -175,12 +194,33 @@ void StreamStore::RemoveLocked(StoredStream* s) {
   WakeLocked(*s);
 }
 
-StoredStream* StreamStore::VictimLocked(const StoredStream* keep) const {
-  if (!finished_order_.empty()) return finished_order_.front();  // never `keep`: it is live
-  for (StoredStream* s : live_order_) {
-    if (s != keep) return s;
+StoredStream* StreamStore::VictimLocked(const StoredStream* keep, bool by_bytes) const {
+  StoredStream* victim = nullptr;
+  size_t most = 0;
+  for (const auto& [owner, share] : owners_) {
+    // What the owner holds, `keep` included; `keep` itself is never evicted for its own Append.
+    const size_t held = by_bytes ? share.bytes : share.streams;
+    StoredStream* oldest = nullptr;
+    if (!share.finished.empty()) {
+      oldest = share.finished.front();  // never `keep`: it is live
+    } else {
+      for (StoredStream* s : share.live) {
+        if (s != keep) {
+          oldest = s;
+          break;
+        }
+      }
+    }
+    if (oldest == nullptr || (victim != nullptr && held < most)) continue;
+    // At a tie, the older stream: a finished one before a live one, the first finished first.
+    if (victim != nullptr && held == most &&
+        (!oldest->finished || (victim->finished && victim->finished_at <= oldest->finished_at))) {
+      continue;
+    }
+    victim = oldest;
+    most = held;
   }
-  return nullptr;
+  return victim;
 }
 
 StoredStream* StreamStore::FindLocked(std::string_view stream_id) const {

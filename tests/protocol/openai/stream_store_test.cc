@@ -294,6 +294,64 @@ TEST_F(StreamStoreTest, StreamCountBoundEvictsOldestFinishedThenOldestLive) {
   EXPECT_EQ(store->stats().streams, 3u);
 }
 
+// Probe 47: one key's flood of short streams evicted every other key's stream within a second.
+// The owner holding the most pays: a key that floods evicts its own oldest streams.
+TEST_F(StreamStoreTest, AKeyThatFloodsTheStreamBoundEvictsOnlyItsOwn) {
+  StreamStoreOptions options;
+  options.max_streams = 4;
+  auto store = Make(options);
+  const std::string victim = store->Open("alice");
+  ASSERT_TRUE(store->Append(victim, "mine").ok());
+  ASSERT_TRUE(store->Finish(victim).ok());  // the oldest finished stream of all
+  std::vector<std::string> flood;
+  for (int i = 0; i < 100; ++i) {
+    flood.push_back(store->Open("mallory"));
+    ASSERT_TRUE(store->Finish(flood.back()).ok());
+  }
+  EXPECT_TRUE(store->Resume(victim, "alice", 0, nullptr).ok());
+  EXPECT_EQ(store->stats().streams, 4u);
+  // Mallory keeps its 3 newest.
+  for (size_t i = 0; i < flood.size(); ++i) {
+    EXPECT_EQ(store->Resume(flood[i], "mallory", 0, nullptr).ok(), i >= flood.size() - 3) << i;
+  }
+  // Another key opening a stream takes its share from the largest holder too.
+  const std::string bob = store->Open("bob");
+  EXPECT_TRUE(store->Resume(victim, "alice", 0, nullptr).ok());
+  EXPECT_TRUE(store->Resume(bob, "bob", 0, nullptr).ok());
+  EXPECT_EQ(store->Resume(flood[97], "mallory", 0, nullptr).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StreamStoreTest, AKeyThatFloodsTheByteBoundEvictsOnlyItsOwn) {
+  StreamStoreOptions options;
+  const size_t event = 100;  // bytes of each event, with its overhead
+  options.max_total_bytes = 10 * event;
+  auto store = Make(options);
+  const std::string data(event - kEventOverheadBytes, 'x');
+  const std::string victim = store->Open("alice");
+  ASSERT_TRUE(store->Append(victim, data).ok());
+  ASSERT_TRUE(store->Append(victim, data).ok());
+  ASSERT_TRUE(store->Finish(victim).ok());
+  const std::string big = store->Open("mallory");
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(store->Append(big, data).ok());
+  ASSERT_TRUE(store->Finish(big).ok());
+  const std::string next = store->Open("mallory");
+  // Full: Mallory holds 800 bytes, Alice 200: Mallory's finished stream goes.
+  ASSERT_TRUE(store->Append(next, data).ok());
+  EXPECT_EQ(store->Resume(big, "mallory", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(victim, "alice", 0, nullptr).ok());
+  // Mallory's next streams go before Alice's, down to the one it appends to.
+  const std::string third = store->Open("mallory");
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(store->Append(third, data).ok());
+  EXPECT_EQ(store->stats().total_bytes, 10 * event);
+  ASSERT_TRUE(store->Append(third, data).ok());
+  EXPECT_EQ(store->Resume(next, "mallory", 0, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Resume(victim, "alice", 0, nullptr).ok());
+  // A live stream is never evicted for its own event: with nothing else of Mallory's left,
+  // the byte bound takes Alice's (a stream is bounded by the whole store only).
+  ASSERT_TRUE(store->Append(third, data).ok());
+  EXPECT_EQ(store->Resume(victim, "alice", 0, nullptr).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(StreamStoreTest, CreateRefusesZeroBounds) {
   StreamStoreOptions zero_retention;
   zero_retention.retention = seconds(0);
