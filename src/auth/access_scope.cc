@@ -92,7 +92,10 @@ RouteAccess RouteAccessForHttp(std::string_view method, std::string_view target)
   if (path.starts_with("/v2/models/")) {
     const std::string_view action =
         ModelAction(path.substr(std::string_view("/v2/models/").size()));
-    if (action.empty() || action == "ready") return Needs(G::kMetadata, S::kMetadata);
+    // A model's readiness is health, as in Triton and as gRPC's ModelReady (probe 47: it was
+    // metadata, so restricting health left it open).
+    if (action == "ready") return Needs(G::kHealth, S::kMetadata);
+    if (action.empty()) return Needs(G::kMetadata, S::kMetadata);
     if (action == "config") return Needs(G::kModelConfig, S::kMetadata);
     if (action == "stats") return Needs(G::kStatistics, S::kMetadata);
     if (action == "infer" || action == "generate" || action == "generate_stream") {

@@ -357,6 +357,19 @@ TEST_F(AuthHandlerTest, ATritonRestrictionNeedsItsHeaderAndValue) {
   EXPECT_EQ(Serve(auth, Request("GET", "/v2/health/live")).status, 403);  // health restricted too
   EXPECT_EQ(Serve(auth, Request("POST", "/v2/models/simple/infer")).status, 200);  // not restricted
   EXPECT_EQ(counters_.refusals(RefusalReason::kRestricted), 4u);
+  // The header given twice is refused whatever the order: a proxy that reads the other value
+  // would disagree about which was sent (probe 47: the first decided).
+  EXPECT_EQ(Serve(auth, Request("POST", unload, {{"admin-key", "s3cret"}, {"admin-key", "wrong"}}))
+                .status,
+            403);
+  EXPECT_EQ(Serve(auth, Request("POST", unload, {{"admin-key", "wrong"}, {"admin-key", "s3cret"}}))
+                .status,
+            403);
+  EXPECT_EQ(Serve(auth, Request("POST", unload, {{"admin-key", "s3cret"}, {"admin-key", "s3cret"}}))
+                .status,
+            403);
+  // A model's readiness is health, as in Triton and as gRPC's ModelReady (probe 47).
+  EXPECT_EQ(Serve(auth, Request("GET", "/v2/models/simple/ready")).status, 403);
 }
 
 TEST_F(AuthHandlerTest, WithKeysTheKeyComesBeforeTheRestriction) {
