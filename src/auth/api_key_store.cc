@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "server/sha256.h"
@@ -35,18 +37,12 @@ ApiKeyStore::~ApiKeyStore() {
   if (poller_.joinable()) poller_.join();
 }
 
-const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view presented,
-                                          size_t* compared) {
+const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view presented) {
   const Sha256Digest digest = Sha256(presented);
-  const Key* found = nullptr;
-  size_t count = 0;
-  for (const Key& key : keys) {
-    // No early exit: the time taken does not depend on which key (if any) matched.
-    if (DigestsEqual(key.entry.sha256, digest)) found = &key;
-    ++count;
-  }
-  if (compared != nullptr) *compared = count;
-  return found;
+  auto it = keys.by_digest.find(digest);
+  if (it == keys.by_digest.end()) return nullptr;
+  const Key& key = keys.keys[it->second];
+  return DigestsEqual(key.entry.sha256, digest) ? &key : nullptr;
 }
 
 Status ApiKeyStore::Load() {
@@ -64,18 +60,21 @@ Status ApiKeyStore::Load() {
   if (!parsed.ok()) return parsed.status().WithContext(options_.path);
 
   const std::shared_ptr<const KeySet> old = keys_.load(std::memory_order_acquire);
+  std::unordered_map<std::string_view, const Key*> old_by_id;
+  old_by_id.reserve(old->keys.size());
+  for (const Key& was : old->keys) old_by_id.emplace(was.entry.id, &was);
   auto next = std::make_shared<KeySet>();
-  next->reserve(parsed->size());
+  next->keys.reserve(parsed->size());
+  next->by_digest.reserve(parsed->size());
   for (ApiKeyEntry& entry : *parsed) {
     Key key;
     // The same id with the same limit keeps its bucket: a rotation does not hand a burst back.
     if (entry.rate_limit.enabled()) {
-      for (const Key& was : *old) {
-        if (was.entry.id == entry.id && was.bucket &&
-            was.entry.rate_limit.per_second == entry.rate_limit.per_second &&
-            was.entry.rate_limit.burst == entry.rate_limit.burst) {
-          key.bucket = was.bucket;
-        }
+      auto was = old_by_id.find(entry.id);
+      if (was != old_by_id.end() && was->second->bucket &&
+          was->second->entry.rate_limit.per_second == entry.rate_limit.per_second &&
+          was->second->entry.rate_limit.burst == entry.rate_limit.burst) {
+        key.bucket = was->second->bucket;
       }
       if (!key.bucket) key.bucket = std::make_shared<TokenBucket>(entry.rate_limit);
     }
@@ -83,16 +82,17 @@ Status ApiKeyStore::Load() {
     if (!counters) counters = std::make_shared<KeyCounters>();
     key.counters = counters;
     key.entry = std::move(entry);
-    next->push_back(std::move(key));
+    next->by_digest.emplace(key.entry.sha256, next->keys.size());  // unique: the parser checks
+    next->keys.push_back(std::move(key));
   }
   // A key removed from the file takes its series with it: ids that come and go across
   // rotations must not add series forever. (One that comes back starts again from 0, a counter
   // reset Prometheus' rate() handles.)
-  std::erase_if(counters_, [&next](const auto& entry) {
-    return std::none_of(next->begin(), next->end(),
-                        [&entry](const Key& k) { return k.entry.id == entry.first; });
-  });
-  const size_t count = next->size();
+  std::unordered_set<std::string_view> ids;
+  ids.reserve(next->keys.size());
+  for (const Key& k : next->keys) ids.insert(k.entry.id);
+  std::erase_if(counters_, [&ids](const auto& entry) { return !ids.contains(entry.first); });
+  const size_t count = next->keys.size();
   keys_.store(std::move(next), std::memory_order_release);
   spdlog::info("auth: {} API key(s) from '{}'", count, options_.path);
   return Status::Ok();

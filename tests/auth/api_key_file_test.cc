@@ -122,5 +122,34 @@ TEST(ApiKeyFileTest, DuplicateIdsAndDuplicateKeysAreRefused) {
       << Message(dup_key);
 }
 
+// Probe 47: a byte order mark (Windows editors) made the file "not JSON" with a message about
+// commas. It is skipped; one elsewhere is still not JSON.
+TEST(ApiKeyFileTest, ALeadingByteOrderMarkIsSkipped) {
+  const std::string body =
+      OneKey(R"("id": "a", "sha256": ")" + Hex("k") + R"(", "scopes": ["inference"])");
+  auto keys = ParseApiKeyFile("\xEF\xBB\xBF" + body);
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+  EXPECT_EQ((*keys)[0].id, "a");
+  EXPECT_NE(Message(body + "\xEF\xBB\xBF").find("not JSON"), std::string::npos);
+}
+
+// Many keys: each id and digest checked against the earlier ones by lookup, so a duplicate is
+// found at any distance.
+TEST(ApiKeyFileTest, ADuplicateFarDownALongFileIsFound) {
+  std::string text = R"({"keys": [)";
+  for (int i = 0; i < 5000; ++i) {
+    text += std::string(i ? "," : "") + R"({"id": "k)" + std::to_string(i) + R"(", "sha256": ")" +
+            Hex("key-" + std::to_string(i)) + R"(", "scopes": ["inference"]})";
+  }
+  auto keys = ParseApiKeyFile(text + "]}");
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+  EXPECT_EQ(keys->size(), 5000u);
+  const std::string dup =
+      text + R"(, {"id": "last", "sha256": ")" + Hex("key-17") + R"(", "scopes": ["inference"]}]})";
+  EXPECT_NE(Message(dup).find("keys[5000] (id 'last'): the same key (sha256) as 'k17'"),
+            std::string::npos)
+      << Message(dup).substr(0, 200);
+}
+
 }  // namespace
 }  // namespace harrier::auth
