@@ -19,9 +19,9 @@ Clock::duration FromNs(double ns) {
 AdaptiveDelay::AdaptiveDelay(Clock::duration target, int64_t max_batch_size)
     : target_(target),
       max_batch_size_(std::max<int64_t>(1, max_batch_size)),
-      // Only an adaptive delay (a target) reads the table: none is kept without one.
-      service_ns_(target > Clock::duration::zero() ? static_cast<size_t>(max_batch_size_) + 1 : 0,
-                  -1.0) {}
+      // Read by an adaptive delay (a target) and by the batcher's deadline check
+      // (BatchFormer::LatestStart), which every batching model has.
+      service_ns_(static_cast<size_t>(max_batch_size_) + 1, -1.0) {}
 
 void AdaptiveDelay::RecordArrival(Clock::time_point now) {
   if (last_arrival_ && now >= *last_arrival_) {

@@ -238,6 +238,7 @@ void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* o
   out->total = lead->batch_size;
   out->best_preferred_count = is_preferred(out->total) ? 1 : 0;
   out->oldest = lead->enqueued_at;
+  out->latest_start = LatestStart(*lead, out->total);
   out->size_passed_over = false;
   out->other_lead = nullptr;
   size_t looked = 0;
@@ -269,6 +270,7 @@ void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* o
         out->members.push_back(r);
         out->total += r->batch_size;
         out->oldest = std::min(out->oldest, r->enqueued_at);
+        out->latest_start = std::min(out->latest_start, LatestStart(*r, out->total));
         if (is_preferred(out->total)) out->best_preferred_count = out->members.size();
         if (out->total >= policy_.max_batch_size) done = true;
       }
@@ -282,7 +284,21 @@ Clock::time_point BatchFormer::RunAt(const Formed& batch, Clock::time_point now)
     const Clock::time_point adaptive = adaptive_.WaitUntil(now, batch.oldest, batch.total);
     run_at = policy_.max_queue_delay_us > 0 ? std::min(run_at, adaptive) : adaptive;
   }
-  return run_at;
+  // Waiting for company never costs a member its deadline: a request whose deadline was
+  // shorter than the queue delay waited it out on an idle model and got 504 (probe 49).
+  return std::min(run_at, batch.latest_start);
+}
+
+Clock::time_point BatchFormer::LatestStart(const ScheduledRequest& r, int64_t batch_items) const {
+  Clock::time_point due = r.deadline;
+  if (!r.delay_on_timeout) due = std::min(due, r.policy_timeout);
+  if (due == Clock::time_point::max()) return due;
+  const Clock::duration budget = due - r.enqueued_at;
+  Clock::duration run = adaptive_.ServiceTime(batch_items);
+  if (run <= Clock::duration::zero()) return r.enqueued_at + budget / 2;
+  // And a sixteenth of its budget for the answer's way back: a client's deadline started before
+  // the request reached the server (the same share as the gRPC deadline's, docs/grpc.md).
+  return due - run - budget / 16;
 }
 
 size_t BatchFormer::Ready(const Formed& batch, Clock::time_point now, bool run_now) {

@@ -109,6 +109,9 @@ class BatchFormer {
     int64_t total = 0;                // items
     size_t best_preferred_count = 0;  // members up to the last preferred size reached; 0: none
     Clock::time_point oldest;
+    // The latest a member with a deadline (or a queue-policy timeout that rejects) can start and
+    // still be answered in time; max: none has one.
+    Clock::time_point latest_start = Clock::time_point::max();
     bool size_passed_over = false;           // a compatible request had more items than fit
     ScheduledRequest* other_lead = nullptr;  // the first request of another shape passed over
   };
@@ -117,7 +120,12 @@ class BatchFormer {
   // the first that does not fit under preserve_ordering). Cancelled ones go to cancelled_ when
   // `collect_cancelled`.
   void Form(ScheduledRequest* lead, bool collect_cancelled, Formed* out);
-  // When `batch` runs at the latest: its oldest member's queue delay, or the adaptive delay.
+  // The latest `r` can start and still end by its deadline or queue-policy timeout: that time
+  // less the expected run time of a batch of `batch_items` and a sixteenth of the time it had
+  // when it was queued (before any measurement: half of that time). max: no deadline.
+  Clock::time_point LatestStart(const ScheduledRequest& r, int64_t batch_items) const;
+  // When `batch` runs at the latest: its oldest member's queue delay, or the adaptive delay,
+  // and no later than its members' deadlines allow (Formed::latest_start).
   Clock::time_point RunAt(const Formed& batch, Clock::time_point now);
   // How many of `batch`'s members run now (0: it waits): all when `run_now`, when full or its
   // delay is over; up to the last preferred size reached; all past the largest preferred size.

@@ -250,17 +250,62 @@ TEST_F(BatchFormerTest, RejectTimeoutAnswersDeadlineExceededWithoutRunning) {
   BatchingPolicy p = Batching(8, /*delay_us=*/1000000);
   p.default_queue_policy.default_timeout_us = 100;
   BatchFormer f(p);
-  const Clock::time_point t0 = clock_.Now();
   Add(f, BatchItem(1));
-  auto d = f.NextDecision(clock_.Now(), false);
-  EXPECT_TRUE(d.batch.empty());
-  EXPECT_EQ(d.wake_at, t0 + 100us);  // wakes for the timeout, not the 1 s delay
+  // No instance free before the timeout (no decision asked): it times out in the queue.
   clock_.Advance(100us);
-  d = f.NextDecision(clock_.Now(), false);
+  auto d = f.NextDecision(clock_.Now(), false);
   EXPECT_TRUE(d.batch.empty());
   ASSERT_EQ(d.rejected.size(), 1u);
   EXPECT_EQ(d.rejected[0].second.code(), StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(f.empty());
+}
+
+// Probe 49: a request whose deadline was shorter than the queue delay waited it out on an idle
+// model and got 504. Waiting for company never costs a member its deadline or its rejecting
+// timeout: the batch runs by then, less the expected run time.
+TEST_F(BatchFormerTest, ABatchRunsInTimeForItsMembersDeadlines) {
+  BatchFormer f(Batching(8, /*delay_us=*/200000));
+  const Clock::time_point t0 = clock_.Now();
+  auto r = BatchItem(1);
+  r->request->deadline = t0 + 100000us;
+  const uint64_t a = Add(f, std::move(r));
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  // No run time measured yet: half of what it had when queued.
+  EXPECT_EQ(d.wake_at, t0 + 50000us);
+  clock_.Advance(20000us);
+  const uint64_t b = Add(f, BatchItem(2));  // company, without a deadline: runs with it
+  clock_.Advance(30000us);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), (std::vector<uint64_t>{a, b}));
+
+  // Measured: the deadline less the run time of a batch of that size and a sixteenth of the
+  // budget for the way back (6.25 ms of 100).
+  BatchFormer g(Batching(8, /*delay_us=*/200000));
+  g.RecordExecution(1, 2000us);
+  const Clock::time_point t1 = clock_.Now();
+  auto c = BatchItem(3);
+  c->request->deadline = t1 + 100000us;
+  const uint64_t sc = Add(g, std::move(c));
+  d = g.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t1 + 91750us);
+  clock_.Advance(91000us);
+  EXPECT_TRUE(g.NextDecision(clock_.Now(), false).batch.empty());
+  clock_.Advance(750us);
+  EXPECT_EQ(Seqs(g.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{sc});
+}
+
+TEST_F(BatchFormerTest, ABatchRunsInTimeForARejectingQueueTimeout) {
+  BatchingPolicy p = Batching(8, /*delay_us=*/1000000);
+  p.default_queue_policy.default_timeout_us = 100;
+  BatchFormer f(p);
+  const Clock::time_point t0 = clock_.Now();
+  const uint64_t a = Add(f, BatchItem(1));
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t0 + 50us);  // not the 1 s delay, nor the timeout itself
+  clock_.Advance(50us);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{a});
 }
 
 TEST_F(BatchFormerTest, DelayTimeoutMovesARequestBehindItsLevel) {
