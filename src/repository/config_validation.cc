@@ -196,12 +196,25 @@ Status ValidateDynamicBatching(const inference::ModelDynamicBatching& batching,
                            std::to_string(default_level) + " is outside [1, priority_levels " +
                            std::to_string(levels) + "]");
   }
+  // An enum number the proto does not name parses (proto3 enums are open): `timeout_action: 7`
+  // loaded and acted as REJECT, with 7 in the config the server reported (probe 49).
+  auto check_action = [](const inference::ModelQueuePolicy& policy,
+                         const std::string& where) -> Status {
+    if (inference::ModelQueuePolicy::TimeoutAction_IsValid(policy.timeout_action()))
+      return Status::Ok();
+    return InvalidArgument("dynamic_batching: " + where + ": timeout_action " +
+                           std::to_string(policy.timeout_action()) +
+                           " is not one of REJECT (0) or DELAY (1)");
+  };
+  RETURN_IF_ERROR(check_action(batching.default_queue_policy(), "default_queue_policy"));
   for (const auto& [level, policy] : batching.priority_queue_policy()) {
     if (level < 1 || level > levels) {
       return InvalidArgument("dynamic_batching: priority_queue_policy for level " +
                              std::to_string(level) + " is outside [1, priority_levels " +
                              std::to_string(levels) + "]");
     }
+    RETURN_IF_ERROR(
+        check_action(policy, "priority_queue_policy for level " + std::to_string(level)));
   }
   return Status::Ok();
 }

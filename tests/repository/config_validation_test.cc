@@ -227,6 +227,13 @@ INSTANTIATE_TEST_SUITE_P(
                        "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
                        "priority_queue_policy { key: 3 value: { } } }",
                        kInvalid, "priority_queue_policy for level 3"},
+        ValidationCase{"timeout_action_unnamed",
+                       "dynamic_batching { default_queue_policy { timeout_action: 7 } }", kInvalid,
+                       "default_queue_policy: timeout_action 7 is not one of REJECT (0) or DELAY"},
+        ValidationCase{"level_timeout_action_unnamed",
+                       "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                       "priority_queue_policy { key: 2 value: { timeout_action: -1 } } }",
+                       kInvalid, "priority_queue_policy for level 2: timeout_action -1"},
         ValidationCase{"warmup_unknown_input",
                        "model_warmup [ { name: 'w' batch_size: 1 inputs { key: 'z' value: { "
                        "data_type: TYPE_FP32 dims: [1] zero_data: true } } } ]",
