@@ -225,7 +225,7 @@ Status App::OpenFiles() {
   return Status::Ok();
 }
 
-Status App::Start() {
+Status App::Start(const std::function<void()>& listening) {
   RETURN_IF_ERROR(OpenFiles());
   log_control_ = std::make_unique<SpdlogLogControl>(flags_.log_format, /*log_file=*/"");
   if (flags_.allow_client_shm) {
@@ -293,6 +293,7 @@ Status App::Start() {
   http_options.access_log = access_log_.get();  // the HTTP layer's own refusals (400, 408, ...)
   {
     auto server = HttpServer::Create(http_options, rest_handler);
+    if (server.ok() && listening) listening();
     Status started = server.ok() ? (*server)->Start() : server.status();
     if (!started.ok()) return Prefixed("cannot start the HTTP server", started);
     rest_server_ = std::move(server).value();
@@ -433,16 +434,21 @@ void App::Stop() {
   const auto exit_timeout = std::chrono::seconds(flags_.exit_timeout_secs);
   const auto margin = std::min<std::chrono::milliseconds>(
       std::chrono::seconds(1), std::chrono::milliseconds(exit_timeout) / 4);
+  const Status ended =
+      Unavailable("the server is shutting down: its exit timeout (--exit-timeout-secs " +
+                  std::to_string(flags_.exit_timeout_secs) + ") ended the generation");
+  // With no timeout, before the transports close everything at once: their last events may
+  // still be cut, since nothing waits for them to be written (docs/server.md).
+  if (exit_timeout.count() == 0) manager_->EndGenerations(ended);
   std::mutex stop_mu;
   std::condition_variable stopped;
   bool servers_stopped = false;
   std::thread end_generations([&] {
+    if (exit_timeout.count() == 0) return;
     std::unique_lock lock(stop_mu);
     if (stopped.wait_for(lock, exit_timeout - margin, [&] { return servers_stopped; })) return;
     lock.unlock();
-    manager_->EndGenerations(
-        Unavailable("the server is shutting down: its exit timeout (--exit-timeout-secs " +
-                    std::to_string(flags_.exit_timeout_secs) + ") ended the generation"));
+    manager_->EndGenerations(ended);
   });
   std::thread rest_stop;
   if (rest_server_) rest_stop = std::thread([this] { rest_server_->Stop(); });

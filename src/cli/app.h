@@ -27,6 +27,7 @@
 // BeginShutdown may be called from any thread once Build has succeeded.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "cli/serve_flags.h"
@@ -95,8 +96,11 @@ class App {
   Status OpenFiles();
 
   // OpenFiles, then the handlers, then the REST, gRPC and metrics ports, each logged as it
-  // opens. On an error nothing is left serving once Stop has run.
-  Status Start();
+  // opens. `listening` (may be empty) is called just before the first port listens: until
+  // then nothing is served (the REST server's TLS files are read before it), which the stop
+  // signals' watch needs to know (cli/stop_signals.h). On an error nothing is left serving
+  // once Stop has run.
+  Status Start(const std::function<void()>& listening = nullptr);
 
   // The drain's order (readiness off, the delay, the stop): AwaitStop drives it, and both
   // front ends' health answers read it.

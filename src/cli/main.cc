@@ -80,9 +80,13 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("stopped before serving");
     return 0;
   }
-  // Not bounded: once the REST port listens, it answers; a stop then takes the drain's order.
-  watch.Step("opening the ports", /*bounded=*/false);
-  if (Status started = app.Start(); !started.ok()) return failed(started);
+  // Bounded until the first port listens (the REST server reads its TLS files before; probe
+  // 48: a hung read there ignored the signal), then not: once the REST port listens, it
+  // answers, and a stop then takes the drain's order.
+  watch.Step("preparing the ports (reading the TLS files, if any)", /*bounded=*/true);
+  const Status started =
+      app.Start([&watch] { watch.Step("opening the ports", /*bounded=*/false); });
+  if (!started.ok()) return failed(started);
   watch.Finish();
   // A signal while the ports opened: the server stops as it would have a moment later, in the
   // drain's order (AwaitStop takes it, pending, from this thread).

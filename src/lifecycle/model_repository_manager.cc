@@ -305,8 +305,19 @@ void ModelRepositoryManagerImpl::EndGenerations(const Status& why) {
     }
   }
   if (loaded.empty()) return;
-  spdlog::info("ending the generations still running or waiting on {} model version(s): {}",
-               loaded.size(), why.message());
+  // Counted for the log only: every generative engine stops (a generation asked for after
+  // this is refused with `why`), but the line names what was cut, and nothing when nothing
+  // was (probe 48: an idle stop said versions' generations were ended).
+  int64_t running = 0, waiting = 0;
+  for (const auto& m : loaded) {
+    const GenerationStats stats = m->generative()->Stats();
+    running += stats.active_sequences;
+    waiting += stats.waiting_requests;
+  }
+  if (running + waiting > 0) {
+    spdlog::info("ending {} generation(s) still running and {} waiting: {}", running, waiting,
+                 why.message());
+  }
   // Outside the lock: an engine's shutdown joins its thread.
   for (const auto& m : loaded) m->EndGenerations(why);
 }
