@@ -327,96 +327,78 @@ class DrainTest(unittest.TestCase):
             proc.wait()
             log.close()
 
+    class FifoStart:
+        """A server on `simple` whose flag `flag` names a FIFO no one has opened, started and
+        waited for until its models are ready (the start then blocks opening the FIFO); a
+        context manager that kills it and removes the FIFO."""
+
+        def __init__(self, name, flag):
+            repo = os.path.join(ARGS.work_dir, "repo-" + name)
+            shutil.rmtree(repo, ignore_errors=True)
+            shutil.copytree(os.path.join(REPO, "simple"), os.path.join(repo, "simple"))
+            self.fifo = os.path.join(ARGS.work_dir, name + ".fifo")
+            if os.path.exists(self.fifo):
+                os.unlink(self.fifo)
+            os.mkfifo(self.fifo)
+            self.log_path = os.path.join(ARGS.work_dir, name + ".log")
+            self.log = open(self.log_path, "wb")
+            self.port = harness.free_port()
+            extra = [flag, self.fifo] + (["--access-log", "on"] if "access" in flag else [])
+            self.proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
+                                          "--http-port", str(self.port), "--grpc-port", "0",
+                                          "--metrics-port", "0"] + extra,
+                                         stdout=self.log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while "model version(s) ready" not in self.text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # into the open that blocks
+
+        def text(self):
+            return open(self.log_path, "rb").read().decode("utf-8", "replace")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.log.close()
+            os.unlink(self.fifo)
+
     def test_a_signal_while_the_start_is_blocked_on_a_file_ends_it(self):
         # A start blocked opening a file (a FIFO whose reader, a sidecar, has not started)
         # ignored SIGTERM for good: the pod waited out its grace period (probe 44). A step that
         # has not ended 5 s after the signal is given up on; nothing serves yet.
-        repo = os.path.join(ARGS.work_dir, "repo-fifo")
-        shutil.rmtree(repo, ignore_errors=True)
-        shutil.copytree(os.path.join(REPO, "simple"), os.path.join(repo, "simple"))
         for flag in ("--access-log-file", "--api-key-file"):
-            with self.subTest(flag=flag):
-                fifo = os.path.join(ARGS.work_dir, "fifo" + flag.replace("-", "_"))
-                if os.path.exists(fifo):
-                    os.unlink(fifo)
-                os.mkfifo(fifo)
-                log_path = os.path.join(ARGS.work_dir, "fifo" + flag.replace("-", "_") + ".log")
-                log = open(log_path, "wb")
-                port = harness.free_port()
-                extra = [flag, fifo] + (["--access-log", "on"] if "access" in flag else [])
-                proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
-                                         "--http-port", str(port), "--grpc-port", "0",
-                                         "--metrics-port", "0"] + extra,
-                                        stdout=log, stderr=subprocess.STDOUT)
-                try:
-                    deadline = time.monotonic() + 30
-                    text = ""
-                    while "model version(s) ready" not in text and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                        text = open(log_path, "rb").read().decode("utf-8", "replace")
-                    time.sleep(0.3)  # into the open that blocks
-                    self.assertIsNone(proc.poll(), text[-3000:])
-                    started = time.monotonic()
-                    proc.send_signal(signal.SIGTERM)
-                    self.assertEqual(proc.wait(timeout=20), 0, open(log_path, "rb").read()[-3000:])
-                    self.assertLess(time.monotonic() - started, 8)
-                    text = open(log_path, "rb").read().decode("utf-8", "replace")
-                    self.assertIn("received SIGTERM while opening the access log and the key "
-                                  "file", text)
-                    self.assertIn("blocked (on a file that does not open", text)
-                    self.assertNotIn("listening on HTTP", text)
-                    self.assertTrue(refused(port))
-                finally:
-                    if proc.poll() is None:
-                        proc.kill()
-                    proc.wait()
-                    log.close()
-                    os.unlink(fifo)
+            with self.subTest(flag=flag), self.FifoStart("fifo" + flag.replace("-", "_"),
+                                                         flag) as s:
+                self.assertIsNone(s.proc.poll(), s.text()[-3000:])
+                started = time.monotonic()
+                s.proc.send_signal(signal.SIGTERM)
+                self.assertEqual(s.proc.wait(timeout=20), 0, s.text()[-3000:])
+                self.assertLess(time.monotonic() - started, 8)
+                text = s.text()
+                self.assertIn("received SIGTERM while opening the access log and the key file",
+                              text)
+                self.assertIn("blocked (on a file that does not open", text)
+                self.assertNotIn("listening on HTTP", text)
+                self.assertTrue(refused(s.port))
 
     def test_a_signal_while_a_file_opens_slowly_stops_the_start_once_it_has(self):
         # The step ends by itself: a reader opens the FIFO soon after the signal, and the start
         # then stops before any port opens, instead of serving on.
-        repo = os.path.join(ARGS.work_dir, "repo-fifo-late")
-        shutil.rmtree(repo, ignore_errors=True)
-        shutil.copytree(os.path.join(REPO, "simple"), os.path.join(repo, "simple"))
-        fifo = os.path.join(ARGS.work_dir, "fifo-late")
-        if os.path.exists(fifo):
-            os.unlink(fifo)
-        os.mkfifo(fifo)
-        log_path = os.path.join(ARGS.work_dir, "fifo-late.log")
-        log = open(log_path, "wb")
-        port = harness.free_port()
-        proc = subprocess.Popen([ARGS.harrier, "serve", "--model-repository", repo,
-                                 "--http-port", str(port), "--grpc-port", "0",
-                                 "--metrics-port", "0", "--access-log", "on",
-                                 "--access-log-file", fifo],
-                                stdout=log, stderr=subprocess.STDOUT)
-        reader = None
-        try:
-            deadline = time.monotonic() + 30
-            text = ""
-            while "model version(s) ready" not in text and time.monotonic() < deadline:
-                time.sleep(0.05)
-                text = open(log_path, "rb").read().decode("utf-8", "replace")
-            time.sleep(0.3)
-            proc.send_signal(signal.SIGTERM)
+        with self.FifoStart("fifo-late", "--access-log-file") as s:
+            s.proc.send_signal(signal.SIGTERM)
             time.sleep(0.5)
-            reader = open(fifo, "rb")  # the step ends: the log opens, then the ports
-            self.assertEqual(proc.wait(timeout=20), 0, open(log_path, "rb").read()[-3000:])
-            text = open(log_path, "rb").read().decode("utf-8", "replace")
+            with open(s.fifo, "rb"):  # the step ends: the log opens
+                self.assertEqual(s.proc.wait(timeout=20), 0, s.text()[-3000:])
+            text = s.text()
             self.assertIn("received SIGTERM while opening the access log", text)
             self.assertNotIn("blocked (on a file that does not open", text)
             self.assertIn("stopped before serving", text)
             self.assertNotIn("listening on HTTP", text)
-            self.assertTrue(refused(port))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            log.close()
-            if reader:
-                reader.close()
-            os.unlink(fifo)
+            self.assertTrue(refused(s.port))
 
     @unittest.skipIf(harness.SANITIZER == "address", harness.ASAN_FAULT_HANDLER)
     def test_a_fault_is_reported_with_a_backtrace_and_still_ends_the_process(self):
