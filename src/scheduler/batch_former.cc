@@ -72,6 +72,7 @@ Status BatchFormer::Enqueue(std::unique_ptr<ScheduledRequest>& request, Clock::t
   r.policy_timeout = timeout_us > 0 ? received + Us(timeout_us) : Clock::time_point::max();
   r.delay_on_timeout = level.policy.timeout_action == QueuePolicy::TimeoutAction::kDelay;
   next_expiry_ = std::min({next_expiry_, r.deadline, r.policy_timeout});
+  if (batching()) next_latest_start_ = std::min(next_latest_start_, LatestStart(r, r.batch_size));
   adaptive_.RecordArrival(now);
   const uint64_t seq = r.seq;
   Insert(&level.pending, seq, std::move(request));
@@ -222,11 +223,42 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
       return;
     }
   }
+  if (take == 0 && !flush && now >= next_latest_start_) {
+    // A request outside the head's batch whose deadline allows no more waiting runs now, with
+    // the requests its batch takes (probe 50: one of another shape waited out its deadline on
+    // an idle instance and got 504).
+    if (ScheduledRequest* due = DueRequest(now)) {
+      Formed& other = formed_[1];
+      Form(due, /*collect_cancelled=*/false, &other);
+      for (ScheduledRequest* m : other.members) d.batch.push_back(Take(m));
+      return;
+    }
+  }
   if (take == 0) {
-    d.wake_at = std::min(RunAt(batch, now), next_expiry_);
+    d.wake_at = std::min({RunAt(batch, now), next_expiry_, next_latest_start_});
     return;
   }
   for (size_t i = 0; i < take; ++i) d.batch.push_back(Take(batch.members[i]));
+}
+
+ScheduledRequest* BatchFormer::DueRequest(Clock::time_point now) {
+  ScheduledRequest* due = nullptr;
+  next_latest_start_ = Clock::time_point::max();
+  for (Level& level : levels_) {
+    for (auto* queue : {&level.pending, &level.delayed}) {
+      for (auto& [seq, owned] : *queue) {
+        ScheduledRequest* r = owned.get();
+        if (IsCancelled(*r)) continue;
+        const Clock::time_point latest = LatestStart(*r, r->batch_size);
+        if (due == nullptr && latest <= now) {
+          due = r;  // the most urgent level's oldest first
+        } else {
+          next_latest_start_ = std::min(next_latest_start_, latest);
+        }
+      }
+    }
+  }
+  return due;
 }
 
 void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* out) {
@@ -238,7 +270,6 @@ void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* o
   out->total = lead->batch_size;
   out->best_preferred_count = is_preferred(out->total) ? 1 : 0;
   out->oldest = lead->enqueued_at;
-  out->latest_start = LatestStart(*lead, out->total);
   out->size_passed_over = false;
   out->other_lead = nullptr;
   size_t looked = 0;
@@ -270,12 +301,16 @@ void BatchFormer::Form(ScheduledRequest* lead, bool collect_cancelled, Formed* o
         out->members.push_back(r);
         out->total += r->batch_size;
         out->oldest = std::min(out->oldest, r->enqueued_at);
-        out->latest_start = std::min(out->latest_start, LatestStart(*r, out->total));
         if (is_preferred(out->total)) out->best_preferred_count = out->members.size();
         if (out->total >= policy_.max_batch_size) done = true;
       }
     }
   }
+  // Each member's latest start for the batch's run time at its final size (probe 50: the
+  // lead's own size understated a batch of seven's run time 4x, and its deadline was missed).
+  out->latest_start = Clock::time_point::max();
+  for (const ScheduledRequest* m : out->members)
+    out->latest_start = std::min(out->latest_start, LatestStart(*m, out->total));
 }
 
 Clock::time_point BatchFormer::RunAt(const Formed& batch, Clock::time_point now) {

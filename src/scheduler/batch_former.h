@@ -98,6 +98,9 @@ class BatchFormer {
   size_t size_ = 0;
   // No queued deadline or policy timeout ends before this; the sweep is skipped until then.
   Clock::time_point next_expiry_ = Clock::time_point::max();
+  // The earliest LatestStart of a queued request alone (may be stale: past a request that left,
+  // which costs one wake-up); a decision past it looks for the request (DueRequest).
+  Clock::time_point next_latest_start_ = Clock::time_point::max();
   AdaptiveDelay adaptive_;
   // Map nodes of requests that left the queue, reused by the next ones: a queued request costs no
   // allocation of its own (issue 10). At most kSpareNodes (reserved at construction).
@@ -120,6 +123,9 @@ class BatchFormer {
   // the first that does not fit under preserve_ordering). Cancelled ones go to cancelled_ when
   // `collect_cancelled`.
   void Form(ScheduledRequest* lead, bool collect_cancelled, Formed* out);
+  // The first queued request (most urgent level first, then arrival) whose LatestStart alone
+  // has come, or null; recomputes next_latest_start_ over the others.
+  ScheduledRequest* DueRequest(Clock::time_point now);
   // The latest `r` can start and still end by its deadline or queue-policy timeout: that time
   // less the expected run time of a batch of `batch_items` and a sixteenth of the time it had
   // when it was queued (before any measurement: half of that time). max: no deadline.

@@ -295,6 +295,45 @@ TEST_F(BatchFormerTest, ABatchRunsInTimeForItsMembersDeadlines) {
   EXPECT_EQ(Seqs(g.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{sc});
 }
 
+// Probe 50: the lead's latest start was reckoned with its own size, so a batch of seven ran
+// late for the lead's deadline. Each member's is reckoned with the batch's final size.
+TEST_F(BatchFormerTest, ADeadlineIsReckonedWithTheRunTimeOfTheWholeBatch) {
+  BatchFormer f(Batching(8, /*delay_us=*/200000));
+  f.RecordExecution(1, 1000us);
+  f.RecordExecution(4, 40000us);
+  const Clock::time_point t0 = clock_.Now();
+  auto lead = BatchItem(1);
+  lead->request->deadline = t0 + 160000us;  // a sixteenth: 10 ms
+  Add(f, std::move(lead));
+  for (int i = 0; i < 3; ++i) Add(f, BatchItem(2 + i));  // no deadlines: company
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t0 + 110000us);  // 160 - 40 (a batch of 4) - 10, not 160 - 1 - 10
+  clock_.Advance(110000us);
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 4u);
+}
+
+// Probe 50: a request of another shape than the head's, with a deadline, waited it out on an
+// idle instance and got 504. It runs, with its own batch, when its deadline allows no more.
+TEST_F(BatchFormerTest, ADueRequestOfAnotherShapeRunsWithItsOwnBatch) {
+  BatchFormer f(Batching(8, /*delay_us=*/1000000));
+  const Clock::time_point t0 = clock_.Now();
+  Add(f, BatchItem(1, 1, /*width=*/4));  // the head: waits for company
+  auto other = BatchItem(2, 1, /*width=*/3);
+  other->request->deadline = t0 + 300000us;
+  const uint64_t b = Add(f, std::move(other));
+  const uint64_t c = Add(f, BatchItem(3, 1, /*width=*/3));  // its shape's company
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t0 + 150000us);  // nothing measured: half its budget
+  clock_.Advance(150000us);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), (std::vector<uint64_t>{b, c}));
+  EXPECT_EQ(f.size(), 1u);  // the head goes on waiting, for its queue delay
+  EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());
+  clock_.Advance(850000us);
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u);
+}
+
 TEST_F(BatchFormerTest, ABatchRunsInTimeForARejectingQueueTimeout) {
   BatchingPolicy p = Batching(8, /*delay_us=*/1000000);
   p.default_queue_policy.default_timeout_us = 100;
