@@ -291,33 +291,18 @@ Status App::Start(const std::function<void()>& listening) {
   http_options.tls_port = static_cast<uint16_t>(flags_.https_port);
   http_options.plain_http = flags_.plain_http == "on";
   http_options.access_log = access_log_.get();  // the HTTP layer's own refusals (400, 408, ...)
-  {
-    auto server = HttpServer::Create(http_options, rest_handler);
-    if (server.ok() && listening) listening();
-    Status started = server.ok() ? (*server)->Start() : server.status();
-    if (!started.ok()) return Prefixed("cannot start the HTTP server", started);
-    rest_server_ = std::move(server).value();
-  }
-  if (http_options.plain_http) {
-    spdlog::info("listening on HTTP {}:{} ({} I/O threads; HTTP/1.1 and h2c)", flags_.http_address,
-                 rest_server_->port(), rest_server_->io_threads());
-  }
-  if (rest_server_->tls_port() != 0) {
-    spdlog::info("listening on HTTPS {}:{} (h2 and http/1.1 by ALPN{})", flags_.http_address,
-                 rest_server_->tls_port(),
-                 flags_.tls_client_ca.empty() ? "" : "; client certificates required");
-  }
-  spdlog::info("REST: at most {} connections at once ({})", rest_server_->max_connections(),
-               flags_.max_connections > 0
-                   ? "--max-connections"
-                   : "--max-connections 0: from the RLIMIT_NOFILE soft limit");
+  // Every server is made (its TLS files read) before any listens: until `listening`, nothing
+  // is served, and a start blocked reading a file can still be given up on (cli/stop_signals.h;
+  // probe 50: gRPC's and the metrics server's reads came after REST listened).
+  auto rest = HttpServer::Create(http_options, rest_handler);
+  if (!rest.ok()) return Prefixed("cannot start the HTTP server", rest.status());
 
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
   rlimit nofile{};
   grpc_options.transport.max_connections =
-      GrpcMaxConnections(flags_, rest_server_->max_connections(),
+      GrpcMaxConnections(flags_, (*rest)->max_connections(),
                          ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024);
   grpc_options.address = GrpcAddressOf(flags_);
   grpc_options.port = static_cast<uint16_t>(flags_.grpc_port);
@@ -338,17 +323,8 @@ Status App::Start(const std::function<void()>& listening) {
   // The REST list: logging (the LogSettings RPC) and shared memory are served on both ports.
   grpc_options.handler.extensions = kserve_options.extensions;
   grpc_options.wrap_handler = [this](HttpHandler* grpc) { return access_control_->WrapGrpc(grpc); };
-  {
-    auto server = grpc_frontend::GrpcServer::Create(grpc_options, manager_.get());
-    Status started = server.ok() ? (*server)->Start() : server.status();
-    if (!started.ok()) return Prefixed("cannot start the gRPC server", started);
-    grpc_server_ = std::move(server).value();
-  }
-  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)",
-               grpc_options.address, grpc_server_->port(),
-               grpc_server_->tls() ? "TLS" : "plaintext",
-               flags_.tls_client_ca.empty() ? "" : "; client certificates required",
-               grpc_options.transport.max_connections);
+  auto grpc = grpc_frontend::GrpcServer::Create(grpc_options, manager_.get());
+  if (!grpc.ok()) return Prefixed("cannot start the gRPC server", grpc.status());
 
   // Prometheus metrics (docs/metrics.md) on a server of their own, one I/O thread, so that a
   // scrape never waits behind inference traffic and vice versa.
@@ -385,13 +361,39 @@ Status App::Start(const std::function<void()>& listening) {
     metrics_options.tls_port = metrics_options.port;
   }
   metrics_auth_ = access_control_->WrapMetrics(metrics_handler_.get());
-  {
-    auto server = HttpServer::Create(metrics_options,
-                                     metrics_auth_ ? metrics_auth_.get() : metrics_handler_.get());
-    Status started = server.ok() ? (*server)->Start() : server.status();
-    if (!started.ok()) return Prefixed("cannot start the metrics server", started);
-    metrics_server_ = std::move(server).value();
+  auto metrics = HttpServer::Create(metrics_options,
+                                    metrics_auth_ ? metrics_auth_.get() : metrics_handler_.get());
+  if (!metrics.ok()) return Prefixed("cannot start the metrics server", metrics.status());
+
+  // Now the ports listen, REST first.
+  if (listening) listening();
+  if (Status started = (*rest)->Start(); !started.ok())
+    return Prefixed("cannot start the HTTP server", started);
+  rest_server_ = std::move(rest).value();
+  if (http_options.plain_http) {
+    spdlog::info("listening on HTTP {}:{} ({} I/O threads; HTTP/1.1 and h2c)", flags_.http_address,
+                 rest_server_->port(), rest_server_->io_threads());
   }
+  if (rest_server_->tls_port() != 0) {
+    spdlog::info("listening on HTTPS {}:{} (h2 and http/1.1 by ALPN{})", flags_.http_address,
+                 rest_server_->tls_port(),
+                 flags_.tls_client_ca.empty() ? "" : "; client certificates required");
+  }
+  spdlog::info("REST: at most {} connections at once ({})", rest_server_->max_connections(),
+               flags_.max_connections > 0
+                   ? "--max-connections"
+                   : "--max-connections 0: from the RLIMIT_NOFILE soft limit");
+  if (Status started = (*grpc)->Start(); !started.ok())
+    return Prefixed("cannot start the gRPC server", started);
+  grpc_server_ = std::move(grpc).value();
+  spdlog::info("listening on gRPC {}:{} ({}{}; at most {} connections at once)",
+               grpc_options.address, grpc_server_->port(),
+               grpc_server_->tls() ? "TLS" : "plaintext",
+               flags_.tls_client_ca.empty() ? "" : "; client certificates required",
+               grpc_options.transport.max_connections);
+  if (Status started = (*metrics)->Start(); !started.ok())
+    return Prefixed("cannot start the metrics server", started);
+  metrics_server_ = std::move(metrics).value();
   spdlog::info("listening on metrics {}:{} (GET /metrics{})", metrics_options.address,
                metrics_port(), metrics_tls ? ", TLS" : "");
   return Status();

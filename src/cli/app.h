@@ -96,10 +96,10 @@ class App {
   Status OpenFiles();
 
   // OpenFiles, then the handlers, then the REST, gRPC and metrics ports, each logged as it
-  // opens. `listening` (may be empty) is called just before the first port listens: until
-  // then nothing is served (the REST server's TLS files are read before it), which the stop
-  // signals' watch needs to know (cli/stop_signals.h). On an error nothing is left serving
-  // once Stop has run.
+  // opens. Every server is made, its TLS files read, before any listens; `listening` (may be
+  // empty) is called just before the first port listens: until then nothing is served, which
+  // the stop signals' watch needs to know (cli/stop_signals.h). On an error nothing is left
+  // serving once Stop has run.
   Status Start(const std::function<void()>& listening = nullptr);
 
   // The drain's order (readiness off, the delay, the stop): AwaitStop drives it, and both

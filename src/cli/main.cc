@@ -80,8 +80,8 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("stopped before serving");
     return 0;
   }
-  // Bounded until the first port listens (the REST server reads its TLS files before; probe
-  // 48: a hung read there ignored the signal), then not: once the REST port listens, it
+  // Bounded until the first port listens (every server reads its TLS files before; probes 48
+  // and 50: a hung read there ignored the signal), then not: once the REST port listens, it
   // answers, and a stop then takes the drain's order.
   watch.Step("preparing the ports (reading the TLS files, if any)", /*bounded=*/true);
   const Status started =

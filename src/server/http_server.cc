@@ -392,6 +392,13 @@ HttpServer::HttpServer(const Options& options, HttpHandler* handler)
     : options_(options), shared_(std::make_shared<server_internal::ServerShared>()) {
   shared_->options = options;
   shared_->handler = handler;
+  // Known from the start (App sizes the gRPC port's limit from it before anything listens).
+  shared_->max_connections = options.max_connections;
+  if (shared_->max_connections == 0) {
+    rlimit limit{};
+    shared_->max_connections =
+        MaxConnectionsFor(::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024);
+  }
 }
 
 HttpServer::~HttpServer() {
@@ -404,12 +411,6 @@ HttpServer::~HttpServer() {
 Status HttpServer::Start() {
   if (started_ || stopped_) return InvalidArgument("HttpServer::Start called twice");
   const int threads = options_.io_threads > 0 ? options_.io_threads : UsableCores();
-  shared_->max_connections = options_.max_connections;
-  if (shared_->max_connections == 0) {
-    rlimit limit{};
-    shared_->max_connections =
-        MaxConnectionsFor(::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024);
-  }
   io_.clear();
   try {
     for (int i = 0; i < threads; ++i) io_.push_back(std::make_shared<IoThread>());

@@ -202,8 +202,8 @@ class HttpServer {
   // That reserve: an eighth of the limit, at least 64 but at most three quarters of it.
   static uint64_t DescriptorReserveFor(uint64_t descriptor_limit);
 
-  // The connection limit in force (Options::max_connections, or the derived one). Valid after
-  // Start().
+  // The connection limit in force (Options::max_connections, or the derived one, from the
+  // descriptor limit when the server was made).
   uint64_t max_connections() const;
   // Connections open now (as the limit counts them), and those refused for the limit so far.
   // Any thread.
