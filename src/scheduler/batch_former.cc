@@ -72,7 +72,8 @@ Status BatchFormer::Enqueue(std::unique_ptr<ScheduledRequest>& request, Clock::t
   r.policy_timeout = timeout_us > 0 ? received + Us(timeout_us) : Clock::time_point::max();
   r.delay_on_timeout = level.policy.timeout_action == QueuePolicy::TimeoutAction::kDelay;
   next_expiry_ = std::min({next_expiry_, r.deadline, r.policy_timeout});
-  if (batching()) next_latest_start_ = std::min(next_latest_start_, LatestStart(r, r.batch_size));
+  if (batching() && !policy_.preserve_ordering)
+    next_latest_start_ = std::min(next_latest_start_, LatestStart(r, r.batch_size));
   adaptive_.RecordArrival(now);
   const uint64_t seq = r.seq;
   Insert(&level.pending, seq, std::move(request));
@@ -217,13 +218,17 @@ void BatchFormer::NextDecision(Clock::time_point now, bool flush, Decision* deci
     // looked at: a decision stays one pass or two over the look-ahead.
     Formed& other = formed_[1];
     Form(batch.other_lead, /*collect_cancelled=*/false, &other);
+    // Under preserve_ordering a deadline does not send it ahead: its answers would wait for the
+    // head's anyway (the due-request path below is off too).
+    if (policy_.preserve_ordering) other.latest_start = Clock::time_point::max();
     const size_t other_take = Ready(other, now, /*size_passed_over=*/false);
     if (other_take > 0) {
       for (size_t i = 0; i < other_take; ++i) d.batch.push_back(Take(other.members[i]));
       return;
     }
   }
-  if (take == 0 && !flush && now >= next_latest_start_) {
+  // Not under preserve_ordering: its answer would wait for the head's anyway (probe 51).
+  if (take == 0 && !flush && !policy_.preserve_ordering && now >= next_latest_start_) {
     // A request outside the head's batch whose deadline allows no more waiting runs now, with
     // the requests its batch takes (probe 50: one of another shape waited out its deadline on
     // an idle instance and got 504).
@@ -355,6 +360,10 @@ std::vector<std::pair<std::unique_ptr<ScheduledRequest>, Status>> BatchFormer::E
 
 void BatchFormer::RecordExecution(int64_t batch_size, Clock::duration run_time) {
   adaptive_.RecordExecution(batch_size, run_time);
+  // The estimate moved, and with it the queued requests' latest starts: the next decision
+  // looks again (probe 51: a slower run measured after a request was queued left the wake-up
+  // at its older, later time). Only while some request with a deadline may be queued.
+  if (next_latest_start_ != Clock::time_point::max()) next_latest_start_ = Clock::time_point();
 }
 
 }  // namespace harrier

@@ -334,6 +334,42 @@ TEST_F(BatchFormerTest, ADueRequestOfAnotherShapeRunsWithItsOwnBatch) {
   EXPECT_EQ(f.NextDecision(clock_.Now(), false).batch.size(), 1u);
 }
 
+// Probe 51: a run measured after a request was queued left the wake-up at the older, later
+// latest start, and the request missed its deadline.
+TEST_F(BatchFormerTest, AMeasurementAfterQueueingBringsADueRequestsStartForward) {
+  BatchFormer f(Batching(8, /*delay_us=*/1000000));
+  const Clock::time_point t0 = clock_.Now();
+  Add(f, BatchItem(1, 1, /*width=*/4));  // the head: waits for company
+  auto other = BatchItem(2, 1, /*width=*/3);
+  other->request->deadline = t0 + 1000000us;
+  const uint64_t b = Add(f, std::move(other));
+  EXPECT_EQ(f.NextDecision(clock_.Now(), false).wake_at, t0 + 500000us);  // half its budget
+  clock_.Advance(10000us);
+  f.RecordExecution(1, 600000us);  // runs are slow: it must start by 1000 - 600 - 62.5 ms
+  auto d = f.NextDecision(clock_.Now(), false);
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(d.wake_at, t0 + 337500us);
+  clock_.Advance(327500us);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{b});
+}
+
+// Under preserve_ordering a due request of another shape does not run ahead: its answer would
+// wait for the head's anyway (probe 51), and batches are formed strictly in order.
+TEST_F(BatchFormerTest, UnderPreserveOrderingADueRequestDoesNotRunAhead) {
+  BatchingPolicy p = Batching(8, /*delay_us=*/1000000);
+  p.preserve_ordering = true;
+  BatchFormer f(p);
+  const Clock::time_point t0 = clock_.Now();
+  const uint64_t a = Add(f, BatchItem(1, 1, /*width=*/4));
+  auto other = BatchItem(2, 1, /*width=*/3);
+  other->request->deadline = t0 + 300000us;
+  Add(f, std::move(other));
+  clock_.Advance(150000us);
+  EXPECT_TRUE(f.NextDecision(clock_.Now(), false).batch.empty());
+  clock_.Advance(850000us);
+  EXPECT_EQ(Seqs(f.NextDecision(clock_.Now(), false)), std::vector<uint64_t>{a});
+}
+
 TEST_F(BatchFormerTest, ABatchRunsInTimeForARejectingQueueTimeout) {
   BatchingPolicy p = Batching(8, /*delay_us=*/1000000);
   p.default_queue_policy.default_timeout_us = 100;
