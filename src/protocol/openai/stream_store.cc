@@ -15,8 +15,8 @@ struct StoredStream {
   bool finished = false;
   bool gone = false;
   Clock::time_point finished_at;
-  // Its place in live_order_ or, once finished, finished_order_ (splice keeps it valid), and
-  // the same in its owner's lists.
+  // Once finished, its place in finished_order_; and its place in its owner's live or finished
+  // list (splice keeps it valid).
   std::list<StoredStream*>::iterator order_pos;
   std::list<StoredStream*>::iterator owner_pos;
   std::vector<StreamReader*> readers;
@@ -94,7 +94,6 @@ std::string StreamStore::Open(std::string owner) {
   auto stream = std::make_shared<StoredStream>();
   stream->id = id;
   stream->owner = std::move(owner);
-  stream->order_pos = live_order_.insert(live_order_.end(), stream.get());
   OwnerShare& share = owners_[stream->owner];
   ++share.streams;
   stream->owner_pos = share.live.insert(share.live.end(), stream.get());
@@ -136,7 +135,7 @@ Status StreamStore::Finish(std::string_view stream_id) {
   if (s->finished) return Status::Ok();
   s->finished = true;
   s->finished_at = now;
-  finished_order_.splice(finished_order_.end(), live_order_, s->order_pos);
+  s->order_pos = finished_order_.insert(finished_order_.end(), s);
   OwnerShare& share = owners_[s->owner];
   share.finished.splice(share.finished.end(), share.live, s->owner_pos);
   WakeLocked(*s);
@@ -165,7 +164,7 @@ StatusOr<std::unique_ptr<StreamReader>> StreamStore::Resume(std::string_view str
 StreamStore::Stats StreamStore::stats() {
   std::lock_guard lock(mu_);
   ExpireLocked(clock_.Now());
-  return Stats{streams_.size(), live_order_.size(), total_bytes_};
+  return Stats{streams_.size(), streams_.size() - finished_order_.size(), total_bytes_};
 }
 
 void StreamStore::ExpireLocked(Clock::time_point now) {
@@ -180,7 +179,7 @@ void StreamStore::RemoveLocked(StoredStream* s) {
   assert(it != streams_.end());
   const std::shared_ptr<StoredStream> keep = std::move(it->second);  // readers may hold more
   streams_.erase(it);
-  (s->finished ? finished_order_ : live_order_).erase(s->order_pos);
+  if (s->finished) finished_order_.erase(s->order_pos);
   total_bytes_ -= s->bytes;
   auto share = owners_.find(s->owner);
   assert(share != owners_.end());

@@ -179,7 +179,6 @@ class StreamStore {
   mutable std::mutex mu_;
   // Guarded by mu_:
   std::unordered_map<std::string, std::shared_ptr<StoredStream>> streams_;
-  std::list<StoredStream*> live_order_;      // by Open time
   std::list<StoredStream*> finished_order_;  // by Finish time: expiry pops from the front
   size_t total_bytes_ = 0;
   // What each owner holds, with its streams in eviction order; an owner holding none is
