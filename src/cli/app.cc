@@ -20,6 +20,7 @@
 #include "auth/access_control.h"
 #include "backends/llamacpp/llamacpp_backend.h"
 #include "backends/onnxruntime/onnxruntime_backend.h"
+#include "core/thread_spawner.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/backend_registry.h"
 #include "lifecycle/model_repository_manager.h"
@@ -445,23 +446,31 @@ void App::Stop() {
   std::mutex stop_mu;
   std::condition_variable stopped;
   bool servers_stopped = false;
-  std::thread end_generations([&] {
+  // Where no thread can be had (the process's thread limit), the stop goes on without: the
+  // generations end at once, and the servers stop one after the other (probe 53).
+  StatusOr<std::thread> end_generations = SpawnThread([&] {
     if (exit_timeout.count() == 0) return;
     std::unique_lock lock(stop_mu);
     if (stopped.wait_for(lock, exit_timeout - margin, [&] { return servers_stopped; })) return;
     lock.unlock();
     manager_->EndGenerations(ended);
   });
-  std::thread rest_stop;
-  if (rest_server_) rest_stop = std::thread([this] { rest_server_->Stop(); });
+  if (!end_generations.ok()) {
+    spdlog::warn("stopping: {}; generations still running end now",
+                 end_generations.status().message());
+    if (exit_timeout.count() != 0) manager_->EndGenerations(ended);
+  }
+  StatusOr<std::thread> rest_stop = std::thread();
+  if (rest_server_) rest_stop = SpawnThread([this] { rest_server_->Stop(); });
+  if (!rest_stop.ok()) rest_server_->Stop();
   if (grpc_server_) grpc_server_->Stop(exit_timeout);
-  if (rest_stop.joinable()) rest_stop.join();
+  if (rest_stop.ok() && rest_stop->joinable()) rest_stop->join();
   {
     std::lock_guard lock(stop_mu);
     servers_stopped = true;
   }
   stopped.notify_all();
-  end_generations.join();
+  if (end_generations.ok()) end_generations->join();
   manager_->Shutdown();
   // Every request is answered and its trace submitted: export them before the tracer goes.
   if (tracer_ && !tracer_->Flush(std::chrono::seconds(5))) {

@@ -26,6 +26,9 @@ sigset_t BlockShutdownSignals() {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // A log file at the file-size limit (ulimit -f, systemd's LimitFSIZE=) ended the process at
+  // once (probe 52); ignored, the write fails with EFBIG and its lines are dropped and counted.
+  std::signal(SIGXFSZ, SIG_IGN);
   // It ended the process at once (no drain); the access log follows a rotation by itself
   // (AsyncAccessLog reopens a moved file).
   std::signal(SIGHUP, SIG_IGN);

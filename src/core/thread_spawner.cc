@@ -9,6 +9,8 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <utility>
 
 namespace harrier {
@@ -92,10 +94,16 @@ void InitThreadSpawner() {
   if (!g_spawner) g_spawner = std::make_unique<Spawner>();
 }
 
-std::thread SpawnThread(std::function<void()> fn) {
-  Spawner* spawner = Get();
-  if (spawner == nullptr) return std::thread(std::move(fn));
-  return spawner->Spawn(std::move(fn));
+StatusOr<std::thread> SpawnThread(std::function<void()> fn) {
+  try {
+    Spawner* spawner = Get();
+    if (spawner == nullptr) return std::thread(std::move(fn));
+    return spawner->Spawn(std::move(fn));
+  } catch (const std::system_error& e) {
+    return ResourceExhausted(std::string("cannot start a thread: ") + e.what() +
+                             " (the process's thread limit: ulimit -u, or a container's pids "
+                             "limit)");
+  }
 }
 
 }  // namespace harrier

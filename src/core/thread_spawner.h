@@ -13,15 +13,21 @@
 // (the model repository manager does, on construction). Without it, SpawnThread() creates the
 // thread directly, as std::thread would.
 //
+// A thread that cannot be created (the process's or the container's thread limit: ulimit -u,
+// a pids cgroup) is kResourceExhausted, never an exception: a load that asks for more threads
+// than the machine gives fails like any other load, and the server serves on (probe 53).
+//
 // Thread safety: both functions from any thread.
 #pragma once
 
 #include <functional>
 #include <thread>
 
+#include "harrier/status.h"
+
 namespace harrier {
 
 void InitThreadSpawner();
-std::thread SpawnThread(std::function<void()> fn);
+StatusOr<std::thread> SpawnThread(std::function<void()> fn);
 
 }  // namespace harrier

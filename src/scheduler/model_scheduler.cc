@@ -84,7 +84,13 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
   std::unique_ptr<ModelScheduler> s(new ModelScheduler(std::move(instances), options));
   for (size_t i = 0; i < s->instances_.size(); ++i) {
     // At the normal priority even when a load on a (nice +10) lifecycle thread creates it.
-    s->workers_.push_back(SpawnThread([p = s.get(), i] { p->WorkerLoop(i); }));
+    StatusOr<std::thread> worker = SpawnThread([p = s.get(), i] { p->WorkerLoop(i); });
+    if (!worker.ok()) {
+      s->Shutdown();  // the workers made so far
+      return worker.status().WithContext("the worker of instance " + std::to_string(i) + " of '" +
+                                         options.name + "'");
+    }
+    s->workers_.push_back(std::move(worker).value());
     // Linux limits thread names to 15 characters.
     std::string thread_name = ("w" + std::to_string(i) + ":" + options.name).substr(0, 15);
     pthread_setname_np(s->workers_.back().native_handle(), thread_name.c_str());
@@ -101,7 +107,12 @@ StatusOr<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(
       }
     }
   }
-  s->expiry_thread_ = SpawnThread([p = s.get()] { p->ExpiryLoop(); });
+  StatusOr<std::thread> expiry = SpawnThread([p = s.get()] { p->ExpiryLoop(); });
+  if (!expiry.ok()) {
+    s->Shutdown();
+    return expiry.status().WithContext("the queue timer of '" + options.name + "'");
+  }
+  s->expiry_thread_ = std::move(expiry).value();
   pthread_setname_np(s->expiry_thread_.native_handle(),
                      ("t:" + options.name).substr(0, 15).c_str());
   return s;

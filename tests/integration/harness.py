@@ -161,6 +161,9 @@ PTRACE_FORBIDDEN = "strace cannot trace here (ptrace not permitted)"
 # own, which needs root and CAP_SYS_ADMIN; it checks `unshare -m true` first, so a broken image
 # cannot take this skip.
 MOUNT_FORBIDDEN = "cannot chroot into the image here (not root, or mount namespaces not permitted)"
+# The resource-limit test (limits_test.py) runs the server as another user, since the thread
+# limit does not bind root; only root can start it so.
+NOT_ROOT = "needs root to run the server as another user (the thread limit does not bind root)"
 # Under a sanitizer (tools/sanitized_run.sh sets HARRIER_SANITIZER to "address" or "thread"): tests
 # of what glibc's malloc keeps and returns, which the sanitizer's own allocator replaces. Only
 # then: a run without HARRIER_SANITIZER cannot take it.
@@ -169,7 +172,7 @@ SANITIZER_ALLOCATOR = "what glibc's malloc keeps and returns; a sanitizer's allo
 # Under AddressSanitizer: Harrier's fault handler (core/fatal_signal.h), which ASan's own report
 # replaces there (the handler is not installed).
 ASAN_FAULT_HANDLER = "Harrier's fault report; AddressSanitizer reports faults itself"
-ALLOWED_SKIPS = ((PTRACE_FORBIDDEN, MOUNT_FORBIDDEN) + ((SANITIZER_ALLOCATOR,) if SANITIZER else ())
+ALLOWED_SKIPS = ((PTRACE_FORBIDDEN, MOUNT_FORBIDDEN, NOT_ROOT) + ((SANITIZER_ALLOCATOR,) if SANITIZER else ())
                  + ((ASAN_FAULT_HANDLER,) if SANITIZER == "address" else ()))
 
 

@@ -955,13 +955,20 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
   std::promise<Status> ready;
   std::future<Status> started = ready.get_future();
   Impl* raw = impl.get();
-  impl->thread = SpawnThread([raw, &ready] { raw->Run(&ready); });
+  StatusOr<std::thread> engine_thread = SpawnThread([raw, &ready] { raw->Run(&ready); });
+  if (!engine_thread.ok()) return engine_thread.status().WithContext("the engine's thread");
+  impl->thread = std::move(engine_thread).value();
   const Status status = started.get();
   if (!status.ok()) {
     impl->thread.join();
     return status;
   }
-  impl->tokenizer = SpawnThread([raw] { raw->TokenizerLoop(); });
+  StatusOr<std::thread> tokenizer = SpawnThread([raw] { raw->TokenizerLoop(); });
+  if (!tokenizer.ok()) {
+    LlamaEngine running(std::move(impl));  // its destructor stops the engine's thread
+    return tokenizer.status().WithContext("the tokenizer's thread");
+  }
+  impl->tokenizer = std::move(tokenizer).value();
   spdlog::debug("llama.cpp engine for {}: {} cells, {} sequences, batch {}, {} threads",
                 options.model_path, impl->n_ctx, options.parallel_sequences, impl->n_batch,
                 impl->threads);

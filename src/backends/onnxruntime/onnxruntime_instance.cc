@@ -1,12 +1,18 @@
 #include "backends/onnxruntime/onnxruntime_instance.h"
 
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "backends/onnxruntime/onnxruntime_types.h"
 #include "core/thread_spawner.h"
@@ -45,16 +51,110 @@ OnnxRuntimeInstance::OnnxRuntimeInstance(std::shared_ptr<const Ort::Env> env,
 
 namespace {
 
-// ONNX Runtime's custom thread hooks: its pool threads as std::threads from SpawnThread().
-OrtCustomThreadHandle CreatePoolThread(void*, OrtThreadWorkerFn work, void* param) {
-  auto* thread = new std::thread(SpawnThread([work, param] {
+// The threads ONNX Runtime's pools will ask for, made before the session is: each waits for
+// the work CreatePoolThread gives it, or to be let go. Probe 53: a pool that could not get all of
+// its threads never stopped the ones it had (they exit only once every worker has gone idle),
+// so the failed session's destruction waited for them for good, and the load with it; made up
+// front, a missing thread fails the load before ONNX Runtime starts any.
+class ThreadReserve {
+ public:
+  // kResourceExhausted when `count` threads cannot all be made (those made are let go).
+  static StatusOr<std::unique_ptr<ThreadReserve>> Make(int count) {
+    std::unique_ptr<ThreadReserve> reserve(new ThreadReserve);
+    for (int i = 0; i < count; ++i) {
+      auto slot = std::make_shared<Slot>();
+      StatusOr<std::thread> thread = SpawnThread([slot] { slot->Wait(); });
+      if (!thread.ok()) return thread.status();  // the destructor lets the others go
+      slot->thread = std::move(thread).value();
+      reserve->slots_.push_back(std::move(slot));
+    }
+    return reserve;
+  }
+
+  // Lets the threads no pool took go, and joins them.
+  ~ThreadReserve() {
+    for (size_t i = taken_; i < slots_.size(); ++i) {
+      slots_[i]->Give(nullptr, nullptr);
+      slots_[i]->thread.join();
+    }
+  }
+
+  // A reserved thread, now running work(param), or null when every one is taken.
+  std::thread* Take(OrtThreadWorkerFn work, void* param) {
+    if (taken_ == slots_.size()) return nullptr;
+    Slot& slot = *slots_[taken_++];
+    slot.Give(work, param);
+    return new std::thread(std::move(slot.thread));
+  }
+
+ private:
+  // Shared with its thread, which may read it after the reserve is gone.
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool given = false;
+    OrtThreadWorkerFn work = nullptr;  // null with `given`: let go
+    void* param = nullptr;
+    std::thread thread;
+
+    void Give(OrtThreadWorkerFn w, void* p) {
+      std::lock_guard lock(mu);
+      work = w;
+      param = p;
+      given = true;
+      cv.notify_one();
+    }
+    void Wait() {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [this] { return given; });
+      const OrtThreadWorkerFn w = work;
+      void* const p = param;
+      lock.unlock();
+      if (w == nullptr) return;
+      pthread_setname_np(pthread_self(), "ort-intra-op");
+      w(p);
+    }
+  };
+
+  ThreadReserve() = default;
+  std::vector<std::shared_ptr<Slot>> slots_;
+  size_t taken_ = 0;
+};
+
+// What CreatePoolThread is given (the session's custom thread-creation options): ONNX Runtime
+// makes its pools' threads while the session is constructed, on the constructing thread.
+struct PoolThreads {
+  ThreadReserve* reserve = nullptr;
+  Status failure;  // a thread past the reserve that could not be made
+};
+
+// The handle of a pool thread that could not be made.
+constexpr char kNoThread = 0;
+
+// ONNX Runtime's custom thread hooks: its pool threads are the reserve's, or past it (a count
+// reckoned short) std::threads from SpawnThread().
+OrtCustomThreadHandle CreatePoolThread(void* options, OrtThreadWorkerFn work, void* param) {
+  auto* pool = static_cast<PoolThreads*>(options);
+  if (pool != nullptr && pool->reserve != nullptr) {
+    if (std::thread* thread = pool->reserve->Take(work, param))
+      return reinterpret_cast<OrtCustomThreadHandle>(thread);
+  }
+  StatusOr<std::thread> thread = SpawnThread([work, param] {
     pthread_setname_np(pthread_self(), "ort-intra-op");
     work(param);
-  }));
-  return reinterpret_cast<OrtCustomThreadHandle>(thread);
+  });
+  if (!thread.ok()) {
+    // Throwing, or returning null (which ONNX Runtime turns into an exception), hangs the load
+    // in the half-made pool's destruction; a handle with no thread behind it lets the session
+    // be made, and Create fails the load (see there).
+    if (pool != nullptr && pool->failure.ok()) pool->failure = thread.status();
+    return reinterpret_cast<OrtCustomThreadHandle>(&kNoThread);
+  }
+  return reinterpret_cast<OrtCustomThreadHandle>(new std::thread(std::move(thread).value()));
 }
 
 void JoinPoolThread(OrtCustomThreadHandle handle) {
+  if (reinterpret_cast<const char*>(handle) == &kNoThread) return;
   auto* thread = reinterpret_cast<std::thread*>(const_cast<OrtCustomHandleType*>(handle));
   thread->join();
   delete thread;
@@ -71,9 +171,30 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Create(
     ApplySessionConfig(config, &session_options);
     // The session's intra-op pool threads start at the normal CPU priority even when the load
     // runs on a (nice +10) model lifecycle thread (core/thread_spawner.h).
+    // ONNX Runtime's intra-op pool has intra_op_threads - 1 threads (the caller runs too), its
+    // inter-op pool, with parallel execution, inter_op_threads - 1.
+    const int pool_threads =
+        std::max(0, config.intra_op_threads - 1) +
+        (config.parallel_execution ? std::max(0, config.inter_op_threads - 1) : 0);
+    StatusOr<std::unique_ptr<ThreadReserve>> reserve = ThreadReserve::Make(pool_threads);
+    if (!reserve.ok()) return reserve.status().WithContext(context + ": its thread pool");
+    PoolThreads pool{reserve->get(), Status::Ok()};
     session_options.SetCustomCreateThreadFn(CreatePoolThread);
+    session_options.SetCustomThreadCreationOptions(&pool);
     session_options.SetCustomJoinThreadFn(JoinPoolThread);
     auto session = std::make_shared<Ort::Session>(*env, model_path.c_str(), session_options);
+    reserve->reset();  // lets go of any thread the pools did not take
+    if (!pool.failure.ok()) {
+      // A pool short of a thread never stops the ones it has: destroying the session would
+      // wait for them for good. It is left behind, its idle threads with it, and logged: only a
+      // reserve reckoned short (a new ONNX Runtime's pool sizes) gets here.
+      spdlog::error(
+          "{}: ONNX Runtime's thread pool is short of a thread; the session is left "
+          "behind, not freed",
+          context);
+      new std::shared_ptr<Ort::Session>(std::move(session));  // NOLINT: deliberately leaked
+      return pool.failure.WithContext(context + ": its thread pool");
+    }
     std::unique_ptr<OnnxRuntimeInstance> instance(
         new OnnxRuntimeInstance(std::move(env), std::move(session)));
     RETURN_IF_ERROR(instance->ResolveIo().WithContext(context));
