@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "harrier/http_message.h"
 #include "harrier/inference_request.h"
 
 namespace harrier {
@@ -25,6 +26,10 @@ struct AccessRecord {
   // sent, for joining a proxy's log with this one; empty otherwise.
   std::string_view client_request_id;
   std::string_view protocol;    // "http" (HTTP/1.1, h2c and h2 alike) or "grpc"
+  // The connection's (HttpRequest::version, HttpRequest::tls_version): the HTTP version
+  // (kUnknown: not said), and the TLS version ("TLSv1.3"), empty in clear text.
+  HttpVersion http_version = HttpVersion::kUnknown;
+  std::string_view tls_version;
   std::string_view method;      // "POST", ...; the RPC name for gRPC
   std::string_view target;      // path and query as sent
   int status = 0;               // the HTTP status answered; for gRPC the gRPC status code

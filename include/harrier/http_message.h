@@ -67,6 +67,9 @@ struct HttpRequest {
   std::chrono::steady_clock::time_point body_received_at{};
   // Set by the transport: which protocol carried the request (also in Precheck's `head`).
   HttpVersion version = HttpVersion::kUnknown;
+  // Set by the transport: the connection's TLS version as OpenSSL names it ("TLSv1.2",
+  // "TLSv1.3"; a static string, valid for the process's life), empty in clear text.
+  std::string_view tls_version;
   // Set by the transport: no other connection on this request's I/O thread sent a request in
   // the last HttpServer::Options::sole_requester_window, and (HTTP/2) no other stream of this
   // connection is open. Work run on the calling thread then holds up no other client; a front

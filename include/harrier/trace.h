@@ -53,6 +53,7 @@ struct RequestTrace {
   std::string name;        // the server span's name: "POST /v2/models/{model}/infer", "ModelInfer"
   std::string protocol;    // "http" (HTTP/1.1, h2c, h2) or "grpc"
   std::string transport;   // "HTTP/1.1", "HTTP/2" or "gRPC" (the span's network.protocol)
+  std::string tls_version;  // the connection's, as OpenSSL names it ("TLSv1.3"); empty: clear
   std::string target;      // the request target (HTTP) or the full method (gRPC)
   std::string request_id;  // X-Request-Id as answered
   // A streamed generation, answered under its stream's own id: the X-Request-Id its client

@@ -237,6 +237,8 @@ HttpResponse AuthHandler::Refuse(const HttpRequest& head, const Decision& d) con
     record.request_id = request_id;
     const bool grpc = options_.routes == Routes::kGrpc;
     record.protocol = grpc ? "grpc" : "http";
+    record.http_version = head.version;
+    record.tls_version = head.tls_version;
     // gRPC's method is the RPC, as its accepted calls log it: the path's last segment
     // ("/inference.GRPCInferenceService/ModelInfer").
     const std::string_view target = head.target;

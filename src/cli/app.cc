@@ -272,6 +272,7 @@ Status App::Start(const std::function<void()>& listening) {
   http_options.io_threads = flags_.http_threads;
   http_options.max_body_bytes = flags_.max_body_bytes;
   http_options.max_connections = flags_.max_connections;
+  http_options.max_connections_per_client = flags_.max_connections_per_client;
   http_options.max_header_bytes = flags_.max_header_bytes;
   http_options.shutdown_timeout = std::chrono::seconds(flags_.exit_timeout_secs);
   http_options.header_timeout = Milliseconds(flags_.header_timeout_secs);
@@ -348,6 +349,14 @@ Status App::Start(const std::function<void()>& listening) {
   metrics_options.max_body_bytes = 64u << 10;
   // A scraper or two; the descriptors are the REST port's (its default limit assumes them).
   metrics_options.max_connections = 64;
+  // And at most 8 from one address, so that one client cannot hold all 64 (sockets that never
+  // read the scrape: each held for the write timeout) and keep every scraper out (probe 52).
+  metrics_options.max_connections_per_client = 8;
+  metrics_options.name = "metrics";
+  metrics_options.limit_flag = "the metrics port's limit";
+  // A scrape whose client stops reading lets its connection go after 10 s (Prometheus's own
+  // scrape timeout), not REST's 30 s.
+  metrics_options.write_timeout = std::chrono::seconds(10);
   metrics_options.shutdown_timeout = std::chrono::seconds(2);
   const bool metrics_tls = flags_.metrics_tls == "on";
   if (metrics_tls) {
@@ -423,6 +432,16 @@ void App::CollectMetrics(TextExposition* out) const {
   AppendConnectionMetrics({rest_server_->open_connections(), rest_server_->max_connections(),
                            rest_server_->refused_connections(), rest_server_->failed_accepts()},
                           out);
+  std::vector<TlsHandshakeSample> tls;
+  auto add_tls = [&tls](std::string_view port, const HttpServer::TlsHandshakes& h) {
+    tls.push_back({port, h.tls12, h.tls13, h.resumed, h.failed, h.timed_out});
+  };
+  if (rest_server_->tls_port() != 0) add_tls("http", rest_server_->tls_handshakes());
+  if (grpc_server_ && grpc_server_->tls()) add_tls("grpc", grpc_server_->tls_handshakes());
+  if (metrics_server_ && flags_.metrics_tls == "on")
+    add_tls("metrics", metrics_server_->tls_handshakes());
+  AppendTlsMetrics(tls, out);
+  if (metrics_server_) AppendMetricsPortRefusals(metrics_server_->refused_connections(), out);
 }
 
 void App::Stop() {

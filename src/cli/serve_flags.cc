@@ -258,6 +258,14 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       // passes (probe 39).
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   serve
+      ->add_option("--max-connections-per-client", flags->max_connections_per_client,
+                   "Most connections one client address may hold open at once on the REST "
+                   "ports (plain and TLS together), and as many on the gRPC port; one more is "
+                   "closed as soon as it is accepted. 0: no such limit. (The metrics port "
+                   "allows 8 per address, always.)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{0}, uint32_t{1} << 30));
+  serve
       ->add_option("--max-header-bytes", flags->max_header_bytes,
                    "Largest request line + headers; larger ones get 431")
       ->capture_default_str()

@@ -54,6 +54,7 @@ struct ServeFlags {
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
   uint64_t max_connections = HttpServer::Options{}.max_connections;
+  uint32_t max_connections_per_client = 0;
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
   int64_t max_tensor_elements = kserve::DecodeLimits{}.max_tensor_elements;
   int exit_timeout_secs = 30;

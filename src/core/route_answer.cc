@@ -24,6 +24,8 @@ void WriteRouteAccessLine(AccessLog* access_log, const HttpRequest& request,
   AccessRecord record;
   record.request_id = request_id;
   record.protocol = "http";
+  record.http_version = request.version;
+  record.tls_version = request.tls_version;
   record.method = request.method;
   record.target = request.target;
   record.status = status;

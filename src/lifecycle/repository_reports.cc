@@ -35,7 +35,8 @@ void AppendRepositoryMetrics(const RepositorySnapshot& snapshot, const FailureCo
   AppendUnroutedFailures(unrouted, out);
   for (const auto& traffic : snapshot.traffic) {
     const auto shadows = traffic->shadow_figures();
-    if (!traffic->active() && traffic->rollbacks() == 0 && shadows.empty()) continue;
+    // A model that has had a policy keeps its counters' series, through a DELETE too (probe 52).
+    if (!traffic->had_policy()) continue;
     TrafficSample sample;
     sample.model = traffic->model();
     for (const auto& [v, w] : traffic->weights()) sample.weights.emplace_back(v, w);

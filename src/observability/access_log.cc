@@ -52,7 +52,10 @@ size_t UnsafeInLog(std::string_view v, size_t at) {
 
 // A JSON string of valid UTF-8 `v` in which the characters UnsafeInLog names are escaped as
 // \uXXXX (\n, \r, \t for those three): a log line holds none of them raw, in either format.
-void AppendLogString(std::string* out, std::string_view v) {
+// `quoted`: as a JSON string (quotes and backslashes escaped too); otherwise `v` is JSON text
+// already, whose unsafe characters can only be inside its strings (JSON's own syntax is ASCII),
+// where the escape means the same.
+void AppendLogEscaped(std::string* out, std::string_view v, bool quoted) {
   static constexpr char kHex[] = "0123456789abcdef";
   auto escape = [out](unsigned cp) {
     const char e[6] = {
@@ -60,12 +63,12 @@ void AppendLogString(std::string* out, std::string_view v) {
         kHex[cp & 0xF]};
     out->append(e, 6);
   };
-  out->push_back('"');
+  if (quoted) out->push_back('"');
   size_t run = 0;
   for (size_t i = 0; i < v.size();) {
     const auto c = static_cast<unsigned char>(v[i]);
     const size_t n = UnsafeInLog(v, i);
-    if (n == 0 && c != '"' && c != '\\') {
+    if (n == 0 && (!quoted || (c != '"' && c != '\\'))) {
       ++i;
       continue;
     }
@@ -91,7 +94,18 @@ void AppendLogString(std::string* out, std::string_view v) {
     run = i;
   }
   out->append(v.data() + run, v.size() - run);
-  out->push_back('"');
+  if (quoted) out->push_back('"');
+}
+
+void AppendLogString(std::string* out, std::string_view v) {
+  AppendLogEscaped(out, v, true);
+}
+
+// A JSON value (the decoded inputs' array, whose names the client chose) with the characters
+// UnsafeInLog names escaped (probe 52: DEL, NEL, CSI and U+2028 went into the line raw).
+void AppendLogJson(std::string* out, std::string_view json) {
+  std::string scratch;
+  AppendLogEscaped(out, Utf8OrAscii(json, &scratch), false);
 }
 
 void AppendTextValue(std::string* out, std::string_view v) {
@@ -110,6 +124,8 @@ void VisitFields(const AccessRecord& r, StringField str, NumberField num, RawFie
   str("request_id", r.request_id);
   if (!r.client_request_id.empty()) str("client_request_id", r.client_request_id);
   str("protocol", r.protocol);
+  if (r.http_version != HttpVersion::kUnknown) str("http_version", HttpVersionName(r.http_version));
+  if (!r.tls_version.empty()) str("tls", r.tls_version);
   str("method", r.method);
   str("target", r.target);
   num("status", static_cast<uint64_t>(r.status < 0 ? 0 : r.status));
@@ -204,7 +220,7 @@ void AppendAccessRecordJson(const AccessRecord& record, std::string* out) {
       },
       [&](std::string_view k, std::string_view json) {
         key(k);
-        out->append(json);
+        AppendLogJson(out, json);
       });
 }
 
@@ -229,7 +245,14 @@ void AppendAccessRecordText(const AccessRecord& record, std::string* out) {
       },
       [&](std::string_view k, std::string_view json) {
         key(k);
-        out->append(json);
+        // As it is while it holds no space (the usual array of names, types and shapes): a
+        // space would split the line's fields, so it is then written as one JSON string.
+        if (json.find(' ') == std::string_view::npos) {
+          AppendLogJson(out, json);
+        } else {
+          std::string scratch;
+          AppendLogString(out, Utf8OrAscii(json, &scratch));
+        }
       });
 }
 
@@ -279,6 +302,8 @@ AsyncAccessLog::~AsyncAccessLog() {
 
 namespace {
 
+constexpr int kPackedStrings = 10;
+
 // A record as Write() packs it into the buffer: this header, then the strings' bytes in the
 // order of its lengths. The writer thread unpacks and formats it.
 struct PackedRecord {
@@ -290,9 +315,10 @@ struct PackedRecord {
   // A generation's (AccessRecord's): prompt_tokens -1 for anything else.
   int64_t prompt_tokens, completion_tokens;
   uint64_t first_token_ns;
+  HttpVersion http_version;
   // request_id, protocol, method, target, error, model, input_shapes_json, key_id,
-  // client_request_id
-  uint32_t lengths[9];
+  // client_request_id, tls_version
+  uint32_t lengths[kPackedStrings];
 };
 
 }  // namespace
@@ -300,15 +326,16 @@ struct PackedRecord {
 void AsyncAccessLog::Write(const AccessRecord& record) {
   // Packed, not formatted: the caller is often a model's worker thread, whose time is the
   // model's throughput; the writer thread does the formatting.
-  const std::string_view strings[9] = {record.request_id,
-                                       record.protocol,
-                                       record.method,
-                                       record.target,
-                                       record.error,
-                                       record.model,
-                                       record.input_shapes_json,
-                                       record.key_id,
-                                       record.client_request_id};
+  const std::string_view strings[kPackedStrings] = {record.request_id,
+                                                    record.protocol,
+                                                    record.method,
+                                                    record.target,
+                                                    record.error,
+                                                    record.model,
+                                                    record.input_shapes_json,
+                                                    record.key_id,
+                                                    record.client_request_id,
+                                                    record.tls_version};
   PackedRecord packed;
   packed.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -325,8 +352,9 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
   packed.prompt_tokens = record.prompt_tokens;
   packed.completion_tokens = record.completion_tokens;
   packed.first_token_ns = record.first_token_ns;
+  packed.http_version = record.http_version;
   size_t size = sizeof(packed);
-  for (int k = 0; k < 9; ++k) {
+  for (int k = 0; k < kPackedStrings; ++k) {
     packed.lengths[k] = static_cast<uint32_t>(std::min<size_t>(strings[k].size(), 1u << 20));
     size += packed.lengths[k];
   }
@@ -338,7 +366,7 @@ void AsyncAccessLog::Write(const AccessRecord& record) {
       return;
     }
     pending_.append(reinterpret_cast<const char*>(&packed), sizeof(packed));
-    for (int k = 0; k < 9; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
+    for (int k = 0; k < kPackedStrings; ++k) pending_.append(strings[k].data(), packed.lengths[k]);
     // Half full: write now rather than at the next interval, so that the buffer does not fill.
     if (!kicked_ && pending_.size() >= buffer_bytes_ / 2) wake = kicked_ = true;
   }
@@ -352,8 +380,8 @@ void AsyncAccessLog::FormatPacked() {
     PackedRecord packed;
     std::memcpy(&packed, writing_.data() + at, sizeof(packed));
     at += sizeof(packed);
-    std::string_view strings[9];
-    for (int k = 0; k < 9; ++k) {
+    std::string_view strings[kPackedStrings];
+    for (int k = 0; k < kPackedStrings; ++k) {
       strings[k] = std::string_view(writing_.data() + at, packed.lengths[k]);
       at += packed.lengths[k];
     }
@@ -367,6 +395,8 @@ void AsyncAccessLog::FormatPacked() {
     r.input_shapes_json = strings[6];
     r.key_id = strings[7];
     r.client_request_id = strings[8];
+    r.tls_version = strings[9];
+    r.http_version = packed.http_version;
     r.status = static_cast<int>(packed.status);
     r.model_version = packed.model_version;
     r.request_bytes = packed.request_bytes;
@@ -438,26 +468,65 @@ void AsyncAccessLog::ReopenWhenMoved() {
   }
   const int fd = OpenForAppend(path_);
   if (fd < 0) {
-    spdlog::warn(
-        "access log: '{}' was moved or removed and cannot be opened again ({}); "
-        "writing on to the old file",
-        path_, std::strerror(errno));
+    const int error = errno;
+    // A file that was removed (not renamed) is written to no purpose, and keeps its disk space
+    // while it is held: let go of it, and drop the lines until the path can be opened again.
+    struct stat old_file {};
+    const bool removed = fd_ >= 0 && ::fstat(fd_, &old_file) == 0 && old_file.st_nlink == 0;
+    if (removed) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    // Once per run of failures (probe 52: a warning a second while a directory was gone).
+    if (!reopen_failing_) {
+      spdlog::warn(
+          "access log: '{}' was moved or removed and cannot be opened again ({}); {}; tried "
+          "again every second",
+          path_, std::strerror(error),
+          fd_ < 0 ? "its lines are dropped, and counted in harrier_access_log_dropped_lines_total"
+                  : "writing on to the moved file");
+    }
+    reopen_failing_ = true;
     return;
   }
-  ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
+  reopen_failing_ = false;
   spdlog::info("access log: '{}' was moved or removed; writing to a new file at that path", path_);
 }
 
 void AsyncAccessLog::WriteOut() {
   FormatPacked();
+  if (fd_ < 0) {  // the file was removed and its path cannot be opened (ReopenWhenMoved)
+    const auto lost = static_cast<uint64_t>(std::count(text_.begin(), text_.end(), '\n'));
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped_lines_ += lost;
+    text_.clear();
+    return;
+  }
+  // A line a failed write cut short (a full disk) is ended first, so that the next one starts
+  // a line of its own rather than being glued to the fragment (probe 52).
+  const size_t ending = line_cut_ && !text_.empty() ? 1 : 0;  // not a line of its own
+  if (ending != 0) text_.insert(text_.begin(), '\n');
   const size_t written = writer_.Write(fd_, text_, regular_file_);
+  if (written > 0) line_cut_ = written < text_.size() && text_[written - 1] != '\n';
+  if (line_cut_ && regular_file_ && owns_fd_) {
+    // A file's cut line is taken back off its end, so the file holds whole lines only; what is
+    // left to end (ftruncate failed; stderr, which the server log shares, so that a line of its
+    // written meanwhile would go too; a pipe) is ended by the next write. The file is opened
+    // O_APPEND, so the next write goes to the new end.
+    const size_t line_start = text_.rfind('\n', written - 1);
+    const auto fragment =
+        static_cast<off_t>(written - (line_start == std::string::npos ? 0 : line_start + 1));
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end >= fragment && ::ftruncate(fd_, end - fragment) == 0) line_cut_ = false;
+  }
   if (written < text_.size()) {
     // The lines from here on are lost: counted as dropped, and the first failure of a run
     // logged (to the server log; when the access log is stderr that may fail too).
     const int error = errno;
-    const auto lost = static_cast<uint64_t>(
-        std::count(text_.begin() + static_cast<std::ptrdiff_t>(written), text_.end(), '\n'));
+    const auto lost = static_cast<uint64_t>(std::count(
+        text_.begin() + static_cast<std::ptrdiff_t>(std::max(written, ending)), text_.end(), '\n'));
     {
       std::lock_guard<std::mutex> lock(mu_);
       dropped_lines_ += lost;

@@ -102,6 +102,8 @@ class AsyncAccessLog : public AccessLog {
   int fd_;
   std::chrono::steady_clock::time_point last_reopen_check_{};
   bool write_failing_ = false;  // the last write failed: the failure is logged once per run
+  bool reopen_failing_ = false;  // the moved file's path could not be opened: logged once
+  bool line_cut_ = false;        // the last write ended inside a line
   std::string writing_;
   std::string text_;
   LogWriterThread writer_;  // last: started in the constructor's body

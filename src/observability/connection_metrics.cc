@@ -21,4 +21,33 @@ void AppendConnectionMetrics(const ConnectionSample& sample, TextExposition* out
   out->Add("harrier_http_failed_accepts_total", {}, sample.failed_accepts);
 }
 
+void AppendMetricsPortRefusals(uint64_t refused, TextExposition* out) {
+  out->Declare("harrier_metrics_refused_connections_total", TextExposition::Type::kCounter,
+               "Connections the metrics port closed as soon as they were accepted: its limit "
+               "of 64, or of 8 from one client address, was reached");
+  out->Add("harrier_metrics_refused_connections_total", {}, refused);
+}
+
+void AppendTlsMetrics(std::span<const TlsHandshakeSample> samples, TextExposition* out) {
+  using Type = TextExposition::Type;
+  if (samples.empty()) return;
+  out->Declare("harrier_tls_handshakes_total", Type::kCounter,
+               "TLS handshakes finished, by port and TLS version (resumed ones included)");
+  out->Declare("harrier_tls_resumed_handshakes_total", Type::kCounter,
+               "TLS handshakes that resumed a session from a ticket");
+  out->Declare("harrier_tls_handshake_failures_total", Type::kCounter,
+               "TLS handshakes that failed after the client began (error) or did not finish "
+               "within the header timeout (timeout)");
+  for (const TlsHandshakeSample& s : samples) {
+    const std::string_view port = s.port;
+    out->Add("harrier_tls_handshakes_total", {{"port", port}, {"version", "TLSv1.2"}}, s.tls12);
+    out->Add("harrier_tls_handshakes_total", {{"port", port}, {"version", "TLSv1.3"}}, s.tls13);
+    out->Add("harrier_tls_resumed_handshakes_total", {{"port", port}}, s.resumed);
+    out->Add("harrier_tls_handshake_failures_total", {{"port", port}, {"reason", "error"}},
+             s.failed);
+    out->Add("harrier_tls_handshake_failures_total", {{"port", port}, {"reason", "timeout"}},
+             s.timed_out);
+  }
+}
+
 }  // namespace harrier

@@ -1,12 +1,14 @@
 // The REST server's connection figures as Prometheus families: how many are open against the
 // limit (--max-connections), how many were refused for it, and how many accept() calls failed
-// (file descriptors exhausted). main.cc reads them from the HttpServer at scrape time; nothing
-// is recorded on the request path.
+// (file descriptors exhausted); and each TLS port's handshakes. main.cc reads them from the
+// HttpServer at scrape time; nothing is recorded on the request path.
 //
 // Thread safety: stateless; call from any thread.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 #include "observability/text_exposition.h"
 
@@ -22,5 +24,24 @@ struct ConnectionSample {
 // harrier_http_connections, harrier_http_max_connections,
 // harrier_http_refused_connections_total, harrier_http_failed_accepts_total.
 void AppendConnectionMetrics(const ConnectionSample& sample, TextExposition* out);
+
+// harrier_metrics_refused_connections_total: connections the metrics port closed at once, for
+// its limit of 64 or of 8 per client address.
+void AppendMetricsPortRefusals(uint64_t refused, TextExposition* out);
+
+// One port's TLS handshakes so far (HttpServer::tls_handshakes()).
+struct TlsHandshakeSample {
+  std::string_view port;  // the label: "http" (REST), "grpc", "metrics"
+  uint64_t tls12 = 0;     // finished as TLS 1.2
+  uint64_t tls13 = 0;     // finished as TLS 1.3
+  uint64_t resumed = 0;   // of those, resumed sessions
+  uint64_t failed = 0;    // failed after the client began
+  uint64_t timed_out = 0;
+};
+
+// harrier_tls_handshakes_total{port,version}, harrier_tls_resumed_handshakes_total{port},
+// harrier_tls_handshake_failures_total{port,reason}: one series set per sample (each port with
+// TLS on); nothing without samples.
+void AppendTlsMetrics(std::span<const TlsHandshakeSample> samples, TextExposition* out);
 
 }  // namespace harrier

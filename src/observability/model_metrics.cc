@@ -304,7 +304,7 @@ void AppendTrafficMetrics(const TrafficSample& sample, TextExposition* out) {
              static_cast<double>(weight));
   }
   out->Add("harrier_traffic_rollbacks_total", {{"model", sample.model}}, sample.rollbacks);
-  if (!sample.breakers.empty()) {
+  if (!sample.breakers.empty() || sample.breaker_panics != 0) {  // once counted, for good
     out->Add("harrier_traffic_breaker_panics_total", {{"model", sample.model}},
              sample.breaker_panics);
   }

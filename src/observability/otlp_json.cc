@@ -215,14 +215,23 @@ void AppendServerAttributes(const RequestTrace& t, std::string* out) {
     a.String("http.request.method", space == std::string::npos
                                         ? std::string_view("POST")
                                         : std::string_view(t.name).substr(0, space));
+    // The route the span is named by: "POST /v2/models/{model}/infer" -> its template.
+    if (space != std::string::npos)
+      a.String("http.route", std::string_view(t.name).substr(space + 1));
     a.String("url.path", std::string_view(t.target).substr(0, t.target.find('?')));
     a.Int("http.response.status_code", t.status);
+    a.String("url.scheme", t.tls_version.empty() ? "http" : "https");
     a.String("network.protocol.name", "http");
     if (t.transport == "HTTP/1.1") {
       a.String("network.protocol.version", "1.1");
     } else if (t.transport == "HTTP/2") {
       a.String("network.protocol.version", "2");
     }
+  }
+  // OpenTelemetry's TLS conventions: "tls" and the bare version ("1.3"), from "TLSv1.3".
+  if (std::string_view tls = t.tls_version; !tls.empty()) {
+    a.String("tls.protocol.name", "tls");
+    a.String("tls.protocol.version", tls.substr(tls.starts_with("TLSv") ? 4 : 0));
   }
   a.String("harrier.request_id", t.request_id);
   if (!t.client_request_id.empty()) a.String("harrier.client_request_id", t.client_request_id);

@@ -81,6 +81,7 @@ Status TrafficController::SetPolicy(const TrafficPolicy& policy, std::vector<int
     baseline_ = std::make_unique<SlidingWindow>(clock_, policy.guard->window_seconds);
   }
   active_.store(true, std::memory_order_relaxed);
+  had_policy_.store(true, std::memory_order_relaxed);
   spdlog::info("model '{}': traffic policy set: {}", model_, TrafficPolicyToJson(policy));
   return Status::Ok();
 }

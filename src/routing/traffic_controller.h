@@ -72,6 +72,9 @@ class TrafficController {
   // Back to no policy: requests without a version go to the highest READY version.
   void ClearPolicy();
   bool active() const { return active_.load(std::memory_order_relaxed); }
+  // Whether the model has had a policy since the controller was made: its counters are then
+  // reported for good, through DELETE and unloads (docs/routing.md).
+  bool had_policy() const { return had_policy_.load(std::memory_order_relaxed); }
 
   // The served versions changed (a load, reload or unload). The policy stays when every version
   // it names still serves; otherwise it is dropped, and the reason returned (to log).
@@ -134,6 +137,7 @@ class TrafficController {
   const std::string model_;
   const Clock& clock_;
   std::atomic<bool> active_{false};
+  std::atomic<bool> had_policy_{false};
   std::atomic<uint64_t> rollbacks_{0};
   std::atomic<uint64_t> breaker_panics_{0};
 

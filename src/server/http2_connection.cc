@@ -739,6 +739,7 @@ int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame
     // The header block (HEADERS + CONTINUATION) ended in the bytes read at last_read_.
     s->request.received_at = c->last_read_;
     s->request.version = HttpVersion::kHttp2;
+    s->request.tls_version = TlsVersionOf(c->stream_);
     c->OnRequestHeaders(id, s);
   }
   if (c->closed_) return 0;

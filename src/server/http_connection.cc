@@ -322,6 +322,7 @@ void BasicHttpConnection<Stream>::StartRequest() {
   request_ = HttpRequest{};
   request_.headers = std::move(headers);
   request_.version = HttpVersion::kHttp11;  // known from the start, for a refusal's shape too
+  request_.tls_version = TlsVersionOf(socket_);
   request_.headers.reserve(kExpectedHeaders);
   body_.clear();
   if (body_.capacity() > kKeepBodyCapacity) std::string().swap(body_);
@@ -429,6 +430,7 @@ bool BasicHttpConnection<Stream>::CheckHttp2Preface() {
   const std::string preread(static_cast<const char*>(data.data()), data.size());
   auto self = this->shared_from_this();
   auto h2 = std::make_shared<Http2Connection<Stream>>(std::move(socket_), io_, shared_);
+  h2->client_slot = std::move(this->client_slot);
   Detach();
   h2->Start(preread);
   return true;
@@ -484,6 +486,7 @@ bool BasicHttpConnection<Stream>::MaybeUpgrade() {
   const std::string preread(static_cast<const char*>(data.data()), data.size());
   auto self = this->shared_from_this();
   auto h2 = std::make_shared<Http2Connection<Stream>>(std::move(socket_), io_, shared_);
+  h2->client_slot = std::move(this->client_slot);
   Detach();
   if (!h2->StartUpgraded(settings, std::move(request_), head_request_, preread)) {
     spdlog::debug("http: refusing an h2c upgrade: bad HTTP2-Settings");

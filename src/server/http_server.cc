@@ -57,6 +57,7 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
     timer_.async_wait([self = shared_from_this()](const error_code& ec) {
       if (ec || self->done_) return;
       spdlog::debug("https: handshake timed out");
+      self->shared_->tls_timed_out.fetch_add(1, std::memory_order_relaxed);
       self->Close();
     });
     stream_.async_handshake(
@@ -95,9 +96,14 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
     timer_.cancel();
     if (ec) {
       spdlog::debug("https: handshake failed: {}", ec.message());
+      if (TlsContext::HandshakeBegun(stream_))
+        shared_->tls_failed.fetch_add(1, std::memory_order_relaxed);
       Close();
       return;
     }
+    shared_->tls_finished[TlsContext::Version(stream_) == "TLSv1.3" ? 1 : 0].fetch_add(
+        1, std::memory_order_relaxed);
+    if (TlsContext::Resumed(stream_)) shared_->tls_resumed.fetch_add(1, std::memory_order_relaxed);
     if (shared_->stopping.load(std::memory_order_relaxed)) {
       // Stop came during the handshake: no request will be served now; say goodbye cleanly.
       timer_.expires_after(shared_->options.linger_timeout);
@@ -114,11 +120,14 @@ class TlsHandshake : public Connection, public std::enable_shared_from_this<TlsH
     // may still send the HTTP/2 preface, as h2c's prior knowledge does.
     const std::string_view alpn = TlsContext::Negotiated(stream_);
     if (alpn == "h2") {
-      std::make_shared<Http2Connection<TlsStream>>(std::move(stream_), io_, shared_)->Start({});
+      auto h2 = std::make_shared<Http2Connection<TlsStream>>(std::move(stream_), io_, shared_);
+      h2->client_slot = std::move(client_slot);
+      h2->Start({});
     } else {
       using Connection = BasicHttpConnection<TlsStream>;
-      std::make_shared<Connection>(std::move(stream_), io_, shared_)
-          ->Start(alpn.empty() ? Connection::Http2Preface::kAllowed
+      auto http = std::make_shared<Connection>(std::move(stream_), io_, shared_);
+      http->client_slot = std::move(client_slot);
+      http->Start(alpn.empty() ? Connection::Http2Preface::kAllowed
                                : Connection::Http2Preface::kRefused);
     }
     Unregister();
@@ -152,10 +161,11 @@ constexpr std::chrono::seconds kAcceptErrorLogInterval{10};
 class Acceptor {
  public:
   // `tls` null: plain TCP (HTTP/1.1 and h2c); else TLS.
-  Acceptor(std::vector<std::shared_ptr<IoThread>>* threads, ServerShared* shared,
+  Acceptor(std::vector<std::shared_ptr<IoThread>>* threads, std::shared_ptr<ServerShared> shared,
            TlsContext* tls = nullptr)
       : threads_(threads),
-        shared_(shared),
+        shared_(shared.get()),
+        shared_owner_(std::move(shared)),
         tls_(tls),
         acceptor_((*threads)[0]->ioc),
         retry_timer_((*threads)[0]->ioc) {}
@@ -206,8 +216,8 @@ class Acceptor {
       }
       if (accept_errors_.unreported() > 0) {
         if (const uint64_t failed = accept_errors_.Recovered(std::chrono::steady_clock::now()))
-          spdlog::info("http: accepting again; {} accept(s) failed since the previous line",
-                       failed);
+          spdlog::info("{}: accepting again; {} accept(s) failed since the previous line",
+                       shared_->options.name, failed);
       }
       error_code ignored;
       // Over the limit: closed at once (nginx does the same when worker_connections run out).
@@ -222,9 +232,28 @@ class Acceptor {
         Accept();
         return;
       }
+      std::shared_ptr<void> client_slot;
+      if (shared_->options.max_connections_per_client != 0) {
+        error_code peer_ec;
+        const auto peer = socket.remote_endpoint(peer_ec);
+        if (peer_ec) {  // reset before it was accepted (a TCP health check): no refusal
+          socket.close(ignored);
+          Accept();
+          return;
+        }
+        client_slot = TakeClientSlot(peer.address());
+        if (client_slot == nullptr) {
+          shared_->refused_connections.fetch_add(1, std::memory_order_relaxed);
+          LogClientRefusal(peer.address());
+          socket.close(ignored);
+          Accept();
+          return;
+        }
+      }
+      const std::string& name = shared_->options.name;
       if (refusals_.unreported() > 0) {
         if (const uint64_t refused = refusals_.Recovered(std::chrono::steady_clock::now()))
-          spdlog::info("http: accepting connections again; {} refused since the previous line",
+          spdlog::info("{}: accepting connections again; {} refused since the previous line", name,
                        refused);
       }
       socket.set_option(asio::ip::tcp::no_delay(true), ignored);
@@ -232,12 +261,14 @@ class Acceptor {
       // Start() registers the connection (live_connections) before `accepting` lets go of it.
       if (tls_ != nullptr) {
         auto handshake = std::make_shared<TlsHandshake>(std::move(socket), tls_, target, shared_);
+        handshake->client_slot = std::move(client_slot);
         asio::post(target->ioc, [handshake, shared = shared_] {
           handshake->Start();
           shared->accepting.fetch_sub(1, std::memory_order_relaxed);
         });
       } else {
         auto connection = std::make_shared<HttpConnection>(std::move(socket), target, shared_);
+        connection->client_slot = std::move(client_slot);
         asio::post(target->ioc, [connection, shared = shared_] {
           connection->Start();
           shared->accepting.fetch_sub(1, std::memory_order_relaxed);
@@ -259,38 +290,84 @@ class Acceptor {
     if (failed == 0) return;  // counted; reported by a later line
     const char* retry = retrying ? "; retrying every 100 ms" : "";
     if (failed == 1) {
-      spdlog::warn("http: accept failed: {}{} (logged at most once per {} s)", ec.message(), retry,
-                   kAcceptErrorLogInterval.count());
+      spdlog::warn("{}: accept failed: {}{} (logged at most once per {} s)", shared_->options.name,
+                   ec.message(), retry, kAcceptErrorLogInterval.count());
     } else {
-      spdlog::warn("http: accept failed {} times since the previous line, last: {}{}", failed,
-                   ec.message(), retry);
+      spdlog::warn("{}: accept failed {} times since the previous line, last: {}{}",
+                   shared_->options.name, failed, ec.message(), retry);
     }
+  }
+
+  // A share of the per-client limit for a connection from `address`, or null when the address
+  // holds every one it may.
+  std::shared_ptr<void> TakeClientSlot(const asio::ip::address& address) {
+    std::string key = address.is_v4() ? std::string(4, '\0') : std::string(16, '\0');
+    if (address.is_v4()) {
+      const auto bytes = address.to_v4().to_bytes();
+      key.assign(bytes.begin(), bytes.end());
+    } else {
+      const auto bytes = address.to_v6().to_bytes();
+      key.assign(bytes.begin(), bytes.end());
+    }
+    std::shared_ptr<ServerShared> shared = shared_owner_;
+    {
+      std::lock_guard lock(shared->clients_mu);
+      uint32_t& count = shared->clients[key];
+      if (count >= shared->options.max_connections_per_client) {
+        if (count == 0) shared->clients.erase(key);
+        return nullptr;
+      }
+      ++count;
+    }
+    // Its deleter gives the share back; it holds the ServerShared, which a connection kept alive
+    // by another thread past the server's end could otherwise outlive. (It points at the
+    // ServerShared only to be non-null.)
+    ServerShared* raw = shared.get();
+    return std::shared_ptr<void>(raw, [shared, key = std::move(key)](void*) {
+      std::lock_guard lock(shared->clients_mu);
+      auto it = shared->clients.find(key);
+      if (it != shared->clients.end() && --it->second == 0) shared->clients.erase(it);
+    });
   }
 
   void LogRefusal(int64_t open) {
     const uint64_t refused = refusals_.Event(std::chrono::steady_clock::now());
     if (refused == 0) return;
+    const HttpServer::Options& o = shared_->options;
     if (refused == 1) {
       spdlog::warn(
-          "http: connection limit reached ({} open, --max-connections {}); closing new "
-          "connections at once (logged at most once per {} s)",
-          open, shared_->max_connections, kAcceptErrorLogInterval.count());
+          "{}: connection limit reached ({} open; {} {}); closing new connections at once "
+          "(logged at most once per {} s)",
+          o.name, open, o.limit_flag, shared_->max_connections, kAcceptErrorLogInterval.count());
     } else {
-      spdlog::warn(
-          "http: {} connection(s) refused since the previous line ({} open, "
-          "--max-connections {})",
-          refused, open, shared_->max_connections);
+      spdlog::warn("{}: {} connection(s) refused since the previous line ({} open; {} {})", o.name,
+                   refused, open, o.limit_flag, shared_->max_connections);
     }
+  }
+
+  // The per-client limit's refusals, throttled on their own (a line per 10 s at most), naming
+  // the address of the one that set off the line.
+  void LogClientRefusal(const asio::ip::address& address) {
+    const uint64_t refused = client_refusals_.Event(std::chrono::steady_clock::now());
+    if (refused == 0) return;
+    const HttpServer::Options& o = shared_->options;
+    spdlog::warn(
+        "{}: {} connection(s) refused for holding one client address's limit of {} (the last "
+        "from {}; logged at most once per {} s)",
+        o.name, refused, o.max_connections_per_client, address.to_string(),
+        kAcceptErrorLogInterval.count());
   }
 
   std::vector<std::shared_ptr<IoThread>>* threads_;
   ServerShared* shared_;
+  std::shared_ptr<ServerShared> shared_owner_;  // for the client slots' deleters
   TlsContext* tls_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::size_t next_ = 0;
   LogThrottle accept_errors_{kAcceptErrorLogInterval};  // on the acceptor's thread only
   LogThrottle refusals_{kAcceptErrorLogInterval};       // on the acceptor's thread only
+  LogThrottle client_refusals_{kAcceptErrorLogInterval};  // on the acceptor's thread only
 };
 
 namespace {
@@ -422,12 +499,12 @@ Status HttpServer::Start() {
   }
   const auto address = boost::asio::ip::make_address(options_.address);
   if (options_.plain_http) {
-    acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get());
+    acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_);
     RETURN_IF_ERROR(acceptor_->Listen(boost::asio::ip::tcp::endpoint(address, options_.port)));
     port_ = acceptor_->port();
   }
   if (tls_) {
-    tls_acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_.get(), tls_.get());
+    tls_acceptor_ = std::make_unique<server_internal::Acceptor>(&io_, shared_, tls_.get());
     RETURN_IF_ERROR(
         tls_acceptor_->Listen(boost::asio::ip::tcp::endpoint(address, options_.tls_port)));
     tls_port_ = tls_acceptor_->port();
@@ -476,7 +553,7 @@ void HttpServer::Stop(std::chrono::milliseconds shutdown_timeout) {
     const bool drained = shared.drained.wait_for(
         lock, shutdown_timeout, [&] { return shared.live_connections.load() == 0; });
     if (!drained) {
-      spdlog::warn("http: {} connection(s) still busy after {} ms; closing them",
+      spdlog::warn("{}: {} connection(s) still busy after {} ms; closing them", shared.options.name,
                    shared.live_connections.load(), shutdown_timeout.count());
     }
   }
@@ -525,6 +602,16 @@ uint64_t HttpServer::refused_connections() const {
 
 uint64_t HttpServer::failed_accepts() const {
   return shared_->failed_accepts.load(std::memory_order_relaxed);
+}
+
+HttpServer::TlsHandshakes HttpServer::tls_handshakes() const {
+  TlsHandshakes out;
+  out.tls12 = shared_->tls_finished[0].load(std::memory_order_relaxed);
+  out.tls13 = shared_->tls_finished[1].load(std::memory_order_relaxed);
+  out.resumed = shared_->tls_resumed.load(std::memory_order_relaxed);
+  out.failed = shared_->tls_failed.load(std::memory_order_relaxed);
+  out.timed_out = shared_->tls_timed_out.load(std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace harrier

@@ -74,6 +74,10 @@ class TlsContext;
 class HttpServer {
  public:
   struct Options {
+    // What the server's connection-limit log lines call it, and the flag that sets its limit:
+    // "http" and "--max-connections" (REST), "grpc", "metrics".
+    std::string name = "http";
+    std::string limit_flag = "--max-connections";
     // Address to listen on: an IPv4 or IPv6 literal. Default: every IPv4 interface.
     std::string address = "0.0.0.0";
     // TCP port; 0 picks a free one (see port()). Default 8000, as Triton.
@@ -129,6 +133,11 @@ class HttpServer {
     // (refused_connections()) and logged at most once per 10 s. 0 (default): derived at Start()
     // from the soft RLIMIT_NOFILE, see MaxConnectionsFor(): 896 with the usual 1024.
     uint64_t max_connections = 0;
+    // Most connections one client address may hold open at once (both listeners together).
+    // One over it is closed at once, as one over max_connections is, and counted with them: so
+    // that one client cannot take every connection of a small limit (the metrics port's: probe
+    // 52) and lock the others out. 0 (default): no such limit.
+    uint32_t max_connections_per_client = 0;
 
     // HTTP/2 (h2c on `port`, by prior knowledge or `Upgrade: h2c`; h2 on `tls_port` by ALPN).
     // The limits above apply per stream. SETTINGS_MAX_CONCURRENT_STREAMS; default 128.
@@ -215,6 +224,19 @@ class HttpServer {
   // retries every 100 ms and logs one warning per 10 s with the count since the previous one.
   // Any thread.
   uint64_t failed_accepts() const;
+
+  // TLS handshakes on the TLS listener so far; all zero without one. Any thread.
+  struct TlsHandshakes {
+    uint64_t tls12 = 0;    // finished as TLS 1.2 (full or resumed)
+    uint64_t tls13 = 0;    // finished as TLS 1.3
+    uint64_t resumed = 0;  // of those, the ones that resumed a session (a ticket)
+    // Failed after the client began: no protocol version, cipher or ALPN protocol in common, a
+    // client certificate missing or not trusted, not TLS at all, the client gone mid-way. A
+    // connection closed before its client sent anything (a TCP health check) is not counted.
+    uint64_t failed = 0;
+    uint64_t timed_out = 0;  // not finished within Options::header_timeout
+  };
+  TlsHandshakes tls_handshakes() const;
 
   // Graceful stop; see the header comment. Blocks for at most shutdown_timeout plus a little.
   // Idempotent. REQUIRES: not called from an I/O thread or from inside the handler.

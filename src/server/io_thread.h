@@ -23,7 +23,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -40,6 +42,10 @@ namespace harrier::server_internal {
 class Connection {
  public:
   virtual ~Connection() = default;
+  // Its client's share of HttpServer::Options::max_connections_per_client, given back when the
+  // connection goes (null without that limit). Set by the acceptor; moves with the socket to the
+  // connection that takes it over (TLS, then HTTP/1.1 or HTTP/2; an upgrade to HTTP/2).
+  std::shared_ptr<void> client_slot;
   // The server is stopping: close now if idle, otherwise once what is in flight is answered.
   virtual void OnServerStopping() = 0;
   // Closes now; responses still in flight are dropped and their requests cancelled.
@@ -61,6 +67,16 @@ struct ServerShared {
   uint64_t max_connections = 0;
   std::atomic<int64_t> accepting{0};
   std::atomic<uint64_t> refused_connections{0};
+  // Connections open per client address, while Options::max_connections_per_client is set
+  // (the acceptor counts up, a connection's client_slot down).
+  std::mutex clients_mu;
+  std::unordered_map<std::string, uint32_t> clients;  // guarded by clients_mu
+  // TLS handshakes (HttpServer::tls_handshakes()): finished ones by version (0: TLS 1.2,
+  // 1: TLS 1.3), resumed ones of those, failed and timed-out ones.
+  std::atomic<uint64_t> tls_finished[2] = {0, 0};
+  std::atomic<uint64_t> tls_resumed{0};
+  std::atomic<uint64_t> tls_failed{0};
+  std::atomic<uint64_t> tls_timed_out{0};
 
   std::mutex mu;
   std::condition_variable drained;  // notified (under mu) when live_connections reaches 0

@@ -229,8 +229,21 @@ bool TlsContext::HandshakeBegun(TlsStream& stream) {
   boost::system::error_code ec;
   const std::size_t unread = stream.lowest_layer().available(ec);
   // TLS_ST_BEFORE until a ClientHello has been read (SSL_in_before() turns false as soon as
-  // SSL_accept is first called, so it cannot tell).
-  return SSL_get_state(stream.native_handle()) != TLS_ST_BEFORE || (!ec && unread > 0);
+  // SSL_accept is first called, so it cannot tell). Bytes OpenSSL has taken from Asio's BIO, or
+  // that wait in it, count too: a partial ClientHello, or bytes that are not TLS at all, leave
+  // the state where it was (probe 54).
+  SSL* ssl = stream.native_handle();
+  BIO* in = SSL_get_rbio(ssl);
+  const bool bio_bytes = in != nullptr && (BIO_number_read(in) > 0 || BIO_ctrl_pending(in) > 0);
+  return SSL_get_state(ssl) != TLS_ST_BEFORE || bio_bytes || (!ec && unread > 0);
+}
+
+bool TlsContext::Resumed(TlsStream& stream) {
+  return SSL_session_reused(stream.native_handle()) == 1;
+}
+
+std::string_view TlsContext::Version(TlsStream& stream) {
+  return SSL_get_version(stream.native_handle());
 }
 
 }  // namespace harrier::server_internal

@@ -47,9 +47,13 @@ class TlsContext {
 
   // The protocol ALPN chose on a finished handshake: "h2", "http/1.1" or "" (no ALPN).
   static std::string_view Negotiated(TlsStream& stream);
-  // Whether a server handshake in progress has heard from the client (its ClientHello is read,
-  // or bytes wait on the socket). False: the client has said nothing yet.
+  // Whether a server handshake (in progress, or failed) has heard from the client: a ClientHello
+  // read, or any byte taken or waiting. False: the client has said nothing yet.
   static bool HandshakeBegun(TlsStream& stream);
+  // Of a finished handshake: whether it resumed a session (a ticket), and the TLS version as
+  // OpenSSL names it ("TLSv1.2", "TLSv1.3"), a static string.
+  static bool Resumed(TlsStream& stream);
+  static std::string_view Version(TlsStream& stream);
 
  private:
   struct TicketKey {
@@ -71,5 +75,13 @@ class TlsContext {
   TicketKey previous_{};
   bool have_previous_ = false;
 };
+
+// The connection's TLS version for HttpRequest::tls_version: empty in clear text.
+inline std::string_view TlsVersionOf(TcpStream&) {
+  return {};
+}
+inline std::string_view TlsVersionOf(TlsStream& stream) {
+  return TlsContext::Version(stream);
+}
 
 }  // namespace harrier::server_internal

@@ -137,6 +137,13 @@ TEST(ServeFlagsTest, UnsignedLimitsAreBoundedSoThatMinusOneIsRefused) {
   ServeFlags flags;
   ASSERT_EQ(Parse({"--max-connections", "1073741824"}, &flags), 0);
   EXPECT_EQ(flags.max_connections, uint64_t{1} << 30);
+  for (const char* bad : {"-1", "1073741825", "4294967296"}) {
+    ServeFlags other;
+    EXPECT_NE(Parse({"--max-connections-per-client", bad}, &other), 0) << bad;
+  }
+  EXPECT_EQ(flags.max_connections_per_client, 0u);  // none by default
+  ASSERT_EQ(Parse({"--max-connections-per-client", "16"}, &flags), 0);
+  EXPECT_EQ(flags.max_connections_per_client, 16u);
   for (const char* bad : {"-1", "10000001"}) {
     ServeFlags other;
     EXPECT_NE(Parse({"--inline-execution-max-us", bad}, &other), 0) << bad;

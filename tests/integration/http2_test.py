@@ -421,6 +421,32 @@ class TlsTests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(b"ALPN protocol: h2", r.stdout)
 
+    def tls_counters(self):
+        r = run([CURL, "-s", "http://127.0.0.1:%d/metrics" % SERVER.metrics_port])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        counts = {}
+        for line in r.stdout.decode().splitlines():
+            m = re.match(r"(harrier_tls_\w+)\{(.*)\} (\d+)$", line)
+            if m:
+                counts[(m.group(1), m.group(2))] = int(m.group(3))
+        return counts
+
+    def test_handshakes_are_counted_per_port_by_version_and_failure(self):
+        before = self.tls_counters()
+        self.assertEqual(self.s_client("-tls1_2", "-alpn", "h2").returncode, 0)
+        self.assertNotEqual(self.s_client("-alpn", "spdy/3.1").returncode, 0)
+        self.assertNotEqual(self.s_client("-alpn", "http/1.1", port=SERVER.grpc_port).returncode, 0)
+        after = self.tls_counters()
+        delta = {k: v - before.get(k, 0) for k, v in after.items()}
+        self.assertEqual(delta[("harrier_tls_handshakes_total", 'port="http",version="TLSv1.2"')], 1)
+        self.assertEqual(delta[("harrier_tls_handshake_failures_total",
+                                'port="http",reason="error"')], 1)
+        self.assertEqual(delta[("harrier_tls_handshake_failures_total",
+                                'port="grpc",reason="error"')], 1)
+        self.assertEqual(delta[("harrier_tls_handshakes_total", 'port="grpc",version="TLSv1.3"')], 0)
+        # The metrics port is plain here: no series of its own.
+        self.assertFalse([k for k in after if 'port="metrics"' in k[1]], after)
+
     def test_session_resumption_with_tickets(self):
         for version in ("-tls1_2", "-tls1_3"):
             sess = os.path.join(ARGS.work_dir, "session%s.pem" % version)

@@ -164,7 +164,7 @@ class TracingTest(unittest.TestCase):
         server = servers[0]
         self.assertEqual(server["parent_span_id"], PARENT_SPAN)
         self.assertEqual(server["trace_state"], "vendor=x")
-        self.assertEqual(server["name"], "POST /v2/models/simple/infer")
+        self.assertEqual(server["name"], "POST /v2/models/{model}/infer")
         self.assertEqual(headers.get("traceresponse"),
                          traceparent(TRACE_ID, server["span_id"]))
         # Every record's spans are exported in one go; wait for all seven stages.

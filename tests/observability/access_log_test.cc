@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,6 +46,53 @@ TEST(AccessLogFormatTest, Json) {
                  R"("inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16]}],)"
                  R"("request_bytes":300,"response_bytes":400,"queue_us":12,"input_us":3,)"
                  R"("infer_us":50,"output_us":4,"total_us":80)");
+}
+
+// The connection's HTTP and TLS versions follow the protocol; neither when not known or in clear.
+TEST(AccessLogFormatTest, TheHttpVersionAndTheTlsVersionFollowTheProtocol) {
+  AccessRecord r = Inference();
+  r.http_version = HttpVersion::kHttp2;
+  r.tls_version = "TLSv1.3";
+  std::string json;
+  AppendAccessRecordJson(r, &json);
+  EXPECT_NE(json.find(R"("protocol":"http","http_version":"HTTP/2","tls":"TLSv1.3","method")"),
+            std::string::npos)
+      << json;
+  r.tls_version = {};
+  r.http_version = HttpVersion::kHttp11;
+  std::string text;
+  AppendAccessRecordText(r, &text);
+  EXPECT_NE(text.find(" protocol=http http_version=HTTP/1.1 method=POST "), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("tls="), std::string::npos) << text;
+}
+
+// The inputs' names are the client's: the characters no log value holds raw are escaped in them
+// too, and in the text format a space (which would split the line's fields) makes the value one
+// JSON string (probe 52).
+TEST(AccessLogFormatTest, InputNamesAreEscapedLikeEveryOtherValue) {
+  AccessRecord r = Inference();
+  const std::string inputs =
+      "[{\"name\":\"IN\x7fPUT \xc2\x85\xc2\x9b[2J\xe2\x80\xa8 status=200\",\"datatype\":\"INT32\","
+      "\"shape\":[1]}]";
+  r.input_shapes_json = inputs;
+  std::string json;
+  AppendAccessRecordJson(r, &json);
+  EXPECT_NE(json.find(R"("inputs":[{"name":"IN\u007fPUT \u0085\u009b[2J\u2028 status=200",)"),
+            std::string::npos)
+      << json;
+  std::string text;
+  AppendAccessRecordText(r, &text);
+  EXPECT_NE(text.find(R"( inputs="[{\"name\":\"IN\u007fPUT \u0085\u009b[2J\u2028 status=200\",)"),
+            std::string::npos)
+      << text;
+  // Without a space it stays as it is.
+  r.input_shapes_json = R"([{"name":"INPUT0","datatype":"INT32","shape":[1,16]}])";
+  text.clear();
+  AppendAccessRecordText(r, &text);
+  EXPECT_NE(text.find(R"( inputs=[{"name":"INPUT0","datatype":"INT32","shape":[1,16]}] )"),
+            std::string::npos)
+      << text;
 }
 
 TEST(AccessLogFormatTest, JsonErrorWithoutModelOrDurations) {
@@ -237,6 +287,18 @@ TEST(AsyncAccessLogTest, TheApiKeyIdIsWrittenOffTheRequestPathToo) {
 
 // A stream's line names the id its client sent beside its own (probe 41), through the packed
 // record too; absent when there is none.
+TEST(AsyncAccessLogTest, TheConnectionsVersionsAreWrittenOffTheRequestPathToo) {
+  AccessRecord r = Inference();
+  r.http_version = HttpVersion::kHttp11;
+  const std::string tls = "TLSv1.2";
+  r.tls_version = tls;
+  const std::vector<std::string> lines = WrittenAsText(r, "access_log_tls_test");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(" protocol=http http_version=HTTP/1.1 tls=TLSv1.2 method=POST "),
+            std::string::npos)
+      << lines[0];
+}
+
 TEST(AsyncAccessLogTest, AStreamsClientRequestIdFollowsItsOwnId) {
   AccessRecord r = Inference();
   const std::string client = "proxy-7";
@@ -295,6 +357,55 @@ TEST(AsyncAccessLogTest, AFullBufferDropsLinesInsteadOfBlocking) {
   EXPECT_GT(written, 0u);
   EXPECT_GT(dropped, 0u);
   EXPECT_EQ(written + dropped, 20000u);
+  std::filesystem::remove(path);
+}
+
+// In a child: writes records to `path` with the file-size limit (ulimit -f) at `limit` bytes, so
+// that a write is cut short inside a line, then with the limit raised. Exits 0 once done.
+void WriteAcrossTheFileSizeLimit(const std::string& path, rlim_t limit) {
+  std::signal(SIGXFSZ, SIG_IGN);  // as the server does (cli/stop_signals.cc)
+  rlimit original{};
+  getrlimit(RLIMIT_FSIZE, &original);
+  rlimit lowered = original;
+  lowered.rlim_cur = limit;
+  if (setrlimit(RLIMIT_FSIZE, &lowered) != 0) _exit(2);
+  AsyncAccessLog::Options options;
+  options.format = LogFormat::kJson;
+  options.file = path;
+  options.flush_interval = std::chrono::milliseconds(1);
+  auto log = AsyncAccessLog::Create(options);
+  if (!log.ok()) _exit(3);
+  for (int i = 0; i < 20; ++i) (*log)->Write(Inference());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*log)->dropped_lines() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if ((*log)->dropped_lines() == 0) _exit(4);
+  if (setrlimit(RLIMIT_FSIZE, &original) != 0) _exit(5);
+  AccessRecord after = Inference();
+  after.request_id = "after";
+  for (int i = 0; i < 3; ++i) (*log)->Write(after);
+  log->reset();  // writes out the rest
+  _exit(0);
+}
+
+// A write the disk cuts short (full, or the file-size limit) leaves no part of a line behind:
+// the next line does not start glued to a fragment (probe 52).
+TEST(AsyncAccessLogTest, AWriteCutShortLeavesOnlyWholeLines) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("access_log_cut_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  GTEST_FLAG_SET(death_test_style, "fast");
+  // 1000 bytes: a few whole lines (each about 400), then one cut.
+  EXPECT_EXIT(WriteAcrossTheFileSizeLimit(path, 1000), ::testing::ExitedWithCode(0), "");
+  const std::vector<std::string> lines = Lines(path);
+  ASSERT_GE(lines.size(), 4u);
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.front(), '{') << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_EQ(line.find("{\"time\"", 1), std::string::npos) << line;  // one record a line
+  }
+  EXPECT_NE(lines.back().find("\"request_id\":\"after\""), std::string::npos) << lines.back();
   std::filesystem::remove(path);
 }
 

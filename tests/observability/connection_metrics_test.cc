@@ -29,5 +29,27 @@ TEST(ConnectionMetricsTest, Exposition) {
                               "harrier_http_failed_accepts_total 41\n"));
 }
 
+// One series set per port with TLS on, by version and failure reason; nothing without TLS.
+TEST(ConnectionMetricsTest, TlsHandshakesPerPort) {
+  TextExposition none;
+  AppendTlsMetrics({}, &none);
+  EXPECT_EQ(none.Text(), "");
+  const TlsHandshakeSample samples[] = {{"http", 5, 7, 2, 3, 1}, {"grpc", 0, 4, 0, 1, 0}};
+  TextExposition e;
+  AppendTlsMetrics(samples, &e);
+  const std::string text = e.Text();
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE harrier_tls_handshakes_total counter\n"
+                        "harrier_tls_handshakes_total{port=\"http\",version=\"TLSv1.2\"} 5\n"
+                        "harrier_tls_handshakes_total{port=\"http\",version=\"TLSv1.3\"} 7\n"
+                        "harrier_tls_handshakes_total{port=\"grpc\",version=\"TLSv1.2\"} 0\n"
+                        "harrier_tls_handshakes_total{port=\"grpc\",version=\"TLSv1.3\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("harrier_tls_resumed_handshakes_total{port=\"http\"} 2\n"));
+  EXPECT_THAT(
+      text, HasSubstr("harrier_tls_handshake_failures_total{port=\"http\",reason=\"error\"} 3\n"
+                      "harrier_tls_handshake_failures_total{port=\"http\",reason=\"timeout\"} 1\n"
+                      "harrier_tls_handshake_failures_total{port=\"grpc\",reason=\"error\"} 1\n"));
+}
+
 }  // namespace
 }  // namespace harrier

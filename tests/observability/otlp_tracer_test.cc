@@ -414,8 +414,10 @@ TEST(OtlpTraceJsonTest, AFullHttpRecordIsAServerSpanAndSevenStageSpans) {
   EXPECT_FALSE(server.has_status);
   EXPECT_EQ(server.attributes, (std::map<std::string, std::string>{
                                    {"http.request.method", "str:POST"},
+                                   {"http.route", "str:/v2/models/{model}/infer"},
                                    {"url.path", "str:/v2/models/resnet/versions/3/infer"},
                                    {"http.response.status_code", "int:200"},
+                                   {"url.scheme", "str:http"},
                                    {"network.protocol.name", "str:http"},
                                    {"network.protocol.version", "str:1.1"},
                                    {"harrier.request_id", "str:req-1"},
@@ -537,6 +539,7 @@ TEST(OtlpTraceJsonTest, ARootSpanHasNoParentAndNoTraceState) {
   t.parent = SpanContext{};
   t.tracestate.clear();
   t.transport = "HTTP/2";
+  t.tls_version = "TLSv1.3";
   t.name = "GET /v2/health/ready";
   t.target = "/v2/health/ready";
   t.model.clear();
@@ -547,6 +550,10 @@ TEST(OtlpTraceJsonTest, ARootSpanHasNoParentAndNoTraceState) {
   EXPECT_EQ(server.trace_state, "");
   EXPECT_EQ(server.attributes.at("http.request.method"), "str:GET");
   EXPECT_EQ(server.attributes.at("network.protocol.version"), "str:2");
+  // Over TLS: the scheme, and the TLS version as OpenTelemetry's conventions name it.
+  EXPECT_EQ(server.attributes.at("url.scheme"), "str:https");
+  EXPECT_EQ(server.attributes.at("tls.protocol.name"), "str:tls");
+  EXPECT_EQ(server.attributes.at("tls.protocol.version"), "str:1.3");
   EXPECT_EQ(server.attributes.count("harrier.model"), 0u);
   EXPECT_EQ(server.attributes.count("harrier.model_version"), 0u);
   EXPECT_TRUE(body.Find("batch")->links.empty());

@@ -105,6 +105,90 @@ TEST(HttpServerAcceptTest, AConnectionOverTheLimitIsClosedAtOnceAndCounted) {
   server->Stop();
 }
 
+// --max-connections-per-client (and the metrics port's 8): one address cannot take every
+// connection; its share comes back when a connection goes, also one that became HTTP/2.
+TEST(HttpServerAcceptTest, OneClientAddressHoldsAtMostItsShare) {
+  testing::RecordingLog log;
+  OkHandler handler;
+  HttpServer::Options options = LocalOptions();
+  options.max_connections = 10;
+  options.max_connections_per_client = 2;
+  options.name = "metrics";
+  options.limit_flag = "the metrics port's limit";
+  auto created = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<HttpServer> server = std::move(created).value();
+  ASSERT_TRUE(server->Start().ok());
+  const uint16_t port = server->port();
+
+  auto first = std::make_unique<RawHttpClient>(port, "127.0.0.1");
+  // The second has become an HTTP/2 connection (prior knowledge): it keeps its share.
+  RawHttpClient second(port, "127.0.0.1");
+  ASSERT_TRUE(first->Send(kGet));
+  ASSERT_TRUE(first->ReadResponse());
+  ASSERT_TRUE(second.Send(std::string_view("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24)));
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
+  std::this_thread::sleep_for(milliseconds(50));  // the HTTP/2 connection has taken over
+
+  RawHttpClient third(port, "127.0.0.1");
+  ASSERT_TRUE(third.connected());
+  EXPECT_TRUE(third.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(server->refused_connections(), 1u);
+  EXPECT_EQ(log.Find(spdlog::level::warn,
+                     "metrics: 1 connection(s) refused for holding one client address's limit "
+                     "of 2 (the last from 127.0.0.1;")
+                .size(),
+            1u);
+
+  // Another address is served.
+  RawHttpClient other(port, "127.0.0.2");
+  ASSERT_TRUE(other.Send(kGet));
+  auto r = other.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  // One of the first address's goes: its share comes back.
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
+  RawHttpClient fourth(port, "127.0.0.1");
+  ASSERT_TRUE(fourth.Send(kGet));
+  r = fourth.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(server->refused_connections(), 1u);
+  server->Stop();
+}
+
+// A client gone before its connection is accepted (a health check's connect and reset) is not a
+// refusal: nothing counted, nothing logged (probe 55).
+TEST(HttpServerAcceptTest, AConnectionResetBeforeItsAcceptIsNoRefusal) {
+  testing::RecordingLog log;
+  OkHandler handler;
+  HttpServer::Options options = LocalOptions();
+  options.max_connections_per_client = 4;
+  auto created = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<HttpServer> server = std::move(created).value();
+  ASSERT_TRUE(server->Start().ok());
+  for (int i = 0; i < 50; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server->port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const linger reset{1, 0};  // close() sends a RST
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    ::close(fd);
+  }
+  RawHttpClient after(server->port());
+  ASSERT_TRUE(after.Send(kGet));
+  ASSERT_TRUE(after.ReadResponse());
+  EXPECT_EQ(server->refused_connections(), 0u);
+  EXPECT_TRUE(log.Find(spdlog::level::warn, "refused").empty());
+  server->Stop();
+}
+
 TEST(HttpServerAcceptTest, ManyConnectionsOverTheLimitAreAllRefused) {
   OkHandler handler;
   HttpServer::Options options = LocalOptions();

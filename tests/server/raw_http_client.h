@@ -33,8 +33,16 @@ struct RawResponse {
 
 class RawHttpClient {
  public:
-  explicit RawHttpClient(uint16_t port) {
+  // `source`: the client's address (a loopback one other than 127.0.0.1 stands for another
+  // client); null: the kernel's choice.
+  explicit RawHttpClient(uint16_t port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &from.sin_addr);
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from));
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

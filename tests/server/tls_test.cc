@@ -15,12 +15,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "server/http_server.h"
+#include "server/raw_http_client.h"
 #include "server/sent_recorder.h"
 #include "util/recording_log.h"
 
@@ -33,11 +35,21 @@ class OkHandler : public HttpHandler {
  public:
   testing::SentRecorder* sent = nullptr;  // set: every response reports to it
   std::atomic<HttpVersion> version{HttpVersion::kUnknown};
+  std::mutex mu;
+  std::string tls_version;  // the last request's (guarded by mu)
+  std::string TlsVersion() {
+    std::lock_guard lock(mu);
+    return tls_version;
+  }
 
   std::atomic<bool> from_another_thread{false};  // answer 10 ms later, as a model's worker
 
   void Handle(HttpRequest&& request, HttpResponder respond) override {
     version = request.version;
+    {
+      std::lock_guard lock(mu);
+      tls_version = std::string(request.tls_version);
+    }
     HttpResponse r;
     r.body = "ok";
     if (sent != nullptr) r.on_sent = sent->Callback();
@@ -445,6 +457,61 @@ const std::string kAlpnH2("\x02h2", 3);
 
 // A client that chose http/1.1 by ALPN and then sends the HTTP/2 preface gets a 505; one that
 // offered no ALPN may start HTTP/2 with the preface, as over h2c (probe 36).
+// The counts behind harrier_tls_handshakes_total and its kin: by version, resumed ones, and
+// failures by reason; a connection that closes before saying anything is not a handshake.
+TEST_F(TlsTest, HandshakesAreCountedByVersionResumptionAndFailure) {
+  options_.header_timeout = milliseconds(300);
+  StartServer();
+  const uint16_t port = server_->tls_port();
+  auto counts_reach = [&](uint64_t tls12, uint64_t tls13, uint64_t resumed, uint64_t failed,
+                          uint64_t timed_out) {
+    HttpServer::TlsHandshakes h;
+    for (int i = 0; i < 200; ++i) {
+      h = server_->tls_handshakes();
+      if (h.tls12 == tls12 && h.tls13 == tls13 && h.resumed == resumed && h.failed == failed &&
+          h.timed_out == timed_out) {
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ADD_FAILURE() << "tls12 " << h.tls12 << " tls13 " << h.tls13 << " resumed " << h.resumed
+                  << " failed " << h.failed << " timed_out " << h.timed_out;
+    return false;
+  };
+  auto first = Connect(port, nullptr, "");  // TLS 1.2
+  ASSERT_TRUE(first.handshake);
+  ASSERT_TRUE(counts_reach(1, 0, 0, 0, 0));
+  auto again = Connect(port, first.session, "");
+  EXPECT_TRUE(again.reused);
+  SSL_SESSION_free(again.session);
+  SSL_SESSION_free(first.session);
+  ASSERT_TRUE(counts_reach(2, 0, 1, 0, 0));
+  {
+    TlsSession c(port, kAlpnHttp11);
+    ASSERT_TRUE(c.handshake());
+    ASSERT_TRUE(counts_reach(2, 1, 1, 0, 0));
+  }
+  auto refused = Connect(port, nullptr, std::string("\x08spdy/3.1", 9));
+  EXPECT_FALSE(refused.handshake);
+  ASSERT_TRUE(counts_reach(2, 1, 1, 1, 0));
+  {
+    testing::RawHttpClient not_tls(port);  // plain HTTP to the TLS port: a failure too
+    ASSERT_TRUE(not_tls.Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n"));
+    ASSERT_TRUE(counts_reach(2, 1, 1, 2, 0));
+  }
+  {
+    testing::RawHttpClient silent(port);  // closes without a byte
+    ASSERT_TRUE(silent.connected());
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(counts_reach(2, 1, 1, 2, 0));
+  {
+    testing::RawHttpClient silent(port);  // silent past the header timeout
+    ASSERT_TRUE(silent.connected());
+    ASSERT_TRUE(counts_reach(2, 1, 1, 2, 1));
+  }
+}
+
 TEST_F(TlsTest, TheHttp2PrefaceIsRefusedAfterAlpnChoseHttp11AndServedWithoutAlpn) {
   StartServer();
   const std::string preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -498,6 +565,26 @@ TEST_F(TlsTest, OnSentAndTheVersionOverTls) {
   ASSERT_EQ(sent.calls().size(), 1u);
   EXPECT_TRUE(sent.calls()[0].sent);
   EXPECT_EQ(handler_.version.load(), HttpVersion::kHttp11);
+  EXPECT_EQ(handler_.TlsVersion(), "TLSv1.3");
+}
+
+// The TLS port's requests carry the TLS version; the plain port's none.
+TEST_F(TlsTest, OnlyTheTlsPortsRequestsHaveATlsVersion) {
+  StartServer();
+  {
+    TlsSession c(server_->tls_port(), kAlpnHttp11);
+    ASSERT_TRUE(c.handshake());
+    ASSERT_TRUE(c.Write("GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+    std::string got;
+    EXPECT_EQ(c.ReadToEnd(&got), End::kCloseNotify);
+    EXPECT_EQ(handler_.TlsVersion(), "TLSv1.3");
+  }
+  testing::RawHttpClient plain(server_->port());
+  ASSERT_TRUE(plain.Send("GET /x HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto answer = plain.ReadResponse();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_EQ(handler_.TlsVersion(), "");
 }
 
 // Answered from another thread, a request's disconnect watch (a TLS read) is pending while its
@@ -605,6 +692,7 @@ TEST_F(TlsTest, OnSentAndTheVersionOverH2) {
   ASSERT_EQ(sent.calls().size(), 1u);
   EXPECT_TRUE(sent.calls()[0].sent);
   EXPECT_EQ(handler_.version.load(), HttpVersion::kHttp2);
+  EXPECT_EQ(handler_.TlsVersion(), "TLSv1.3");
 }
 
 TEST_F(TlsTest, HeaderTimeoutAnswers408ThenSendsCloseNotify) {

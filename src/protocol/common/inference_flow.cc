@@ -30,6 +30,8 @@ std::string InputShapesJson(const std::vector<Tensor>& inputs) {
 InferenceAccessLine::InferenceAccessLine(AccessLog* log, const InferenceCall& call)
     : log_(log),
       protocol_(call.protocol),
+      http_version_(call.http_version),
+      tls_version_(call.tls_version),
       method_(call.method),
       target_(call.target),
       key_id_(call.key_id),
@@ -50,6 +52,8 @@ void InferenceAccessLine::Finished(std::string_view request_id, const InferenceO
   AccessRecord record;
   record.request_id = request_id;
   record.protocol = protocol_;
+  record.http_version = http_version_;
+  record.tls_version = tls_version_;
   record.method = method_;
   record.target = target_;
   record.status = outcome.status;

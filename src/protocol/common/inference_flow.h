@@ -58,6 +58,9 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // stay valid until InferenceFlow::Run returns (the observers copy what they keep).
 struct InferenceCall {
   std::string_view protocol;  // the access line's: "http" or "grpc"
+  // The connection's (HttpRequest::version, HttpRequest::tls_version), for the access line.
+  HttpVersion http_version = HttpVersion::kUnknown;
+  std::string_view tls_version;
   std::string_view method;    // "POST"; the RPC's name for gRPC
   std::string_view target;    // the request target; the full gRPC method
   std::string request_id;     // as answered (X-Request-Id, gRPC's x-request-id)
@@ -161,6 +164,8 @@ class InferenceAccessLine final : public InferenceObserver {
  private:
   AccessLog* log_;
   std::string_view protocol_;  // a literal
+  HttpVersion http_version_;
+  std::string_view tls_version_;  // static (OpenSSL's name)
   std::string method_, target_, key_id_, model_;
   int64_t model_version_ = 0;
   std::string input_shapes_json_;

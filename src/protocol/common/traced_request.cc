@@ -5,6 +5,27 @@
 
 namespace harrier {
 
+TraceContextFields::TraceContextFields(
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  bool have_parent = false;
+  int states = 0;
+  for (const auto& [name, value] : headers) {
+    if (name == "traceparent") {
+      traceparent_ = have_parent ? std::string_view("duplicated") : std::string_view(value);
+      have_parent = true;
+    } else if (name == "tracestate" && !value.empty()) {
+      if (++states == 1) {
+        tracestate_ = value;
+        continue;
+      }
+      if (states == 2) joined_.assign(tracestate_);
+      joined_.push_back(',');
+      joined_.append(value);
+    }
+  }
+  if (states > 1) tracestate_ = joined_;
+}
+
 std::shared_ptr<TracedRequest> TracedRequest::Start(Tracer* tracer, std::string_view traceparent,
                                                     std::string_view tracestate) {
   if (tracer == nullptr) return nullptr;
@@ -33,6 +54,7 @@ void TracedRequest::SetHead(const TraceHead& head) {
   record_.name = head.name;
   record_.protocol = head.protocol;
   record_.transport = head.transport;
+  record_.tls_version = head.tls_version;
   record_.target = head.target;
   record_.request_id = head.request_id;
   record_.key_id = head.key_id;

@@ -22,6 +22,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "harrier/inference_request.h"
 #include "harrier/trace.h"
@@ -34,6 +36,7 @@ struct TraceHead {
   std::string_view name;        // the span's name: "POST /v2/models/m/infer", "ModelInfer"
   std::string_view protocol;    // "http" or "grpc"
   std::string_view transport;   // "HTTP/1.1", "HTTP/2", "gRPC"
+  std::string_view tls_version;  // HttpRequest::tls_version; empty: clear text
   std::string_view target;      // the request target, or the full gRPC method
   std::string_view request_id;  // as answered
   std::string_view key_id;      // the API key's id; empty: none
@@ -42,6 +45,27 @@ struct TraceHead {
   uint64_t request_bytes = 0;   // the body (gRPC: the request message)
   std::chrono::steady_clock::time_point received;       // the head was in
   std::chrono::steady_clock::time_point body_received;  // the whole request was in
+};
+
+// A request's trace-context header fields, read as W3C Trace Context reads several of one name:
+// two or more `traceparent` fields are invalid, so the request starts a trace of its own
+// (traceparent is then a value no parser accepts); several `tracestate` fields are one list,
+// joined with commas (RFC 9110 §5.3). Probe 52: the first of each was taken.
+// Views into the headers (or, for several tracestate fields, into the object's own string), so
+// that the usual request, with one of each or none, copies nothing: neither copy nor move it.
+class TraceContextFields {
+ public:
+  explicit TraceContextFields(const std::vector<std::pair<std::string, std::string>>& headers);
+  TraceContextFields(const TraceContextFields&) = delete;
+  TraceContextFields& operator=(const TraceContextFields&) = delete;
+
+  std::string_view traceparent() const { return traceparent_; }  // empty: absent
+  std::string_view tracestate() const { return tracestate_; }    // empty: absent
+
+ private:
+  std::string_view traceparent_;
+  std::string_view tracestate_;
+  std::string joined_;  // the tracestate fields joined, when there are several
 };
 
 class TracedRequest {

@@ -135,10 +135,11 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
         request_id_(std::move(request_id)),
         client_id_(head.Header("x-client-id")),
         key_id_(head.auth_key_id),
+        tls_version_(head.tls_version),
         sole_requester_(head.sole_requester),
         headers_(head.headers),
-        traceparent_(head.Header("traceparent")),
-        tracestate_(head.Header("tracestate")),
+        traceparent_(TraceContextFields(head.headers).traceparent()),
+        tracestate_(TraceContextFields(head.headers).tracestate()),
         deadline_(deadline),
         max_inflight_(options.max_stream_inflight == 0 ? 1 : options.max_stream_inflight),
         reader_(options.max_receive_message_bytes,
@@ -230,6 +231,7 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
       call.cancellation = token_;  // one token: cancelling the stream cancels all its requests
       call.client_id = client_id_;
       call.key_id = key_id_;
+      call.tls_version = tls_version_;
       call.sole_requester = sole_requester_;
       call.headers = &headers_;
       call.request_id = request_id_;
@@ -335,8 +337,10 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
   const std::string request_id_;  // one id for the whole stream
   const std::string client_id_;
   const std::string key_id_;  // the API key's id (src/auth/); empty: none
+  const std::string_view tls_version_;  // HttpRequest::tls_version (static)
   const bool sole_requester_;
   const std::vector<std::pair<std::string, std::string>> headers_;  // the stream's metadata
+  // The stream's trace context (TraceContextFields), kept for each of its requests' traces.
   const std::string traceparent_, tracestate_;
   const Clock::time_point deadline_;
   const std::size_t max_inflight_;
@@ -448,11 +452,14 @@ void GrpcHttpHandler::Handle(HttpRequest&& request, HttpResponder respond) {
         request.cancellation ? request.cancellation : std::make_shared<CancellationToken>();
     call.client_id = std::string(request.Header("x-client-id"));
     call.key_id = request.auth_key_id;
+    call.tls_version = request.tls_version;
     call.request_id = std::move(request_id);
     call.sole_requester = request.sole_requester;
     call.headers = &request.headers;
-    call.trace = StartTrace(options_.handler.tracer, request.Header("traceparent"),
-                            request.Header("tracestate"));
+    if (options_.handler.tracer != nullptr) {
+      const TraceContextFields context(request.headers);
+      call.trace = StartTrace(options_.handler.tracer, context.traceparent(), context.tracestate());
+    }
     if (call.trace) {
       // W3C Trace Context Level 2's traceresponse, as over REST: the server span.
       head.headers.emplace_back("traceresponse", call.trace->TraceResponse());

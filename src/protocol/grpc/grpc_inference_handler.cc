@@ -354,6 +354,7 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
     head.name = call.method;
     head.protocol = "grpc";
     head.transport = "gRPC";
+    head.tls_version = call.tls_version;
     head.target = target;
     head.request_id = call.request_id;
     head.key_id = call.key_id;
@@ -365,6 +366,8 @@ void GrpcInferenceHandler::ModelInfer(inference::ModelInferRequest* request, Inf
   }
   InferenceCall flow_call;
   flow_call.protocol = "grpc";
+  flow_call.http_version = HttpVersion::kHttp2;
+  flow_call.tls_version = call.tls_version;
   flow_call.method = call.method;
   flow_call.target = target;
   flow_call.request_id = std::move(call.request_id);
@@ -560,6 +563,8 @@ bool GrpcInferenceHandler::ModelGenerate(
   about.request_id = call.request_id;
   about.protocol = "grpc";
   about.transport = "gRPC";
+  about.http_version = HttpVersion::kHttp2;
+  about.tls_version = call.tls_version;
   about.method = call.method;
   about.target = "/inference.GRPCInferenceService/" + std::string(call.method);
   about.span_name = std::string(call.method);

@@ -68,6 +68,8 @@ struct InferCallContext {
   std::string request_id;
   // HttpRequest::auth_key_id (the API key's id, src/auth/), for the access log and the trace.
   std::string key_id;
+  // HttpRequest::tls_version of the call's connection, for the access log and the trace.
+  std::string_view tls_version;
   // HttpRequest::sole_requester of the call's HTTP/2 stream (for a ModelStreamInfer stream, as
   // it was when the stream opened).
   bool sole_requester = false;

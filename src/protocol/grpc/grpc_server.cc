@@ -16,6 +16,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const Options& options,
   const uint64_t max_message = std::min<uint64_t>(options.max_receive_message_bytes, INT_MAX);
   HttpServer::Options http = options.transport;
   http.address = options.address;
+  http.name = "grpc";
   // A unary call's body is its one message and prefix; a larger one is refused (413, said as
   // RESOURCE_EXHAUSTED) before it is buffered. A stream's messages are checked one by one.
   http.max_body_bytes = max_message + kMessagePrefixBytes;

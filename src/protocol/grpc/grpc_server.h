@@ -88,6 +88,8 @@ class GrpcServer {
   // The bound port (the real one when Options::port was 0). Valid after Start().
   uint16_t port() const { return port_; }
   bool tls() const { return tls_; }
+  // The TLS handshakes so far (HttpServer::tls_handshakes()). Any thread, after Start().
+  HttpServer::TlsHandshakes tls_handshakes() const { return server_->tls_handshakes(); }
   // Stops accepting calls (GOAWAY), lets calls in flight finish for up to `grace`, then closes
   // the connections left, which cancels their calls. Idempotent.
   void Stop(std::chrono::milliseconds grace);

@@ -116,14 +116,16 @@ HttpResponse InferResponse(StatusOr<InferenceResponse> result, const InferenceRe
 void BeginInferTrace(const std::string& model, std::optional<int64_t> version,
                      const HttpRequest& request, const std::string& request_id,
                      std::chrono::steady_clock::time_point handler_entry, TracedRequest* trace) {
-  std::string name = "POST /v2/models/" + model;
-  if (version) name += "/versions/" + std::to_string(*version);
-  name += "/infer";
+  // The route, not the URL: a client chooses the model name and the version, and a span name
+  // is a tracing backend's index key (an operation in Jaeger, a series in span metrics), so it
+  // must not be theirs to multiply (probe 52). The model and version are attributes.
   TraceHead head;
-  head.name = name;
+  head.name = version ? "POST /v2/models/{model}/versions/{version}/infer"
+                      : "POST /v2/models/{model}/infer";
   head.protocol = "http";
   head.transport = HttpVersionName(request.version);
   if (head.transport.empty()) head.transport = "HTTP";  // the transport did not say which
+  head.tls_version = request.tls_version;
   head.target = request.target;
   head.request_id = request_id;
   head.key_id = request.auth_key_id;
@@ -253,6 +255,8 @@ std::optional<HttpResponse> KServeHandler::Precheck(const HttpRequest& head) {
   if (options_.access_log != nullptr) {
     InferenceCall call;  // request_bytes 0: the body is never read
     call.protocol = "http";
+    call.http_version = head.version;
+    call.tls_version = head.tls_version;
     call.method = head.method;
     call.target = head.target;
     call.key_id = head.auth_key_id;
@@ -268,6 +272,8 @@ void KServeHandler::Infer(const Route& route, HttpRequest& request, std::string 
                           HttpResponder respond) const {
   InferenceCall call;
   call.protocol = "http";
+  call.http_version = request.version;
+  call.tls_version = request.tls_version;
   call.method = request.method;
   call.target = request.target;
   call.key_id = request.auth_key_id;
@@ -280,8 +286,8 @@ void KServeHandler::Infer(const Route& route, HttpRequest& request, std::string 
   call.sole_requester = request.sole_requester;
   // Null unless this request is traced: an untraced request allocates nothing for tracing.
   if (options_.tracer != nullptr) {
-    call.trace = TracedRequest::Start(options_.tracer, request.Header("traceparent"),
-                                      request.Header("tracestate"));
+    const TraceContextFields context(request.headers);
+    call.trace = TracedRequest::Start(options_.tracer, context.traceparent(), context.tracestate());
     if (call.trace != nullptr) {
       BeginInferTrace(route.model, route.version, request, request_id, call.received_at,
                       call.trace.get());

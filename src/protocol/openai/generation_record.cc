@@ -33,6 +33,7 @@ GenerationRecord GenerationRecord::Start(AccessLog* log, Tracer* tracer, Head he
     t.name = head.span_name;
     t.protocol = head.protocol;
     t.transport = head.transport;
+    t.tls_version = head.tls_version;
     t.target = head.target;
     t.request_id = head.request_id;
     t.key_id = head.key_id;
@@ -101,6 +102,8 @@ std::function<void(bool, GenerationRecord::TimePoint)> GenerationRecord::Finish(
     r.request_id = head_.request_id;
     r.client_request_id = client_request_id_;
     r.protocol = head_.protocol;
+    r.http_version = head_.http_version;
+    r.tls_version = head_.tls_version;
     r.method = head_.method;
     r.target = head_.target;
     r.status = status;

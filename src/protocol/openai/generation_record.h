@@ -37,6 +37,8 @@ class GenerationRecord {
     std::string request_id;  // X-Request-Id as answered (a stream's id when streaming)
     std::string protocol;    // "http" or "grpc"
     std::string transport;   // "HTTP/1.1", "HTTP/2", "gRPC"
+    HttpVersion http_version = HttpVersion::kUnknown;  // HttpRequest::version
+    std::string_view tls_version;  // HttpRequest::tls_version (static); empty: clear text
     std::string method;      // "POST"; the RPC name for gRPC
     std::string target;      // the request target, or the full gRPC method
     std::string span_name;   // "POST /v1/chat/completions", "ModelStreamInfer"

@@ -217,18 +217,29 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   GenerationRecord::Head about;
   about.request_id = client_id;
   about.protocol = "http";
+  about.http_version = request.version;
+  about.tls_version = request.tls_version;
   about.transport = std::string(HttpVersionName(request.version));
   if (about.transport.empty()) about.transport = "HTTP";
   about.method = request.method;
   about.target = request.target;
-  about.span_name = request.method + " " + std::string(PathOf(request.target));
+  // Triton's generate routes name the model in the path: the span is named by the route, as
+  // the KServe infer span is (probe 52: a client must not choose span names).
+  const std::string_view path = PathOf(request.target);
+  about.span_name =
+      request.method + " " +
+      (!path.starts_with("/v2/") ? std::string(path)
+                                 : std::string(version ? "/v2/models/{model}/versions/{version}/"
+                                                       : "/v2/models/{model}/") +
+                                       std::string(path.substr(path.rfind('/') + 1)));
   about.model = model_name;
   about.key_id = request.auth_key_id;
   about.request_bytes = body.size();
   about.received = received_at;
   about.body_received = request.body_received_at;
-  about.traceparent = request.Header("traceparent");
-  about.tracestate = request.Header("tracestate");
+  const TraceContextFields trace_context(request.headers);  // read by Start
+  about.traceparent = trace_context.traceparent();
+  about.tracestate = trace_context.tracestate();
   GenerationRecord local_record = GenerationRecord::Start(
       shared_->options.access_log, shared_->options.tracer, std::move(about));
   std::string stream_id;                     // the store's, once the request streams

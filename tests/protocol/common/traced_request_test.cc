@@ -42,6 +42,29 @@ TEST(TracedRequestTest, TracestateGoesOnlyWithAValidParent) {
   EXPECT_EQ(without->record().tracestate, "");
 }
 
+// W3C Trace Context on repeated fields (probe 52): two traceparent fields are invalid, several
+// tracestate fields one list; one of each is read where it is, not copied.
+TEST(TraceContextFieldsTest, RepeatedFieldsAreReadAsTraceContextSays) {
+  const std::string parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const std::vector<std::pair<std::string, std::string>> one = {{"traceparent", parent},
+                                                                {"tracestate", "a=1"}};
+  const TraceContextFields single(one);
+  EXPECT_EQ(single.traceparent(), parent);
+  EXPECT_EQ(single.tracestate(), "a=1");
+  EXPECT_EQ(single.tracestate().data(), one[1].second.data());  // a view, no copy
+  const std::vector<std::pair<std::string, std::string>> many = {{"tracestate", "a=1"},
+                                                                 {"traceparent", parent},
+                                                                 {"tracestate", ""},
+                                                                 {"tracestate", "b=2,c=3"},
+                                                                 {"traceparent", parent}};
+  const TraceContextFields repeated(many);
+  EXPECT_EQ(repeated.tracestate(), "a=1,b=2,c=3");
+  EXPECT_FALSE(ParseTraceparent(repeated.traceparent()).has_value());
+  const TraceContextFields none({});
+  EXPECT_EQ(none.traceparent(), "");
+  EXPECT_EQ(none.tracestate(), "");
+}
+
 TEST(TracedRequestTest, FinishSubmitsOnceAndStampsOnlyASend) {
   FakeTracer tracer;
   const TimePoint at = std::chrono::steady_clock::now();

@@ -107,7 +107,7 @@ TEST_F(KServeTracingTest, ATracedRequestGivesOneRecordWithEveryStageInOrder) {
   EXPECT_EQ(FormatTraceparent(simple_->last_request->trace), FormatTraceparent(t.server));
   EXPECT_EQ(HeaderOf(response, "traceresponse"), FormatTraceparent(t.server));
 
-  EXPECT_EQ(t.name, "POST /v2/models/simple/infer");
+  EXPECT_EQ(t.name, "POST /v2/models/{model}/infer");
   EXPECT_EQ(t.protocol, "http");
   EXPECT_EQ(t.transport, "HTTP/2");
   EXPECT_EQ(t.target, "/v2/models/simple/infer");
@@ -170,7 +170,9 @@ TEST_F(KServeTracingTest, AVersionedRouteNamesItsVersion) {
   ASSERT_EQ(Call("/v2/models/simple/versions/3/infer", kJsonInfer).status, 200);
   const std::vector<RequestTrace> records = tracer_.records();
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].name, "POST /v2/models/simple/versions/3/infer");
+  EXPECT_EQ(records[0].name, "POST /v2/models/{model}/versions/{version}/infer");
+  EXPECT_EQ(records[0].model, "simple");
+  EXPECT_EQ(records[0].model_version, 3);
 }
 
 TEST_F(KServeTracingTest, AnInvalidTraceparentStartsANewTraceWithoutItsTracestate) {
