@@ -510,7 +510,7 @@ void AsyncAccessLog::WriteOut() {
   if (ending != 0) text_.insert(text_.begin(), '\n');
   const size_t written = writer_.Write(fd_, text_, regular_file_);
   if (written > 0) line_cut_ = written < text_.size() && text_[written - 1] != '\n';
-  if (line_cut_ && regular_file_ && owns_fd_) {
+  if (written > 0 && line_cut_ && regular_file_ && owns_fd_) {  // this write cut a line
     // A file's cut line is taken back off its end, so the file holds whole lines only; what is
     // left to end (ftruncate failed; stderr, which the server log shares, so that a line of its
     // written meanwhile would go too; a pipe) is ended by the next write. The file is opened

@@ -168,7 +168,8 @@ class Acceptor {
         shared_owner_(std::move(shared)),
         tls_(tls),
         acceptor_((*threads)[0]->ioc),
-        retry_timer_((*threads)[0]->ioc) {}
+        retry_timer_((*threads)[0]->ioc),
+        logs_(shared_->accept_logs) {}
 
   Status Listen(const asio::ip::tcp::endpoint& endpoint) {
     error_code ec;
@@ -214,8 +215,8 @@ class Acceptor {
         Accept();
         return;
       }
-      if (accept_errors_.unreported() > 0) {
-        if (const uint64_t failed = accept_errors_.Recovered(std::chrono::steady_clock::now()))
+      if (logs_.accept_errors.unreported() > 0) {
+        if (const uint64_t failed = logs_.accept_errors.Recovered(std::chrono::steady_clock::now()))
           spdlog::info("{}: accepting again; {} accept(s) failed since the previous line",
                        shared_->options.name, failed);
       }
@@ -251,8 +252,8 @@ class Acceptor {
         }
       }
       const std::string& name = shared_->options.name;
-      if (refusals_.unreported() > 0) {
-        if (const uint64_t refused = refusals_.Recovered(std::chrono::steady_clock::now()))
+      if (logs_.refusals.unreported() > 0) {
+        if (const uint64_t refused = logs_.refusals.Recovered(std::chrono::steady_clock::now()))
           spdlog::info("{}: accepting connections again; {} refused since the previous line", name,
                        refused);
       }
@@ -286,7 +287,7 @@ class Acceptor {
 
  private:
   void LogAcceptError(const error_code& ec, bool retrying) {
-    const uint64_t failed = accept_errors_.Event(std::chrono::steady_clock::now());
+    const uint64_t failed = logs_.accept_errors.Event(std::chrono::steady_clock::now());
     if (failed == 0) return;  // counted; reported by a later line
     const char* retry = retrying ? "; retrying every 100 ms" : "";
     if (failed == 1) {
@@ -331,7 +332,7 @@ class Acceptor {
   }
 
   void LogRefusal(int64_t open) {
-    const uint64_t refused = refusals_.Event(std::chrono::steady_clock::now());
+    const uint64_t refused = logs_.refusals.Event(std::chrono::steady_clock::now());
     if (refused == 0) return;
     const HttpServer::Options& o = shared_->options;
     if (refused == 1) {
@@ -348,7 +349,7 @@ class Acceptor {
   // The per-client limit's refusals, throttled on their own (a line per 10 s at most), naming
   // the address of the one that set off the line.
   void LogClientRefusal(const asio::ip::address& address) {
-    const uint64_t refused = client_refusals_.Event(std::chrono::steady_clock::now());
+    const uint64_t refused = logs_.client_refusals.Event(std::chrono::steady_clock::now());
     if (refused == 0) return;
     const HttpServer::Options& o = shared_->options;
     spdlog::warn(
@@ -365,9 +366,9 @@ class Acceptor {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::size_t next_ = 0;
-  LogThrottle accept_errors_{kAcceptErrorLogInterval};  // on the acceptor's thread only
-  LogThrottle refusals_{kAcceptErrorLogInterval};       // on the acceptor's thread only
-  LogThrottle client_refusals_{kAcceptErrorLogInterval};  // on the acceptor's thread only
+  // The server's, shared with its other listener's acceptor (probe 56: each listener's own let
+  // two lines through within the interval); both acceptors run on I/O thread 0.
+  ServerShared::AcceptLogs& logs_;
 };
 
 namespace {

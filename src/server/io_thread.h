@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/block_pool.h"
+#include "core/log_throttle.h"
 #include "harrier/cancellation.h"
 #include "harrier/http_message.h"
 #include "harrier/wake_batch.h"
@@ -67,6 +68,15 @@ struct ServerShared {
   uint64_t max_connections = 0;
   std::atomic<int64_t> accepting{0};
   std::atomic<uint64_t> refused_connections{0};
+  // The acceptors' log throttles (accept failures, refusals for the limit, refusals for the
+  // per-client limit): one set for the server, so that its plain and TLS listeners together log
+  // each at most once per 10 s. Used only on I/O thread 0, where both acceptors run.
+  struct AcceptLogs {
+    LogThrottle accept_errors{std::chrono::seconds(10)};
+    LogThrottle refusals{std::chrono::seconds(10)};
+    LogThrottle client_refusals{std::chrono::seconds(10)};
+  };
+  AcceptLogs accept_logs;
   // Connections open per client address, while Options::max_connections_per_client is set
   // (the acceptor counts up, a connection's client_slot down).
   std::mutex clients_mu;

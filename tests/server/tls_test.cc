@@ -512,6 +512,25 @@ TEST_F(TlsTest, HandshakesAreCountedByVersionResumptionAndFailure) {
   }
 }
 
+// The plain and the TLS listener log their refusals together: one line per 10 s for the server,
+// not one per listener (probe 56).
+TEST_F(TlsTest, BothListenersShareOneRefusalLogLine) {
+  testing::RecordingLog log;
+  options_.max_connections = 1;
+  StartServer();
+  testing::RawHttpClient held(server_->port());
+  ASSERT_TRUE(held.Send("GET /x HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(held.ReadResponse());
+  testing::RawHttpClient plain(server_->port());
+  EXPECT_TRUE(plain.WaitClosed(milliseconds(2000)));
+  testing::RawHttpClient tls(server_->tls_port());
+  EXPECT_TRUE(tls.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(server_->refused_connections(), 2u);
+  EXPECT_EQ(log.Find(spdlog::level::warn, "refused").size() +
+                log.Find(spdlog::level::warn, "connection limit reached").size(),
+            1u);
+}
+
 TEST_F(TlsTest, TheHttp2PrefaceIsRefusedAfterAlpnChoseHttp11AndServedWithoutAlpn) {
   StartServer();
   const std::string preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
