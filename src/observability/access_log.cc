@@ -509,6 +509,7 @@ void AsyncAccessLog::WriteOut() {
   const size_t ending = line_cut_ && !text_.empty() ? 1 : 0;  // not a line of its own
   if (ending != 0) text_.insert(text_.begin(), '\n');
   const size_t written = writer_.Write(fd_, text_, regular_file_);
+  const int write_error = errno;  // the write's, before the truncation below can change it
   if (written > 0) line_cut_ = written < text_.size() && text_[written - 1] != '\n';
   if (written > 0 && line_cut_ && regular_file_ && owns_fd_) {  // this write cut a line
     // A file's cut line is taken back off its end, so the file holds whole lines only; what is
@@ -524,7 +525,6 @@ void AsyncAccessLog::WriteOut() {
   if (written < text_.size()) {
     // The lines from here on are lost: counted as dropped, and the first failure of a run
     // logged (to the server log; when the access log is stderr that may fail too).
-    const int error = errno;
     const auto lost = static_cast<uint64_t>(std::count(
         text_.begin() + static_cast<std::ptrdiff_t>(std::max(written, ending)), text_.end(), '\n'));
     {
@@ -535,7 +535,7 @@ void AsyncAccessLog::WriteOut() {
       spdlog::warn(
           "access log: writing failed ({}); {} line(s) dropped, and counted in "
           "harrier_access_log_dropped_lines_total while it fails",
-          error != 0 ? std::strerror(error) : "nothing written", lost);
+          write_error != 0 ? std::strerror(write_error) : "nothing written", lost);
     }
     write_failing_ = true;
   } else if (!text_.empty()) {  // all of it written
