@@ -302,7 +302,7 @@ class Acceptor {
   // A share of the per-client limit for a connection from `address`, or null when the address
   // holds every one it may.
   std::shared_ptr<void> TakeClientSlot(const asio::ip::address& address) {
-    std::string key = address.is_v4() ? std::string(4, '\0') : std::string(16, '\0');
+    std::string key;  // the address's bytes
     if (address.is_v4()) {
       const auto bytes = address.to_v4().to_bytes();
       key.assign(bytes.begin(), bytes.end());
