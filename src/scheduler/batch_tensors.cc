@@ -118,16 +118,23 @@ Status GatherInputs(std::span<ScheduledRequest* const> requests, BatchInputBuffe
   return Status::Ok();
 }
 
+Status CheckBatchDim(std::span<const Tensor> outputs, int64_t items) {
+  for (const Tensor& out : outputs) {
+    if (out.shape.empty() || out.shape[0] != items) {
+      return Internal("output '" + out.name + "' has shape " + ShapeToString(out.shape) +
+                      " for a batch of " + std::to_string(items));
+    }
+  }
+  return Status::Ok();
+}
+
 Status SplitOutputs(const std::vector<Tensor>& batch_outputs, std::span<const int64_t> item_counts,
                     std::vector<std::vector<Tensor>>* per_request) {
   per_request->assign(item_counts.size(), {});
   int64_t total_items = 0;
   for (int64_t n : item_counts) total_items += n;
+  if (Status shaped = CheckBatchDim(batch_outputs, total_items); !shaped.ok()) return shaped;
   for (const Tensor& out : batch_outputs) {
-    if (out.shape.empty() || out.shape[0] != total_items) {
-      return Internal("output '" + out.name + "' has shape " + ShapeToString(out.shape) +
-                      " for a batch of " + std::to_string(total_items));
-    }
     const int64_t elements = ElementCount(out.shape).value_or(-1);
     if (elements < 0) return Internal("output '" + out.name + "' has an invalid shape");
     const int64_t elements_per_item = total_items > 0 ? elements / total_items : 0;

@@ -57,10 +57,16 @@ class BatchInputBuffers {
 Status GatherInputs(std::span<ScheduledRequest* const> requests, BatchInputBuffers* buffers,
                     std::vector<Tensor>* batched);
 
+// kInternal, naming the output, when an output of a model with a batch dim does not have
+// `items` rows: the model broke the batching contract (max_batch_size > 0: every output's first
+// dim is the batch dim), whether its run held one request or several (probe 58: a request alone
+// was answered 200 with the wrong number of rows, the same request in a batch 500).
+Status CheckBatchDim(std::span<const Tensor> outputs, int64_t items);
+
 // Splits each batch output along its batch dim into `item_counts.size()` consecutive parts of
 // item_counts[i] items. A part points into the batch output and shares its owner (no copy).
-// kInternal when an output's batch dim is not the sum of the counts, or a BYTES output is not a
-// well-formed serialization.
+// kInternal when an output's batch dim is not the sum of the counts (CheckBatchDim), or a BYTES
+// output is not a well-formed serialization.
 Status SplitOutputs(const std::vector<Tensor>& batch_outputs, std::span<const int64_t> item_counts,
                     std::vector<std::vector<Tensor>>* per_request);
 

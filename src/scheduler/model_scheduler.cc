@@ -496,8 +496,33 @@ void ModelScheduler::Execute(ModelInstance& instance,
   }
   const Clock::time_point ran_at = clock_->Now();
 
+  // The engine refused an input (an index out of range, ...): in a batch, whose input it was is
+  // not known, so each member runs again alone and only the request that caused it gets the
+  // error (probe 58: four valid requests got a fifth one's 400; Triton fails the whole batch).
+  // At most one run more per member, and only after a batch of several failed that way.
+  if (status.code() == StatusCode::kInvalidArgument && members.size() > 1) {
+    batch_timing.ok = false;
+    batch_timing.compute_input_ns = Ns(start, gathered_at);
+    batch_timing.compute_infer_ns = Ns(gathered_at, ran_at);
+    if (options_.on_batch_ran) options_.on_batch_ran(batch_timing);
+    if (options_.on_batch_answered) options_.on_batch_answered(batch_timing);
+    std::vector<std::unique_ptr<ScheduledRequest>> each = std::move(members);
+    members.clear();  // Execute's own scratch again, for the runs below
+    std::vector<std::unique_ptr<ScheduledRequest>> alone;
+    for (auto& r : each) {
+      alone.clear();
+      alone.push_back(std::move(r));
+      Execute(instance, &alone, scratch);
+    }
+    return;
+  }
+
   std::vector<std::vector<Tensor>>& parts = scratch->parts;
-  if (status.ok() && members.size() > 1) status = SplitOutputs(outputs, item_counts, &parts);
+  if (status.ok() && members.size() > 1) {
+    status = SplitOutputs(outputs, item_counts, &parts);
+  } else if (status.ok() && options_.policy.max_batch_size > 0) {
+    status = CheckBatchDim(outputs, members[0]->batch_size);  // as a batch's split checks it
+  }
   RequestTiming timing;
   timing.compute_input_ns = Ns(start, gathered_at);
   timing.compute_infer_ns = Ns(gathered_at, ran_at);

@@ -84,6 +84,15 @@ class Probe {
   }
   // Whether an instance ever ran two executions at once.
   bool overlapped() const { return overlapped_; }
+  // Every output then has twice the rows of its input (ONNX's Concat(X, X) on axis 0): a
+  // model that breaks the batch dim's contract.
+  void DoubleTheRows() { double_rows_ = true; }
+  // A run whose input holds `value` anywhere fails with kInvalidArgument, as an engine refuses
+  // an index out of range.
+  void RefuseValue(float value) {
+    std::lock_guard l(mu_);
+    refused_value_ = value;
+  }
 
  private:
   Status Run(std::span<const Tensor> inputs, std::span<const std::string> output_names,
@@ -114,11 +123,22 @@ class Probe {
     }
     if (context.cancellation != nullptr) context.cancellation->Unregister(id);
     if (cancelled) return Cancelled("run cancelled");
+    if (std::optional<float> refused = RefusedValue(); refused.has_value()) {
+      for (float v : Floats(inputs[0])) {
+        if (v == *refused)
+          return InvalidArgument("index " + std::to_string(v) + " is out of range");
+      }
+    }
     for (const std::string& name : output_names) {
-      auto copy = AllocateTensorBuffer(inputs[0].size_bytes);
-      std::memcpy(copy.get(), inputs[0].data, inputs[0].size_bytes);
+      const size_t copies = double_rows_ ? 2 : 1;
+      auto copy = AllocateTensorBuffer(inputs[0].size_bytes * copies);
+      for (size_t c = 0; c < copies; ++c) {
+        std::memcpy(copy.get() + c * inputs[0].size_bytes, inputs[0].data, inputs[0].size_bytes);
+      }
       Tensor t = inputs[0];
       t.name = name;
+      t.shape[0] *= static_cast<int64_t>(copies);
+      t.size_bytes *= copies;
       t.data = copy.get();
       t.owner = std::move(copy);
       outputs->push_back(std::move(t));
@@ -133,6 +153,13 @@ class Probe {
   CancellationToken* current_ = nullptr;
   std::optional<float> hold_only_;
   std::atomic<bool> overlapped_{false};
+  std::atomic<bool> double_rows_{false};
+  std::optional<float> refused_value_;  // guarded by mu_
+
+  std::optional<float> RefusedValue() {
+    std::lock_guard l(mu_);
+    return refused_value_;
+  }
 };
 
 // Collects completions: per request, the value it carried, its status and its output.
@@ -291,6 +318,67 @@ TEST_F(ModelSchedulerTest, QueuedRequestsAreBatchedAndEachGetsItsOwnOutput) {
   EXPECT_EQ(batches_[1].batch_size, 8);
   EXPECT_EQ(batches_[1].request_count, 6u);
   EXPECT_TRUE(batches_[1].ok);
+}
+
+// A model with a batch dim answers each request with its own number of rows; one that does not
+// fails the request whether it ran alone or in a batch (probe 58: alone, it was answered with
+// twice its rows; in a batch, 500). A model without a batch dim is not checked.
+TEST_F(ModelSchedulerTest, AnOutputWithoutTheRequestsRowsFailsAloneAsInABatch) {
+  probe_.DoubleTheRows();
+  auto s = Make(Batching(8));
+  probe_.HoldOnly(100);        // only request 100's run waits for the test
+  s->Submit(BatchItem(1, 2));  // alone: the instance is free
+  auto alone = completions_.WaitFor(1);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].code, StatusCode::kInternal);
+  s->Submit(BatchItem(100));  // occupies the instance while two more queue into one batch
+  probe_.WaitStarted(2);
+  s->Submit(BatchItem(2));
+  s->Submit(BatchItem(3, 2));
+  probe_.ReleaseAll();
+  auto all = completions_.WaitFor(4);
+  EXPECT_EQ(probe_.batch_sizes(), (std::vector<int64_t>{2, 1, 3}));
+  for (const auto& r : all) EXPECT_EQ(r.code, StatusCode::kInternal) << r.input_value;
+  s->Shutdown();
+
+  auto unbatched = Make(BatchingPolicy{});
+  unbatched->Submit(BatchItem(4));
+  auto answered = completions_.WaitFor(5);
+  ASSERT_EQ(answered.size(), 5u);
+  EXPECT_EQ(answered[4].code, StatusCode::kOk);
+  EXPECT_EQ(answered[4].output.size(), 8u);  // its one row, twice: not a batch dim's rows
+}
+
+// The engine refuses one member's input in a batch: each member runs again alone, so that only
+// that request fails (probe 58: the whole batch got its 400).
+TEST_F(ModelSchedulerTest, AnInputTheEngineRefusesFailsOnlyItsOwnRequestInABatch) {
+  probe_.RefuseValue(-1);
+  probe_.HoldOnly(100);
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(100));  // occupies the instance while three queue into one batch
+  probe_.WaitStarted(1);
+  s->Submit(BatchItem(2));
+  s->Submit(BatchItem(-1, 2));
+  s->Submit(BatchItem(3));
+  probe_.ReleaseAll();
+  auto results = completions_.WaitFor(4);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(probe_.batch_sizes(), (std::vector<int64_t>{1, 4, 1, 2, 1}));
+  for (const auto& r : results) {
+    EXPECT_EQ(r.code, r.input_value == -1 ? StatusCode::kInvalidArgument : StatusCode::kOk)
+        << r.input_value;
+    if (r.input_value != -1) {
+      EXPECT_EQ(r.output, std::vector<float>(static_cast<size_t>(r.items) * 4, r.input_value));
+    }
+  }
+  s->Shutdown();
+  std::lock_guard l(batch_mu_);
+  ASSERT_EQ(batches_.size(), 5u);  // the failed batch is reported, then each run alone
+  EXPECT_FALSE(batches_[1].ok);
+  EXPECT_EQ(batches_[1].request_count, 3u);
+  EXPECT_TRUE(batches_[2].ok);
+  EXPECT_FALSE(batches_[3].ok);
+  EXPECT_TRUE(batches_[4].ok);
 }
 
 // The buffers a batch was gathered into stay for the next batch, and go once the worker has been
