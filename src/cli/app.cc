@@ -292,6 +292,7 @@ Status App::Start(const std::function<void()>& listening) {
   http_options.tls_client_ca_file = flags_.tls_client_ca;
   http_options.tls_port = static_cast<uint16_t>(flags_.https_port);
   http_options.plain_http = flags_.plain_http == "on";
+  http_options.h2c_upgrade = flags_.http2_upgrade == "on";
   http_options.access_log = access_log_.get();  // the HTTP layer's own refusals (400, 408, ...)
   // Every server is made (its TLS files read) before any listens: until `listening`, nothing
   // is served, and a start blocked reading a file can still be given up on (cli/stop_signals.h;
@@ -302,6 +303,7 @@ Status App::Start(const std::function<void()>& listening) {
   // gRPC (docs/grpc.md) on its own port, TLS with the same certificate flags.
   grpc_frontend::GrpcServer::Options grpc_options;
   grpc_options.transport = http_options;  // the same HTTP/2 server settings and timeouts
+  grpc_options.transport.h2c_upgrade = false;  // gRPC clients speak HTTP/2 from the preface
   rlimit nofile{};
   grpc_options.transport.max_connections =
       GrpcMaxConnections(flags_, (*rest)->max_connections(),

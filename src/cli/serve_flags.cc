@@ -198,6 +198,14 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   serve
+      ->add_option("--http2-upgrade", flags->http2_upgrade,
+                   "Honour 'Upgrade: h2c' on --http-port (HTTP/2 after a 101); 'off' serves such "
+                   "a request as HTTP/1.1. Leave off behind a proxy that forwards Upgrade: the "
+                   "upgraded connection is a tunnel past the proxy's rules. Prior-knowledge h2c "
+                   "is served either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  serve
       ->add_option("--metrics-tls", flags->metrics_tls,
                    "Serve the metrics port over TLS only (the --tls-cert certificate, and "
                    "--tls-client-ca's client certificates if given); 'on' needs --tls-cert")

@@ -48,6 +48,10 @@ struct ServeFlags {
   int64_t http2_max_frame_bytes = HttpServer::Options{}.http2_max_frame_bytes;
   int64_t tls_ticket_rotation_s = HttpServer::Options{}.tls_ticket_key_rotation.count();
   std::string plain_http = "on";
+  // "on": an HTTP/1.1 request with `Upgrade: h2c` on the plain port continues as HTTP/2
+  // (HttpServer::Options::h2c_upgrade). "off" (default): served as HTTP/1.1; behind a proxy that
+  // forwards Upgrade, the upgrade is a tunnel past the proxy's rules (probe 57).
+  std::string http2_upgrade = "off";
   // "on": the metrics port serves TLS only, with the same certificate (and client CA) as REST
   // and gRPC; needs tls_cert. "off" (default): plain HTTP, as Triton's metrics port.
   std::string metrics_tls = "off";

@@ -463,6 +463,9 @@ bool BasicHttpConnection<Stream>::MaybeUpgrade() {
   // served as HTTP/1.1, as nginx does; upgrading there let a client past the ALPN it chose, and
   // is the "h2c smuggling" way past a proxy's rules (probe 40).
   if constexpr (std::is_same_v<Stream, TlsStream>) return false;
+  // Off unless asked for (--http2-upgrade on): through a proxy it is a tunnel past the proxy's
+  // rules (HttpServer::Options::h2c_upgrade; probe 57).
+  if (!shared_->options.h2c_upgrade) return false;
   if (http10_ || !request_.HasHeader("http2-settings") ||
       !ListHasToken(request_.Header("upgrade"), "h2c") ||
       !ListHasToken(request_.Header("connection"), "upgrade"))
@@ -502,6 +505,20 @@ void BasicHttpConnection<Stream>::Parse() {
     return;
   }
   while (phase_ == Phase::kHeader) {
+    // Empty lines before the request line are skipped, as RFC 9112 §2.2 asks (a client's stray
+    // CRLF after a body, probe 57: the next request was a 400 and the connection closed). The
+    // header timeout still runs: a stream of them is cut off as a slow header is.
+    if (!parser_->got_some()) {
+      const auto data = buffer_.data();
+      const std::string_view unparsed(static_cast<const char*>(data.data()), data.size());
+      std::size_t empty = 0;
+      while (unparsed.substr(empty, 2) == "\r\n") empty += 2;
+      buffer_.consume(empty);
+      if (buffer_.size() == 0 || (buffer_.size() == 1 && unparsed.back() == '\r')) {
+        ReadMore();
+        return;
+      }
+    }
     error_code ec;
     const std::size_t used = parser_->put(buffer_.data(), ec);
     buffer_.consume(used);
@@ -703,6 +720,19 @@ void BasicHttpConnection<Stream>::ParseChunked() {
     const std::size_t used = parser_->put(buffer_.data(), ec);
     buffer_.consume(used);
     if (ec == http::error::need_more) {
+      // Beast keeps a chunk-size line with its extensions, and the trailer section, until they
+      // end, whatever their length: its header limit covers the header section only, its body
+      // limit the chunks' data. Bounded here by the header's limit (RFC 9112 §7.1.1 and §7.1.2:
+      // a server ought to limit them; probe 57: one connection held 400 MB).
+      if (buffer_.size() > shared_->options.max_header_bytes) {
+        std::string message =
+            "a chunk-size line with its extensions, or the trailer section, is larger than the "
+            "server's limit of ";
+        AppendNumber(&message, shared_->options.max_header_bytes);
+        message += " bytes";
+        SendError(400, message);
+        return;
+      }
       ReadMore();
       return;
     }

@@ -17,7 +17,9 @@
 // (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`), Content-Length and chunked bodies,
 // `Expect: 100-continue`. Protocol errors are answered and the connection closed:
 //   400 malformed request line, header, chunk or Content-Length; HTTP/1.1 without Host (or two
-//       Host fields); obs-fold; Transfer-Encoding not ending in one `chunked` (RFC 9112)
+//       Host fields, or an invalid value); obs-fold; Transfer-Encoding not ending in one
+//       `chunked` (RFC 9112); a chunk-size line (with its extensions) or trailer section over
+//       max_header_bytes
 //   501 a transfer coding before the final `chunked` (only chunked is decoded)
 //   413 body over max_body_bytes (a Content-Length claim is refused before reading the body)
 //   431 request line + headers over max_header_bytes
@@ -28,8 +30,12 @@
 // these answers is also one access record. A connection idle between requests (or silent since
 // the accept) is closed without a response, and without a record, when its timeout passes.
 //
+// Empty lines before a request line are skipped (RFC 9112 §2.2); an absolute-form target is
+// served as its path (§3.2.2); a chunked body's trailer fields are dropped.
+//
 // HTTP/2 (server/http2_connection.h): a plain connection that starts with the HTTP/2 preface, or
-// an HTTP/1.1 request with `Upgrade: h2c`, continues as HTTP/2 on the same thread; with a TLS
+// (with Options::h2c_upgrade) an HTTP/1.1 request with `Upgrade: h2c`, continues as HTTP/2 on
+// the same thread; with a TLS
 // certificate a second listener serves h2 or HTTP/1.1 by ALPN (server/tls.h). The limits and
 // timeouts below apply per stream there; Stop() sends GOAWAY and lets open streams finish.
 // Handlers see the same HttpRequest whichever the transport, and Precheck() is called after
@@ -170,6 +176,12 @@ class HttpServer {
     bool tls_h2_only = false;
     // False: no plain (h2c/HTTP/1.1) listener, TLS only. Needs a certificate.
     bool plain_http = true;
+    // Honour `Upgrade: h2c` on the plain listener (RFC 7540 §3.2). Default false: the request is
+    // served as HTTP/1.1. A proxy that forwards the Upgrade header (HAProxy does, as for
+    // WebSocket) relays the 101 and then a tunnel whose later requests none of its rules see
+    // ("h2c smuggling"; probe 57: a denied admin route answered 200 through it). Prior-knowledge
+    // h2c (the preface) is always served. Never over TLS.
+    bool h2c_upgrade = false;
 
     // Where the server reports the requests it answers itself with an error (400, 408, 413,
     // 431 over HTTP/1.1; 408, 413, 431 on an HTTP/2 stream): one AccessRecord each, protocol

@@ -34,10 +34,47 @@ RequestParser::RequestParser(HttpRequest* request, std::string* body, SpareHeade
   header_limit(max_header_bytes);
 }
 
+namespace {
+
+// The origin-form of an absolute-form target ("http://host:port/v2/health/ready?x" ->
+// "/v2/health/ready?x"; "http://host" -> "/"), which a server must accept (RFC 9112 §3.2.2) and
+// a proxy may forward as it came (probe 57: HAProxy did, and every such request was a 404).
+// Any other target as it is.
+std::string_view OriginForm(std::string_view target) {
+  std::size_t scheme_end = 0;
+  if (target.size() > 7 && IEquals(target.substr(0, 7), "http://")) {
+    scheme_end = 7;
+  } else if (target.size() > 8 && IEquals(target.substr(0, 8), "https://")) {
+    scheme_end = 8;
+  } else {
+    return target;
+  }
+  const std::size_t path = target.find_first_of("/?", scheme_end);
+  if (path == std::string_view::npos) return "/";
+  return target.substr(path);
+}
+
+// A Host field value RFC 9112 §3.2 accepts: empty, or uri-host [":" port] (RFC 3986: an
+// IP-literal in brackets, an IPv4 address or a reg-name of unreserved, percent-encoded and
+// sub-delims characters), checked by its characters; a server must answer 400 to any other
+// (probe 57: `Host: x y@z` was served). Harrier does not use the value.
+bool IsValidHostValue(std::string_view value) {
+  for (const char c : value) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') ||
+                         std::string_view("-._~%!$&'()*+,;=:[]").find(c) != std::string_view::npos;
+    if (!allowed) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void RequestParser::on_request_impl(http::verb, string_view method_str, string_view target,
                                     int version, error_code&) {
   request_->method.assign(method_str.data(), method_str.size());
-  request_->target.assign(target.data(), target.size());
+  const std::string_view origin_form = OriginForm({target.data(), target.size()});
+  request_->target.assign(origin_form.data(), origin_form.size());
   version_ = version;
 }
 
@@ -91,6 +128,7 @@ void RequestParser::CheckHeader(error_code& ec) {
   if (host_fields_ > 1) return Refuse(400, "more than one Host header", ec);
   if (host_fields_ == 0 && version_ >= 11)
     return Refuse(400, "an HTTP/1.1 request must carry a Host header", ec);
+  if (invalid_host_) return Refuse(400, "the Host header's value is not a valid host[:port]", ec);
   if (!transfer_encoding_) return;
   if (version_ < 11)
     return Refuse(400, "Transfer-Encoding is not allowed in an HTTP/1.0 request", ec);
@@ -109,9 +147,18 @@ void RequestParser::CheckHeader(error_code& ec) {
 
 void RequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
                                   error_code& ec) {
+  // A chunked body's trailer field: dropped. Merged into the header fields (RFC 9110 §6.5.1
+  // forbids it) it changed how the body was decoded, started an h2c upgrade and put back a
+  // client id that a proxy had removed, none of which a proxy that reads the header saw (probe
+  // 57); Harrier uses no request trailer, and its HTTP/2 path never merged them. Their size is
+  // bounded by the connection (--max-header-bytes).
+  if (is_header_done()) return;
   if (FieldIsFolded(name_string))
     return Refuse(400, "obsolete line folding (a header line starting with a space or tab)", ec);
-  if (name == http::field::host) ++host_fields_;
+  if (name == http::field::host) {
+    ++host_fields_;
+    if (!IsValidHostValue({value.data(), value.size()})) invalid_host_ = true;
+  }
   if (name == http::field::transfer_encoding) NoteTransferCodings(value);
   HeaderField field = spare_ != nullptr ? spare_->Take() : HeaderField{};
   field.first.assign(name_string.data(), name_string.size());

@@ -7,7 +7,8 @@
 // on_body_impl is only a fallback.
 //
 // Beyond Beast's own checks it refuses, as RFC 9112 requires of a server (docs/server.md):
-//   400 an HTTP/1.1 request without a Host header, or any request with more than one (§3.2);
+//   400 an HTTP/1.1 request without a Host header, or any request with more than one, or one
+//       whose value is not a host[:port] (§3.2);
 //   400 obs-fold, a header line starting with SP or HTAB that continues the previous one (§5.2;
 //       Beast would join the lines silently);
 //   400 Transfer-Encoding whose last coding is not `chunked`, `identity` included (no longer a
@@ -16,6 +17,8 @@
 //   501 Transfer-Encoding with a coding before `chunked` (`gzip, chunked`): Harrier decodes
 //       only chunked (§6.1).
 // put() then fails with http::error::bad_value and refusal() says what to answer.
+// An absolute-form target (`http://host/path`) becomes its origin-form (`/path`; §3.2.2), and
+// a chunked body's trailer fields are dropped, never merged into the header (RFC 9110 §6.5.1).
 //
 // One parser per request (it is a small object, no heap allocation of its own). Not thread
 // safe; used by one connection on its I/O thread.
@@ -107,6 +110,7 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
   int version_ = 11;
   bool expects_continue_ = false;
   int host_fields_ = 0;
+  bool invalid_host_ = false;
   // Transfer-Encoding, over all its fields in order.
   bool transfer_encoding_ = false;
   int chunked_codings_ = 0;

@@ -62,6 +62,7 @@ HttpServer::Options FuzzServerOptions() {
   o.http2_initial_window_bytes = 4096;
   o.http2_connection_window_bytes = 65535;
   o.http2_max_frame_bytes = 16384;
+  o.h2c_upgrade = true;  // the upgrade path is fuzzed too (off by default in the server)
   return o;
 }
 

@@ -729,6 +729,22 @@ def read_to_close(sock):
 
 
 class TransportFlagTests(unittest.TestCase):
+    def test_h2c_upgrade_is_off_by_default(self):
+        # Without --http2-upgrade on, Upgrade: h2c is served as HTTP/1.1: behind a proxy that
+        # forwards Upgrade, a 101 would open a tunnel past the proxy's rules (probe 57).
+        p = HarrierProcess("harrier-h2-no-upgrade", [])
+        try:
+            p.wait_listening(want_https=False)
+            status, version, body = curl("upgrade", "GET", "/v2/health/ready", port=p.port)
+            self.assertEqual((status, version), (200, "1.1"), body)
+            r = run(["nghttp", "-u", "-v", "-n", "http://127.0.0.1:%d/v2/health/ready" % p.port])
+            self.assertIn(b"HTTP Upgrade failed", r.stdout + r.stderr)
+            # Prior knowledge is still HTTP/2.
+            status, version, _ = curl("h2c", "GET", "/v2/health/ready", port=p.port)
+            self.assertEqual((status, version), (200, "2"))
+        finally:
+            p.terminate()
+
     def test_default_settings_are_advertised(self):
         settings, window = server_settings(SERVER.port)
         self.assertEqual(settings.get(0x4), 1 << 20)   # INITIAL_WINDOW_SIZE
@@ -929,7 +945,8 @@ def main():
                                     ("make_test_models.py", "make_example_models.py"))
         make_certificates(TLS_DIR)
         SERVER = HarrierProcess("harrier-h2", [
-            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0"])
+            "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0",
+            "--http2-upgrade", "on"])
         MTLS = HarrierProcess("harrier-mtls", [
             "--tls-cert", tls("server.crt"), "--tls-key", tls("server.key"), "--https-port", "0",
             "--tls-client-ca", tls("client-ca.crt"), "--plain-http", "off",

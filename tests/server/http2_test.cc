@@ -639,6 +639,7 @@ TEST_F(Http2Test, UpgradedRequestIsHttp2AndReportsItsSend) {
     r.on_sent = sent.Callback();
     respond(std::move(r));
   };
+  options_.h2c_upgrade = true;  // --http2-upgrade on
   StartServer();
   testing::RawHttpClient c(server_->port());
   ASSERT_TRUE(

@@ -355,6 +355,140 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   }
 }
 
+// RFC 9112 §3.2: a Host value is host[:port] (a reg-name, an IPv4 address or a bracketed IPv6
+// literal) or empty; each of these is served.
+TEST_F(HttpServerTest, ValidHostValuesAreServed) {
+  StartServer();
+  for (const char* host :
+       {"t", "example.com:8000", "10.0.0.1", "[::1]:8000", "a-b_c~d.%41", "", "x!$&'()*+,;=y"}) {
+    SCOPED_TRACE(host);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send("GET /x HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+}
+
+// RFC 9112 §3.2.2: a server must accept the absolute-form (a proxy may forward it as it came;
+// probe 57: every one was a 404). The handler sees the path and query.
+TEST_F(HttpServerTest, AnAbsoluteFormTargetIsServedAsItsPath) {
+  StartServer();
+  const std::pair<std::string, std::string> cases[] = {
+      {"http://x/v2/health/live", "/v2/health/live"},
+      {"HTTPS://x:8443/v2/models/m/infer?a=1", "/v2/models/m/infer?a=1"},
+      {"http://x", "/"},
+      {"http://x?q", "?q"},
+      {"/plain", "/plain"},
+  };
+  for (const auto& [target, path] : cases) {
+    SCOPED_TRACE(target);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->Header("x-target"), path);
+  }
+}
+
+// RFC 9112 §2.2: empty lines before a request line are ignored (probe 57: a client's stray CRLF
+// after a body made the next request a 400 and closed the connection).
+TEST_F(HttpServerTest, EmptyLinesBeforeARequestLineAreSkipped) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send("\r\n\r\nGET /first HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto first = c.ReadResponse();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+  EXPECT_EQ(first->Header("x-target"), "/first");
+  // A body followed by a stray CRLF, then a pipelined request; and a CR alone in one read.
+  ASSERT_TRUE(c.Send(Post("/post", "{}") + "\r\nGET /second HTTP/1.1\r\nHost: t\r\n\r\n\r"));
+  for (const char* target : {"/post", "/second"}) {
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << target;
+    EXPECT_EQ(r->status, 200) << target;
+    EXPECT_EQ(r->Header("x-target"), target);
+  }
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_TRUE(c.Send("\nGET /third HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto third = c.ReadResponse();
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->status, 200);
+  EXPECT_EQ(third->Header("x-target"), "/third");
+  EXPECT_EQ(handler_.calls.load(), 4);
+}
+
+// A chunk-size line with its extensions, or a trailer section, longer than the header limit is
+// refused: Beast would buffer it whole, whatever its length (probe 57: 400 MB from one
+// connection). Chunk data is not counted: it is consumed as it arrives.
+TEST_F(HttpServerTest, ChunkFramingLongerThanTheHeaderLimitIsRefused) {
+  options_.max_header_bytes = 4096;
+  StartServer();
+  const std::string head = "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::pair<const char*, std::string> cases[] = {
+      {"a chunk extension", "5;a=" + std::string(64 << 10, 'a')},
+      {"a trailer field", "0\r\nX-T: " + std::string(64 << 10, 'a')},
+      {"a chunk size of leading zeros", std::string(64 << 10, '0')},
+  };
+  for (const auto& [name, framing] : cases) {
+    SCOPED_TRACE(name);
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(head));
+    c.Send(framing);  // the server may answer and close before all of it is sent
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("limit of 4096 bytes"), std::string::npos) << r->body;
+    EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
+  }
+  // Chunk data past the limit, in one chunk and in many, is a body like any other.
+  RawHttpClient c(server_->port());
+  const std::string data(32 << 10, 'd');
+  std::string chunks = head + "8000;ext=1\r\n" + data + "\r\n";
+  for (int i = 0; i < 64; ++i) chunks += "1\r\nd\r\n";
+  ASSERT_TRUE(c.Send(chunks + "0\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.size(), data.size() + 64);
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
+// A chunked body's trailer fields are dropped, not merged into the header (RFC 9110 §6.5.1;
+// probe 57: a trailer changed the body's decoding, started an h2c upgrade, and put back a
+// client id a proxy had removed).
+TEST_F(HttpServerTest, TrailerFieldsNeverBecomeHeaderFields) {
+  std::vector<std::pair<std::string, std::string>> seen;
+  std::mutex mu;
+  handler_.on_request = [&](HttpRequest request, HttpResponder respond) {
+    {
+      std::lock_guard lock(mu);
+      seen = request.headers;
+    }
+    respond(FakeHandler::Echo(request));
+  };
+  options_.h2c_upgrade = true;
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nX-Foo: head\r\n\r\n"
+             "2\r\nhi\r\n0\r\nX-Foo: trailer\r\nUpgrade: h2c\r\nConnection: Upgrade, "
+             "HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\nContent-Encoding: gzip\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);  // not 101
+  EXPECT_EQ(r->body, "hi");
+  EXPECT_EQ(r->Header("x-foo"), "head");
+  std::lock_guard lock(mu);
+  for (const auto& [name, value] : seen) {
+    EXPECT_NE(value, "trailer") << name;
+    EXPECT_NE(name, "upgrade");
+    EXPECT_NE(name, "http2-settings");
+    EXPECT_NE(name, "content-encoding");
+  }
+}
+
 TEST_F(HttpServerTest, ChunkedBodyIsAssembledAndPadded) {
   StartServer();
   RawHttpClient c(server_->port());
@@ -503,6 +637,9 @@ TEST_F(HttpServerTest, Rfc9112ViolationsAreRefusedAndTheConnectionClosed) {
       {"obs-fold after an empty value", "GET /x HTTP/1.1\r\nHost: t\r\nX-Foo:\r\n b\r\n\r\n", 400,
        "line folding"},
       {"obs-fold of Host", "GET /x HTTP/1.1\r\nHost:\r\n t\r\n\r\n", 400, "line folding"},
+      {"a Host value with a space and userinfo", "GET /x HTTP/1.1\r\nHost: x y@z\r\n\r\n", 400,
+       "not a valid host"},
+      {"a Host value with a path", "GET /x HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "not a valid host"},
       {"Transfer-Encoding: identity",
        "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n", 400,
        "must end with 'chunked'"},
@@ -604,6 +741,7 @@ TEST_F(HttpServerTest, H2cUpgradeWithAnInvalidHttp2SettingsGets400AndClose) {
       {"two HTTP2-Settings fields", "HTTP2-Settings: AAMAAABk\r\nHTTP2-Settings: AAMAAABk\r\n"},
   };
   options_.access_log = &access_log_;
+  options_.h2c_upgrade = true;
   StartServer();
   for (const auto& [name, fields] : cases) {
     SCOPED_TRACE(name);
@@ -620,7 +758,26 @@ TEST_F(HttpServerTest, H2cUpgradeWithAnInvalidHttp2SettingsGets400AndClose) {
   EXPECT_EQ(access_log_.records().size(), std::size(cases));
 }
 
+// Off by default (HttpServer::Options::h2c_upgrade): through a proxy that forwards Upgrade, a
+// 101 opens a tunnel past the proxy's rules (probe 57). The request is served as HTTP/1.1 and
+// the connection stays HTTP/1.1.
+TEST_F(HttpServerTest, H2cUpgradeIsServedAsHttp11UnlessTurnedOn) {
+  StartServer();
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.Send(UpgradeRequest("HTTP2-Settings: AAMAAABk\r\n")));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("x-target"), "/u");
+  ASSERT_TRUE(c.Send(Post("/next", "x")));
+  auto next = c.ReadResponse();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->body, "x");
+  EXPECT_EQ(handler_.calls.load(), 2);
+}
+
 TEST_F(HttpServerTest, UpgradeWithoutHttp2SettingsIsPlainHttp11) {
+  options_.h2c_upgrade = true;
   StartServer();
   RawHttpClient c(server_->port());
   ASSERT_TRUE(c.Send("GET /u HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"));

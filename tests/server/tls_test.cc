@@ -556,6 +556,7 @@ TEST_F(TlsTest, TheHttp2PrefaceIsRefusedAfterAlpnChoseHttp11AndServedWithoutAlpn
 // h2c is HTTP/2 in clear: over TLS an Upgrade: h2c is ignored and the request served as
 // HTTP/1.1 (RFC 9113 §3.1, as nginx does; probe 40: it was upgraded, past the ALPN chosen).
 TEST_F(TlsTest, UpgradeToH2cIsIgnoredOverTls) {
+  options_.h2c_upgrade = true;  // even with --http2-upgrade on
   StartServer();
   for (const std::string& alpn : {kAlpnHttp11, std::string()}) {
     TlsSession session(server_->tls_port(), alpn);
