@@ -28,8 +28,9 @@ HttpResponse ErrorResponse(int kind, const Status& status, std::string_view para
   const int http = HttpStatusFor(status.code());
   HttpResponse r = IsTriton(kind) ? JsonResponse(http, GenerateErrorJson(status.message()))
                                   : JsonResponse(http, OpenAiErrorJson(status, param, code));
-  if (status.code() == StatusCode::kResourceExhausted)
-    r.headers.emplace_back("Retry-After", std::to_string(RetryAfterSeconds(status)));
+  // Every 429, and a 503 that says when to come back (a model still loading on /v1).
+  if (const int seconds = RetryAfterSeconds(status); seconds > 0)
+    r.headers.emplace_back("Retry-After", std::to_string(seconds));
   return r;
 }
 

@@ -48,6 +48,24 @@ Status UnknownModel(std::string_view name) {
   return NotFound("The model '" + std::string(name) + "' does not exist");
 }
 
+// On /v1, a model the router found no ready version of, by what its versions are doing: OpenAI's
+// clients retry a 503 (three times, with their own backoff, when no Retry-After comes) and give
+// up on a 404, so a model with no version loading or unloading (unloaded in explicit mode,
+// failed) is OpenAI's 404, as GET /v1/models/{id} says of it at the same moment; one still on
+// its way is a 503 worth retrying soon (probe 59). Triton's endpoints keep Triton's 503.
+Status NotServedOnV1(const ModelManager& models, std::string_view name, const Status& routed) {
+  bool coming = false;
+  bool known = false;
+  for (const ModelVersionState& row : models.Index()) {
+    if (row.name != name) continue;
+    known = true;
+    coming = coming || row.state != ModelState::kUnavailable;
+  }
+  if (!known) return routed;  // the server is shutting down, or the model went meanwhile
+  if (coming) return Unavailable(std::string(routed.message()) + "; retry after 1 s");
+  return UnknownModel(name);
+}
+
 HttpResponse MethodNotAllowed(std::string_view allow) {
   HttpResponse r = ErrorResponse(
       kChat, Status(StatusCode::kInvalidArgument, "method not allowed; use " + std::string(allow)));
@@ -296,6 +314,10 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
   if (Status s = kserve::ApplySchedulingFields(request, &scheduling); !s.ok()) return fail(s);
 
   auto routed = models_->Route(model_name, version, request.headers);
+  if (!routed.ok() && !IsTriton(kind) && !version.has_value() &&
+      routed.status().code() == StatusCode::kUnavailable) {
+    routed = NotServedOnV1(*models_, model_name, routed.status());
+  }
   if (!routed.ok()) {
     const bool missing = routed.status().code() == StatusCode::kNotFound;
     // A version asked for (in the URL, or X-Harrier-Model-Version) that the model lacks: the

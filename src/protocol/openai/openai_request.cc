@@ -106,6 +106,15 @@ Status ReadMessage(FieldReader& reader, element value, size_t index, TextBudget&
                            "' must be one of system, developer, user, assistant; got '" +
                            out->role.substr(0, 64) + "'");
   }
+  // A participant's name: checked as OpenAI checks it, then not used (the chat templates in GGUF
+  // files have no place for it; docs/openai.md). Probe 59: `"name": 5` was accepted.
+  element name;
+  if (!message["name"].get(name) && !name.is_null()) {
+    std::string_view name_text;
+    if (name.get_string().get(name_text)) {
+      return reader.Fail(param + ".name", "'" + param + ".name' must be a string");
+    }
+  }
   const std::string tool_calls_param = param + ".tool_calls";
   element tool_calls;
   if (!message["tool_calls"].get(tool_calls) && !tool_calls.is_null() &&
@@ -161,6 +170,11 @@ Status ReadPrompt(FieldReader& reader, element value, std::string* out) {
   if (value.get_array().get(prompts)) {
     return reader.Fail("prompt",
                        "'prompt' must be a string, got " + std::string(JsonTypeName(value.type())));
+  }
+  // An array of numbers is one prompt given as token ids, not several prompts (probe 59: [1,2,3]
+  // was told it held three prompts).
+  if (prompts.size() > 0 && prompts.at(0).value_unsafe().is_number()) {
+    return reader.Fail("prompt", "'prompt' must be a string: token-id prompts are not supported");
   }
   if (prompts.size() != 1) {
     return reader.Fail("prompt",
@@ -261,6 +275,14 @@ StatusOr<GenerationParams> Parse(std::string_view body, Endpoint endpoint,
       s = reader.Integer(value, "top_logprobs", 0, limits.max_top_logprobs, &p.top_logprobs);
     } else if (chat && (key == "tools" || key == "functions")) {
       if (!IsEmptyContainer(value)) s = Unsupported(reader, key, "this server does not call tools");
+    } else if (chat && (key == "tool_choice" || key == "function_call")) {
+      // "none" and "auto" ask for nothing this server cannot do (it is given no tools);
+      // "required" or a named function asks for a tool call, which it cannot make (probe 59:
+      // accepted, and answered with text; OpenAI refuses them without tools).
+      std::string_view choice;
+      if (value.get_string().get(choice) || (choice != "none" && choice != "auto")) {
+        s = Unsupported(reader, key, "this server does not call tools");
+      }
     } else if (chat && key == "response_format") {
       object format;
       s = reader.Object(value, "response_format", &format);

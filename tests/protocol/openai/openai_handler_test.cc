@@ -1080,6 +1080,41 @@ TEST_F(OpenAiHandlerTest, ModelsListsTheGeneratingModelsOnly) {
   EXPECT_EQ(Call("GET", "/v1/embeddings").status, 404);
 }
 
+// On /v1 a model in the repository with no version loaded or on its way is OpenAI's 404, as
+// GET /v1/models/{id} says of it; one still loading is a 503 to retry in 1 s (probe 59: both
+// were a 503 without Retry-After, which OpenAI's clients retried three times). Triton's generate
+// endpoint keeps Triton's 503.
+TEST_F(OpenAiHandlerTest, AModelNotLoadedIsA404OnV1AndOneLoadingA503ToRetry) {
+  models_.AddState("unloaded", 1, ModelState::kUnavailable, "unloaded");
+  models_.AddState("failed", 1, ModelState::kUnavailable, "the file is not a GGUF model");
+  models_.AddState("loading", 1, ModelState::kLoading);
+  models_.AddState("swapping", 1, ModelState::kUnavailable, "unloaded");
+  models_.AddState("swapping", 2, ModelState::kLoading);
+  simdjson::dom::parser parser;
+  const std::string messages = R"(,"messages":[{"role":"user","content":"x"}]})";
+  for (const char* name : {"unloaded", "failed"}) {
+    SCOPED_TRACE(name);
+    auto r =
+        Call("POST", "/v1/chat/completions", "{\"model\":\"" + std::string(name) + "\"" + messages);
+    EXPECT_EQ(r.status, 404);
+    EXPECT_EQ(std::string_view(Parse(parser, r.body)["error"]["code"]), "model_not_found");
+    EXPECT_EQ(Header(r, "Retry-After"), "");
+    EXPECT_EQ(Call("GET", "/v1/models/" + std::string(name)).status, 404);
+    r = Call("POST", "/v1/completions",
+             "{\"model\":\"" + std::string(name) + "\",\"prompt\":\"x\"}");
+    EXPECT_EQ(r.status, 404);
+  }
+  for (const char* name : {"loading", "swapping"}) {
+    SCOPED_TRACE(name);
+    auto r =
+        Call("POST", "/v1/chat/completions", "{\"model\":\"" + std::string(name) + "\"" + messages);
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(Header(r, "Retry-After"), "1");
+  }
+  auto r = Call("POST", "/v2/models/unloaded/generate", R"({"text_input":"x"})");
+  EXPECT_EQ(r.status, 503);
+}
+
 TEST_F(OpenAiHandlerTest, ErrorsAreInOpenAisShapeAndChangeNothing) {
   simdjson::dom::parser parser;
   auto r = Call("POST", "/v1/chat/completions",

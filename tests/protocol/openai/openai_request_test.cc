@@ -123,6 +123,15 @@ TEST(ChatCompletionRequestTest, SmallVariants) {
   EXPECT_FALSE(parse(R"("stream":true,"stream_options":{})").include_usage);
   // The last of duplicate keys wins, as in most JSON readers.
   EXPECT_EQ(parse(R"("n":2,"n":4)").n, 4);
+  // Asking for no tool call, with no tools, asks for nothing this server cannot do.
+  for (const char* choice : {R"("tool_choice":"none")", R"("tool_choice":"auto")",
+                             R"("function_call":"none")", R"("tool_choice":null)"}) {
+    EXPECT_EQ(parse(choice).messages.size(), 1u) << choice;
+  }
+  // A participant's name is checked, then not used.
+  const GenerationParams named =
+      ParseChatOk(R"({"model":"m","messages":[{"role":"user","content":"x","name":"alice"}]})");
+  EXPECT_EQ(named.messages[0].content, "x");
 }
 
 TEST(ChatCompletionRequestTest, MessageContentIsKeptByteForByte) {
@@ -225,6 +234,8 @@ TEST(ChatCompletionRequestTest, Rejects) {
        "is an empty array"},
       {R"({"model":"m","messages":[{"role":"assistant","content":"","tool_calls":[{"id":"1"}]}]})",
        "messages[0].tool_calls", "does not call tools"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x","name":5}]})", "messages[0].name",
+       "must be a string"},
       // Numbers.
       {Chat(R"("max_tokens":"5")"), "max_tokens", "'max_tokens' must be an integer, got a string"},
       {Chat(R"("max_tokens":-5)"), "max_tokens", "'max_tokens' must be at least 1, got -5"},
@@ -271,6 +282,10 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {Chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"), "tools",
        "does not call tools"},
       {Chat(R"("functions":[{"name":"f"}])"), "functions", "does not call tools"},
+      {Chat(R"("tool_choice":"required")"), "tool_choice", "does not call tools"},
+      {Chat(R"("tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice",
+       "does not call tools"},
+      {Chat(R"("function_call":{"name":"f"})"), "function_call", "does not call tools"},
       {Chat(R"("response_format":{"type":"json_object"})"), "response_format", "not supported"},
       {Chat(R"("response_format":"json")"), "response_format", "must be an object"},
       {Chat(R"("logit_bias":{"50256":-100})"), "logit_bias", "not supported"},
@@ -339,7 +354,8 @@ TEST(CompletionRequestTest, Rejects) {
       {R"({"model":"m","prompt":3})", kBad, "prompt", "must be a string, got an integer"},
       {R"({"model":"m","prompt":["a","b"]})", kBad, "prompt", "one prompt per request"},
       {R"({"model":"m","prompt":[]})", kBad, "prompt", "one prompt per request"},
-      {R"({"model":"m","prompt":[1,2,3]})", kBad, "prompt", "one prompt per request"},
+      {R"({"model":"m","prompt":[1,2,3]})", kBad, "prompt", "token-id prompts"},
+      {R"({"model":"m","prompt":[7]})", kBad, "prompt", "token-id prompts"},
       {R"({"model":"m","prompt":[[1,2]]})", kBad, "prompt", "token-id prompts"},
       {R"({"model":"m","prompt":[1e999]})", kBad, "prompt[0]", "'prompt[0]' is 1e999, a number"},
       {R"({"prompt":"x"})", kBad, "model", "'model' is required"},
