@@ -145,6 +145,14 @@ class ModelManager {
                                            std::optional<int64_t> version) = 0;
   // Every model and version with its state, sorted by name then version.
   virtual std::vector<ModelVersionState> Index() const = 0;
+  // Index()'s rows of model `name` alone; none when the index does not hold it. By default
+  // Index(), filtered; a manager may answer it without building the whole index.
+  virtual std::vector<ModelVersionState> IndexOf(std::string_view name) const {
+    std::vector<ModelVersionState> rows;
+    for (ModelVersionState& row : Index())
+      if (row.name == name) rows.push_back(std::move(row));
+    return rows;
+  }
   // Statistics for every ready version, or for one model (and version).
   virtual StatusOr<std::vector<ModelVersionStats>> Stats(std::optional<std::string_view> name,
                                                          std::optional<int64_t> version) const = 0;

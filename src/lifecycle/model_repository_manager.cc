@@ -192,13 +192,34 @@ std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
     rows.push_back({std::move(name), 0, ModelState::kUnavailable, "unloaded"});
     unseen = true;
   }
-  for (const auto& [name, entry] : models_) {
-    if (entry.versions.empty()) {
-      rows.push_back({name, 0,
-                      entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
-                      entry.reason});
-      continue;
-    }
+  for (const auto& [name, entry] : models_) AppendIndexRows(name, entry, &rows);
+  if (unseen) {
+    std::stable_sort(
+        rows.begin(), rows.end(),
+        [](const ModelVersionState& a, const ModelVersionState& b) { return a.name < b.name; });
+  }
+  return rows;
+}
+
+std::vector<ModelVersionState> ModelRepositoryManagerImpl::IndexOf(std::string_view name) const {
+  // A model no start or load has seen is not listed: its directory is not looked for (that is
+  // the caller's unknown model, which Index() would list as unloaded in explicit mode).
+  std::vector<ModelVersionState> rows;
+  std::shared_lock lock(mu_);
+  if (auto it = models_.find(name); it != models_.end())
+    AppendIndexRows(it->first, it->second, &rows);
+  return rows;
+}
+
+void ModelRepositoryManagerImpl::AppendIndexRows(const std::string& name, const ModelEntry& entry,
+                                                 std::vector<ModelVersionState>* rows) {
+  if (entry.versions.empty()) {
+    rows->push_back({name, 0,
+                     entry.reason.empty() ? ModelState::kLoading : ModelState::kUnavailable,
+                     entry.reason});
+    return;
+  }
+  {
     for (const auto& [v, e] : entry.versions) {
       // A READY version whose repository content failed to load (poll mode, or a load request)
       // says so: it serves on from what it was loaded from, and the failure was only in the
@@ -213,15 +234,9 @@ std::vector<ModelVersionState> ModelRepositoryManagerImpl::Index() const {
                    e.failed_reload_reason;
         }
       }
-      rows.push_back({name, v, e.state, std::move(reason)});
+      rows->push_back({name, v, e.state, std::move(reason)});
     }
   }
-  if (unseen) {
-    std::stable_sort(
-        rows.begin(), rows.end(),
-        [](const ModelVersionState& a, const ModelVersionState& b) { return a.name < b.name; });
-  }
-  return rows;
 }
 
 StatusOr<std::vector<ModelVersionStats>> ModelRepositoryManagerImpl::Stats(

@@ -81,6 +81,7 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
                                                std::optional<int64_t> version) override;
   StatusOr<ModelMetadata> Metadata(std::string_view name, std::optional<int64_t> version) override;
   std::vector<ModelVersionState> Index() const override;
+  std::vector<ModelVersionState> IndexOf(std::string_view name) const override;
   StatusOr<std::vector<ModelVersionStats>> Stats(std::optional<std::string_view> name,
                                                  std::optional<int64_t> version) const override;
   bool AllReady() const override;
@@ -147,6 +148,10 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
     // poll that meets it again says nothing until it changes or clears.
     std::string last_failure;
   };
+
+  // `entry`'s index rows (Index(), IndexOf()), appended to `rows`. Under mu_.
+  static void AppendIndexRows(const std::string& name, const ModelEntry& entry,
+                              std::vector<ModelVersionState>* rows);
 
   static Options WithCores(Options options) {
     if (options.usable_cores <= 0) options.usable_cores = UsableCores();

@@ -1,7 +1,10 @@
 #include "server/request_parser.h"
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
+#include <optional>
+#include <string>
 
 #include "core/http_text.h"
 
@@ -29,30 +32,16 @@ HeaderField SpareHeaderFields::Take() {
 
 RequestParser::RequestParser(HttpRequest* request, std::string* body, SpareHeaderFields* spare,
                              uint64_t max_body_bytes, uint32_t max_header_bytes)
-    : request_(request), body_(body), spare_(spare), max_body_bytes_(max_body_bytes) {
+    : request_(request),
+      body_(body),
+      spare_(spare),
+      max_body_bytes_(max_body_bytes),
+      max_header_bytes_(max_header_bytes) {
   body_limit(max_body_bytes);
   header_limit(max_header_bytes);
 }
 
 namespace {
-
-// The origin-form of an absolute-form target ("http://host:port/v2/health/ready?x" ->
-// "/v2/health/ready?x"; "http://host" -> "/"), which a server must accept (RFC 9112 §3.2.2) and
-// a proxy may forward as it came (probe 57: HAProxy did, and every such request was a 404).
-// Any other target as it is.
-std::string_view OriginForm(std::string_view target) {
-  std::size_t scheme_end = 0;
-  if (target.size() > 7 && IEquals(target.substr(0, 7), "http://")) {
-    scheme_end = 7;
-  } else if (target.size() > 8 && IEquals(target.substr(0, 8), "https://")) {
-    scheme_end = 8;
-  } else {
-    return target;
-  }
-  const std::size_t path = target.find_first_of("/?", scheme_end);
-  if (path == std::string_view::npos) return "/";
-  return target.substr(path);
-}
 
 // A Host field value RFC 9112 §3.2 accepts: empty, or uri-host [":" port] (RFC 3986: an
 // IP-literal in brackets, an IPv4 address or a reg-name of unreserved, percent-encoded and
@@ -68,13 +57,40 @@ bool IsValidHostValue(std::string_view value) {
   return true;
 }
 
+// The origin-form of an absolute-form target ("http://host:port/v2/health/ready?x" ->
+// "/v2/health/ready?x"; "http://host" -> "/"), which a server must accept (RFC 9112 §3.2.2) and
+// a proxy may forward as it came (probe 57: HAProxy did, and every such request was a 404).
+// Any other target as it is; nullopt for an absolute-form whose authority is not host[:port]
+// (userinfo, a '#', a backslash: a proxy and Harrier could read such a target differently; probe
+// 60).
+std::optional<std::string_view> OriginForm(std::string_view target) {
+  std::size_t scheme_end = 0;
+  if (target.size() > 7 && IEquals(target.substr(0, 7), "http://")) {
+    scheme_end = 7;
+  } else if (target.size() > 8 && IEquals(target.substr(0, 8), "https://")) {
+    scheme_end = 8;
+  } else {
+    return target;
+  }
+  const std::size_t path = target.find_first_of("/?", scheme_end);
+  const std::string_view authority = target.substr(
+      scheme_end, path == std::string_view::npos ? std::string_view::npos : path - scheme_end);
+  if (authority.empty() || !IsValidHostValue(authority)) return std::nullopt;
+  if (path == std::string_view::npos) return "/";
+  return target.substr(path);
+}
+
 }  // namespace
 
 void RequestParser::on_request_impl(http::verb, string_view method_str, string_view target,
-                                    int version, error_code&) {
+                                    int version, error_code& ec) {
   request_->method.assign(method_str.data(), method_str.size());
-  const std::string_view origin_form = OriginForm({target.data(), target.size()});
-  request_->target.assign(origin_form.data(), origin_form.size());
+  const std::optional<std::string_view> origin_form = OriginForm({target.data(), target.size()});
+  if (!origin_form) {
+    request_->target.assign(target.data(), std::min<std::size_t>(target.size(), 256));
+    return Refuse(400, "the request target's authority is not host[:port]", ec);
+  }
+  request_->target.assign(origin_form->data(), origin_form->size());
   version_ = version;
 }
 
@@ -152,7 +168,16 @@ void RequestParser::on_field_impl(http::field name, string_view name_string, str
   // client id that a proxy had removed, none of which a proxy that reads the header saw (probe
   // 57); Harrier uses no request trailer, and its HTTP/2 path never merged them. Their size is
   // bounded by the connection (--max-header-bytes).
-  if (is_header_done()) return;
+  if (is_header_done()) {
+    trailer_bytes_ += name_string.size() + value.size() + 4;  // "name: value\r\n", as a header
+    if (trailer_bytes_ > max_header_bytes_) {
+      return Refuse(400,
+                    "the trailer section is larger than the server's limit of " +
+                        std::to_string(max_header_bytes_) + " bytes",
+                    ec);
+    }
+    return;
+  }
   if (FieldIsFolded(name_string))
     return Refuse(400, "obsolete line folding (a header line starting with a space or tab)", ec);
   if (name == http::field::host) {
@@ -191,7 +216,15 @@ std::size_t RequestParser::on_body_impl(string_view body, error_code&) {
   return body.size();
 }
 
-void RequestParser::on_chunk_header_impl(std::uint64_t size, string_view, error_code& ec) {
+void RequestParser::on_chunk_header_impl(std::uint64_t size, string_view extensions,
+                                         error_code& ec) {
+  // Whether the line came in one read or many (the connection bounds what it buffers; probe 60).
+  if (extensions.size() > max_header_bytes_) {
+    return Refuse(400,
+                  "a chunk's extensions are larger than the server's limit of " +
+                      std::to_string(max_header_bytes_) + " bytes",
+                  ec);
+  }
   // Beast also counts chunk sizes against body_limit; checking here gives the same error
   // before any of the chunk's bytes are buffered.
   if (size > max_body_bytes_ - body_->size()) ec = http::error::body_limit;

@@ -17,8 +17,10 @@
 //   501 Transfer-Encoding with a coding before `chunked` (`gzip, chunked`): Harrier decodes
 //       only chunked (§6.1).
 // put() then fails with http::error::bad_value and refusal() says what to answer.
-// An absolute-form target (`http://host/path`) becomes its origin-form (`/path`; §3.2.2), and
-// a chunked body's trailer fields are dropped, never merged into the header (RFC 9110 §6.5.1).
+// An absolute-form target (`http://host/path`) becomes its origin-form (`/path`; §3.2.2; 400
+// when its authority is not host[:port]), and a chunked body's trailer fields are dropped, never
+// merged into the header (RFC 9110 §6.5.1). A chunk's extensions, and the trailer section, over
+// max_header_bytes are 400 (§7.1.1, §7.1.2).
 //
 // One parser per request (it is a small object, no heap allocation of its own). Not thread
 // safe; used by one connection on its I/O thread.
@@ -107,6 +109,8 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
   std::string* body_;
   SpareHeaderFields* spare_;
   uint64_t max_body_bytes_;
+  uint32_t max_header_bytes_;  // also bounds a chunk's extensions and the trailer section
+  std::size_t trailer_bytes_ = 0;
   int version_ = 11;
   bool expects_continue_ = false;
   int host_fields_ = 0;

@@ -442,6 +442,18 @@ TEST_F(HttpServerTest, ChunkFramingLongerThanTheHeaderLimitIsRefused) {
     EXPECT_NE(r->body.find("limit of 4096 bytes"), std::string::npos) << r->body;
     EXPECT_TRUE(c.WaitClosed(milliseconds(5000)));
   }
+  // The same whether the line arrives in one write or is still arriving (probe 60: a long
+  // extension in one write was served).
+  for (const std::string& framing :
+       {"5;a=" + std::string(5000, 'a') + "\r\nhello\r\n0\r\n\r\n",
+        "5\r\nhello\r\n0\r\nX-T: " + std::string(5000, 'a') + "\r\n\r\n"}) {
+    RawHttpClient one_write(server_->port());
+    ASSERT_TRUE(one_write.Send(head + framing));
+    auto r = one_write.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("limit of 4096 bytes"), std::string::npos) << r->body;
+  }
   // Chunk data past the limit, in one chunk and in many, is a body like any other.
   RawHttpClient c(server_->port());
   const std::string data(32 << 10, 'd');
@@ -640,6 +652,16 @@ TEST_F(HttpServerTest, Rfc9112ViolationsAreRefusedAndTheConnectionClosed) {
       {"a Host value with a space and userinfo", "GET /x HTTP/1.1\r\nHost: x y@z\r\n\r\n", 400,
        "not a valid host"},
       {"a Host value with a path", "GET /x HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "not a valid host"},
+      {"an absolute-form target with userinfo", "GET http://u@x/v2 HTTP/1.1\r\nHost: x\r\n\r\n",
+       400, "authority is not host[:port]"},
+      {"an absolute-form target with a fragment in its authority",
+       "GET http://x#/v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+       "authority is not host[:port]"},
+      {"an absolute-form target with a backslash",
+       "GET http://x\\/v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+       "authority is not host[:port]"},
+      {"an absolute-form target without an authority", "GET http:///v2 HTTP/1.1\r\nHost: x\r\n\r\n",
+       400, "authority is not host[:port]"},
       {"Transfer-Encoding: identity",
        "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n", 400,
        "must end with 'chunked'"},

@@ -149,6 +149,16 @@ class FakeModelManager : public ModelManager {
     return md;
   }
 
+  // Route: the error set for the model in route_errors (a circuit breaker's, a forced version's),
+  // else Get()'s answer.
+  StatusOr<std::shared_ptr<ServableModel>> Route(std::string_view name,
+                                                 std::optional<int64_t> version,
+                                                 const RequestHeaders& headers) override {
+    if (auto it = route_errors.find(std::string(name)); it != route_errors.end()) return it->second;
+    return ModelManager::Route(name, version, headers);
+  }
+  std::map<std::string, Status> route_errors;
+
   std::vector<ModelVersionState> Index() const override {
     std::vector<ModelVersionState> out;
     for (const Entry& e : entries_) out.push_back({e.name, e.version, e.state, e.reason});

@@ -53,15 +53,17 @@ Status UnknownModel(std::string_view name) {
 // up on a 404, so a model with no version loading or unloading (unloaded in explicit mode,
 // failed) is OpenAI's 404, as GET /v1/models/{id} says of it at the same moment; one still on
 // its way is a 503 worth retrying soon (probe 59). Triton's endpoints keep Triton's 503.
+// Only for a model with no ready version at all, whose router's 503 says no wait of its own: a
+// version that a circuit breaker took out, or one X-Harrier-Model-Version forces, keeps the
+// router's answer (probe 60: a breaker's Retry-After 600 became 1).
 Status NotServedOnV1(const ModelManager& models, std::string_view name, const Status& routed) {
+  const std::vector<ModelVersionState> rows = models.IndexOf(name);
+  if (rows.empty()) return routed;  // the server is shutting down, or the model went meanwhile
   bool coming = false;
-  bool known = false;
-  for (const ModelVersionState& row : models.Index()) {
-    if (row.name != name) continue;
-    known = true;
+  for (const ModelVersionState& row : rows) {
+    if (row.state == ModelState::kReady) return routed;
     coming = coming || row.state != ModelState::kUnavailable;
   }
-  if (!known) return routed;  // the server is shutting down, or the model went meanwhile
   if (coming) return Unavailable(std::string(routed.message()) + "; retry after 1 s");
   return UnknownModel(name);
 }
@@ -315,7 +317,8 @@ void OpenAiHandler::Generate(HttpRequest request, HttpResponder respond, int kin
 
   auto routed = models_->Route(model_name, version, request.headers);
   if (!routed.ok() && !IsTriton(kind) && !version.has_value() &&
-      routed.status().code() == StatusCode::kUnavailable) {
+      routed.status().code() == StatusCode::kUnavailable &&
+      RetryAfterSeconds(routed.status()) == 0) {
     routed = NotServedOnV1(*models_, model_name, routed.status());
   }
   if (!routed.ok()) {

@@ -1113,6 +1113,21 @@ TEST_F(OpenAiHandlerTest, AModelNotLoadedIsA404OnV1AndOneLoadingA503ToRetry) {
   }
   auto r = Call("POST", "/v2/models/unloaded/generate", R"({"text_input":"x"})");
   EXPECT_EQ(r.status, 503);
+  // A model with a ready version keeps the router's 503: a circuit breaker's wait, or none for a
+  // version forced by X-Harrier-Model-Version that is not ready (probe 60: the breaker's 600 s
+  // became 1).
+  models_.AddReady("tripped", 1)->generator = &engine_;
+  models_.route_errors["tripped"] =
+      Unavailable("every version's circuit breaker is open; retry after 600 s");
+  r = Call("POST", "/v1/chat/completions", R"({"model":"tripped")" + messages);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Header(r, "Retry-After"), "600");
+  models_.AddReady("forced", 1)->generator = &engine_;
+  models_.AddState("forced", 2, ModelState::kUnavailable, "the file is not a GGUF model");
+  models_.route_errors["forced"] = Unavailable("version 2 is not at ready state");
+  r = Call("POST", "/v1/chat/completions", R"({"model":"forced")" + messages);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Header(r, "Retry-After"), "");
 }
 
 TEST_F(OpenAiHandlerTest, ErrorsAreInOpenAisShapeAndChangeNothing) {
