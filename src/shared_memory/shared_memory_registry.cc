@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <utility>
+
+#include "core/utf8.h"
 
 namespace harrier {
 
@@ -44,7 +47,41 @@ struct FdCloser {
 
 }  // namespace
 
-SharedMemoryRegistry::SharedMemoryRegistry() = default;
+namespace {
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+}  // namespace
+
+SharedMemoryRegistry::SharedMemoryRegistry() : SharedMemoryRegistry(Limits{}) {}
+
+SharedMemoryRegistry::SharedMemoryRegistry(Limits limits)
+    : max_regions_(limits.max_regions),
+      max_mapped_bytes_(limits.max_mapped_bytes > 0 ? limits.max_mapped_bytes
+                                                    : PhysicalMemoryBytes()) {}
+
+Status SharedMemoryRegistry::CheckRoom(std::string_view name, uint64_t byte_size) const {
+  if (regions_.count(name)) {
+    return InvalidArgument("shared memory region " + Quoted(name) + " already in manager");
+  }
+  const std::string failed = "failed to register shared memory region " + Quoted(name);
+  if (regions_.size() >= max_regions_) {
+    return InvalidArgument(failed + ": the server holds " + std::to_string(regions_.size()) +
+                           " regions, its limit: unregister one first");
+  }
+  if (byte_size > max_mapped_bytes_ - std::min(mapped_bytes_, max_mapped_bytes_)) {
+    return InvalidArgument(
+        failed + ": its " + std::to_string(byte_size) + " bytes would pass the server's limit of " +
+        std::to_string(max_mapped_bytes_) + " bytes of registered regions in all (" +
+        std::to_string(mapped_bytes_) + " registered now)");
+  }
+  return Status::Ok();
+}
 
 SharedMemoryRegistry::~SharedMemoryRegistry() {
   UnregisterAll();
@@ -58,6 +95,11 @@ Status SharedMemoryRegistry::Register(std::string_view name, std::string_view ke
   if (key.empty())
     return InvalidArgument("Unable to open shared memory region: '' (the key is empty)");
   if (name.empty()) return InvalidArgument("failed to register shared memory region: empty name");
+  // Status answers carry the name as a JSON and a protobuf string, which must be UTF-8 (probe
+  // 62: one such name made every client's status answer unreadable).
+  if (!IsValidUtf8(name)) {
+    return InvalidArgument("failed to register shared memory region: its name is not UTF-8");
+  }
   // A POSIX shared-memory name is one path component under /dev/shm: a key such as
   // "/../etc/x" must never reach a file outside it (glibc refuses it too; say so clearly).
   const size_t first = key.find_first_not_of('/');
@@ -73,9 +115,7 @@ Status SharedMemoryRegistry::Register(std::string_view name, std::string_view ke
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (regions_.count(name)) {
-      return InvalidArgument("shared memory region " + Quoted(name) + " already in manager");
-    }
+    RETURN_IF_ERROR(CheckRoom(name, byte_size));
   }
 
   const std::string key_string(key);
@@ -98,6 +138,16 @@ Status SharedMemoryRegistry::Register(std::string_view name, std::string_view ke
                            Quoted(key) + " (" + std::to_string(object_bytes) + " bytes)");
   }
 
+  // Every page of the window backed now, or a clear refusal: a sparse page that /dev/shm has no
+  // room for when an output is written there raises SIGBUS (probe 62). Contents are unchanged.
+  // A file system without fallocate (not tmpfs) is mapped as it is.
+  if (fallocate(fd.fd, 0, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
+      errno != EOPNOTSUPP && errno != ENOSYS) {
+    const int err = errno;
+    return InvalidArgument(failed + ": the window cannot be backed by memory (fallocate: " +
+                           std::strerror(err) + "; is /dev/shm full?)");
+  }
+
   const long page = sysconf(_SC_PAGESIZE);
   const uint64_t page_bytes = page > 0 ? static_cast<uint64_t>(page) : 4096;
   const uint64_t into_page = offset % page_bytes;
@@ -114,11 +164,11 @@ Status SharedMemoryRegistry::Register(std::string_view name, std::string_view ke
   region->status = {std::string(name), key_string, offset, byte_size};
 
   std::lock_guard<std::mutex> lock(mu_);
-  // Checked again: another thread may have registered the name meanwhile. `region` then
-  // unmaps itself on return.
-  if (!regions_.emplace(std::string(name), std::move(region)).second) {
-    return InvalidArgument("shared memory region " + Quoted(name) + " already in manager");
-  }
+  // Checked again: another thread may have registered meanwhile. `region` then unmaps itself
+  // on return.
+  RETURN_IF_ERROR(CheckRoom(name, byte_size));
+  regions_.emplace(std::string(name), std::move(region));
+  mapped_bytes_ += byte_size;
   return Status::Ok();
 }
 
@@ -126,6 +176,7 @@ void SharedMemoryRegistry::Unregister(std::string_view name) {
   std::shared_ptr<const Region> dropped;  // unmapped (if last) after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = regions_.find(name); it != regions_.end()) {
+    mapped_bytes_ -= it->second->status.byte_size;
     dropped = std::move(it->second);
     regions_.erase(it);
   }
@@ -135,6 +186,7 @@ void SharedMemoryRegistry::UnregisterAll() {
   std::map<std::string, std::shared_ptr<const Region>, std::less<>> dropped;
   std::lock_guard<std::mutex> lock(mu_);
   dropped.swap(regions_);
+  mapped_bytes_ = 0;
 }
 
 StatusOr<std::vector<SharedMemoryRegionStatus>> SharedMemoryRegistry::Regions(

@@ -4,9 +4,17 @@
 //
 // A region is a named window [offset, offset + byte_size) of a POSIX shared-memory object
 // (shm_open(key)). Register opens the object read-write (outputs are written into it), checks
-// that the window lies inside it (fstat), maps exactly that window (the mapping starts at the
-// page that holds `offset`) and closes the descriptor. Each region is mapped once, when it is
-// registered, and never again.
+// that the window lies inside it (fstat), backs the window with memory (fallocate: an object
+// made with ftruncate alone is sparse, and writing an output into a page /dev/shm has no room
+// for raised SIGBUS and ended the server; probe 62), maps exactly that window (the mapping
+// starts at the page that holds `offset`) and closes the descriptor. Each region is mapped
+// once, when it is registered, and never again. An object shrunk after its registration still
+// raises SIGBUS when a request touches the lost pages (docs/api.md).
+//
+// Limits (Limits): at most max_regions regions, and max_mapped_bytes of windows in all (by
+// default the machine's physical memory): each region is a mapping, and without a bound
+// windows of one sparse object filled the address space, or the kernel's mapping count, and
+// the next allocation aborted the server (probe 62).
 //
 // Lifetime: a region's mapping is reference-counted. Window() hands out a pin (a shared_ptr
 // holder) that a request keeps in the tensors it reads from or writes to the region.
@@ -17,7 +25,8 @@
 // Errors are kInvalidArgument (HTTP 400 / gRPC INVALID_ARGUMENT), with Triton's wording first
 // where Triton's clients and tests match on it, then Harrier's detail:
 //   Register: a name already registered ("shared memory region 'x' already in manager"), an
-//     empty name or key, a key that does not exist or cannot be opened read-write ("Unable to
+//     empty name or key, a name that is not UTF-8, a limit reached, a window /dev/shm cannot
+//     back, a key that does not exist or cannot be opened read-write ("Unable to
 //     open shared memory region: '/key'"), byte_size 0, a window past the object's end
 //     ("failed to register shared memory region 'x': invalid args"), an mmap failure.
 //   Regions of a named region / Window: an unknown name ("Unable to find system shared memory
@@ -64,7 +73,13 @@ struct SharedMemoryWindow {
 
 class SharedMemoryRegistry {
  public:
-  SharedMemoryRegistry();
+  struct Limits {
+    size_t max_regions = 4096;
+    uint64_t max_mapped_bytes = 0;  // 0: the machine's physical memory
+  };
+
+  SharedMemoryRegistry();  // the default Limits
+  explicit SharedMemoryRegistry(Limits limits);
   ~SharedMemoryRegistry();
   SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
   SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
@@ -89,8 +104,14 @@ class SharedMemoryRegistry {
  private:
   struct Region;
 
+  // kInvalidArgument when one more region of `byte_size` bytes would pass a limit. Under mu_.
+  Status CheckRoom(std::string_view name, uint64_t byte_size) const;
+
+  const size_t max_regions_;
+  const uint64_t max_mapped_bytes_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>, std::less<>> regions_;  // guarded by mu_
+  uint64_t mapped_bytes_ = 0;  // the registered regions' byte_size summed; guarded by mu_
 };
 
 }  // namespace harrier

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
@@ -31,6 +32,47 @@ int MappingsOf(const std::string& key) {
 void ExpectInvalid(const Status& s, const std::string& fragment) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr(fragment));
+}
+
+// Probe 62: without bounds, windows of one sparse object filled the address space (or the
+// kernel's mapping count) and the next allocation aborted the server.
+TEST(SharedMemoryRegistryTest, RegionsAndTheirBytesAreBounded) {
+  ShmObject object(8192);
+  SharedMemoryRegistry registry({.max_regions = 2, .max_mapped_bytes = 4096});
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 1024).ok());
+  ExpectInvalid(registry.Register("big", object.key(), 0, 4000),
+                "would pass the server's limit of 4096 bytes");
+  ASSERT_TRUE(registry.Register("b", object.key(), 1024, 3072).ok());
+  ExpectInvalid(registry.Register("c", object.key(), 0, 1), "holds 2 regions, its limit");
+  registry.Unregister("b");  // its bytes and its place come back
+  EXPECT_TRUE(registry.Register("c", object.key(), 0, 3072).ok());
+  registry.UnregisterAll();
+  EXPECT_TRUE(registry.Register("d", object.key(), 0, 4096).ok());
+}
+
+// Status answers carry names as JSON and protobuf strings (probe 62: one name that was not
+// UTF-8 made every client's status answer unreadable).
+TEST(SharedMemoryRegistryTest, ANameThatIsNotUtf8IsRefused) {
+  ShmObject object(64);
+  SharedMemoryRegistry registry;
+  ExpectInvalid(registry.Register("bad\xff", object.key(), 0, 64), "not UTF-8");
+  EXPECT_TRUE(registry.Register("caf\xc3\xa9", object.key(), 0, 64).ok());
+}
+
+// A window of a sparse object (ftruncate alone, as clients make them) is backed at
+// registration: writing an output into a page /dev/shm had no room for raised SIGBUS (probe 62).
+TEST(SharedMemoryRegistryTest, ASparseWindowIsBackedWhenRegistered) {
+  ShmObject object(1 << 20);
+  const std::string path = "/dev/shm" + object.key();
+  struct stat before {};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  EXPECT_EQ(before.st_blocks, 0);  // sparse
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("out", object.key(), 4096, 65536).ok());
+  struct stat after {};
+  ASSERT_EQ(stat(path.c_str(), &after), 0);
+  EXPECT_GE(after.st_blocks * 512, 65536);
+  EXPECT_LT(after.st_blocks * 512, 1 << 20);  // only the window
 }
 
 TEST(SharedMemoryRegistryTest, RegisterStatusUnregister) {

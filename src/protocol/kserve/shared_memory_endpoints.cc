@@ -2,8 +2,10 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/json_writer.h"
 
@@ -58,7 +60,14 @@ Status SystemSharedMemoryRegister(SharedMemoryRegistry* registry, std::string_vi
   std::optional<std::string_view> key;
   uint64_t offset = 0;
   std::optional<uint64_t> byte_size;
+  // A field given twice is refused, as in an inference body: a proxy that reads the first
+  // 'key' must not see another object than the server maps (probe 62).
+  std::vector<std::string_view> seen;
   for (auto [name, value] : obj) {
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      return InvalidArgument(what + ": field '" + std::string(name) + "' given twice");
+    }
+    seen.push_back(name);
     if (name == "key") {
       std::string_view k;
       if (value.get_string().get(k)) return InvalidArgument(what + ": 'key' must be a string");

@@ -574,6 +574,11 @@ TEST_F(KServeSharedMemoryTest, RegisterStatusUnregister) {
   EXPECT_THAT(r.body, HasSubstr("'byte_size' must be an integer >= 0"));
   r = Call("POST", "/v2/systemsharedmemory/region/x/register", R"({"key":"/k","size":1})");
   EXPECT_THAT(r.body, HasSubstr("unknown field 'size'"));
+  // A field given twice (probe 62: the last one won, where a proxy may read the first).
+  r = Call("POST", "/v2/systemsharedmemory/region/x/register",
+           "{\"key\":\"" + object.key() + "\",\"key\":\"/other\",\"byte_size\":8}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("field 'key' given twice"));
   r = Call("GET", "/v2/systemsharedmemory/region/x/status");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("Unable to find system shared memory region: 'x'"));
