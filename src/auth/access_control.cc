@@ -29,9 +29,12 @@ StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& op
 
 std::unique_ptr<HttpHandler> AccessControl::Wrap(HttpHandler* next, AuthHandler::Routes routes,
                                                  const std::vector<ApiRestriction>& restrictions,
-                                                 bool use_keys) {
-  if (restrictions.empty() && !(use_keys && keys_)) return nullptr;
+                                                 bool use_keys, bool guard_browsers) {
+  if (restrictions.empty() && !(use_keys && keys_) && !guard_browsers) return nullptr;
   AuthHandler::Options o;
+  o.guard_browsers = guard_browsers;
+  o.allowed_origins = options_.allowed_origins;
+  o.allowed_hosts = options_.allowed_hosts;
   o.routes = routes;
   o.keys = use_keys ? keys_.get() : nullptr;
   o.restrictions = restrictions;
@@ -41,20 +44,22 @@ std::unique_ptr<HttpHandler> AccessControl::Wrap(HttpHandler* next, AuthHandler:
 }
 
 std::unique_ptr<HttpHandler> AccessControl::WrapRest(HttpHandler* next) {
-  return Wrap(next, AuthHandler::Routes::kHttp, http_restrictions_, /*use_keys=*/true);
+  return Wrap(next, AuthHandler::Routes::kHttp, http_restrictions_, /*use_keys=*/true,
+              /*guard_browsers=*/true);
 }
 
 std::unique_ptr<HttpHandler> AccessControl::WrapGrpc(HttpHandler* next) {
-  return Wrap(next, AuthHandler::Routes::kGrpc, grpc_restrictions_, /*use_keys=*/true);
+  // gRPC needs Content-Type application/grpc, which no page can send without a preflight.
+  return Wrap(next, AuthHandler::Routes::kGrpc, grpc_restrictions_, /*use_keys=*/true,
+              /*guard_browsers=*/false);
 }
 
 std::unique_ptr<HttpHandler> AccessControl::WrapMetrics(HttpHandler* next) {
-  return Wrap(next, AuthHandler::Routes::kHttp, {}, options_.metrics_require_key);
+  return Wrap(next, AuthHandler::Routes::kHttp, {}, options_.metrics_require_key,
+              /*guard_browsers=*/false);  // GET /metrics only
 }
 
 void AccessControl::AppendMetrics(TextExposition* out) const {
-  // Without access control the exposition is what it was: no auth families at all.
-  if (!keys_ && http_restrictions_.empty() && grpc_restrictions_.empty()) return;
   AppendAuthMetrics(counters_, keys_.get(), out);
 }
 

@@ -25,6 +25,12 @@ class AccessControl {
     std::vector<std::string> http_restricted_api;  // Triton's flag values, as given
     std::vector<std::string> grpc_restricted_protocol;
     bool metrics_require_key = false;  // REQUIRES api_key_file
+    // REST refuses browsers' cross-site requests that change state (browser_origin.h) unless
+    // their origin is listed here ("*": every origin; --allowed-origins).
+    std::vector<std::string> allowed_origins;
+    // REST answers only these Host names, besides IP addresses and localhost (--allowed-hosts;
+    // empty: any; DNS rebinding).
+    std::vector<std::string> allowed_hosts;
     AccessLog* access_log = nullptr;   // refusals; null: not logged
   };
 
@@ -38,7 +44,8 @@ class AccessControl {
   std::unique_ptr<HttpHandler> WrapGrpc(HttpHandler* next);
   std::unique_ptr<HttpHandler> WrapMetrics(HttpHandler* next);
 
-  // The auth metric families (AppendAuthMetrics); nothing when no access control is on.
+  // The auth metric families (AppendAuthMetrics): the refusals always (REST's browser guard is
+  // always on), the keys' families with keys.
   void AppendMetrics(TextExposition* out) const;
 
   // Null without --api-key-file.
@@ -47,7 +54,8 @@ class AccessControl {
  private:
   AccessControl() = default;
   std::unique_ptr<HttpHandler> Wrap(HttpHandler* next, AuthHandler::Routes routes,
-                                    const std::vector<ApiRestriction>& restrictions, bool use_keys);
+                                    const std::vector<ApiRestriction>& restrictions, bool use_keys,
+                                    bool guard_browsers);
 
   Options options_;
   std::unique_ptr<ApiKeyStore> keys_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "auth/browser_origin.h"
 #include "core/json_writer.h"
 #include "core/request_id.h"
 #include "observability/text_exposition.h"
@@ -19,7 +20,8 @@ namespace {
 constexpr size_t kMaxKeyBytes = 512;
 
 constexpr std::array<std::string_view, kRefusalReasonCount> kReasonNames{
-    "missing_key", "malformed_key", "invalid_key", "forbidden", "rate_limited", "restricted"};
+    "missing_key",  "malformed_key", "invalid_key", "forbidden",
+    "rate_limited", "restricted",    "cross_site"};
 
 bool VisibleAscii(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
@@ -97,9 +99,9 @@ PresentedKey ReadPresentedKey(const HttpRequest& head) {
 void AppendAuthMetrics(const AuthCounters& counters, const ApiKeyStore* keys, TextExposition* out) {
   using Type = TextExposition::Type;
   constexpr std::string_view kRefusals = "harrier_auth_refusals_total";
-  out->Declare(
-      kRefusals, Type::kCounter,
-      "Requests refused by access control (API keys, Triton's restricted APIs), by reason");
+  out->Declare(kRefusals, Type::kCounter,
+               "Requests refused by access control (API keys, Triton's restricted APIs, browsers' "
+               "cross-site requests), by reason");
   for (int i = 0; i < kRefusalReasonCount; ++i) {
     const auto reason = static_cast<RefusalReason>(i);
     out->Add(kRefusals, {{"reason", RefusalReasonName(reason)}}, counters.refusals(reason));
@@ -128,9 +130,6 @@ AuthHandler::AuthHandler(HttpHandler* next, Options options)
     : next_(next), options_(std::move(options)) {}
 
 AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge) const {
-  const RouteAccess access = options_.routes == Routes::kGrpc
-                                 ? RouteAccessForGrpc(head.target)
-                                 : RouteAccessForHttp(head.method, head.target);
   Decision d;
   auto refuse = [&](int status, RefusalReason reason, std::string message) {
     d.status = status;
@@ -138,6 +137,16 @@ AuthHandler::Decision AuthHandler::Check(const HttpRequest& head, Charge charge)
     d.message = std::move(message);
     return d;
   };
+  if (options_.guard_browsers) {
+    if (std::string why = CrossSiteRefusal(head, options_.allowed_origins); !why.empty())
+      return refuse(403, RefusalReason::kCrossSite, std::move(why));
+    if (std::string why = HostRefusal(head, options_.allowed_hosts); !why.empty())
+      return refuse(403, RefusalReason::kCrossSite, std::move(why));
+  }
+  if (options_.keys == nullptr && options_.restrictions.empty()) return d;
+  const RouteAccess access = options_.routes == Routes::kGrpc
+                                 ? RouteAccessForGrpc(head.target)
+                                 : RouteAccessForHttp(head.method, head.target);
   // Triton's restrictions, after the key: a client without a key is told only that it needs
   // one, not which header a restricted API wants.
   auto restricted = [&]() -> const ApiRestriction* {

@@ -5,6 +5,9 @@
 // decoded (docs/security.md, "API keys and scopes").
 //
 // For each request, in order:
+//   0. with Options::guard_browsers (REST), a browser's state-changing request from another
+//      site's page, or a Host that --allowed-hosts does not allow (browser_origin.h) -> 403
+//      "cross_site", whatever key it carries;
 //   1. the route's access (access_scope.h: RouteAccessForHttp or RouteAccessForGrpc);
 //   2. with API keys (Options::keys), for a route that is not open (health): the key, from
 //      `Authorization: Bearer KEY` or `X-API-Key: KEY` (gRPC: the `authorization` metadata):
@@ -26,8 +29,9 @@
 // The key's rate-limit token is taken in Precheck, which both transports call for every request
 // before Handle or OpenStream; Handle and OpenStream check the key and scope again (the cost of
 // one SHA-256 of the key) so that they never serve a request Precheck did not see, and to learn
-// the key id, which the head cannot carry across. With neither keys nor restrictions the
-// composition root does not put an AuthHandler in front at all: the server behaves as before.
+// the key id, which the head cannot carry across. With neither keys, restrictions nor the
+// browser guard the composition root does not put an AuthHandler in front at all; with the
+// guard alone, a request pays only a scan of its headers when its method is not GET or HEAD.
 //
 // Thread safety: every method may be called from any thread (the transport's I/O threads).
 #pragma once
@@ -62,9 +66,11 @@ enum class RefusalReason : uint8_t {
   kForbidden,
   kRateLimited,
   kRestricted,
+  kCrossSite,
 };
-inline constexpr int kRefusalReasonCount = 6;
-// "missing_key", "malformed_key", "invalid_key", "forbidden", "rate_limited", "restricted".
+inline constexpr int kRefusalReasonCount = 7;
+// "missing_key", "malformed_key", "invalid_key", "forbidden", "rate_limited", "restricted",
+// "cross_site".
 std::string_view RefusalReasonName(RefusalReason reason);
 
 // Refusals by reason, shared by every AuthHandler of the process (REST, gRPC, metrics).
@@ -107,6 +113,11 @@ class AuthHandler final : public HttpHandler {
     AccessLog* access_log = nullptr;
     // For the keys' rate limits; default the steady clock. Not owned.
     const Clock* clock = &SteadyClock();
+    // Step 0 (browser_origin.h), with the origins --allowed-origins lets through, and the host
+    // names --allowed-hosts does (none: any).
+    bool guard_browsers = false;
+    std::vector<std::string> allowed_origins;
+    std::vector<std::string> allowed_hosts;
   };
 
   // `next` is not owned and must outlive this handler.

@@ -219,6 +219,8 @@ Status App::OpenFiles() {
   access_options.http_restricted_api = flags_.http_restricted_api;
   access_options.grpc_restricted_protocol = flags_.grpc_restricted_protocol;
   access_options.metrics_require_key = flags_.metrics_require_key;
+  access_options.allowed_origins = flags_.allowed_origins;
+  access_options.allowed_hosts = flags_.allowed_hosts;
   access_options.access_log = access_log_.get();
   auto access_control = auth::AccessControl::Create(access_options);
   if (!access_control.ok()) return Prefixed("access control", access_control.status());

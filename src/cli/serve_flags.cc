@@ -463,6 +463,18 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                     "carry HEADER: VALUE (repeatable)");
   serve->add_option("--grpc-restricted-protocol", flags->grpc_restricted_protocol,
                     "Triton's API[,API...]:HEADER=VALUE for gRPC calls (metadata; repeatable)");
+  serve
+      ->add_option("--allowed-origins", flags->allowed_origins,
+                   "Origins (scheme://host[:port], or *) whose web pages may send REST requests "
+                   "that change state through a browser; by default a browser's POST, PUT or "
+                   "DELETE that carries Origin is refused 403 (cross-site request forgery)")
+      ->delimiter(',');
+  serve
+      ->add_option("--allowed-hosts", flags->allowed_hosts,
+                   "Host names the REST port answers to, besides IP addresses and localhost "
+                   "(others: 403); default: any. Set it where a browser can reach the server, "
+                   "against DNS rebinding")
+      ->delimiter(',');
 
   // Tracing: docs/tracing.md. Values are checked at startup (exit 1), with the endpoint.
   serve->add_option("--trace-endpoint", flags->trace_endpoint,

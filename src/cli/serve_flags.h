@@ -95,6 +95,11 @@ struct ServeFlags {
   // Triton's "API[,API...]:HEADER=VALUE", repeatable.
   std::vector<std::string> http_restricted_api;
   std::vector<std::string> grpc_restricted_protocol;
+  // Origins whose pages' browser requests may change state over REST ("*": any); none by
+  // default (auth/browser_origin.h).
+  std::vector<std::string> allowed_origins;
+  // Host names REST answers besides IP addresses and localhost; none: any (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
   // Text generation (docs/generation.md).
   double generation_heartbeat_secs = 15;          // `: ping` on an idle stream; 0: none
   double generation_disconnect_grace_secs = 0;    // a gone client's generation goes on this long

@@ -392,6 +392,39 @@ TEST_F(AuthHandlerTest, WithKeysTheKeyComesBeforeTheRestriction) {
   EXPECT_EQ(counters_.refusals(RefusalReason::kRestricted), 1u);
 }
 
+// Step 0: a browser's cross-site request is refused before its key is looked at (a proxy that
+// adds the key to every request would otherwise lend it to any page; probe 61), and counted.
+TEST_F(AuthHandlerTest, ABrowsersCrossSiteRequestIsRefusedWhateverItsKey) {
+  RecordingHandler next;
+  AuthHandler::Options o = Opts();
+  o.guard_browsers = true;
+  o.allowed_origins = {"https://ui.example"};
+  AuthHandler auth(&next, o);
+  HttpResponse r =
+      Serve(auth, Request("POST", "/v2/repository/models/simple/unload",
+                          {{"x-api-key", "ops-key"}, {"origin", "http://evil.example"}}));
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(next.refusal_code, "cross_site");
+  EXPECT_EQ(counters_.refusals(RefusalReason::kCrossSite), 1u);
+  EXPECT_TRUE(next.handled.empty());
+  r = Serve(auth, Request("POST", "/v2/repository/models/simple/unload",
+                          {{"x-api-key", "ops-key"}, {"origin", "https://ui.example"}}));
+  EXPECT_NE(r.status, 403);
+  EXPECT_EQ(next.handled, std::vector<std::string>{"ops"});
+
+  // The guard alone (no keys, no restrictions): everything else passes.
+  RecordingHandler open_next;
+  AuthHandler::Options guard_only;
+  guard_only.counters = &counters_;
+  guard_only.guard_browsers = true;
+  AuthHandler open(&open_next, guard_only);
+  EXPECT_EQ(Serve(open, Request("POST", "/v2/logging", {{"sec-fetch-site", "cross-site"}})).status,
+            403);
+  Serve(open, Request("POST", "/v2/logging"));
+  Serve(open, Request("GET", "/v2/models/simple", {{"origin", "http://evil.example"}}));
+  EXPECT_EQ(open_next.handled.size(), 2u);
+}
+
 TEST_F(AuthHandlerTest, MetricsNameKeysAndReasons) {
   RecordingHandler next;
   AuthHandler auth(&next, Opts());

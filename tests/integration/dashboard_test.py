@@ -162,6 +162,15 @@ class DashboardTest(unittest.TestCase):
             self.assertEqual(ctype, "text/html; charset=utf-8")
             self.assertIn("/v2/dashboard/summary", body)
             self.assertNotRegex(body, r"https?://|<link|src=")
+        # What a browser may do with it (probe 61): no framing, no forms, fetches to this
+        # server only (Chromium still renders it under this policy, below).
+        with urllib.request.urlopen("http://127.0.0.1:%d/" % SERVER.port, timeout=10) as r:
+            policy = r.headers.get("Content-Security-Policy", "")
+            self.assertIn("frame-ancestors 'none'", policy)
+            self.assertIn("connect-src 'self'", policy)
+            self.assertIn("form-action 'none'", policy)
+            self.assertEqual(r.headers.get("X-Frame-Options"), "DENY")
+            self.assertEqual(r.headers.get("X-Content-Type-Options"), "nosniff")
 
     def test_summary_has_the_traffic(self):
         status, ctype, body = get("/v2/dashboard/summary")
