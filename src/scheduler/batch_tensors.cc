@@ -121,8 +121,12 @@ Status GatherInputs(std::span<ScheduledRequest* const> requests, BatchInputBuffe
 Status CheckBatchDim(std::span<const Tensor> outputs, int64_t items) {
   for (const Tensor& out : outputs) {
     if (out.shape.empty() || out.shape[0] != items) {
+      // The hint: a model read without a config gets batching when its first dims are
+      // variable, which an output whose first dim is a count (NonZero, NMS) is too (probe 60).
       return Internal("output '" + out.name + "' has shape " + ShapeToString(out.shape) +
-                      " for a batch of " + std::to_string(items));
+                      " for a batch of " + std::to_string(items) +
+                      " (with max_batch_size > 0 every output's first dim is the batch; a model "
+                      "whose outputs are not batched needs max_batch_size: 0 in its config)");
     }
   }
   return Status::Ok();

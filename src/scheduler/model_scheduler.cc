@@ -510,6 +510,17 @@ void ModelScheduler::Execute(ModelInstance& instance,
     members.clear();  // Execute's own scratch again, for the runs below
     std::vector<std::unique_ptr<ScheduledRequest>> alone;
     for (auto& r : each) {
+      // Its deadline may have passed while the batch ran: answered as a queued request whose
+      // deadline passes is, not run (probe 60).
+      if (const Clock::time_point now = clock_->Now(); now >= r->deadline) {
+        RequestTiming timing;
+        timing.queue_ns = Ns(r->enqueued_at, now);
+        Complete(std::move(r),
+                 DeadlineExceeded("the request's deadline passed before it could run again alone "
+                                  "(its batch failed on another request's input)"),
+                 timing);
+        continue;
+      }
       alone.clear();
       alone.push_back(std::move(r));
       Execute(instance, &alone, scratch);

@@ -381,6 +381,35 @@ TEST_F(ModelSchedulerTest, AnInputTheEngineRefusesFailsOnlyItsOwnRequestInABatch
   EXPECT_TRUE(batches_[4].ok);
 }
 
+// A member whose deadline passed while its batch ran is answered 504, not run again alone
+// (probe 60).
+TEST_F(ModelSchedulerTest, ARerunMemberWhoseDeadlinePassedIsNotRunAgain) {
+  probe_.RefuseValue(-1);
+  probe_.HoldOnly(100);
+  auto s = Make(Batching(8));
+  s->Submit(BatchItem(100));  // occupies the instance while the batch queues
+  probe_.WaitStarted(1);
+  auto late = BatchItem(2);
+  late->request->deadline = clock_.Now() + 1ms;
+  s->Submit(std::move(late));
+  s->Submit(BatchItem(-1));
+  probe_.HoldOnly(2);  // the batch [2, -1] waits for the test
+  probe_.Release(1);   // request 100's run
+  probe_.WaitStarted(2);
+  clock_.Advance(2ms);
+  probe_.Release(1);
+  auto results = completions_.WaitFor(3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(probe_.batch_sizes(), (std::vector<int64_t>{1, 2, 1}));  // -1 alone; 2 not again
+  for (const auto& r : results) {
+    const StatusCode want = r.input_value == 100 ? StatusCode::kOk
+                            : r.input_value == 2 ? StatusCode::kDeadlineExceeded
+                                                 : StatusCode::kInvalidArgument;
+    EXPECT_EQ(r.code, want) << r.input_value;
+  }
+  s->Shutdown();
+}
+
 // The buffers a batch was gathered into stay for the next batch, and go once the worker has been
 // idle for Options::idle_buffer_release (probe 30: a burst's memory was held for good).
 TEST_F(ModelSchedulerTest, AnIdleWorkerFreesTheBuffersItGatheredBatchesInto) {
