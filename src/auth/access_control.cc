@@ -2,11 +2,15 @@
 
 #include <utility>
 
+#include "auth/browser_origin.h"
+
 namespace harrier::auth {
 
 StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& options) {
   std::unique_ptr<AccessControl> ac(new AccessControl());
   ac->options_ = options;
+  ASSIGN_OR_RETURN(ac->options_.allowed_origins, NormalizedOrigins(options.allowed_origins));
+  ASSIGN_OR_RETURN(ac->options_.allowed_hosts, NormalizedHosts(options.allowed_hosts));
   auto http = ParseApiRestrictions(options.http_restricted_api, "--http-restricted-api");
   if (!http.ok()) return http.status();
   ac->http_restrictions_ = std::move(http).value();
@@ -55,8 +59,10 @@ std::unique_ptr<HttpHandler> AccessControl::WrapGrpc(HttpHandler* next) {
 }
 
 std::unique_ptr<HttpHandler> AccessControl::WrapMetrics(HttpHandler* next) {
+  // GET /metrics only, so of the browser guard only --allowed-hosts applies (probe 65: a
+  // rebinding page read the metrics port).
   return Wrap(next, AuthHandler::Routes::kHttp, {}, options_.metrics_require_key,
-              /*guard_browsers=*/false);  // GET /metrics only
+              /*guard_browsers=*/true);
 }
 
 void AccessControl::AppendMetrics(TextExposition* out) const {

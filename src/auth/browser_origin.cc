@@ -41,6 +41,56 @@ std::string CrossSiteRefusal(const HttpRequest& head,
   return {};
 }
 
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// A host name or address as a Host field or an origin carries it: no space, '/', '?', '#',
+// '@' or '\\'.
+bool PlainHost(std::string_view host) {
+  return !host.empty() && host.find_first_of(" \t/?#@\\,") == std::string_view::npos;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> NormalizedOrigins(const std::vector<std::string>& origins) {
+  std::vector<std::string> out;
+  for (const std::string& given : origins) {
+    const std::string origin = Lower(given);
+    const std::size_t scheme_end = origin.find("://");
+    const std::string_view scheme = std::string_view(origin).substr(0, scheme_end);
+    if (origin != "*" &&
+        (scheme_end == std::string::npos || (scheme != "http" && scheme != "https") ||
+         !PlainHost(std::string_view(origin).substr(scheme_end + 3)))) {
+      return InvalidArgument("--allowed-origins: '" + given +
+                             "' is not an origin: write '*' or scheme://host[:port] (http or "
+                             "https, no path, no trailing slash, no spaces)");
+    }
+    out.push_back(origin);
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::string>> NormalizedHosts(const std::vector<std::string>& hosts) {
+  std::vector<std::string> out;
+  for (const std::string& given : hosts) {
+    std::string host = Lower(given);
+    if (!host.empty() && host.back() == '.') host.pop_back();
+    if (host != "*" && (!PlainHost(host) || host.find(':') != std::string::npos)) {
+      return InvalidArgument("--allowed-hosts: '" + given +
+                             "' is not a host name: write '*' or a name without a port, path "
+                             "or spaces");
+    }
+    out.push_back(host);
+  }
+  return out;
+}
+
 std::string HostRefusal(const HttpRequest& head, const std::vector<std::string>& allowed_hosts) {
   if (allowed_hosts.empty() || !head.HasHeader("host")) return {};
   const std::string_view host = head.Header("host");
@@ -48,7 +98,7 @@ std::string HostRefusal(const HttpRequest& head, const std::vector<std::string>&
   std::string_view name = host.substr(0, host.rfind(':'));
   if (!name.empty() && name.back() == '.') name.remove_suffix(1);
   in_addr v4{};
-  if (inet_pton(AF_INET, std::string(name).c_str(), &v4) == 1 || IEquals(name, "localhost")) {
+  if (inet_aton(std::string(name).c_str(), &v4) != 0 || IEquals(name, "localhost")) {
     return {};
   }
   for (const std::string& allowed : allowed_hosts) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harrier/http_message.h"
+#include "harrier/status.h"
 
 namespace harrier::auth {
 
@@ -30,9 +31,18 @@ namespace harrier::auth {
 std::string CrossSiteRefusal(const HttpRequest& head,
                              const std::vector<std::string>& allowed_origins);
 
+// The flags' lists as the checks compare them, or kInvalidArgument naming the flag and the
+// entry (probe 65: `HTTP://x`, `http://x/` or a space after a comma started the server and
+// then never matched). An origin is `*` or `http[s]://host[:port]` (lower-cased here, as
+// browsers send it; no path, no trailing slash); a host name is `*` or a name without port,
+// path or spaces (lower-cased, a trailing dot dropped).
+StatusOr<std::vector<std::string>> NormalizedOrigins(const std::vector<std::string>& origins);
+StatusOr<std::vector<std::string>> NormalizedHosts(const std::vector<std::string>& hosts);
+
 // Why `head` is refused for its Host, or empty: with `allowed_hosts` given (--allowed-hosts),
-// the Host's name must be an IP literal, `localhost`, or one of them (case-insensitive, a
-// trailing dot ignored; "*": any). A page whose own name an attacker points at this server
+// the Host's name must be an IP address (any form inet_aton reads, `127.1` included, or a
+// bracketed IPv6 literal), `localhost`, or one of them (case-insensitive, a trailing dot
+// ignored; "*": any). A page whose own name an attacker points at this server
 // (DNS rebinding) is the same origin as the server to the browser, and reads every GET answer;
 // its requests carry that name as Host (probe 61). A request without Host passes. Without
 // `allowed_hosts`, every Host passes.

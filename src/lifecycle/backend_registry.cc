@@ -63,14 +63,17 @@ BackendRegistry::Choice BackendRegistry::Choose(const inference::ModelConfig& co
   if (!backend.empty() || !platform.empty()) {
     choice.tensor = default_tensor_backend();
     bool named = backend.empty();
+    bool matched = false;
     for (Backend* t : tensor_) {
       named = named || backend == t->name();
       if (backend == t->name() || platform == t->platform()) {
         choice.tensor = t;
+        matched = true;
         break;
       }
     }
     if (!named) choice.unknown = backend;
+    if (backend.empty() && !matched) choice.unknown_platform = platform;
     return choice;
   }
   const bool tensor_file = std::any_of(tensor_.begin(), tensor_.end(), [&](const Backend* t) {

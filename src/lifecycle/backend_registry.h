@@ -58,6 +58,10 @@ class BackendRegistry {
     // the load fails naming the ones it has (before, the default backend's file was looked
     // for, and the error spoke of model.onnx; probe 29).
     std::string unknown;
+    // The config's `platform`, with no `backend`, when no engine here runs it
+    // ("tensorrt_plan"): the load fails naming it before any file is opened (probe 63: the
+    // error spoke of a missing model.onnx, or of ONNX Runtime failing to parse model.plan).
+    std::string unknown_platform;
   };
   // The names of the engines this build has, tensor backends first ("'onnxruntime', 'llama.cpp'").
   std::string Names() const;

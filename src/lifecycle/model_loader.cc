@@ -89,12 +89,14 @@ Status LoadClassificationLabels(const inference::ModelConfig& config, const std:
   return Status::Ok();
 }
 
-// Triton's ONNX graph levels (-1 basic, 0 default = all, 1 basic + extended) to ORT's.
+// Triton's ONNX graph levels (-1 basic, 0 default = all, 1 basic + extended, 2 none: its ONNX
+// Runtime backend's README) to ORT's.
 int GraphLevel(const inference::ModelConfig& config) {
   if (!config.has_optimization() || !config.optimization().has_graph()) return -1;
   switch (config.optimization().graph().level()) {
     case -1: return 1;
     case 1: return 2;
+    case 2: return 0;  // ORT_DISABLE_ALL (probe 63: it failed the load)
     default: return -1;
   }
 }
@@ -183,6 +185,12 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadVersion(
     return Unimplemented((dir.config_path.empty() ? dir.path : dir.config_path) + ": backend '" +
                          choice.unknown + "' is not one this server has; it runs " +
                          options_.backends->Names() + " models");
+  }
+  if (!choice.unknown_platform.empty()) {
+    return Unimplemented((dir.config_path.empty() ? dir.path : dir.config_path) + ": platform '" +
+                         choice.unknown_platform + "' is not supported; this server runs " +
+                         options_.backends->Names() + " models (platform '" +
+                         std::string(choice.tensor->platform()) + "')");
   }
   Backend& backend = *choice.tensor;
   inference::ModelConfig config = base_config;

@@ -399,12 +399,13 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
   }
   RETURN_IF_ERROR(ValidateWarmup(config, max_batch_size));
   if (config.has_optimization() && config.optimization().has_graph()) {
-    // Triton's levels: -1 basic, 0 all (the default), 1 basic and extended. Another was read as
-    // "all" without a word (probe 29).
+    // Triton's levels: -1 basic, 0 all (the default), 1 basic and extended, 2 none. Another was
+    // read as "all" without a word (probe 29).
     const int32_t level = config.optimization().graph().level();
-    if (level < -1 || level > 1) {
+    if (level < -1 || level > 2) {
       return InvalidArgument("optimization: graph level " + std::to_string(level) +
-                             " is not one of -1 (basic), 0 (all) and 1 (basic and extended)");
+                             " is not one of -1 (basic), 0 (all), 1 (basic and extended) and 2 "
+                             "(none)");
     }
   }
   return Status::Ok();

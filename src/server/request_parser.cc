@@ -90,7 +90,9 @@ void RequestParser::on_request_impl(http::verb, string_view method_str, string_v
     request_->target.assign(target.data(), std::min<std::size_t>(target.size(), 256));
     return Refuse(400, "the request target's authority is not host[:port]", ec);
   }
-  request_->target.assign(origin_form->data(), origin_form->size());
+  // An empty path is "/" (RFC 9112 §3.2.1; probe 65: "http://x?q" was served as "?q").
+  request_->target.assign(origin_form->starts_with('?') ? "/" : "");
+  request_->target.append(origin_form->data(), origin_form->size());
   version_ = version;
 }
 
@@ -218,10 +220,13 @@ std::size_t RequestParser::on_body_impl(string_view body, error_code&) {
 
 void RequestParser::on_chunk_header_impl(std::uint64_t size, string_view extensions,
                                          error_code& ec) {
-  // Whether the line came in one read or many (the connection bounds what it buffers; probe 60).
-  if (extensions.size() > max_header_bytes_) {
+  // Whether the line came in one read or many (the connection bounds what it buffers; probe
+  // 60), and over all the body's chunks together (RFC 9112 §7.1.1; probe 65: 18 MB of
+  // extensions went with a 2-byte body).
+  extension_bytes_ += extensions.size();
+  if (extension_bytes_ > max_header_bytes_) {
     return Refuse(400,
-                  "a chunk's extensions are larger than the server's limit of " +
+                  "the chunks' extensions are larger than the server's limit of " +
                       std::to_string(max_header_bytes_) + " bytes",
                   ec);
   }

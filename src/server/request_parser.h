@@ -111,6 +111,7 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
   uint64_t max_body_bytes_;
   uint32_t max_header_bytes_;  // also bounds a chunk's extensions and the trailer section
   std::size_t trailer_bytes_ = 0;
+  std::size_t extension_bytes_ = 0;  // over every chunk
   int version_ = 11;
   bool expects_continue_ = false;
   int host_fields_ = 0;

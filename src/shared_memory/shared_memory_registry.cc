@@ -138,16 +138,6 @@ Status SharedMemoryRegistry::Register(std::string_view name, std::string_view ke
                            Quoted(key) + " (" + std::to_string(object_bytes) + " bytes)");
   }
 
-  // Every page of the window backed now, or a clear refusal: a sparse page that /dev/shm has no
-  // room for when an output is written there raises SIGBUS (probe 62). Contents are unchanged.
-  // A file system without fallocate (not tmpfs) is mapped as it is.
-  if (fallocate(fd.fd, 0, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
-      errno != EOPNOTSUPP && errno != ENOSYS) {
-    const int err = errno;
-    return InvalidArgument(failed + ": the window cannot be backed by memory (fallocate: " +
-                           std::strerror(err) + "; is /dev/shm full?)");
-  }
-
   const long page = sysconf(_SC_PAGESIZE);
   const uint64_t page_bytes = page > 0 ? static_cast<uint64_t>(page) : 4096;
   const uint64_t into_page = offset % page_bytes;
@@ -231,6 +221,26 @@ StatusOr<SharedMemoryWindow> SharedMemoryRegistry::Window(std::string_view name,
   window.data = region->data + offset;
   window.pin = std::move(region);
   return window;
+}
+
+Status PopulateWindow(std::byte* data, uint64_t size, bool for_write) {
+  if (size == 0) return Status::Ok();
+  const long page = sysconf(_SC_PAGESIZE);
+  const uintptr_t page_bytes = page > 0 ? static_cast<uintptr_t>(page) : 4096;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data) & ~(page_bytes - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + size;
+  if (madvise(reinterpret_cast<void*>(start), end - start,
+              for_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0) {
+    return Status::Ok();
+  }
+  const int err = errno;
+  if (err == EINVAL) return Status::Ok();  // a kernel before 5.14: accessed unchecked, as before
+  return InvalidArgument(
+      std::string(for_write ? "cannot write" : "cannot read") +
+      " its shared memory window: the object no longer has those pages (shrunk after it was "
+      "registered)" +
+      (for_write ? ", or /dev/shm has no room for them" : "") + " (madvise: " + std::strerror(err) +
+      ")");
 }
 
 size_t SharedMemoryRegistry::size() const {

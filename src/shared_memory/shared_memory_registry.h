@@ -4,12 +4,13 @@
 //
 // A region is a named window [offset, offset + byte_size) of a POSIX shared-memory object
 // (shm_open(key)). Register opens the object read-write (outputs are written into it), checks
-// that the window lies inside it (fstat), backs the window with memory (fallocate: an object
-// made with ftruncate alone is sparse, and writing an output into a page /dev/shm has no room
-// for raised SIGBUS and ended the server; probe 62), maps exactly that window (the mapping
-// starts at the page that holds `offset`) and closes the descriptor. Each region is mapped
-// once, when it is registered, and never again. An object shrunk after its registration still
-// raises SIGBUS when a request touches the lost pages (docs/api.md).
+// that the window lies inside it (fstat), maps exactly that window (the mapping starts at the
+// page that holds `offset`) and closes the descriptor. Each region is mapped once, when it is
+// registered, and never again. Nothing is allocated for it: an object made with ftruncate
+// alone is sparse, and its pages are charged to whoever first writes them. Before a request
+// touches a window, PopulateWindow faults its pages in, so that a page the object lost (shrunk
+// after registration) or that a full /dev/shm cannot back is a 400 rather than SIGBUS, which
+// ended the server (probe 62).
 //
 // Limits (Limits): at most max_regions regions, and max_mapped_bytes of windows in all (by
 // default the machine's physical memory): each region is a mapping, and without a bound
@@ -25,9 +26,9 @@
 // Errors are kInvalidArgument (HTTP 400 / gRPC INVALID_ARGUMENT), with Triton's wording first
 // where Triton's clients and tests match on it, then Harrier's detail:
 //   Register: a name already registered ("shared memory region 'x' already in manager"), an
-//     empty name or key, a name that is not UTF-8, a limit reached, a window /dev/shm cannot
-//     back, a key that does not exist or cannot be opened read-write ("Unable to
-//     open shared memory region: '/key'"), byte_size 0, a window past the object's end
+//     empty name or key, a name that is not UTF-8, a limit reached, a key that does not exist or
+//     cannot be opened read-write ("Unable to open shared memory region: '/key'"), byte_size 0, a
+//     window past the object's end
 //     ("failed to register shared memory region 'x': invalid args"), an mmap failure.
 //   Regions of a named region / Window: an unknown name ("Unable to find system shared memory
 //     region: 'x'"); Window: a span outside the region ("Invalid offset + byte size for shared
@@ -60,6 +61,13 @@ struct SharedMemoryRegionStatus {
   uint64_t offset = 0;     // into the shared-memory object
   uint64_t byte_size = 0;  // of the region
 };
+
+// Faults in every page of [data, data + size), a span of a mapped window, for reading or for
+// writing (MADV_POPULATE_READ / MADV_POPULATE_WRITE): kInvalidArgument, saying why, where an
+// access would raise SIGBUS (the object shrank, or /dev/shm has no room to back a page about
+// to be written). A shrink after this call still raises SIGBUS on the access: the client is
+// trusted not to (docs/api.md). Ok without a check on a kernel without them (before 5.14).
+Status PopulateWindow(std::byte* data, uint64_t size, bool for_write);
 
 // A span of a registered region that one request reads or writes. `data` stays mapped while
 // `pin` (or a copy) is alive, even after the region is unregistered.

@@ -78,6 +78,10 @@ Status AttachSharedMemoryInput(const SharedMemoryContext& context, const SharedM
   StatusOr<SharedMemoryWindow> window =
       context.registry->Window(ref.region, ref.offset, ref.byte_size);
   if (!window.ok()) return Naming(window.status(), what);
+  if (Status readable = PopulateWindow(window->data, window->byte_size, /*for_write=*/false);
+      !readable.ok()) {
+    return readable.WithContext(what + " in shared memory region '" + ref.region + "'");
+  }
   if (tensor->dtype == DataType::kBytes) {
     // Copied, then validated: the client may rewrite its region while the request waits for
     // its batch, and a BYTES tensor's element boundaries are in its bytes. Left in place, a
@@ -138,6 +142,13 @@ Status CheckSharedMemoryOutput(const Tensor& output, const SharedMemoryOutput& t
                            output.name + "' (" + std::to_string(target.window.byte_size) +
                            " bytes) should be at least " + std::to_string(output.size_bytes) +
                            " bytes to hold the results");
+  }
+  // The pages it will be written to, faulted in now: a sparse object's page that a full
+  // /dev/shm cannot back raised SIGBUS in the copy (probe 62).
+  if (Status writable = PopulateWindow(target.window.data, output.size_bytes, /*for_write=*/true);
+      !writable.ok()) {
+    return writable.WithContext("output '" + output.name + "' in shared memory region '" +
+                                target.window.region + "'");
   }
   return Status::Ok();
 }

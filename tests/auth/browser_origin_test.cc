@@ -78,7 +78,8 @@ TEST(HostRefusalTest, OnlyListedNamesIpAddressesAndLocalhostWhenAListIsGiven) {
   const std::vector<std::string> allowed{"harrier.internal", "Models.Example."};
   for (const char* ok :
        {"harrier.internal", "HARRIER.internal:8000", "models.example", "models.example.:80",
-        "127.0.0.1:8000", "10.1.2.3", "[::1]:8000", "localhost:8000", "localhost."}) {
+        "127.0.0.1:8000", "10.1.2.3", "[::1]:8000", "localhost:8000", "localhost.", "127.1",
+        "2130706433:8000", "0x7f.1"}) {  // inet_aton's forms too (probe 65)
     EXPECT_EQ(HostRefusal(host(ok), allowed), "") << ok;
   }
   for (const char* refused : {"rebind.attacker.test", "rebind.attacker.test:8000",
@@ -89,6 +90,26 @@ TEST(HostRefusalTest, OnlyListedNamesIpAddressesAndLocalhostWhenAListIsGiven) {
   EXPECT_EQ(HostRefusal(host("anything.example"), {"*"}), "");  // "*": any
   HttpRequest no_host;
   EXPECT_EQ(HostRefusal(no_host, allowed), "");
+}
+
+// Probe 65: entries that could never match started the server silently.
+TEST(NormalizedListsTest, EntriesAreLowerCasedOrRefusedNamingThem) {
+  auto origins = NormalizedOrigins({"HTTPS://UI.Example:8443", "http://127.0.0.1:3000", "*"});
+  ASSERT_TRUE(origins.ok()) << origins.status().ToString();
+  EXPECT_EQ(*origins,
+            (std::vector<std::string>{"https://ui.example:8443", "http://127.0.0.1:3000", "*"}));
+  for (const char* bad : {"ui.example", "https://ui.example/", " https://ui.example",
+                          "https://ui.example/path", "ftp://ui.example", "https://", ""}) {
+    auto refused = NormalizedOrigins({bad});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allowed-origins"));
+  }
+  auto hosts = NormalizedHosts({"Harrier.Internal.", "*"});
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_EQ(*hosts, (std::vector<std::string>{"harrier.internal", "*"}));
+  for (const char* bad : {"harrier.internal:8000", " harrier", "a/b", ""}) {
+    EXPECT_EQ(NormalizedHosts({bad}).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 }  // namespace

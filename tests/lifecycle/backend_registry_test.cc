@@ -63,34 +63,64 @@ TEST(BackendRegistryTest, ChoosesPerModel) {
   const std::vector<Row> rows = {
       {"nothing named, an onnx file", Config("", ""), {"model.onnx"}, true, false, Want::kOnnx},
       {"nothing named, no file at all", Config("", ""), {}, true, false, Want::kOnnx},
-      {"nothing named, a gguf file", Config("", ""), {"model.gguf"}, true, false,
+      {"nothing named, a gguf file", Config("", ""), {"model.gguf"}, true, false, Want::kGenerator},
+      {"a gguf beside an onnx file is the tensor model's",
+       Config("", ""),
+       {"model.gguf", "model.onnx"},
+       true,
+       false,
+       Want::kOnnx},
+      {"the config's file name for the generator",
+       Config("", "", "tiny.gguf"),
+       {"tiny.gguf"},
+       true,
+       false,
        Want::kGenerator},
-      {"a gguf beside an onnx file is the tensor model's", Config("", ""),
-       {"model.gguf", "model.onnx"}, true, false, Want::kOnnx},
-      {"the config's file name for the generator", Config("", "", "tiny.gguf"), {"tiny.gguf"},
-       true, false, Want::kGenerator},
-      {"backend llama.cpp", Config("llama.cpp", ""), {"model.onnx"}, true, false,
-       Want::kGenerator},
+      {"backend llama.cpp", Config("llama.cpp", ""), {"model.onnx"}, true, false, Want::kGenerator},
       {"platform llama.cpp", Config("", "llama.cpp"), {}, true, false, Want::kGenerator},
-      {"another backend named is a tensor model's", Config("onnxruntime", ""), {"model.gguf"},
-       true, false, Want::kOnnx},
-      {"an unknown platform goes to the default, which refuses it later",
-       Config("", "tensorflow_savedmodel"), {"model.gguf"}, true, false, Want::kOnnx},
+      {"another backend named is a tensor model's",
+       Config("onnxruntime", ""),
+       {"model.gguf"},
+       true,
+       false,
+       Want::kOnnx},
+      {"an unknown platform goes to the default, and is named as unknown",
+       Config("", "tensorflow_savedmodel"),
+       {"model.gguf"},
+       true,
+       false,
+       Want::kOnnx},
       // A build without llama.cpp: the model is still a generator's, which cannot load.
-      {"no generator: backend llama.cpp", Config("llama.cpp", ""), {}, false, false,
+      {"no generator: backend llama.cpp",
+       Config("llama.cpp", ""),
+       {},
+       false,
+       false,
        Want::kMissing},
       {"no generator: a gguf file", Config("", ""), {"model.gguf"}, false, false, Want::kMissing},
-      {"no generator: platform llama.cpp is not recognised", Config("", "llama.cpp"), {}, false,
-       false, Want::kOnnx},
-      {"no generator: the config's file name is not looked for", Config("", "", "tiny.gguf"),
-       {"tiny.gguf"}, false, false, Want::kOnnx},
+      {"no generator: platform llama.cpp is not recognised",
+       Config("", "llama.cpp"),
+       {},
+       false,
+       false,
+       Want::kOnnx},
+      {"no generator: the config's file name is not looked for",
+       Config("", "", "tiny.gguf"),
+       {"tiny.gguf"},
+       false,
+       false,
+       Want::kOnnx},
       // Two tensor engines: by name, by platform, by file; the first added is the default.
       {"two engines: by backend", Config("other", ""), {"model.onnx"}, true, true, Want::kOther},
       {"two engines: by platform", Config("", "other_platform"), {}, true, true, Want::kOther},
       {"two engines: by file", Config("", ""), {"model.other"}, true, true, Want::kOther},
       {"two engines: the default", Config("", ""), {}, true, true, Want::kOnnx},
-      {"two engines: a gguf beside the other engine's file", Config("", ""),
-       {"model.gguf", "model.other"}, true, true, Want::kOther},
+      {"two engines: a gguf beside the other engine's file",
+       Config("", ""),
+       {"model.gguf", "model.other"},
+       true,
+       true,
+       Want::kOther},
   };
   testing::FakeBackend onnx;
   OtherTensorBackend other;
@@ -139,7 +169,18 @@ TEST(BackendRegistryTest, ABackendNameNoEngineHasIsUnknown) {
   EXPECT_EQ(registry.Choose(Config("llamacpp", ""), "/repo/m/1/", files).unknown, "llamacpp");
   EXPECT_EQ(registry.Choose(Config(std::string(onnx.name()), ""), "/repo/m/1/", files).unknown, "");
   EXPECT_EQ(registry.Choose(Config("", "tensorflow_savedmodel"), "/repo/m/1/", files).unknown,
-            "");  // an unknown platform: auto-complete refuses it, as before
+            "");  // a platform, not a backend:
+  // named before any file is opened (probe 63: the load spoke of a missing model.onnx).
+  EXPECT_EQ(
+      registry.Choose(Config("", "tensorrt_plan"), "/repo/m/1/", Files({"/repo/m/1/model.plan"}))
+          .unknown_platform,
+      "tensorrt_plan");
+  EXPECT_EQ(registry.Choose(Config("", std::string(onnx.platform())), "/repo/m/1/", files)
+                .unknown_platform,
+            "");
+  EXPECT_EQ(registry.Choose(Config(std::string(onnx.name()), "tensorrt_plan"), "/repo/m/1/", files)
+                .unknown_platform,
+            "");  // the backend named decides; auto-complete refuses the platform
   EXPECT_EQ(registry.Names(),
             "'" + std::string(onnx.name()) + "', '" + std::string(llama.name()) + "'");
 }

@@ -78,6 +78,15 @@ TEST(ValidateModelConfigTest, ValidConfigPasses) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// Triton's ONNX graph levels, 2 (optimisations off) included (probe 63: it failed the load).
+TEST(ValidateModelConfigTest, EveryTritonGraphLevelPasses) {
+  for (int level : {-1, 0, 1, 2}) {
+    Status s = ValidateModelConfig(
+        ValidWith("optimization { graph { level: " + std::to_string(level) + " } }"));
+    EXPECT_TRUE(s.ok()) << level << ": " << s.ToString();
+  }
+}
+
 TEST(ValidateModelConfigTest, TheLargestCountsPass) {
   Status s = ValidateModelConfig(
       ValidWith("max_batch_size: 1048576 instance_group [ { count: 100 }, { count: 28 } ] "
@@ -168,7 +177,8 @@ INSTANTIATE_TEST_SUITE_P(
                        "} ]",
                        StatusCode::kUnimplemented, "is_shape_tensor"},
         ValidationCase{"graph_level_unknown", "optimization { graph { level: 7 } }", kInvalid,
-                       "graph level 7 is not one of -1 (basic), 0 (all) and 1"},
+                       "graph level 7 is not one of -1 (basic), 0 (all), 1 (basic and extended) "
+                       "and 2 (none)"},
         ValidationCase{"label_file_outside",
                        "output [ { name: 'y' data_type: TYPE_FP32 dims: [4] label_filename: "
                        "'../secrets.txt' } ]",

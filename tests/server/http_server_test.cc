@@ -378,7 +378,7 @@ TEST_F(HttpServerTest, AnAbsoluteFormTargetIsServedAsItsPath) {
       {"http://x/v2/health/live", "/v2/health/live"},
       {"HTTPS://x:8443/v2/models/m/infer?a=1", "/v2/models/m/infer?a=1"},
       {"http://x", "/"},
-      {"http://x?q", "?q"},
+      {"http://x?q", "/?q"},
       {"/plain", "/plain"},
   };
   for (const auto& [target, path] : cases) {
@@ -453,6 +453,17 @@ TEST_F(HttpServerTest, ChunkFramingLongerThanTheHeaderLimitIsRefused) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400);
     EXPECT_NE(r->body.find("limit of 4096 bytes"), std::string::npos) << r->body;
+  }
+  // The extensions of all the chunks together (probe 65: 18 MB went with a 2-byte body).
+  {
+    std::string many = head;
+    for (int i = 0; i < 64; ++i) many += "1;e=" + std::string(100, 'x') + "\r\nd\r\n";
+    RawHttpClient c(server_->port());
+    ASSERT_TRUE(c.Send(many + "0\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("chunks' extensions"), std::string::npos) << r->body;
   }
   // Chunk data past the limit, in one chunk and in many, is a body like any other.
   RawHttpClient c(server_->port());
