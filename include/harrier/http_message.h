@@ -163,6 +163,12 @@ class HttpStreamHandler {
   // The stream ended before the handler finished it (client reset, connection lost): nothing
   // more will be sent. Called at most once, and last.
   virtual void OnCancel() = 0;
+  // Whether part of a message the handler frames in the body has arrived and the rest has not,
+  // while the handler takes bytes (not holding the client back): the transport then holds the
+  // stream to its body timeout, as it holds a request body, and resets the stream when the rest
+  // does not come (probe 64: a half-sent gRPC message was held, silent, for good). Between
+  // messages a stream may be quiet as long as it likes. Default: never.
+  virtual bool InsideMessage() const { return false; }
 };
 
 class HttpHandler {

@@ -76,6 +76,8 @@ struct Http2Connection<Stream>::StreamState {
   bool stream_cancelled = false;  // handler->OnCancel() was called
   bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
   std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
+  std::size_t held_body = 0;      // of `body`, counted in the connection's held_bodies_
+  std::size_t deferred_window = 0;              // its window bytes not given back yet (HoldBody)
   std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
   // A stall by the client's flow-control window, seen by the connection's tick (no clock read
   // per frame): DATA frames sent for the response, their count at the last tick, and since when
@@ -621,8 +623,20 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
       return;
     }
     // A streamed request's body comes when its client has something to say (a gRPC stream
-    // may sit idle between messages): no body timeout.
+    // may sit idle between messages): no body timeout then, but inside a message, as for any
+    // body (HttpStreamHandler::InsideMessage).
+    if (s->handler && !s->request_complete && !s->stream_cancelled && !s->finish_queued &&
+        s->handler->InsideMessage() && now - s->last_body_bytes > o.body_timeout) {
+      spdlog::debug("http2: stream {}: a message stalled for the body timeout; resetting it", id);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+      CancelStream(s.get());
+      s->stream_cancelled = true;
+      stalled = true;
+      continue;
+    }
     if (s->request_complete || s->refused || s->handler) continue;
+    // A stream the connection holds back (HoldBody) waits for the server, not the client.
+    if (s->deferred_window > 0) s->last_body_bytes = now;
     if (now - s->last_body_bytes > o.body_timeout) {
       spdlog::debug("http2: stream {}: the request body stalled for the body timeout", id);
       RefuseWithError(id, s.get(), 408, "the request body stalled for longer than the body timeout",
@@ -796,13 +810,18 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
       return 0;
     }
     s->unconsumed += len;  // reopened when the handler says it has dealt with the bytes
+    s->last_body_bytes = c->last_read_;
     s->handler->OnBody(std::string_view(reinterpret_cast<const char*>(data), len));
     return 0;
   }
-  // A whole request: its window reopens as it arrives (the body limit bounds the request).
-  nghttp2_session_consume(c->session_, stream_id, len);
-  if (s == nullptr || s->refused) return 0;  // dropped
+  // A whole request: the connection's window reopens as it arrives; its stream's too, while
+  // the connection's held bodies are within bounds (HoldBody; the body limit bounds each).
+  nghttp2_session_consume_connection(c->session_, len);
   const uint64_t limit = c->shared_->options.max_body_bytes;
+  if (s == nullptr || s->refused || s->body.size() + len > limit) {
+    nghttp2_session_consume_stream(c->session_, stream_id, len);  // dropped
+  }
+  if (s == nullptr || s->refused) return 0;
   if (s->body.size() + len > limit) {
     c->RefuseWithError(stream_id, s, 413,
                        "Request JSON size exceeds the maximum allowed value of " +
@@ -813,7 +832,47 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
   }
   s->body.append(reinterpret_cast<const char*>(data), len);
   s->last_body_bytes = c->last_read_;
+  c->HoldBody(stream_id, s, len);
   return 0;
+}
+
+template <class Stream>
+int32_t Http2Connection<Stream>::OldestBodyStream() const {
+  int32_t oldest = 0;
+  for (const auto& [id, s] : streams_) {
+    const bool sending =
+        s->headers_done && !s->request_complete && !s->refused && !s->dispatched && !s->handler;
+    if (sending && (oldest == 0 || id < oldest)) oldest = id;
+  }
+  return oldest;
+}
+
+template <class Stream>
+void Http2Connection<Stream>::HoldBody(int32_t id, StreamState* s, std::size_t bytes) {
+  held_bodies_ += bytes;
+  s->held_body += bytes;
+  if (held_bodies_ <= shared_->options.max_body_bytes || id == OldestBodyStream()) {
+    nghttp2_session_consume_stream(session_, id, bytes + s->deferred_window);
+    s->deferred_window = 0;
+  } else {
+    s->deferred_window += bytes;
+  }
+}
+
+template <class Stream>
+void Http2Connection<Stream>::ReleaseBody(StreamState* s) {
+  if (s->held_body == 0) return;
+  held_bodies_ -= s->held_body;
+  s->held_body = 0;
+  // The streams held back: those within bounds now, and the oldest in any case, go on.
+  const int32_t oldest = OldestBodyStream();
+  for (auto& [id, other] : streams_) {
+    if (other->deferred_window == 0 || other.get() == s) continue;
+    if (held_bodies_ <= shared_->options.max_body_bytes || id == oldest) {
+      nghttp2_session_consume_stream(session_, id, other->deferred_window);
+      other->deferred_window = 0;
+    }
+  }
 }
 
 template <class Stream>
@@ -835,6 +894,7 @@ template <class Stream>
 void Http2Connection<Stream>::Refuse(int32_t id, StreamState* s, HttpResponse response) {
   s->refused = true;
   s->body = std::string();
+  ReleaseBody(s);
   SubmitResponse(id, s, std::move(response));
 }
 
@@ -859,6 +919,7 @@ void Http2Connection<Stream>::NoteRequest(StreamState* s) {
 template <class Stream>
 void Http2Connection<Stream>::Dispatch(int32_t id, StreamState* s) {
   s->dispatched = true;
+  ReleaseBody(s);  // the request holds it now, under the server's admission
   s->cancellation = std::make_shared<CancellationToken>();
   s->request.cancellation = s->cancellation;
   if (s->request.body) {
@@ -1025,6 +1086,7 @@ int Http2Connection<Stream>::OnStreamCloseCb(nghttp2_session*, int32_t stream_id
     s->cancellation->Cancel();
   }
   c->CancelStream(s);
+  c->ReleaseBody(s);
   // Body bytes the handler never reported: the connection's window gets them back.
   if (s->unconsumed > 0) {
     nghttp2_session_consume_connection(c->session_, s->unconsumed);

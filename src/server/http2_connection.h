@@ -132,6 +132,15 @@ class Http2Connection : public Connection,
   void RefuseWithError(int32_t stream_id, StreamState* s, int status, std::string_view message,
                        uint64_t request_bytes);
   void NoteRequest(StreamState* s);
+  // The request bodies the connection holds for streams not yet dispatched are bounded: past
+  // max_body_bytes in all, a stream's flow-control window is given back only to the oldest
+  // stream still sending its body (so that one always finishes), and to the others as bodies
+  // leave (dispatched, refused, or their stream closed): each waits with at most its initial
+  // window more (probe 64: each of 128 streams held a body of up to max_body_bytes, 32 GiB
+  // from one socket by default).
+  void HoldBody(int32_t stream_id, StreamState* s, std::size_t bytes);
+  void ReleaseBody(StreamState* s);
+  int32_t OldestBodyStream() const;  // 0 when none
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse&& response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse&& response);
@@ -221,6 +230,7 @@ class Http2Connection : public Connection,
   uint64_t acked_seen_ = 0;          // the peer's acknowledged bytes at that tick
   Clock::time_point idle_since_;
   std::string prefix_;  // bytes to write before nghttp2's (the 101 of an Upgrade)
+  uint64_t held_bodies_ = 0;  // HoldBody's bytes, over the streams
 };
 
 }  // namespace harrier::server_internal

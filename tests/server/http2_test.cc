@@ -120,10 +120,12 @@ class H2Client {
   }
   const H2Response& response(int32_t id) { return responses_[id]; }
 
-  // Queues a request; `body` is sent as DATA (none when nullopt).
+  // Queues a request; `body` is sent as DATA (none when nullopt), ending the stream unless
+  // `end_stream` is false (then the client says nothing more).
   int32_t Submit(const std::string& method, const std::string& path,
                  std::optional<std::string> body = std::nullopt,
-                 std::vector<std::pair<std::string, std::string>> extra = {}) {
+                 std::vector<std::pair<std::string, std::string>> extra = {},
+                 bool end_stream = true) {
     std::vector<std::pair<std::string, std::string>> h = {
         {":method", method}, {":scheme", "http"}, {":path", path}, {":authority", "t"}};
     for (auto& e : extra) h.push_back(e);
@@ -136,15 +138,17 @@ class H2Client {
       return nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), nullptr, nullptr);
     auto source = std::make_unique<Body>();
     source->data = std::move(*body);
+    source->end = end_stream;
     nghttp2_data_provider provider{};
     provider.source.ptr = source.get();
     provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t length,
                                 uint32_t* flags, nghttp2_data_source* src, void*) -> ssize_t {
       auto* b = static_cast<Body*>(src->ptr);
       const size_t n = std::min(length, b->data.size() - b->sent);
+      if (n == 0 && !b->end) return NGHTTP2_ERR_DEFERRED;
       std::memcpy(buf, b->data.data() + b->sent, n);
       b->sent += n;
-      if (b->sent == b->data.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (b->sent == b->data.size() && b->end) *flags |= NGHTTP2_DATA_FLAG_EOF;
       return static_cast<ssize_t>(n);
     };
     const int32_t id =
@@ -155,6 +159,14 @@ class H2Client {
 
   // Writes what is queued without reading anything; false when the write fails.
   bool SendQueued() { return Send(); }
+
+  // Request body bytes nghttp2 has taken to send so far, over every stream (flow control
+  // permitting).
+  std::size_t body_bytes_sent() const {
+    std::size_t n = 0;
+    for (const auto& b : bodies_) n += b->sent;
+    return n;
+  }
 
   void Reset(int32_t id) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
@@ -196,6 +208,7 @@ class H2Client {
   struct Body {
     std::string data;
     size_t sent = 0;
+    bool end = true;
   };
   bool Send() {
     for (;;) {
@@ -876,6 +889,73 @@ TEST_F(Http2Test, AStreamIsHeldBackByFlowControlUntilItsBytesAreConsumed) {
   EXPECT_EQ(c.response(id).body, "part one;part two");
   EXPECT_EQ(c.response(id).headers.at("grpc-status"), "0");
   EXPECT_FALSE(stream->cancelled);
+}
+
+// A streamed request inside a message (HttpStreamHandler::InsideMessage) is held to the body
+// timeout, and reset when the rest does not come; between messages it may stay quiet (probe 64:
+// a half-sent gRPC message was held, silent, for good).
+TEST_F(Http2Test, AStreamQuietInsideAMessageIsResetAfterTheBodyTimeout) {
+  struct FramingStream : RecordingStream {
+    bool InsideMessage() const override { return size_const() % 10 != 0; }  // 10-byte messages
+    std::size_t size_const() const {
+      std::lock_guard lock(const_cast<std::mutex&>(mu));
+      return body.size();
+    }
+  };
+  options_.body_timeout = milliseconds(300);
+  std::map<std::string, std::shared_ptr<FramingStream>> streams;
+  std::mutex mu;
+  handler_.on_open_stream = [&](const HttpRequest& head, std::shared_ptr<HttpStreamWriter>,
+                                HttpResponse*) -> std::shared_ptr<HttpStreamHandler> {
+    auto s = std::make_shared<FramingStream>();
+    std::lock_guard lock(mu);
+    streams[head.target] = s;
+    return s;
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t half = c.Submit("POST", "/half", std::string(15, 'b'), {}, /*end_stream=*/false);
+  const int32_t whole = c.Submit("POST", "/whole", std::string(20, 'b'), {}, /*end_stream=*/false);
+  ASSERT_TRUE(c.Run([&] { return c.response(half).closed; }, milliseconds(5000)));
+  EXPECT_TRUE(c.response(half).reset);
+  c.Run([] { return false; }, milliseconds(600));  // well past the timeout
+  EXPECT_FALSE(c.response(whole).closed);
+  std::lock_guard lock(mu);
+  EXPECT_TRUE(streams["/half"]->cancelled);
+  EXPECT_FALSE(streams["/whole"]->cancelled);
+}
+
+// The bodies one connection holds for streams not yet dispatched stay within max_body_bytes,
+// plus one initial window per stream and the oldest stream's body: past max_body_bytes only the
+// oldest stream's window is given back, the others' as bodies leave (probe 64: 128 streams x
+// max_body_bytes from one socket). Bodies that end still all complete, one after another.
+TEST_F(Http2Test, TheBodiesAConnectionHoldsAreBounded) {
+  options_.max_body_bytes = 400'000;
+  options_.http2_initial_window_bytes = 65535;
+  StartServer();
+  {
+    H2Client c(server_->port());
+    for (int i = 0; i < 8; ++i)
+      c.Submit("POST", "/held" + std::to_string(i), std::string(390'000, 'b'), {}, false);
+    c.Run([] { return false; }, milliseconds(800));
+    // Unbounded, every byte of the 8 bodies (3.1 MB) would be taken.
+    EXPECT_LE(c.body_bytes_sent(), 400'000u + 8 * 65'535u + 400'000u);
+    EXPECT_GE(c.body_bytes_sent(), 400'000u);
+  }
+  H2Client c(server_->port());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 8; ++i)
+    ids.push_back(c.Submit("POST", "/whole" + std::to_string(i), std::string(390'000, 'w')));
+  ASSERT_TRUE(c.Run(
+      [&] {
+        return std::all_of(ids.begin(), ids.end(),
+                           [&](int32_t id) { return c.response(id).closed; });
+      },
+      milliseconds(10000)));
+  for (int32_t id : ids) {
+    EXPECT_EQ(c.response(id).status, 200);
+    EXPECT_EQ(c.response(id).body.size(), 390'000u);
+  }
 }
 
 TEST_F(Http2Test, AResetStreamCancelsItsHandlerAndLaterWritesAreDropped) {

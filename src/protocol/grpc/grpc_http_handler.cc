@@ -184,6 +184,13 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     token_->Cancel();
   }
 
+  // Part of a message is here and bytes are taken: a client that stops there is held to the
+  // body timeout. Bytes held back (the stream's requests are at their limit) are the server's
+  // wait, not the client's.
+  bool InsideMessage() const override {
+    return reader_.partial() && held_ == 0 && !failed_ && !cancelled_;
+  }
+
   // Ends the stream with `status` before anything is read (a malformed grpc-timeout).
   void Refuse(Status status) { Fail(std::move(status)); }
 
