@@ -588,6 +588,7 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   // A header block left unfinished (HEADERS without its CONTINUATION) cannot be answered on its
   // stream: the connection is closed, as HTTP/1.1 closes after a 408 for a stalled header.
   bool stalled = false;
+  if (held_streams_ > 0) ResumeHeldStreams();  // a safety net: ReleaseBody resumes them
   for (auto& [id, s] : streams_) {
     // A response that the client's flow-control window holds back (it sends no WINDOW_UPDATE)
     // is no socket write that stalls: without this, it held its stream, what was queued for it
@@ -625,6 +626,12 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     // A streamed request's body comes when its client has something to say (a gRPC stream
     // may sit idle between messages): no body timeout then, but inside a message, as for any
     // body (HttpStreamHandler::InsideMessage).
+    // Between messages, or while the handler holds the client back, the wait is not the
+    // client's: the timeout counts from when that ends (probe 66).
+    if (s->handler && !s->request_complete && !s->stream_cancelled && !s->finish_queued &&
+        !s->handler->InsideMessage()) {
+      s->last_body_bytes = now;
+    }
     if (s->handler && !s->request_complete && !s->stream_cancelled && !s->finish_queued &&
         s->handler->InsideMessage() && now - s->last_body_bytes > o.body_timeout) {
       spdlog::debug("http2: stream {}: a message stalled for the body timeout; resetting it", id);
@@ -838,10 +845,13 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
 
 template <class Stream>
 int32_t Http2Connection<Stream>::OldestBodyStream() const {
+  // A stream that has sent nothing holds nothing, and needs no window back to start: the
+  // oldest that holds bytes is the one to finish (probe 66: an empty oldest stream that ended
+  // left the others waiting for good).
   int32_t oldest = 0;
   for (const auto& [id, s] : streams_) {
     const bool sending =
-        s->headers_done && !s->request_complete && !s->refused && !s->dispatched && !s->handler;
+        s->held_body > 0 && !s->request_complete && !s->refused && !s->dispatched && !s->handler;
     if (sending && (oldest == 0 || id < oldest)) oldest = id;
   }
   return oldest;
@@ -853,24 +863,34 @@ void Http2Connection<Stream>::HoldBody(int32_t id, StreamState* s, std::size_t b
   s->held_body += bytes;
   if (held_bodies_ <= shared_->options.max_body_bytes || id == OldestBodyStream()) {
     nghttp2_session_consume_stream(session_, id, bytes + s->deferred_window);
+    if (s->deferred_window > 0) --held_streams_;
     s->deferred_window = 0;
   } else {
+    if (s->deferred_window == 0) ++held_streams_;
     s->deferred_window += bytes;
   }
 }
 
 template <class Stream>
 void Http2Connection<Stream>::ReleaseBody(StreamState* s) {
-  if (s->held_body == 0) return;
   held_bodies_ -= s->held_body;
   s->held_body = 0;
-  // The streams held back: those within bounds now, and the oldest in any case, go on.
+  if (s->deferred_window > 0) {  // it sends no more: its window does not matter now
+    s->deferred_window = 0;
+    --held_streams_;
+  }
+  if (held_streams_ > 0) ResumeHeldStreams();
+}
+
+template <class Stream>
+void Http2Connection<Stream>::ResumeHeldStreams() {
   const int32_t oldest = OldestBodyStream();
   for (auto& [id, other] : streams_) {
-    if (other->deferred_window == 0 || other.get() == s) continue;
+    if (other->deferred_window == 0) continue;
     if (held_bodies_ <= shared_->options.max_body_bytes || id == oldest) {
       nghttp2_session_consume_stream(session_, id, other->deferred_window);
       other->deferred_window = 0;
+      --held_streams_;
     }
   }
 }

@@ -139,8 +139,13 @@ class Http2Connection : public Connection,
   // window more (probe 64: each of 128 streams held a body of up to max_body_bytes, 32 GiB
   // from one socket by default).
   void HoldBody(int32_t stream_id, StreamState* s, std::size_t bytes);
+  // `s` stops sending its body (dispatched, refused, closed): the streams held back go on as
+  // the bounds allow (ResumeHeldStreams).
   void ReleaseBody(StreamState* s);
-  int32_t OldestBodyStream() const;  // 0 when none
+  // Gives the held-back streams their windows: every one while within bounds, else the oldest.
+  // Also on every tick, so that no path that ends a stream can leave the others waiting.
+  void ResumeHeldStreams();
+  int32_t OldestBodyStream() const;  // of those holding body bytes; 0 when none
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse&& response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse&& response);
@@ -230,7 +235,8 @@ class Http2Connection : public Connection,
   uint64_t acked_seen_ = 0;          // the peer's acknowledged bytes at that tick
   Clock::time_point idle_since_;
   std::string prefix_;  // bytes to write before nghttp2's (the 101 of an Upgrade)
-  uint64_t held_bodies_ = 0;  // HoldBody's bytes, over the streams
+  uint64_t held_bodies_ = 0;      // HoldBody's bytes, over the streams
+  std::size_t held_streams_ = 0;  // streams whose window is held back (deferred_window > 0)
 };
 
 }  // namespace harrier::server_internal

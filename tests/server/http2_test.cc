@@ -958,6 +958,29 @@ TEST_F(Http2Test, TheBodiesAConnectionHoldsAreBounded) {
   }
 }
 
+// An older stream that holds no body bytes (its headers sent, nothing else yet) does not hold
+// the others back: the oldest stream that holds bytes is the one given its window (probe 66: the
+// uploads behind an empty stream that then ended waited for good).
+TEST_F(Http2Test, AnOlderStreamWithoutBodyBytesHoldsNoUploadBack) {
+  options_.max_body_bytes = 400'000;
+  options_.http2_initial_window_bytes = 65535;
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t quiet = c.Submit("POST", "/quiet", std::string(), {}, /*end_stream=*/false);
+  std::vector<int32_t> uploads;
+  for (int i = 0; i < 3; ++i)
+    uploads.push_back(c.Submit("POST", "/upload" + std::to_string(i), std::string(390'000, 'u')));
+  ASSERT_TRUE(c.Run(
+      [&] {
+        return std::all_of(uploads.begin(), uploads.end(),
+                           [&](int32_t id) { return c.response(id).closed; });
+      },
+      milliseconds(10000)));
+  for (int32_t id : uploads) EXPECT_EQ(c.response(id).status, 200);
+  EXPECT_FALSE(c.response(quiet).closed);
+  c.Reset(quiet);
+}
+
 TEST_F(Http2Test, AResetStreamCancelsItsHandlerAndLaterWritesAreDropped) {
   auto stream = std::make_shared<RecordingStream>();
   std::shared_ptr<HttpStreamWriter> writer;
