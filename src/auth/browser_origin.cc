@@ -10,15 +10,18 @@ namespace harrier::auth {
 
 std::string CrossSiteRefusal(const HttpRequest& head,
                              const std::vector<std::string>& allowed_origins) {
-  if (head.method == "GET" || head.method == "HEAD" || head.method == "OPTIONS") return {};
+  // On every request: views compare their sizes first, so most comparisons end there.
+  const std::string_view method = head.method;
+  if (method == "GET" || method == "HEAD" || method == "OPTIONS") return {};
   const std::string* origin = nullptr;
   const std::string* fetch_site = nullptr;
   int origins = 0;
   for (const auto& [name, value] : head.headers) {
-    if (name == "origin") {
+    const std::string_view field = name;
+    if (field == "origin") {
       origin = &value;
       ++origins;
-    } else if (name == "sec-fetch-site") {
+    } else if (field == "sec-fetch-site") {
       fetch_site = &value;
     }
   }

@@ -91,8 +91,12 @@ void RequestParser::on_request_impl(http::verb, string_view method_str, string_v
     return Refuse(400, "the request target's authority is not host[:port]", ec);
   }
   // An empty path is "/" (RFC 9112 §3.2.1; probe 65: "http://x?q" was served as "?q").
-  request_->target.assign(origin_form->starts_with('?') ? "/" : "");
-  request_->target.append(origin_form->data(), origin_form->size());
+  if (origin_form->starts_with('?')) {
+    request_->target.assign("/");
+    request_->target.append(origin_form->data(), origin_form->size());
+  } else {
+    request_->target.assign(origin_form->data(), origin_form->size());
+  }
   version_ = version;
 }
 
