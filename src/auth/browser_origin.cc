@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 
-#include <algorithm>
-
 #include "core/http_text.h"
 
 namespace harrier::auth {
@@ -26,13 +24,9 @@ std::string CrossSiteRefusal(const HttpRequest& head,
     }
   }
   if (origins > 1) return "the request carries Origin more than once";
-  const bool any =
-      std::find(allowed_origins.begin(), allowed_origins.end(), "*") != allowed_origins.end();
   if (origin != nullptr) {
-    if (any || std::find(allowed_origins.begin(), allowed_origins.end(), *origin) !=
-                   allowed_origins.end()) {
-      return {};
-    }
+    for (const std::string& allowed : allowed_origins)
+      if (allowed == "*" || allowed == *origin) return {};
     return "a browser request from the page at origin '" + origin->substr(0, 256) +
            "' may not change this server's state (a cross-site request); allow that origin with "
            "--allowed-origins";

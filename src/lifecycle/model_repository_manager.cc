@@ -219,23 +219,21 @@ void ModelRepositoryManagerImpl::AppendIndexRows(const std::string& name, const 
                      entry.reason});
     return;
   }
-  {
-    for (const auto& [v, e] : entry.versions) {
-      // A READY version whose repository content failed to load (poll mode, or a load request)
-      // says so: it serves on from what it was loaded from, and the failure was only in the
-      // log (probe 29). Triton leaves a READY row's reason empty; clients read the state.
-      std::string reason = e.reason;
-      if (e.state == ModelState::kReady && reason.empty()) {
-        if (!entry.last_failure.empty()) {
-          reason = "serving what was loaded before; the model's new content failed to load: " +
-                   entry.last_failure;
-        } else if (e.failed_reload_fingerprint != 0 && !e.failed_reload_reason.empty()) {
-          reason = "serving what was loaded before; its new files failed to load: " +
-                   e.failed_reload_reason;
-        }
+  for (const auto& [v, e] : entry.versions) {
+    // A READY version whose repository content failed to load (poll mode, or a load request)
+    // says so: it serves on from what it was loaded from, and the failure was only in the
+    // log (probe 29). Triton leaves a READY row's reason empty; clients read the state.
+    std::string reason = e.reason;
+    if (e.state == ModelState::kReady && reason.empty()) {
+      if (!entry.last_failure.empty()) {
+        reason = "serving what was loaded before; the model's new content failed to load: " +
+                 entry.last_failure;
+      } else if (e.failed_reload_fingerprint != 0 && !e.failed_reload_reason.empty()) {
+        reason = "serving what was loaded before; its new files failed to load: " +
+                 e.failed_reload_reason;
       }
-      rows->push_back({name, v, e.state, std::move(reason)});
     }
+    rows->push_back({name, v, e.state, std::move(reason)});
   }
 }
 
