@@ -6,21 +6,29 @@
 
 namespace harrier::auth {
 
-StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& options) {
-  std::unique_ptr<AccessControl> ac(new AccessControl());
-  ac->options_ = options;
-  ASSIGN_OR_RETURN(ac->options_.allowed_origins, NormalizedOrigins(options.allowed_origins));
-  ASSIGN_OR_RETURN(ac->options_.allowed_hosts, NormalizedHosts(options.allowed_hosts));
-  auto http = ParseApiRestrictions(options.http_restricted_api, "--http-restricted-api");
-  if (!http.ok()) return http.status();
-  ac->http_restrictions_ = std::move(http).value();
-  auto grpc = ParseApiRestrictions(options.grpc_restricted_protocol, "--grpc-restricted-protocol");
-  if (!grpc.ok()) return grpc.status();
-  ac->grpc_restrictions_ = std::move(grpc).value();
+Status AccessControl::CheckFlags(const Options& options) {
+  AccessControl scratch;
+  return scratch.TakeFlags(options);
+}
+
+Status AccessControl::TakeFlags(const Options& options) {
+  options_ = options;
+  ASSIGN_OR_RETURN(options_.allowed_origins, NormalizedOrigins(options.allowed_origins));
+  ASSIGN_OR_RETURN(options_.allowed_hosts, NormalizedHosts(options.allowed_hosts));
+  ASSIGN_OR_RETURN(http_restrictions_,
+                   ParseApiRestrictions(options.http_restricted_api, "--http-restricted-api"));
+  ASSIGN_OR_RETURN(grpc_restrictions_, ParseApiRestrictions(options.grpc_restricted_protocol,
+                                                            "--grpc-restricted-protocol"));
   // Triton's gRPC front end checks the header "triton-grpc-protocol-<key>", not <key> itself
   // (gRPC metadata names are lower case; ParseApiRestrictions lower-cased the key already).
-  for (ApiRestriction& r : ac->grpc_restrictions_)
+  for (ApiRestriction& r : grpc_restrictions_)
     r.header = std::string(kGrpcRestrictedHeaderPrefix) + r.header;
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(const Options& options) {
+  std::unique_ptr<AccessControl> ac(new AccessControl());
+  RETURN_IF_ERROR(ac->TakeFlags(options));
   if (!options.api_key_file.empty()) {
     ApiKeyStore::Options store;
     store.path = options.api_key_file;

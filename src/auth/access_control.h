@@ -37,6 +37,9 @@ class AccessControl {
   // kInvalidArgument for a restriction that does not parse or a key file that does not (the
   // message says where), kNotFound for a key file that cannot be read.
   static StatusOr<std::unique_ptr<AccessControl>> Create(const Options& options);
+  // Create's checks of the flags' values alone, opening no file: the start makes them before
+  // the models load, so that a typo in a list costs no load (Create makes them again).
+  static Status CheckFlags(const Options& options);
 
   // The handler to serve in place of `next` (REST's chain, gRPC's handler, the metrics
   // handler), or null when nothing applies to that port: then `next` is served as before.
@@ -53,6 +56,7 @@ class AccessControl {
 
  private:
   AccessControl() = default;
+  Status TakeFlags(const Options& options);  // options_ and the restrictions, parsed
   std::unique_ptr<HttpHandler> Wrap(HttpHandler* next, AuthHandler::Routes routes,
                                     const std::vector<ApiRestriction>& restrictions, bool use_keys,
                                     bool guard_browsers);

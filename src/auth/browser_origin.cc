@@ -68,7 +68,14 @@ StatusOr<std::vector<std::string>> NormalizedOrigins(const std::vector<std::stri
                              "' is not an origin: write '*' or scheme://host[:port] (http or "
                              "https, no path, no trailing slash, no spaces)");
     }
-    out.push_back(origin);
+    // Browsers leave a scheme's default port out of Origin (RFC 6454 §6.1), so a listed
+    // `https://x:443` would never match: it is kept as `https://x`.
+    const std::string_view default_port = scheme == "http" ? ":80" : ":443";
+    if (origin != "*" && origin.ends_with(default_port)) {
+      out.push_back(origin.substr(0, origin.size() - default_port.size()));
+    } else {
+      out.push_back(origin);
+    }
   }
   return out;
 }

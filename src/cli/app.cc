@@ -45,6 +45,18 @@
 namespace harrier {
 namespace {
 
+// Access control's options as the flags give them (no access log).
+auth::AccessControl::Options AccessOptions(const ServeFlags& flags) {
+  auth::AccessControl::Options options;
+  options.api_key_file = flags.api_key_file;
+  options.http_restricted_api = flags.http_restricted_api;
+  options.grpc_restricted_protocol = flags.grpc_restricted_protocol;
+  options.metrics_require_key = flags.metrics_require_key;
+  options.allowed_origins = flags.allowed_origins;
+  options.allowed_hosts = flags.allowed_hosts;
+  return options;
+}
+
 // The traces URL: --trace-endpoint, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as is), else
 // OTEL_EXPORTER_OTLP_ENDPOINT + "/v1/traces" (OpenTelemetry's rules); "" = tracing off.
 std::string TraceEndpoint(const ServeFlags& flags) {
@@ -115,6 +127,11 @@ Status App::Build() {
   if (tracer_) {
     spdlog::info("tracing on: {}, sample ratio {}", trace_endpoint, flags_.trace_sample_ratio);
   }
+
+  // Access control's lists (origins, hosts, restrictions): before the models load too; its
+  // files are opened after (OpenFiles).
+  if (Status checked = auth::AccessControl::CheckFlags(AccessOptions(flags_)); !checked.ok())
+    return Prefixed("access control", checked);
 
   OnnxRuntimeBackend::Options onnxruntime_options;
   onnxruntime_options.log_severity = flags_.log_verbose >= 2
@@ -214,13 +231,7 @@ Status App::OpenFiles() {
   }
   // Access control (docs/security.md): a key file or restriction that does not parse stops the
   // start here, before any port opens.
-  auth::AccessControl::Options access_options;
-  access_options.api_key_file = flags_.api_key_file;
-  access_options.http_restricted_api = flags_.http_restricted_api;
-  access_options.grpc_restricted_protocol = flags_.grpc_restricted_protocol;
-  access_options.metrics_require_key = flags_.metrics_require_key;
-  access_options.allowed_origins = flags_.allowed_origins;
-  access_options.allowed_hosts = flags_.allowed_hosts;
+  auth::AccessControl::Options access_options = AccessOptions(flags_);
   access_options.access_log = access_log_.get();
   auto access_control = auth::AccessControl::Create(access_options);
   if (!access_control.ok()) return Prefixed("access control", access_control.status());

@@ -104,6 +104,12 @@ TEST(NormalizedListsTest, EntriesAreLowerCasedOrRefusedNamingThem) {
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allowed-origins"));
   }
+  // A scheme's default port is left out, as browsers leave it out of Origin.
+  auto defaults = NormalizedOrigins({"https://ui.example:443", "http://ui.example:80",
+                                     "http://ui.example:443", "http://[::1]:80"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(*defaults, (std::vector<std::string>{"https://ui.example", "http://ui.example",
+                                                 "http://ui.example:443", "http://[::1]"}));
   auto hosts = NormalizedHosts({"Harrier.Internal.", "*"});
   ASSERT_TRUE(hosts.ok());
   EXPECT_EQ(*hosts, (std::vector<std::string>{"harrier.internal", "*"}));

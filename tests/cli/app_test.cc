@@ -188,6 +188,20 @@ TEST_F(AppTest, ABuildThatFailsNamesWhatAndStopsCleanly) {
   built = traced.Build();
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.message().rfind("tracing: --trace-sample-ratio", 0), 0u) << built.message();
+
+  // Access control's lists are checked here, before the models load (a typo cost a full load
+  // before), and its key file is not opened yet.
+  ServeFlags bad_origin = ExampleFlags();
+  bad_origin.allowed_origins = {"https://ui.example/"};
+  bad_origin.api_key_file = ::testing::TempDir() + "/no_such_key_file_for_app_test";
+  App guarded(bad_origin, log_sink_.get());
+  built = guarded.Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.message().rfind("access control: --allowed-origins", 0), 0u) << built.message();
+  ServeFlags keyed = ExampleFlags();
+  keyed.api_key_file = bad_origin.api_key_file;
+  App unopened(keyed, log_sink_.get());
+  EXPECT_TRUE(unopened.Build().ok());
 }
 
 // A stop begun while the models load (a signal during the start): the loads not begun are
