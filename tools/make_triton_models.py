@@ -20,6 +20,10 @@ Models written to OUT_DIR/<model>/1/model.onnx:
   reshape_grid   FP32 "INPUT0" [N, 4] -> Identity -> "OUTPUT0" [N, 4], with a config that
                  presents both as dims [2, 2] (reshape [4]) and max_batch_size 4.
   reshape_grid_nobatch  the same graph without N ([4]), config max_batch_size 0.
+  initializer_as_input  Triton's onnxruntime_backend test of that name: FP32 "INPUT" [5, 5] ->
+                 "OUTPUT" = INPUT + INITIALIZER, where "INITIALIZER" [5, 5] is an initializer
+                 (ones) also listed as a graph input; its config lists it `optional: true`, so
+                 a request may leave it out (OUTPUT = INPUT + 1) or send it to override it.
 
 Triton QA: the models Triton's qa/L0_http and qa/L0_grpc tests and its client examples
 (src/python/examples in triton-inference-server/client) call, with Triton's names, configs and
@@ -93,6 +97,20 @@ def reshape_grid(out_dir, name, batching):
     with open(os.path.join(out_dir, name, "config.pbtxt"), "w") as f:
         f.write("max_batch_size: %d\ninput [{ %s }]\noutput [{ %s }]\n"
                 % (4 if batching else 0, tensor % "INPUT0", tensor % "OUTPUT0"))
+
+
+def initializer_as_input(out_dir, name="initializer_as_input"):
+    ones = numpy_helper.from_array(np.ones((5, 5), dtype=np.float32), "INITIALIZER")
+    io = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [5, 5])  # noqa: E731
+    g = helper.make_graph(
+        [helper.make_node("Add", ["INPUT", "INITIALIZER"], ["OUTPUT"])], name,
+        [io("INPUT"), io("INITIALIZER")], [io("OUTPUT")], [ones])
+    save(out_dir, name, g)
+    with open(os.path.join(out_dir, name, "config.pbtxt"), "w") as f:
+        f.write('platform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+                'input [{ name: "INPUT" data_type: TYPE_FP32 dims: [5, 5] },\n'
+                '       { name: "INITIALIZER" data_type: TYPE_FP32 dims: [5, 5] optional: true }]\n'
+                'output [{ name: "OUTPUT" data_type: TYPE_FP32 dims: [5, 5] }]\n')
 
 
 # Triton QA (HTTP and gRPC) ---------------------------------------------------------------------------
@@ -199,6 +217,7 @@ def main(argv):
     identity(out_dir, "free_cols", ["N", "C"])
     reshape_grid(out_dir, "reshape_grid", batching=True)
     reshape_grid(out_dir, "reshape_grid_nobatch", batching=False)
+    initializer_as_input(out_dir)
     triton_qa(out_dir)  # Triton QA (HTTP and gRPC)
     return 0
 

@@ -28,8 +28,12 @@ struct TensorSpec {
 
 // What a model file says about itself; used to auto-complete and to check a config.
 struct ModelSignature {
-  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> inputs;  // each run needs every one
   std::vector<TensorSpec> outputs;
+  // Inputs the model gives a value of its own (ONNX: an initializer also listed as a graph
+  // input), which a run may leave out or override. A config may list one (usually with
+  // `optional: true`); auto-complete never adds one, since older exporters list every weight.
+  std::vector<TensorSpec> defaulted_inputs;
 };
 
 // How to build one model instance. Defaults are for lowest latency on a small machine.

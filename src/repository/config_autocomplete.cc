@@ -109,13 +109,16 @@ Status CompleteTensor(const TensorSpec& spec, bool batching, int32_t max_batch_s
 }
 
 // Checks that each listed tensor exists in the model, then completes the listed ones and
-// appends the missing ones in the model's order.
+// appends the missing ones in the model's order. A listed tensor may also be one of
+// `defaulted` (inputs the model has a value for), which are never appended.
 template <typename ConfigTensor>
-Status CompleteTensors(const std::vector<TensorSpec>& specs, bool batching, int32_t max_batch_size,
-                       std::string_view kind,
+Status CompleteTensors(const std::vector<TensorSpec>& specs,
+                       const std::vector<TensorSpec>& defaulted, bool batching,
+                       int32_t max_batch_size, std::string_view kind,
                        google::protobuf::RepeatedPtrField<ConfigTensor>* tensors) {
   for (const ConfigTensor& tensor : *tensors) {
-    if (FindSpec(specs, tensor.name()) == nullptr) {
+    if (FindSpec(specs, tensor.name()) == nullptr &&
+        FindSpec(defaulted, tensor.name()) == nullptr) {
       return InvalidArgument(std::string(kind) + " " + Quote(tensor.name()) +
                              " is in the config but not in the model (the model's " +
                              std::string(kind) + "s: " + NameList(specs) + ")");
@@ -134,6 +137,31 @@ Status CompleteTensors(const std::vector<TensorSpec>& specs, bool batching, int3
       listed->set_name(spec.name);
     }
     RETURN_IF_ERROR(CompleteTensor(spec, batching, max_batch_size, kind, listed));
+  }
+  for (ConfigTensor& tensor : *tensors) {
+    const TensorSpec* spec = FindSpec(defaulted, tensor.name());
+    if (spec == nullptr || FindSpec(specs, tensor.name()) != nullptr) continue;
+    if (batching) {
+      return InvalidArgument(std::string(kind) + " " + Quote(tensor.name()) +
+                             " has a value in the model (an initializer listed as an input), "
+                             "whose shape has no batch dimension: set max_batch_size: 0");
+    }
+    RETURN_IF_ERROR(CompleteTensor(*spec, batching, max_batch_size, kind, &tensor));
+  }
+  return Status::Ok();
+}
+
+// `optional` only on an input the model has a value for: ONNX Runtime runs no request that
+// leaves out any other (Triton refuses the config too).
+Status CheckOptionalInputs(const ModelSignature& signature, const inference::ModelConfig& config) {
+  for (const inference::ModelInput& input : config.input()) {
+    if (input.optional() && FindSpec(signature.inputs, input.name()) != nullptr) {
+      return InvalidArgument(
+          "input " + Quote(input.name()) +
+          " is optional in the config, but the model needs it on every run (a request may leave "
+          "out only an input the model has a value for: an ONNX initializer listed as an "
+          "input); remove 'optional: true'");
+    }
   }
   return Status::Ok();
 }
@@ -231,9 +259,10 @@ Status AutoCompleteConfig(const ModelSignature& signature, std::string_view mode
   const bool batching = max_batch_size > 0;
   if (batching) RETURN_IF_ERROR(CheckBatchDims(signature, max_batch_size));
 
-  RETURN_IF_ERROR(CompleteTensors(signature.inputs, batching, max_batch_size, "input",
-                                  config->mutable_input()));
-  RETURN_IF_ERROR(CompleteTensors(signature.outputs, batching, max_batch_size, "output",
+  RETURN_IF_ERROR(CompleteTensors(signature.inputs, signature.defaulted_inputs, batching,
+                                  max_batch_size, "input", config->mutable_input()));
+  RETURN_IF_ERROR(CheckOptionalInputs(signature, *config));
+  RETURN_IF_ERROR(CompleteTensors(signature.outputs, {}, batching, max_batch_size, "output",
                                   config->mutable_output()));
   CompleteInstanceGroups(model_name, config);
   if (config->default_model_filename().empty() && !options.default_model_filename.empty()) {

@@ -213,6 +213,23 @@ class ShapesTest(unittest.TestCase):
         self.assertEqual(meta["inputs"][0]["shape"], [-1, 2, 2])
         self.assertEqual(meta["outputs"][0]["shape"], [-1, 2, 2])
 
+    def test_an_optional_input_the_model_has_a_value_for_is_left_out_or_overridden(self):
+        """Triton's onnxruntime_backend test initializer_as_input (probe 63)."""
+        x = [float(v) for v in range(25)]
+        given = {"name": "INPUT", "datatype": "FP32", "shape": [5, 5], "data": x}
+        status, body = infer("initializer_as_input", [given])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["data"], [v + 1 for v in x])  # the model's ones
+        override = {"name": "INITIALIZER", "datatype": "FP32", "shape": [5, 5], "data": [10.0] * 25}
+        status, body = infer("initializer_as_input", [given, override])
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["data"], [v + 10 for v in x])
+        status, body = infer("initializer_as_input", [override])
+        self.assertEqual(status, 400, body)
+        self.assertIn("missing input 'INPUT'", body["error"])
+        status, meta = get("/v2/models/initializer_as_input")
+        self.assertEqual([i["name"] for i in json.loads(meta)["inputs"]], ["INPUT", "INITIALIZER"])
+
 
 def gzip_body(body):
     c = zlib.compressobj(6, zlib.DEFLATED, 31)

@@ -23,12 +23,13 @@ inference::ModelConfig Config(std::string_view text) {
 
 // An image classifier: x FP32 [-1,3,224,224] -> probs FP32 [-1,1000].
 ModelSignature Batchable() {
-  return {{{"x", DataType::kFp32, {-1, 3, 224, 224}}}, {{"probs", DataType::kFp32, {-1, 1000}}}};
+  return {
+      {{"x", DataType::kFp32, {-1, 3, 224, 224}}}, {{"probs", DataType::kFp32, {-1, 1000}}}, {}};
 }
 
 // The same model exported with a fixed batch of 1.
 ModelSignature FixedBatch() {
-  return {{{"x", DataType::kFp32, {1, 3, 224, 224}}}, {{"probs", DataType::kFp32, {1, 1000}}}};
+  return {{{"x", DataType::kFp32, {1, 3, 224, 224}}}, {{"probs", DataType::kFp32, {1, 1000}}}, {}};
 }
 
 Status Complete(const ModelSignature& sig, inference::ModelConfig* config,
@@ -156,7 +157,8 @@ TEST(AutoCompleteConfigTest, PartialConfigIsCompleted) {
 TEST(AutoCompleteConfigTest, MissingTensorsAreAppendedInModelOrder) {
   ModelSignature sig{
       {{"a", DataType::kInt64, {2}}, {"b", DataType::kInt64, {2}}, {"c", DataType::kBool, {2}}},
-      {{"y", DataType::kFp32, {2}}}};
+      {{"y", DataType::kFp32, {2}}},
+      {}};
   inference::ModelConfig config = Config("input [ { name: 'b' } ]");
   ASSERT_TRUE(Complete(sig, &config).ok());
   ASSERT_EQ(config.input_size(), 3);
@@ -191,7 +193,8 @@ TEST(AutoCompleteConfigTest, CompleteConfigIsLeftAsIs) {
 }
 
 TEST(AutoCompleteConfigTest, ConfigDimsMayFixModelVariableDims) {
-  ModelSignature sig{{{"x", DataType::kFp32, {-1, 3, -1, -1}}}, {{"y", DataType::kFp32, {-1, -1}}}};
+  ModelSignature sig{
+      {{"x", DataType::kFp32, {-1, 3, -1, -1}}}, {{"y", DataType::kFp32, {-1, -1}}}, {}};
   inference::ModelConfig config = Config(R"pb(
     input
     [ {
@@ -206,7 +209,7 @@ TEST(AutoCompleteConfigTest, ConfigDimsMayFixModelVariableDims) {
 }
 
 TEST(AutoCompleteConfigTest, ScalarPerItemBecomesOneReshapedToScalar) {
-  ModelSignature sig{{{"s", DataType::kInt32, {-1}}}, {{"y", DataType::kInt32, {-1}}}};
+  ModelSignature sig{{{"s", DataType::kInt32, {-1}}}, {{"y", DataType::kInt32, {-1}}}, {}};
   inference::ModelConfig config;
   ASSERT_TRUE(Complete(sig, &config).ok());
   EXPECT_EQ(config.max_batch_size(), 4);
@@ -220,7 +223,7 @@ TEST(AutoCompleteConfigTest, ScalarPerItemBecomesOneReshapedToScalar) {
 }
 
 TEST(AutoCompleteConfigTest, ReshapeIsComparedWithTheModel) {
-  ModelSignature sig{{{"img", DataType::kFp32, {-1, 784}}}, {{"y", DataType::kFp32, {-1, 10}}}};
+  ModelSignature sig{{{"img", DataType::kFp32, {-1, 784}}}, {{"y", DataType::kFp32, {-1, 10}}}, {}};
   inference::ModelConfig config =
       Config("input [ { name: 'img' dims: [28, 28] reshape { shape: [784] } } ]");
   Status s = Complete(sig, &config);
@@ -300,6 +303,58 @@ INSTANTIATE_TEST_SUITE_P(
                      "input [ { name: 'x' }, { name: 'x' } ]",
                      {"input 'x'", "more than once", nullptr}}),
     [](const ::testing::TestParamInfo<MismatchCase>& info) { return info.param.label; });
+
+// Triton's initializer_as_input: INPUT [5,5] and an initializer INITIALIZER [5,5] that is
+// also a graph input (ONNX Runtime: an overridable initializer).
+ModelSignature WithDefaultedInput() {
+  ModelSignature sig{
+      {{"INPUT", DataType::kFp32, {5, 5}}}, {{"OUTPUT", DataType::kFp32, {5, 5}}}, {}};
+  sig.defaulted_inputs = {{"INITIALIZER", DataType::kFp32, {5, 5}}};
+  return sig;
+}
+
+TEST(AutoCompleteConfigTest, AnInputWithAValueInTheModelIsListedOnlyWhenTheConfigListsIt) {
+  inference::ModelConfig none = Config("max_batch_size: 0");
+  ASSERT_TRUE(Complete(WithDefaultedInput(), &none).ok());
+  ASSERT_EQ(none.input_size(), 1);  // never added: older exporters list every weight
+  EXPECT_EQ(none.input(0).name(), "INPUT");
+
+  inference::ModelConfig listed =
+      Config("max_batch_size: 0 input [{ name: \"INITIALIZER\" optional: true }]");
+  ASSERT_TRUE(Complete(WithDefaultedInput(), &listed).ok());
+  ASSERT_EQ(listed.input_size(), 2);
+  EXPECT_EQ(listed.input(0).name(), "INITIALIZER");
+  EXPECT_EQ(listed.input(0).data_type(), inference::TYPE_FP32);  // completed from the model
+  EXPECT_THAT(listed.input(0).dims(), ElementsAre(5, 5));
+  EXPECT_EQ(listed.input(1).name(), "INPUT");
+
+  inference::ModelConfig wrong =
+      Config("max_batch_size: 0 input [{ name: \"INITIALIZER\" data_type: TYPE_FP32 dims: [4] }]");
+  Status mismatch = Complete(WithDefaultedInput(), &wrong);
+  EXPECT_EQ(mismatch.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(mismatch.message(), HasSubstr("'INITIALIZER': dims [4]"));
+
+  // Its shape has no batch dimension.
+  ModelSignature batchable = WithDefaultedInput();
+  batchable.inputs[0].dims = {-1, 5};
+  batchable.outputs[0].dims = {-1, 5};
+  inference::ModelConfig batched =
+      Config("max_batch_size: 4 input [{ name: \"INITIALIZER\" optional: true }]");
+  Status refused = Complete(batchable, &batched);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("'INITIALIZER' has a value in the model"));
+}
+
+// Probe 63: `optional` on an input the model needs loaded, and every request without it failed.
+TEST(AutoCompleteConfigTest, OptionalOnAnInputTheModelNeedsIsRefused) {
+  inference::ModelConfig config =
+      Config("max_batch_size: 0 input [{ name: \"INPUT\" optional: true }]");
+  Status refused = Complete(WithDefaultedInput(), &config);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              AllOf(HasSubstr("input 'INPUT' is optional in the config, but the model needs it"),
+                    HasSubstr("remove 'optional: true'")));
+}
 
 TEST(AutoCompleteConfigTest, OtherBackendOrPlatformIsUnimplemented) {
   inference::ModelConfig config = Config("backend: 'tensorrt'");

@@ -222,11 +222,13 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Share(
 
 Status OnnxRuntimeInstance::ResolveIo() {
   ASSIGN_OR_RETURN(signature_, ReadSignature(*session_));
-  auto to_io = [](const TensorSpec& spec) {
-    return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype)};
+  auto to_io = [](const TensorSpec& spec, bool defaulted) {
+    return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype), defaulted};
   };
-  for (const auto& spec : signature_.inputs) inputs_.push_back(to_io(spec));
-  for (const auto& spec : signature_.outputs) outputs_.push_back(to_io(spec));
+  // The required inputs first: a request's names are looked for from the front.
+  for (const auto& spec : signature_.inputs) inputs_.push_back(to_io(spec, false));
+  for (const auto& spec : signature_.defaulted_inputs) inputs_.push_back(to_io(spec, true));
+  for (const auto& spec : signature_.outputs) outputs_.push_back(to_io(spec, false));
   run_input_names_.reserve(inputs_.size());
   run_inputs_.reserve(inputs_.size());
   input_spans_.reserve(inputs_.size());
@@ -281,10 +283,17 @@ Status OnnxRuntimeInstance::RunOrThrow(std::span<const Tensor> inputs,
                                        std::span<const std::string> output_names,
                                        std::vector<Tensor>* outputs) {
   outputs->clear();
-  if (inputs.size() != inputs_.size()) {
-    return InvalidArgument("the model expects " + std::to_string(inputs_.size()) + " inputs (" +
-                           NameList(signature_.inputs) + "), got " + std::to_string(inputs.size()));
-  }
+  const size_t required = signature_.inputs.size();
+  auto count_refusal = [&] {
+    return InvalidArgument("the model expects " + std::to_string(required) + " inputs (" +
+                           NameList(signature_.inputs) + ")" +
+                           (required == inputs_.size()
+                                ? ""
+                                : " and may take " + std::to_string(inputs_.size() - required) +
+                                      " that have a value in the model") +
+                           ", got " + std::to_string(inputs.size()));
+  };
+  if (inputs.size() < required || inputs.size() > inputs_.size()) return count_refusal();
   if (output_names.empty()) return Status::Ok();
 
   run_input_names_.clear();
@@ -301,6 +310,14 @@ Status OnnxRuntimeInstance::RunOrThrow(std::span<const Tensor> inputs,
     if (input_seen_[slot]) return InvalidArgument("input '" + tensor.name + "' is given twice");
     input_seen_[slot] = 1;
     RETURN_IF_ERROR(PrepareInput(tensor, slot));
+  }
+  // The required inputs are the first `required` slots; a defaulted one left out keeps the
+  // model's value.
+  for (size_t slot = 0; slot < required; ++slot) {
+    if (!input_seen_[slot]) {
+      return InvalidArgument("input '" + inputs_[slot].name + "' is missing; the model expects " +
+                             NameList(signature_.inputs));
+    }
   }
 
   run_output_names_.clear();

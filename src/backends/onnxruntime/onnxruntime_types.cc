@@ -136,6 +136,16 @@ StatusOr<ModelSignature> ReadSignature(const Ort::Session& session) {
                                       info.GetConst(), "output"));
     signature.outputs.push_back(std::move(spec));
   }
+  // ONNX Runtime lists an initializer that is also a graph input as an "overridable
+  // initializer", not an input. One that Harrier cannot serve (a type it has no name for) is
+  // left out rather than failing the load: no request could name it anyway.
+  const size_t defaulted_count = session.GetOverridableInitializerCount();
+  for (size_t i = 0; i < defaulted_count; ++i) {
+    Ort::TypeInfo info = session.GetOverridableInitializerTypeInfo(i);
+    auto spec = SpecFromTypeInfo(session.GetOverridableInitializerNameAllocated(i, allocator).get(),
+                                 info.GetConst(), "input");
+    if (spec.ok()) signature.defaulted_inputs.push_back(std::move(spec).value());
+  }
   return signature;
 }
 

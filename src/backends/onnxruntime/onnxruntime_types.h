@@ -33,8 +33,9 @@ std::string_view OnnxElementTypeName(ONNXTensorElementDataType type);
 StatusOr<TensorSpec> SpecFromTypeInfo(std::string name, const Ort::ConstTypeInfo& info,
                                       std::string_view kind);
 
-// The inputs and outputs of a loaded session, in the model's order. kInvalidArgument as
-// SpecFromTypeInfo. May throw Ort::Exception (the caller catches it).
+// The inputs and outputs of a loaded session, in the model's order, and its overridable
+// initializers as defaulted inputs. kInvalidArgument as SpecFromTypeInfo (for an input or an
+// output). May throw Ort::Exception (the caller catches it).
 StatusOr<ModelSignature> ReadSignature(const Ort::Session& session);
 
 // Where an ONNX Runtime call failed; decides how its error code maps to a Status.

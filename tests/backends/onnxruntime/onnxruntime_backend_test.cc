@@ -499,6 +499,54 @@ TEST_F(OnnxRuntimeBackendTest, BadRequestsAreErrorsAndTheInstanceStaysUsable) {
   EXPECT_EQ(diff[3], 3.0f);
 }
 
+// Triton's initializer_as_input (tools/make_triton_models.py): INITIALIZER is an initializer
+// (ones) also listed as a graph input, which ONNX Runtime calls overridable (probe 63).
+TEST_F(OnnxRuntimeBackendTest, AnInputWithAValueInTheModelMayBeLeftOutOrOverridden) {
+  ASSERT_FALSE(::harrier::testing::TritonModelDir().empty());
+  const std::string path =
+      ::harrier::testing::TritonModelDir() + "/initializer_as_input/1/model.onnx";
+  auto sig = TheBackend().Inspect(path);
+  ASSERT_TRUE(sig.ok()) << sig.status().ToString();
+  ASSERT_EQ(sig->inputs.size(), 1u);
+  EXPECT_EQ(sig->inputs[0].name, "INPUT");
+  ASSERT_EQ(sig->defaulted_inputs.size(), 1u);
+  EXPECT_EQ(sig->defaulted_inputs[0].name, "INITIALIZER");
+  EXPECT_EQ(sig->defaulted_inputs[0].dtype, DataType::kFp32);
+  EXPECT_THAT(sig->defaulted_inputs[0].dims, ElementsAre(5, 5));
+
+  auto instance = TheBackend().CreateInstance(path, {});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  ASSERT_EQ((*instance)->signature()->defaulted_inputs.size(), 1u);
+  alignas(4) float x[25];
+  alignas(4) float tens[25];
+  for (int i = 0; i < 25; ++i) {
+    x[i] = static_cast<float>(i);
+    tens[i] = 10;
+  }
+  const Tensor input = View("INPUT", DataType::kFp32, {5, 5}, x, sizeof(x));
+  const Tensor initializer = View("INITIALIZER", DataType::kFp32, {5, 5}, tens, sizeof(tens));
+  const std::vector<std::string> names{"OUTPUT"};
+  std::vector<Tensor> outputs;
+  for (const auto& [inputs, added] : {std::pair{std::vector<Tensor>{input}, 1.0f},
+                                      std::pair{std::vector<Tensor>{initializer, input}, 10.0f}}) {
+    SCOPED_TRACE(inputs.size());
+    Status s = (*instance)->Run(inputs, names, &outputs, {});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(outputs.size(), 1u);
+    const auto* out = reinterpret_cast<const float*>(outputs[0].data);
+    EXPECT_EQ(out[0], added);
+    EXPECT_EQ(out[24], 24 + added);
+  }
+  // The input the model needs, left out: named, whatever else comes.
+  const std::vector<Tensor> only_initializer{initializer};
+  Status missing = (*instance)->Run(only_initializer, names, &outputs, {});
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.message(), HasSubstr("input 'INPUT' is missing"));
+  Status none = (*instance)->Run(std::vector<Tensor>{}, names, &outputs, {});
+  EXPECT_THAT(none.message(), HasSubstr("expects 1 inputs ('INPUT') and may take 1 that have a "
+                                        "value in the model, got 0"));
+}
+
 TEST_F(OnnxRuntimeBackendTest, NoOutputNamesRunsNothing) {
   auto instance = Load("identity_fp32");
   ASSERT_NE(instance, nullptr);
