@@ -28,6 +28,11 @@ constexpr std::size_t kWriteBatch = 256 * 1024;
 constexpr uint64_t kMaxReserve = 64ull << 20;
 // Per-header overhead counted against max_header_bytes, as SETTINGS_MAX_HEADER_LIST_SIZE does.
 constexpr std::size_t kHeaderOverhead = 32;
+// A response that the client's flow-control window holds back must move this many bytes per
+// write timeout (or all it has left), or its stream is reset: 273 bytes/s at the default 30 s,
+// about Kestrel's minimum response data rate. A window opened a byte at a time counted as
+// progress before, and held 128 responses per connection for good (probe 64).
+constexpr uint64_t kWindowProgressBytes = 8 * 1024;
 
 // Headers a handler may set that HTTP/2 forbids or the server owns (RFC 9113 §8.2.2).
 bool IsDroppedHeader(std::string_view name) {
@@ -80,10 +85,10 @@ struct Http2Connection<Stream>::StreamState {
   std::size_t deferred_window = 0;              // its window bytes not given back yet (HoldBody)
   std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
   // A stall by the client's flow-control window, seen by the connection's tick (no clock read
-  // per frame): DATA frames sent for the response, their count at the last tick, and since when
-  // its bytes have waited without a frame sent.
-  uint64_t data_frames = 0;
-  uint64_t data_frames_seen = 0;
+  // per frame): DATA bytes sent for the response, their count when the wait began, and since
+  // when its bytes have waited without kWindowProgressBytes sent.
+  uint64_t data_bytes = 0;
+  uint64_t data_bytes_seen = 0;
   Clock::time_point waiting_since{};
 };
 
@@ -401,7 +406,7 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
   auto* c = static_cast<Http2Connection*>(user);
   if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   auto* s = static_cast<StreamState*>(source->ptr);
-  ++s->data_frames;
+  s->data_bytes += length;
   SendCb(nullptr, framehd, 9, 0, user);
   // We never ask for padding, so padlen is 0.
   (void)frame;
@@ -601,15 +606,15 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
                             (nghttp2_session_get_stream_remote_window_size(session_, id) <= 0 ||
                              nghttp2_session_get_remote_window_size(session_) <= 0);
     // While a socket write is under way no frame is made: the write timeout judges that.
-    if (!data_waits || writing_ || s->data_frames != s->data_frames_seen ||
+    if (!data_waits || writing_ || s->data_bytes - s->data_bytes_seen >= kWindowProgressBytes ||
         s->waiting_since == Clock::time_point{}) {
-      s->data_frames_seen = s->data_frames;
-      s->waiting_since = now;  // nothing waits, or it moved since the last tick
+      s->data_bytes_seen = s->data_bytes;
+      s->waiting_since = now;  // nothing waits, or it moved enough since the wait began
     } else if (!s->stream_cancelled && now - s->waiting_since > o.write_timeout) {
       spdlog::debug(
-          "http2: stream {}: the client's window held the response back for the write "
-          "timeout; resetting it",
-          id);
+          "http2: stream {}: the client's window held the response back (less than {} bytes "
+          "sent) for the write timeout; resetting it",
+          id, kWindowProgressBytes);
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
       CancelStream(s.get());
       s->stream_cancelled = true;  // a plain response has no handler: not again on every tick
@@ -772,6 +777,16 @@ template <class Stream>
 void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
   const auto& o = shared_->options;
   s->head_request = s->request.method == "HEAD";
+  // A client that leaves its answers unread makes the connection hold no more of them (probe
+  // 64: 128 streams' responses): past --max-body-bytes of responses made and not yet sent, a
+  // new stream is refused unprocessed, which the client may retry (RFC 9113 §8.7).
+  if (streams_.size() > 1 && UnsentResponseBytes() > o.max_body_bytes) {
+    spdlog::debug("http2: stream {}: refused, the connection holds more than {} unsent bytes", id,
+                  o.max_body_bytes);
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+    s->refused = true;
+    return;
+  }
   if (s->header_too_large) {
     RefuseWithError(id, s, 431,
                     "request header list is larger than the server's limit of " +
@@ -906,6 +921,19 @@ void Http2Connection<Stream>::OnRequestComplete(int32_t id, StreamState* s) {
   }
   if (s->refused || s->dispatched) return;
   Dispatch(id, s);
+}
+
+template <class Stream>
+std::size_t Http2Connection<Stream>::UnsentResponseBytes() const {
+  std::size_t total = 0;
+  for (const auto& [id, s] : streams_) {
+    std::size_t parts = 0;
+    for (const auto& part : s->parts) parts += part->bytes.size();
+    total += parts - std::min(parts, s->part_sent);
+    if (s->responded && !s->handler)
+      total += s->response.body.size() - std::min(s->sent, s->response.body.size());
+  }
+  return total;
 }
 
 // Answers a stream without handing it to Handle(): the response, then (if the client is still

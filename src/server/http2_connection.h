@@ -146,6 +146,7 @@ class Http2Connection : public Connection,
   // Also on every tick, so that no path that ends a stream can leave the others waiting.
   void ResumeHeldStreams();
   int32_t OldestBodyStream() const;  // of those holding body bytes; 0 when none
+  std::size_t UnsentResponseBytes() const;  // of the responses made, not yet sent
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse&& response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse&& response);

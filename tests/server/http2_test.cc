@@ -172,6 +172,12 @@ class H2Client {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   }
 
+  // Opens stream `id`'s window and the connection's by `bytes` (sent at the next Run).
+  void OpenWindow(int32_t id, int32_t bytes) {
+    nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, id, bytes);
+    nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, 0, bytes);
+  }
+
   // Pumps until `done()` or the timeout; false on timeout, or when the connection ends first.
   bool Run(const std::function<bool()>& done, milliseconds timeout = milliseconds(5000)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -1076,6 +1082,64 @@ TEST_F(Http2Test, AResponseHeldBackByTheClientsWindowIsResetAfterTheWriteTimeout
   EXPECT_EQ(c.response(small).status, 200);
   EXPECT_EQ(c.response(small).body, std::string(10, 'x'));
   EXPECT_FALSE(c.eof());
+}
+
+// A window opened a byte at a time is no progress (probe 64: it held 128 responses per
+// connection for good): the stream must move kWindowProgressBytes per write timeout.
+TEST_F(Http2Test, AWindowOpenedAByteAtATimeDoesNotHoldAResponseForGood) {
+  options_.write_timeout = milliseconds(400);
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body = std::string(100'000, 'x');
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port(), /*window=*/1000, /*window_updates=*/false);
+  const int32_t big = c.Submit("GET", "/big");
+  ASSERT_TRUE(c.Run([&] { return c.response(big).status == 200; }));
+  const auto start = std::chrono::steady_clock::now();
+  while (!c.response(big).closed &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    c.OpenWindow(big, 1);
+    c.Run([] { return false; }, milliseconds(50));
+  }
+  ASSERT_TRUE(c.response(big).closed);
+  EXPECT_EQ(c.response(big).error_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
+  EXPECT_LT(c.response(big).body.size(), 1100u);  // the window's 1000 bytes and the trickle
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+// A client that leaves its answers unread makes the connection hold at most --max-body-bytes of
+// them, and the streams past it are refused unprocessed (probe 64).
+TEST_F(Http2Test, PastMaxBodyBytesOfUnsentResponsesANewStreamIsRefused) {
+  options_.max_body_bytes = 50'000;
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body = std::string(40'000, 'x');
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port(), /*window=*/1000, /*window_updates=*/false);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(c.Submit("GET", "/r" + std::to_string(i)));
+    ASSERT_TRUE(
+        c.Run([&] { return c.response(ids.back()).status != 0 || c.response(ids.back()).closed; }));
+  }
+  EXPECT_EQ(c.response(ids[0]).status, 200);
+  EXPECT_EQ(c.response(ids[1]).status, 200);  // 39,000 unsent then: within the bound
+  EXPECT_TRUE(c.response(ids[2]).closed);     // 78,000 unsent: refused
+  EXPECT_EQ(c.response(ids[2]).error_code, static_cast<uint32_t>(NGHTTP2_REFUSED_STREAM));
+  EXPECT_EQ(handler_.calls.load(), 2);
+  // Read, the responses come whole, and new streams are served again.
+  c.OpenWindow(ids[0], 39'000);
+  c.OpenWindow(ids[1], 39'000);
+  ASSERT_TRUE(c.Run([&] { return c.response(ids[0]).closed && c.response(ids[1]).closed; }));
+  EXPECT_EQ(c.response(ids[0]).body.size(), 40'000u);
+  EXPECT_EQ(c.response(ids[1]).body.size(), 40'000u);
+  const int32_t again = c.Submit("GET", "/again");
+  ASSERT_TRUE(c.Run([&] { return c.response(again).status != 0; }));
+  EXPECT_EQ(c.response(again).status, 200);
 }
 
 // A request read whole, answered with a ResponseStream: HEADERS at once, a DATA frame per part as
