@@ -326,8 +326,18 @@ void ModelRepositoryManagerImpl::PollNow() {
 void ModelRepositoryManagerImpl::Poll() {
   auto dirs = ScanRepository(options_.repository_path);
   if (!dirs.ok()) {
-    spdlog::error("model repository poll: {}", dirs.status().message());
+    if (dirs.status().message() != poll_failure_) {
+      poll_failure_ = dirs.status().message();
+      spdlog::error(
+          "model repository poll: {} (the models go on serving; logged again if this "
+          "changes)",
+          poll_failure_);
+    }
     return;
+  }
+  if (!poll_failure_.empty()) {
+    spdlog::info("model repository poll: the repository can be listed again");
+    poll_failure_.clear();
   }
   std::vector<std::string> known;
   {

@@ -257,6 +257,9 @@ class ModelRepositoryManagerImpl : public ModelRepositoryManager {
   // key — PollModel() for each model directory (new models load, changed versions reload,
   // removed versions unload), PollRemoved() for each model no longer in the repository.
   void Poll();
+  // The repository's own failure at the last poll (it could not be listed), to log it once
+  // while it lasts, as a model's failure is (probe 68: a line every poll). Poll's alone.
+  std::string poll_failure_;
   void PollModel(const ModelDirectory& dir);
   void PollRemoved(const std::string& name);
   void SetModel(const std::string& name, ModelEntry entry);

@@ -335,7 +335,7 @@ Status ModelRepositoryManagerImpl::Reconcile(
   plan_inputs.selected = selection->selected;
   for (int64_t v : selection->selected) {
     auto fp = ModelFingerprint(LocalFileSystem(), dir, v);
-    plan_inputs.fingerprints[v] = fp.ok() ? *fp : 0;
+    plan_inputs.fingerprints[v] = fp.ok() ? *fp : UnreadableFingerprint(fp.status());
   }
   plan_inputs.force = force || overridden;
   const ReconcilePlan plan = PlanReconcile(plan_inputs);

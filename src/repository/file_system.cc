@@ -1,6 +1,7 @@
 #include "repository/file_system.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,16 +63,16 @@ class LocalFileSystemImpl final : public FileSystem {
         entry.type = FileType::kOther;
         entry.error = IoError("cannot inspect", it->path().string(), status_ec);
       }
-      if (entry.type == FileType::kRegular) {
-        std::error_code size_ec, time_ec;
-        const std::uintmax_t size = fs::file_size(it->path(), size_ec);
-        const fs::file_time_type modified = fs::last_write_time(it->path(), time_ec);
-        if (!size_ec) entry.size_bytes = size;
-        if (!time_ec) {
-          entry.modified_ns =
-              std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch())
-                  .count();
+      struct stat st {};
+      if ((entry.type == FileType::kRegular || entry.type == FileType::kDirectory) &&
+          ::stat(it->path().c_str(), &st) == 0) {
+        if (entry.type == FileType::kRegular) {
+          entry.size_bytes = static_cast<uint64_t>(st.st_size);
+          entry.modified_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
         }
+        entry.mode = st.st_mode & 07777;
+        entry.owner = st.st_uid;
+        entry.group = st.st_gid;
       }
       entries.push_back(std::move(entry));
     }

@@ -32,6 +32,12 @@ struct DirectoryEntry {
   // target); zero for anything else. For noticing that a model's files changed.
   uint64_t size_bytes = 0;
   int64_t modified_ns = 0;
+  // A regular file's or a directory's permission bits, owner and group (of the link's target);
+  // zero for anything else. A chmod or chown that repairs a failed load changes no time or
+  // size (probe 68).
+  uint32_t mode = 0;
+  uint32_t owner = 0;
+  uint32_t group = 0;
 };
 
 class FileSystem {

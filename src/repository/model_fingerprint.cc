@@ -58,6 +58,8 @@ Status AddTree(const FileSystem& fs, const std::string& path, const std::string&
     digest->Add(static_cast<uint64_t>(e.type));
     digest->Add(e.size_bytes);
     digest->Add(static_cast<uint64_t>(e.modified_ns));
+    digest->Add((uint64_t{e.mode} << 32) ^ e.owner);
+    digest->Add(uint64_t{e.group});
     if (e.type == FileType::kDirectory && depth < 16)
       RETURN_IF_ERROR(AddTree(fs, path + "/" + e.name, name + "/", depth + 1, budget, digest));
   }
@@ -88,6 +90,14 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
   int64_t budget = kMaxTreeEntries;
   RETURN_IF_ERROR(AddTree(fs, dir.path + "/" + std::to_string(version), "", 0, &budget, &digest));
   return digest.value();
+}
+
+uint64_t UnreadableFingerprint(const Status& error) {
+  Digest digest;
+  digest.Add(std::string_view("unreadable"));
+  digest.Add(static_cast<uint64_t>(error.code()));
+  digest.Add(error.message());
+  return digest.value() | 1;  // never 0, "no fingerprint"
 }
 
 }  // namespace harrier

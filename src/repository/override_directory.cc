@@ -87,10 +87,20 @@ StatusOr<std::vector<std::string_view>> Segments(const std::string& path) {
   return segments;
 }
 
-// Writes `content` to a new file `path` (which must not exist), mode 0600.
-Status WriteNewFile(const std::string& path, const std::string& content) {
+// A failure to write the overrides: the client reads the file's name as it gave it
+// ('file:1/model.onnx') and why; the server's own path is for its log only (probe 68: a full
+// disk's error showed the client the temporary directory).
+Status WriteFailure(std::string_view what, std::string_view given, const std::string& path,
+                    int error) {
+  spdlog::error("file overrides: {} {}: {}", what, path, ErrnoText(error));
+  return Internal(std::string(what) + " 'file:" + std::string(given) + "': " + ErrnoText(error));
+}
+
+// Writes `content` to a new file `path` (which must not exist), mode 0600; `given` is its name
+// in the request.
+Status WriteNewFile(const std::string& path, std::string_view given, const std::string& content) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Internal("cannot create " + path + ": " + ErrnoText(errno));
+  if (fd < 0) return WriteFailure("cannot create", given, path, errno);
   size_t written = 0;
   while (written < content.size()) {
     const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
@@ -98,11 +108,11 @@ Status WriteNewFile(const std::string& path, const std::string& content) {
     if (n < 0) {
       const int error = errno;
       ::close(fd);
-      return Internal("cannot write " + path + ": " + ErrnoText(error));
+      return WriteFailure("cannot write", given, path, error);
     }
     written += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) return Internal("cannot write " + path + ": " + ErrnoText(errno));
+  if (::close(fd) != 0) return WriteFailure("cannot write", given, path, errno);
   return Status::Ok();
 }
 
@@ -154,8 +164,12 @@ StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
   std::string pattern =
       base + "/" + std::string(kDirectoryPrefix) + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
-    return Internal("cannot make a directory for the file overrides under " + base + ": " +
-                    ErrnoText(errno));
+    const int error = errno;
+    spdlog::error("file overrides: cannot make a directory under {}: {}", base, ErrnoText(error));
+    return Internal(
+        "cannot make a directory for the file overrides (the server's log says "
+        "where): " +
+        ErrnoText(error));
   }
   // Owned from here: any failure below removes what was written.
   std::unique_ptr<OverrideDirectory> dir(new OverrideDirectory(pattern, std::move(versions)));
@@ -166,10 +180,11 @@ StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Create(
     while (slash != std::string::npos) {
       const std::string sub = dir->path_ + "/" + file.path.substr(0, slash);
       if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST)
-        return Internal("cannot make " + sub + ": " + ErrnoText(errno));
+        return WriteFailure("cannot make", std::string_view(file.path).substr(0, slash), sub,
+                            errno);
       slash = file.path.find('/', slash + 1);
     }
-    RETURN_IF_ERROR(WriteNewFile(dir->path_ + "/" + file.path, file.content));
+    RETURN_IF_ERROR(WriteNewFile(dir->path_ + "/" + file.path, file.path, file.content));
   }
   return dir;
 }

@@ -1356,6 +1356,22 @@ TEST_F(ModelRepositoryManagerTest, APollDoesNotRetryOrRelogTheSameFailure) {
   m.PollNow();
   EXPECT_TRUE(Eventually([&] { return rows()["a"].reason.empty() && rows()["b"].reason.empty(); }))
       << rows()["a"].reason << " / " << rows()["b"].reason;
+
+  // The repository itself cannot be listed: said once while it lasts (probe 68: a line every
+  // poll), and when it ends; the models go on serving.
+  const fs::path away = root_.string() + ".away";
+  fs::rename(root_, away);
+  for (int i = 0; i < 3; ++i) m.PollNow();
+  EXPECT_TRUE(
+      Eventually([&] { return !log.Find(spdlog::level::err, "model repository poll").empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(log.Find(spdlog::level::err, "model repository poll").size(), 1u);
+  EXPECT_TRUE(m.Get("a", 1).ok());
+  fs::rename(away, root_);
+  m.PollNow();
+  EXPECT_TRUE(Eventually([&] {
+    return !log.Find(spdlog::level::info, "the repository can be listed again").empty();
+  }));
 }
 
 // ---- Traffic between versions (docs/routing.md) ----------------------------------------------

@@ -84,6 +84,38 @@ TEST_F(ModelFingerprintTest, ANewerFileOfTheSameSizeChangesIt) {
   EXPECT_NE(Of(1), one);
 }
 
+// A chmod or chown changes no size or time, and is what repairs a load that failed with
+// "Permission denied": a poll must see it (probe 68: readiness stayed 503 until a touch).
+TEST_F(ModelFingerprintTest, APermissionOrOwnerChangeChangesIt) {
+  const uint64_t before = Of(1);
+  const fs::path model = root_ / "m/1/model.onnx";
+  fs::permissions(model, fs::perms::owner_read | fs::perms::owner_write);
+  const uint64_t private_file = Of(1);
+  EXPECT_NE(private_file, before);
+  fs::permissions(model, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                             fs::perms::others_read);
+  EXPECT_NE(Of(1), private_file);
+  Write("m/1/sub/weights.bin", "w");
+  const uint64_t with_sub = Of(1);
+  fs::permissions(root_ / "m/1/sub", fs::perms::owner_all);
+  EXPECT_NE(Of(1), with_sub);
+  ASSERT_EQ(::chown(model.c_str(), ::getuid(), ::getgid()), 0);  // unchanged owner: the same
+  const uint64_t same = Of(1);
+  EXPECT_EQ(Of(1), same);
+  EXPECT_EQ(Of(2), Of(2));
+}
+
+// A version whose files cannot be walked has a fingerprint of its error: stable while the
+// error is (a poll does not retry it, and log it, every time), never 0 ("none").
+TEST_F(ModelFingerprintTest, AnUnreadableVersionsFingerprintFollowsItsError) {
+  const Status denied = Internal("cannot list 'm/1': Permission denied");
+  EXPECT_EQ(UnreadableFingerprint(denied), UnreadableFingerprint(denied));
+  EXPECT_NE(UnreadableFingerprint(denied), 0u);
+  EXPECT_NE(UnreadableFingerprint(denied),
+            UnreadableFingerprint(Internal("cannot list 'm/1': Too many open files")));
+  EXPECT_NE(UnreadableFingerprint(denied), Of(1));
+}
+
 // Links to "." fan out: four of them made 4^16 listings within the depth bound, and the load
 // (and the stop) never ended (probe 29). The walk is bounded in entries too.
 TEST_F(ModelFingerprintTest, LinksThatFanOutEndTheWalkWithAnError) {
