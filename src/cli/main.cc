@@ -23,6 +23,7 @@
 #include "cli/server_log.h"
 #include "cli/stop_signals.h"
 #include "core/fatal_signal.h"
+#include "core/standard_descriptors.h"
 #include "observability/async_log_sink.h"
 
 namespace harrier {
@@ -101,6 +102,9 @@ int Serve(const ServeFlags& flags) {
 }  // namespace harrier
 
 int main(int argc, char** argv) {
+  // First of all: a closed stdin, stdout or stderr must not be reused by the next descriptor
+  // opened (the server log writes to 2).
+  if (harrier::OpenClosedStandardDescriptors() < 0) return 1;
   // A fault ends the process with a backtrace on stderr (core/fatal_signal.h); first, so that
   // every thread inherits it.
   harrier::InstallFatalSignalReport();
