@@ -6,6 +6,55 @@
 
 namespace harrier::auth {
 
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// A host name or address as a Host field or an origin carries it: no space, '/', '?', '#',
+// '@' or '\\'.
+bool PlainHost(std::string_view host) {
+  return !host.empty() && host.find_first_of(" \t/?#@\\,") == std::string_view::npos;
+}
+
+// `scheme://host[:port]` as a browser serializes it (RFC 6454 §6.1): lower case, the port in
+// decimal without leading zeros and left out when it is empty or the scheme's default; empty when
+// `origin` is not one (another scheme, no host, a port that is not 1..65535).
+std::string CanonicalOrigin(std::string_view given) {
+  const std::string origin = Lower(given);
+  const std::size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string::npos) return {};
+  const std::string_view scheme = std::string_view(origin).substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return {};
+  const std::string_view authority = std::string_view(origin).substr(scheme_end + 3);
+  if (!PlainHost(authority)) return {};
+  // An IPv6 literal is bracketed; any other host has no ':'.
+  const std::size_t host_end =
+      authority.front() == '[' ? authority.find(']') + 1 : authority.find(':');
+  if (host_end == 0) return {};  // '[' without ']'
+  const std::string_view host = authority.substr(0, host_end);
+  if (host.empty() || (host.front() != '[' && host.find_first_of("[]") != std::string_view::npos))
+    return {};
+  if (host_end >= authority.size()) return std::string(scheme) + "://" + std::string(host);
+  if (authority[host_end] != ':') return {};
+  std::string_view digits = authority.substr(host_end + 1);
+  // An empty port is no port, as the URL standard parses it.
+  if (digits.empty()) return std::string(scheme) + "://" + std::string(host);
+  if (digits.find_first_not_of("0123456789") != std::string_view::npos) return {};
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  if (digits.size() > 5) return {};
+  const int port = std::stoi(std::string(digits));
+  if (port < 1 || port > 65535) return {};
+  if (port == (scheme == "http" ? 80 : 443)) return std::string(scheme) + "://" + std::string(host);
+  return std::string(scheme) + "://" + std::string(host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
 std::string CrossSiteRefusal(const HttpRequest& head,
                              const std::vector<std::string>& allowed_origins) {
   // On every request: views compare their sizes first, so most comparisons end there.
@@ -27,6 +76,13 @@ std::string CrossSiteRefusal(const HttpRequest& head,
   if (origin != nullptr) {
     for (const std::string& allowed : allowed_origins)
       if (allowed == "*" || allowed == *origin) return {};
+    // As a browser would have written it (a client copying the configured URL may send the
+    // default port): only on this path, which browsers' cross-site requests take.
+    if (const std::string canonical = CanonicalOrigin(*origin);
+        !canonical.empty() && canonical != *origin) {
+      for (const std::string& allowed : allowed_origins)
+        if (allowed == canonical) return {};
+    }
     return "a browser request from the page at origin '" + origin->substr(0, 256) +
            "' may not change this server's state (a cross-site request); allow that origin with "
            "--allowed-origins";
@@ -38,44 +94,23 @@ std::string CrossSiteRefusal(const HttpRequest& head,
   return {};
 }
 
-namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-// A host name or address as a Host field or an origin carries it: no space, '/', '?', '#',
-// '@' or '\\'.
-bool PlainHost(std::string_view host) {
-  return !host.empty() && host.find_first_of(" \t/?#@\\,") == std::string_view::npos;
-}
-
-}  // namespace
-
 StatusOr<std::vector<std::string>> NormalizedOrigins(const std::vector<std::string>& origins) {
   std::vector<std::string> out;
   for (const std::string& given : origins) {
-    const std::string origin = Lower(given);
-    const std::size_t scheme_end = origin.find("://");
-    const std::string_view scheme = std::string_view(origin).substr(0, scheme_end);
-    if (origin != "*" &&
-        (scheme_end == std::string::npos || (scheme != "http" && scheme != "https") ||
-         !PlainHost(std::string_view(origin).substr(scheme_end + 3)))) {
+    if (given == "*") {
+      out.push_back(given);
+      continue;
+    }
+    // As browsers send it: a listed `https://x:443` or `https://x:0443` is `https://x`, or it
+    // would never match (probe 69).
+    std::string origin = CanonicalOrigin(given);
+    if (origin.empty()) {
       return InvalidArgument("--allowed-origins: '" + given +
                              "' is not an origin: write '*' or scheme://host[:port] (http or "
-                             "https, no path, no trailing slash, no spaces)");
+                             "https, a host, a port from 1 to 65535, no path, no trailing slash, "
+                             "no spaces)");
     }
-    // Browsers leave a scheme's default port out of Origin (RFC 6454 §6.1), so a listed
-    // `https://x:443` would never match: it is kept as `https://x`.
-    const std::string_view default_port = scheme == "http" ? ":80" : ":443";
-    if (origin != "*" && origin.ends_with(default_port)) {
-      out.push_back(origin.substr(0, origin.size() - default_port.size()));
-    } else {
-      out.push_back(origin);
-    }
+    out.push_back(std::move(origin));
   }
   return out;
 }

@@ -407,6 +407,7 @@ int Http2Connection<Stream>::SendDataCb(nghttp2_session*, nghttp2_frame* frame,
   if (c->batch_bytes_ >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   auto* s = static_cast<StreamState*>(source->ptr);
   s->data_bytes += length;
+  c->data_bytes_ += length;
   SendCb(nullptr, framehd, 9, 0, user);
   // We never ask for padding, so padlen is 0.
   (void)frame;
@@ -594,6 +595,11 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
   // stream: the connection is closed, as HTTP/1.1 closes after a 408 for a stalled header.
   bool stalled = false;
   if (held_streams_ > 0) ResumeHeldStreams();  // a safety net: ReleaseBody resumes them
+  // The connection's own progress, for the streams that only its window holds back.
+  if (data_bytes_ - data_bytes_seen_ >= kWindowProgressBytes) {
+    data_bytes_seen_ = data_bytes_;
+    data_progress_at_ = now;
+  }
   for (auto& [id, s] : streams_) {
     // A response that the client's flow-control window holds back (it sends no WINDOW_UPDATE)
     // is no socket write that stalls: without this, it held its stream, what was queued for it
@@ -601,13 +607,17 @@ void Http2Connection<Stream>::OnTick(const error_code& ec) {
     // producer told, after the write timeout; the connection's other streams go on.
     // Only a closed window counts: a stream starved behind others on a slow connection, whose
     // client does open its window, is the write timeout's to judge (probe 33).
-    const bool data_waits = s->responded &&
-                            (s->handler ? !s->parts.empty() : s->sent < s->response.body.size()) &&
-                            (nghttp2_session_get_stream_remote_window_size(session_, id) <= 0 ||
-                             nghttp2_session_get_remote_window_size(session_) <= 0);
+    // A stream whose own window is open waits on the connection's, which its client opens for
+    // every stream: it moves when the connection does (probe 69: 16 streams of a client
+    // reading a steady 2 KiB/s each got less than 8 KiB in 30 s, and were reset).
+    const bool own_window_open = nghttp2_session_get_stream_remote_window_size(session_, id) > 0;
+    const bool data_waits =
+        s->responded && (s->handler ? !s->parts.empty() : s->sent < s->response.body.size()) &&
+        (!own_window_open || nghttp2_session_get_remote_window_size(session_) <= 0);
+    const bool moved = s->data_bytes - s->data_bytes_seen >= kWindowProgressBytes ||
+                       (own_window_open && data_progress_at_ > s->waiting_since);
     // While a socket write is under way no frame is made: the write timeout judges that.
-    if (!data_waits || writing_ || s->data_bytes - s->data_bytes_seen >= kWindowProgressBytes ||
-        s->waiting_since == Clock::time_point{}) {
+    if (!data_waits || writing_ || moved || s->waiting_since == Clock::time_point{}) {
       s->data_bytes_seen = s->data_bytes;
       s->waiting_since = now;  // nothing waits, or it moved enough since the wait began
     } else if (!s->stream_cancelled && now - s->waiting_since > o.write_timeout) {
@@ -779,12 +789,9 @@ void Http2Connection<Stream>::OnRequestHeaders(int32_t id, StreamState* s) {
   s->head_request = s->request.method == "HEAD";
   // A client that leaves its answers unread makes the connection hold no more of them (probe
   // 64: 128 streams' responses): past --max-body-bytes of responses made and not yet sent, a
-  // new stream is refused unprocessed, which the client may retry (RFC 9113 §8.7).
+  // new stream is answered 503 unprocessed.
   if (streams_.size() > 1 && UnsentResponseBytes() > o.max_body_bytes) {
-    spdlog::debug("http2: stream {}: refused, the connection holds more than {} unsent bytes", id,
-                  o.max_body_bytes);
-    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
-    s->refused = true;
+    Refuse(id, s, UnreadResponsesRefusal(s));
     return;
   }
   if (s->header_too_large) {
@@ -1028,6 +1035,19 @@ void Http2Connection<Stream>::OnResponse(int32_t id, HttpResponse&& response) {
   }
   SubmitResponse(id, s, std::move(response));
   Flush();
+}
+
+template <class Stream>
+HttpResponse Http2Connection<Stream>::UnreadResponsesRefusal(const StreamState* s) {
+  const uint64_t bound = shared_->options.max_body_bytes;
+  HttpResponse r = TransportErrorResponse(
+      503,
+      "this connection holds more than " + std::to_string(bound) +
+          " bytes of responses its client has not read yet; read them, or use another "
+          "connection",
+      "content-type", s->request, s->body.size(), shared_->options.access_log, shared_->handler);
+  r.headers.emplace_back("retry-after", "1");
+  return r;
 }
 
 template <class Stream>

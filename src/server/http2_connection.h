@@ -147,6 +147,8 @@ class Http2Connection : public Connection,
   void ResumeHeldStreams();
   int32_t OldestBodyStream() const;  // of those holding body bytes; 0 when none
   std::size_t UnsentResponseBytes() const;  // of the responses made, not yet sent
+  // The 503 for a new stream while UnsentResponseBytes() is past --max-body-bytes (logged).
+  HttpResponse UnreadResponsesRefusal(const StreamState* s);
   void Dispatch(int32_t stream_id, StreamState* s);
   void OnResponse(int32_t stream_id, HttpResponse&& response);
   void SubmitResponse(int32_t stream_id, StreamState* s, HttpResponse&& response);
@@ -234,6 +236,11 @@ class Http2Connection : public Connection,
   bool writing_ = false;
   Clock::time_point write_started_;  // or the tick that last saw the peer acknowledge bytes
   uint64_t acked_seen_ = 0;          // the peer's acknowledged bytes at that tick
+  // DATA bytes sent on the connection, their count when the tick last saw kWindowProgressBytes
+  // more, and that tick's time: the progress of streams held back by the connection's window.
+  uint64_t data_bytes_ = 0;
+  uint64_t data_bytes_seen_ = 0;
+  Clock::time_point data_progress_at_{};
   Clock::time_point idle_since_;
   std::string prefix_;  // bytes to write before nghttp2's (the 101 of an Upgrade)
   uint64_t held_bodies_ = 0;      // HoldBody's bytes, over the streams

@@ -44,6 +44,16 @@ TEST(CrossSiteRefusalTest, BrowsersStateChangingRequestsFromOtherSitesAreRefused
        {{"origin", "https://ui.example:8443"}},
        {"https://ui.example"},
        true},
+      {"a default port a client copied from the configured URL",
+       "POST",
+       {{"origin", "https://ui.example:443"}},
+       {"https://ui.example"},
+       false},
+      {"another port is another origin",
+       "POST",
+       {{"origin", "https://ui.example:444"}},
+       {"https://ui.example"},
+       true},
       {"* allows every origin", "POST", {{"origin", "http://evil.example"}}, {"*"}, false},
       {"Origin twice",
        "POST",
@@ -98,18 +108,22 @@ TEST(NormalizedListsTest, EntriesAreLowerCasedOrRefusedNamingThem) {
   ASSERT_TRUE(origins.ok()) << origins.status().ToString();
   EXPECT_EQ(*origins,
             (std::vector<std::string>{"https://ui.example:8443", "http://127.0.0.1:3000", "*"}));
-  for (const char* bad : {"ui.example", "https://ui.example/", " https://ui.example",
-                          "https://ui.example/path", "ftp://ui.example", "https://", ""}) {
+  for (const char* bad :
+       {"ui.example", "https://ui.example/", " https://ui.example", "https://ui.example/path",
+        "ftp://ui.example", "https://", "", "https://ui.example:abc", "https://ui.example:65536",
+        "https://ui.example:0", "https://:443", "http://[::1", "http://a:b:80"}) {
     auto refused = NormalizedOrigins({bad});
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allowed-origins"));
   }
   // A scheme's default port is left out, as browsers leave it out of Origin.
   auto defaults = NormalizedOrigins({"https://ui.example:443", "http://ui.example:80",
-                                     "http://ui.example:443", "http://[::1]:80"});
+                                     "http://ui.example:443", "http://[::1]:80",
+                                     "https://ui.example:0443", "http://x:08080", "https://y:"});
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
-  EXPECT_EQ(*defaults, (std::vector<std::string>{"https://ui.example", "http://ui.example",
-                                                 "http://ui.example:443", "http://[::1]"}));
+  EXPECT_EQ(*defaults, (std::vector<std::string>{
+                           "https://ui.example", "http://ui.example", "http://ui.example:443",
+                           "http://[::1]", "https://ui.example", "http://x:8080", "https://y"}));
   auto hosts = NormalizedHosts({"Harrier.Internal.", "*"});
   ASSERT_TRUE(hosts.ok());
   EXPECT_EQ(*hosts, (std::vector<std::string>{"harrier.internal", "*"}));

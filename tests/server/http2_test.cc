@@ -172,9 +172,10 @@ class H2Client {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   }
 
-  // Opens stream `id`'s window and the connection's by `bytes` (sent at the next Run).
+  // Opens stream `id`'s window and the connection's by `bytes` (sent at the next Run); with
+  // `id` 0, the connection's alone.
   void OpenWindow(int32_t id, int32_t bytes) {
-    nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, id, bytes);
+    if (id != 0) nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, id, bytes);
     nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, 0, bytes);
   }
 
@@ -1128,8 +1129,8 @@ TEST_F(Http2Test, PastMaxBodyBytesOfUnsentResponsesANewStreamIsRefused) {
   }
   EXPECT_EQ(c.response(ids[0]).status, 200);
   EXPECT_EQ(c.response(ids[1]).status, 200);  // 39,000 unsent then: within the bound
-  EXPECT_TRUE(c.response(ids[2]).closed);     // 78,000 unsent: refused
-  EXPECT_EQ(c.response(ids[2]).error_code, static_cast<uint32_t>(NGHTTP2_REFUSED_STREAM));
+  EXPECT_EQ(c.response(ids[2]).status, 503);  // 78,000 unsent: refused unprocessed
+  EXPECT_EQ(c.response(ids[2]).headers.at("retry-after"), "1");
   EXPECT_EQ(handler_.calls.load(), 2);
   // Read, the responses come whole, and new streams are served again.
   c.OpenWindow(ids[0], 39'000);
@@ -1140,6 +1141,34 @@ TEST_F(Http2Test, PastMaxBodyBytesOfUnsentResponsesANewStreamIsRefused) {
   const int32_t again = c.Submit("GET", "/again");
   ASSERT_TRUE(c.Run([&] { return c.response(again).status != 0; }));
   EXPECT_EQ(c.response(again).status, 200);
+}
+
+// Streams whose own windows are open share the connection's, which the client opens at a
+// steady rate: each gets its share, less than kWindowProgressBytes per write timeout, and none
+// is reset while the connection moves (probe 69).
+TEST_F(Http2Test, StreamsSharingASteadilyOpenedConnectionWindowAreNotReset) {
+  options_.write_timeout = milliseconds(400);
+  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
+    HttpResponse r;
+    r.body = std::string(30'000, 'x');
+    respond(std::move(r));
+  };
+  StartServer();
+  H2Client c(server_->port(), /*window=*/1 << 20, /*window_updates=*/false);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(c.Submit("GET", "/s" + std::to_string(i)));
+  auto all_closed = [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return c.response(id).closed; });
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while (!all_closed() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    c.OpenWindow(0, 2048);  // 40 KiB/s for the connection, ~10 KiB/s for each stream
+    c.Run([] { return false; }, milliseconds(50));
+  }
+  for (int32_t id : ids) {
+    EXPECT_FALSE(c.response(id).reset) << id;
+    EXPECT_EQ(c.response(id).body.size(), 30'000u) << id;
+  }
 }
 
 // A request read whole, answered with a ResponseStream: HEADERS at once, a DATA frame per part as
