@@ -145,16 +145,25 @@ bool OverloadLimiter::TryAcquire(Clock::time_point now, bool exempt, Refusal* wh
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   rejected_.fetch_add(1, std::memory_order_relaxed);
   last_refused_wait_ns_.store(predicted, std::memory_order_relaxed);
-  if (why != nullptr) *why = {v == Verdict::kAtLimit, nanoseconds(predicted)};
+  if (why != nullptr) *why = RefusalOf(v, ahead, predicted);
   return false;
+}
+
+OverloadLimiter::Refusal OverloadLimiter::RefusalOf(Verdict v, int ahead, int64_t predicted) const {
+  Refusal why{v == Verdict::kAtLimit, nanoseconds(predicted)};
+  // The limit that refused it, not the one in force when the message is written: the first
+  // run's measurement lifts the initial limit meanwhile (a refusal at 16 said "4096").
+  if (why.at_limit) why.limit = ahead + 1 > max_limit_ ? max_limit_ : initial_limit_;
+  return why;
 }
 
 bool OverloadLimiter::WouldAdmit(Clock::time_point now, Refusal* why) const {
   if (!options_.enabled) return true;
   int64_t predicted = 0;
-  const Verdict v = Decide(in_flight_.load(std::memory_order_relaxed), ToNs(now), &predicted);
+  const int ahead = in_flight_.load(std::memory_order_relaxed);
+  const Verdict v = Decide(ahead, ToNs(now), &predicted);
   if (v == Verdict::kAdmit) return true;
-  if (why != nullptr) *why = {v == Verdict::kAtLimit, nanoseconds(predicted)};
+  if (why != nullptr) *why = RefusalOf(v, ahead, predicted);
   return false;
 }
 
@@ -282,7 +291,7 @@ std::string OverloadLimiter::RejectionMessage(std::string_view model, const Refu
   const Snapshot s = snapshot();
   std::string m = "model '" + std::string(model) + "' is ";
   if (why.at_limit) {
-    m += "at its concurrency limit of " + std::to_string(s.limit) + " (queue delay target " +
+    m += "at its concurrency limit of " + std::to_string(why.limit) + " (queue delay target " +
          HumanDuration(s.target.count()) + ")";
   } else {
     m += "overloaded: predicted queue delay " + HumanDuration(why.predicted_wait.count()) +

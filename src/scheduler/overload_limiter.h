@@ -97,6 +97,7 @@ class OverloadLimiter {
   struct Refusal {
     bool at_limit = false;  // the held count, not the predicted delay
     std::chrono::nanoseconds predicted_wait{0};
+    int limit = 0;  // with at_limit: the limit that refused it
   };
 
   struct Snapshot {
@@ -164,6 +165,7 @@ class OverloadLimiter {
   enum class Verdict { kAdmit, kOverTarget, kAtLimit };
   // `ahead`: requests held, not counting the newcomer.
   Verdict Decide(int ahead, int64_t now_ns, int64_t* predicted_ns) const;
+  Refusal RefusalOf(Verdict v, int ahead, int64_t predicted) const;
   int64_t ExpectedServiceNs(int64_t items) const;  // 0 when nothing is measured
   void CloseWindow(int64_t now_ns);
 
