@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,9 +71,7 @@ class LocalFileSystemImpl final : public FileSystem {
           entry.size_bytes = static_cast<uint64_t>(st.st_size);
           entry.modified_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
         }
-        entry.mode = st.st_mode & 07777;
-        entry.owner = st.st_uid;
-        entry.group = st.st_gid;
+        entry.access = AccessStamp(it->path().string(), st);
       }
       entries.push_back(std::move(entry));
     }
@@ -118,6 +117,22 @@ class LocalFileSystemImpl final : public FileSystem {
 };
 
 }  // namespace
+
+uint64_t AccessStamp(const std::string& path, const struct stat& st) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  auto add = [&hash](const void* bytes, size_t size) {
+    for (size_t i = 0; i < size; ++i) {
+      hash ^= static_cast<const unsigned char*>(bytes)[i];
+      hash *= 1099511628211ull;
+    }
+  };
+  const uint32_t ids[3] = {static_cast<uint32_t>(st.st_mode & 07777), st.st_uid, st.st_gid};
+  add(ids, sizeof(ids));
+  char acl[4096];
+  const ssize_t n = ::getxattr(path.c_str(), "system.posix_acl_access", acl, sizeof(acl));
+  if (n > 0) add(acl, static_cast<size_t>(n));
+  return hash;
+}
 
 StatusOr<std::string> ResolveInside(const std::string& dir, const std::string& relative) {
   std::error_code ec;

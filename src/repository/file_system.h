@@ -6,6 +6,8 @@
 // called from any thread.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,13 +34,16 @@ struct DirectoryEntry {
   // target); zero for anything else. For noticing that a model's files changed.
   uint64_t size_bytes = 0;
   int64_t modified_ns = 0;
-  // A regular file's or a directory's permission bits, owner and group (of the link's target);
-  // zero for anything else. A chmod or chown that repairs a failed load changes no time or
-  // size (probe 68).
-  uint32_t mode = 0;
-  uint32_t owner = 0;
-  uint32_t group = 0;
+  // Who may read a regular file or a directory (of the link's target): AccessStamp; zero for
+  // anything else.
+  uint64_t access = 0;
 };
+
+// A digest of who may read `path`: its permission bits, owner, group and POSIX ACL (`st` is its
+// stat). A chmod, chown or setfacl that repairs a failed load changes neither its size nor its
+// modification time (probes 68 and 71); the status change time would, but also changes with a
+// hard link or a chmod to the same mode, each a needless reload of a serving model.
+uint64_t AccessStamp(const std::string& path, const struct stat& st);
 
 class FileSystem {
  public:

@@ -1,5 +1,7 @@
 #include "repository/model_fingerprint.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -34,36 +36,44 @@ class Digest {
   uint64_t hash_ = 14695981039346656037ull;
 };
 
-// The most entries a version's tree may hold. Depth alone did not bound the walk: four links
-// to "." in a version directory made 4^16 listings, and the load (and the stop) never ended
-// (probe 29).
+// The most entries of a version's tree a fingerprint takes. Depth alone did not bound the walk:
+// four links to "." in a version directory made 4^16 listings, and the load (and the stop)
+// never ended (probe 29).
 constexpr int64_t kMaxTreeEntries = 100'000;
 
-// Adds every entry under `path` (relative names from `prefix`), sorted, recursing into
-// directories. Depth-limited (a repository has no reason to nest 16 deep) and bounded by
-// `*budget` entries in all: a link cycle must not recurse forever, nor fan out.
-Status AddTree(const FileSystem& fs, const std::string& path, const std::string& prefix, int depth,
-               int64_t* budget, Digest* digest) {
-  ASSIGN_OR_RETURN(std::vector<DirectoryEntry> entries, fs.ListDirectory(path));
+// Adds the entries of the directory `entries` were listed from (relative names from
+// `prefix`), sorted, then what each sub-directory holds: a directory's own files count whatever
+// its sub-directories hold (probe 71: four links to '.' spent the budget before model.onnx was
+// reached, so a new model.onnx went unseen). A sub-directory that cannot be listed is one entry
+// (its error), and the walk goes on. Depth-limited (a repository has no reason to nest 16 deep)
+// and bounded by `*budget` entries in all: a link cycle must not recurse forever, nor fan out;
+// what is past the budget is left out.
+void AddEntries(const FileSystem& fs, const std::string& path, std::vector<DirectoryEntry> entries,
+                const std::string& prefix, int depth, int64_t* budget, Digest* digest) {
   std::sort(entries.begin(), entries.end(),
             [](const DirectoryEntry& a, const DirectoryEntry& b) { return a.name < b.name; });
   for (const DirectoryEntry& e : entries) {
     if (--*budget < 0) {
-      return InvalidArgument("the version's directory holds more than " +
-                             std::to_string(kMaxTreeEntries) +
-                             " entries (counting through links: a link to '.' or a parent?)");
+      digest->Add(std::string_view("past the entry budget"));
+      return;
     }
-    const std::string name = prefix + e.name;
-    digest->Add(name);
+    digest->Add(prefix + e.name);
     digest->Add(static_cast<uint64_t>(e.type));
     digest->Add(e.size_bytes);
     digest->Add(static_cast<uint64_t>(e.modified_ns));
-    digest->Add((uint64_t{e.mode} << 32) ^ e.owner);
-    digest->Add(uint64_t{e.group});
-    if (e.type == FileType::kDirectory && depth < 16)
-      RETURN_IF_ERROR(AddTree(fs, path + "/" + e.name, name + "/", depth + 1, budget, digest));
+    digest->Add(e.access);
   }
-  return Status::Ok();
+  for (const DirectoryEntry& e : entries) {
+    if (e.type != FileType::kDirectory || depth >= 16 || *budget < 0) continue;
+    const std::string sub = path + "/" + e.name;
+    StatusOr<std::vector<DirectoryEntry>> listed = fs.ListDirectory(sub);
+    if (!listed.ok()) {
+      digest->Add(listed.status().message());
+      continue;
+    }
+    AddEntries(fs, sub, std::move(listed).value(), prefix + e.name + "/", depth + 1, budget,
+               digest);
+  }
 }
 
 }  // namespace
@@ -84,11 +94,31 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
   } else if (!dir.config_path.empty()) {
     ASSIGN_OR_RETURN(std::string config, fs.ReadFile(dir.config_path));
     digest.Add(config);
+    // The label files its outputs name (label_filename, in the model's directory) are read at
+    // load too: a fixed one is a change (probe 71: a label file made readable was never
+    // retried). A config that does not parse fails its load with or without them.
+    if (StatusOr<inference::ModelConfig> parsed = ParseModelConfig(config, dir.config_path);
+        parsed.ok()) {
+      for (const inference::ModelOutput& out : parsed->output()) {
+        if (out.label_filename().empty()) continue;
+        struct stat st {};
+        const std::string path = dir.path + "/" + out.label_filename();
+        if (::stat(path.c_str(), &st) != 0) {
+          digest.Add(std::string_view("no label file"));
+          continue;
+        }
+        digest.Add(static_cast<uint64_t>(st.st_size));
+        digest.Add(static_cast<uint64_t>(st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec));
+        digest.Add(AccessStamp(path, st));
+      }
+    }
   } else {
     digest.Add(std::string_view("no config"));
   }
   int64_t budget = kMaxTreeEntries;
-  RETURN_IF_ERROR(AddTree(fs, dir.path + "/" + std::to_string(version), "", 0, &budget, &digest));
+  const std::string version_path = dir.path + "/" + std::to_string(version);
+  ASSIGN_OR_RETURN(std::vector<DirectoryEntry> entries, fs.ListDirectory(version_path));
+  AddEntries(fs, version_path, std::move(entries), "", 0, &budget, &digest);
   return digest.value();
 }
 

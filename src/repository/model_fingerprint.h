@@ -1,7 +1,7 @@
 // ModelFingerprint: a digest of what one model version is loaded from — its config.pbtxt's
 // content and every file under its version directory (relative path, size, modification
-// time, permissions, owner and group) — so that a repository poll can tell which versions changed
-// and reload only those.
+// time, who may read it), and the label files its config names — so that a repository poll can tell
+// which versions changed and reload only those.
 //
 // A file rewritten in place with the same size within the file system's timestamp resolution
 // goes unnoticed; every other change (a new model file, a config edit, a file added, removed or
@@ -18,7 +18,8 @@
 namespace harrier {
 
 // The fingerprint of version `version` of `dir`. Errors: those of `fs` for the version
-// directory (or config.pbtxt, when the model has one) that cannot be read.
+// directory (or config.pbtxt, when the model has one) that cannot be read. A sub-directory that
+// cannot be read counts as its error; a tree past 100,000 entries is taken as far as that.
 StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& dir,
                                     int64_t version);
 
