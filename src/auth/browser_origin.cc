@@ -21,9 +21,34 @@ bool PlainHost(std::string_view host) {
   return !host.empty() && host.find_first_of(" \t/?#@\\,") == std::string_view::npos;
 }
 
-// `scheme://host[:port]` as a browser serializes it (RFC 6454 §6.1): lower case, the port in
-// decimal without leading zeros and left out when it is empty or the scheme's default; empty when
-// `origin` is not one (another scheme, no host, a port that is not 1..65535).
+// A host as a browser serializes it in an origin: an IPv4 address in dotted decimal (`127.1`
+// and `0x7f.0.0.1` are 127.0.0.1), an IPv6 address bracketed and compressed, a name in ASCII
+// letters, digits, '-', '_' and '.' (an international name in its punycode form); empty when it
+// is none of these (probe 72: `[0:0:0:0:0:0:0:1]`, `127.1` and `[zz]` were kept as written).
+std::string CanonicalHost(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr v6{};
+    char text[INET6_ADDRSTRLEN];
+    const std::string inside(host.substr(1, host.size() - 2));
+    if (inet_pton(AF_INET6, inside.c_str(), &v6) != 1 ||
+        inet_ntop(AF_INET6, &v6, text, sizeof(text)) == nullptr)
+      return {};
+    return "[" + std::string(text) + "]";
+  }
+  for (char c : host) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    if (!ok) return {};
+  }
+  in_addr v4{};
+  if (inet_aton(std::string(host).c_str(), &v4) != 0) return inet_ntoa(v4);
+  return std::string(host);
+}
+
+// `scheme://host[:port]` as a browser serializes it (RFC 6454 §6.1): lower case, the host as
+// CanonicalHost writes it, the port in decimal without leading zeros and left out when it is
+// empty or the scheme's default; empty when `origin` is not one (another scheme, no host, a
+// port that is not 1..65535).
 std::string CanonicalOrigin(std::string_view given) {
   const std::string origin = Lower(given);
   const std::size_t scheme_end = origin.find("://");
@@ -36,21 +61,20 @@ std::string CanonicalOrigin(std::string_view given) {
   const std::size_t host_end =
       authority.front() == '[' ? authority.find(']') + 1 : authority.find(':');
   if (host_end == 0) return {};  // '[' without ']'
-  const std::string_view host = authority.substr(0, host_end);
-  if (host.empty() || (host.front() != '[' && host.find_first_of("[]") != std::string_view::npos))
-    return {};
-  if (host_end >= authority.size()) return std::string(scheme) + "://" + std::string(host);
+  const std::string host = CanonicalHost(authority.substr(0, host_end));
+  if (host.empty()) return {};
+  if (host_end >= authority.size()) return std::string(scheme) + "://" + host;
   if (authority[host_end] != ':') return {};
   std::string_view digits = authority.substr(host_end + 1);
   // An empty port is no port, as the URL standard parses it.
-  if (digits.empty()) return std::string(scheme) + "://" + std::string(host);
+  if (digits.empty()) return std::string(scheme) + "://" + host;
   if (digits.find_first_not_of("0123456789") != std::string_view::npos) return {};
   while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
   if (digits.size() > 5) return {};
   const int port = std::stoi(std::string(digits));
   if (port < 1 || port > 65535) return {};
-  if (port == (scheme == "http" ? 80 : 443)) return std::string(scheme) + "://" + std::string(host);
-  return std::string(scheme) + "://" + std::string(host) + ":" + std::to_string(port);
+  if (port == (scheme == "http" ? 80 : 443)) return std::string(scheme) + "://" + host;
+  return std::string(scheme) + "://" + host + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -107,8 +131,9 @@ StatusOr<std::vector<std::string>> NormalizedOrigins(const std::vector<std::stri
     if (origin.empty()) {
       return InvalidArgument("--allowed-origins: '" + given +
                              "' is not an origin: write '*' or scheme://host[:port] (http or "
-                             "https, a host, a port from 1 to 65535, no path, no trailing slash, "
-                             "no spaces)");
+                             "https; a host name in ASCII, an international one in its punycode "
+                             "form 'xn--...', or an IP address; a port from 1 to 65535; no path, "
+                             "no trailing slash, no spaces)");
     }
     out.push_back(std::move(origin));
   }

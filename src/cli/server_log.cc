@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/json_writer.h"
+#include "observability/access_log.h"
 
 namespace harrier {
 namespace {
@@ -26,34 +27,18 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
   }
 };
 
-// spdlog flag %~ : the message with its control characters escaped (\n, \r, \t, \xNN), so
-// that one record is one line: a client's text in a message (a file override's name, a model
-// name) cannot write lines of its own into the log (probe 71 forged an error line with a
-// newline in an override's name).
+// spdlog flag %~ : the message as a log line may hold it (AppendLogText: controls, NEL, CSI,
+// U+2028 and U+2029 escaped, backslashes doubled), so that one record is one line: a client's
+// text in a message (a file override's name, a model name) cannot write lines of its own into
+// the log (probe 71 forged an error line with a newline in an override's name, probe 72 with
+// U+2028 and NEL).
 class OneLineMessage : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    const char* p = msg.payload.data();
-    const char* const end = p + msg.payload.size();
-    while (p < end) {
-      const char* run = p;
-      while (p < end && static_cast<unsigned char>(*p) >= 0x20 && *p != 0x7f) ++p;
-      dest.append(run, p);
-      if (p == end) break;
-      const unsigned char c = static_cast<unsigned char>(*p++);
-      if (c == '\n') {
-        dest.append(std::string_view("\\n"));
-      } else if (c == '\r') {
-        dest.append(std::string_view("\\r"));
-      } else if (c == '\t') {
-        dest.append(std::string_view("\\t"));
-      } else {
-        const char escaped[4] = {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
-        dest.append(escaped, escaped + 4);
-      }
-    }
+    std::string escaped;
+    AppendLogText(&escaped, std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(escaped.data(), escaped.data() + escaped.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<OneLineMessage>();

@@ -50,12 +50,18 @@ size_t UnsafeInLog(std::string_view v, size_t at) {
   return 0;
 }
 
-// A JSON string of valid UTF-8 `v` in which the characters UnsafeInLog names are escaped as
-// \uXXXX (\n, \r, \t for those three): a log line holds none of them raw, in either format.
-// `quoted`: as a JSON string (quotes and backslashes escaped too); otherwise `v` is JSON text
-// already, whose unsafe characters can only be inside its strings (JSON's own syntax is ASCII),
-// where the escape means the same.
-void AppendLogEscaped(std::string* out, std::string_view v, bool quoted) {
+// How AppendLogEscaped writes `v`.
+enum class LogEscape {
+  kJsonString,  // a JSON string: quoted, quotes and backslashes escaped too
+  kJsonText,    // JSON text already, whose unsafe characters can only be inside its strings
+                // (JSON's own syntax is ASCII), where the escape means the same
+  kText,        // plain text: backslashes doubled too, so that each escape reads one way back
+};
+
+// Valid UTF-8 `v` in which the characters UnsafeInLog names are escaped as \uXXXX (\n, \r, \t
+// for those three): a log line holds none of them raw, in any format.
+void AppendLogEscaped(std::string* out, std::string_view v, LogEscape how) {
+  const bool quoted = how == LogEscape::kJsonString;
   static constexpr char kHex[] = "0123456789abcdef";
   auto escape = [out](unsigned cp) {
     const char e[6] = {
@@ -68,7 +74,9 @@ void AppendLogEscaped(std::string* out, std::string_view v, bool quoted) {
   for (size_t i = 0; i < v.size();) {
     const auto c = static_cast<unsigned char>(v[i]);
     const size_t n = UnsafeInLog(v, i);
-    if (n == 0 && (!quoted || (c != '"' && c != '\\'))) {
+    const bool special = n != 0 || (c == '\\' && how != LogEscape::kJsonText) ||
+                         (c == '"' && how == LogEscape::kJsonString);
+    if (!special) {
       ++i;
       continue;
     }
@@ -98,14 +106,14 @@ void AppendLogEscaped(std::string* out, std::string_view v, bool quoted) {
 }
 
 void AppendLogString(std::string* out, std::string_view v) {
-  AppendLogEscaped(out, v, true);
+  AppendLogEscaped(out, v, LogEscape::kJsonString);
 }
 
 // A JSON value (the decoded inputs' array, whose names the client chose) with the characters
 // UnsafeInLog names escaped (probe 52: DEL, NEL, CSI and U+2028 went into the line raw).
 void AppendLogJson(std::string* out, std::string_view json) {
   std::string scratch;
-  AppendLogEscaped(out, Utf8OrAscii(json, &scratch), false);
+  AppendLogEscaped(out, Utf8OrAscii(json, &scratch), LogEscape::kJsonText);
 }
 
 void AppendTextValue(std::string* out, std::string_view v) {
@@ -192,6 +200,15 @@ void AppendUtcTime(std::chrono::system_clock::time_point now, char separator, in
   const int64_t fraction = us % 1'000'000;
   AppendDigits(out, fraction_digits == 3 ? fraction / 1000 : fraction, fraction_digits);
 }
+
+}  // namespace
+
+void AppendLogText(std::string* out, std::string_view text) {
+  std::string scratch;
+  AppendLogEscaped(out, Utf8OrAscii(text, &scratch), LogEscape::kText);
+}
+
+namespace {
 
 // The access log file at `path`, opened to append (created 0644 when missing); -1 with errno.
 int OpenForAppend(const std::string& path) {

@@ -42,6 +42,10 @@ void AppendAccessRecordJson(const AccessRecord& record, std::string* out);
 // The same fields as `request_id=.. protocol=.. ...`; strings that contain a space, quote or
 // backslash are written as JSON strings, so a line splits unambiguously.
 void AppendAccessRecordText(const AccessRecord& record, std::string* out);
+// `text` as a log line may hold it: the characters no log line holds raw (C0 and C1 controls,
+// DEL, U+2028, U+2029) escaped as the access log escapes them (\n, \r, \t, \uXXXX), backslashes
+// doubled, invalid UTF-8 bytes as '?'. The server log's text messages (probes 71 and 72).
+void AppendLogText(std::string* out, std::string_view text);
 
 class AsyncAccessLog : public AccessLog {
  public:

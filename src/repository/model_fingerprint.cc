@@ -38,8 +38,10 @@ class Digest {
 
 // The most entries of a version's tree a fingerprint takes. Depth alone did not bound the walk:
 // four links to "." in a version directory made 4^16 listings, and the load (and the stop)
-// never ended (probe 29).
-constexpr int64_t kMaxTreeEntries = 100'000;
+// never ended (probe 29). Each entry costs a poll a stat and an ACL read: 100,000 took about a
+// second of CPU at every poll (probe 72); a version holds a few files, ONNX external data at
+// most some hundreds.
+constexpr int64_t kMaxTreeEntries = 10'000;
 
 // Adds the entries of the directory `entries` were listed from (relative names from
 // `prefix`), sorted, then what each sub-directory holds: a directory's own files count whatever
@@ -101,12 +103,16 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
         parsed.ok()) {
       for (const inference::ModelOutput& out : parsed->output()) {
         if (out.label_filename().empty()) continue;
+        // Only one the load would read: a name that leaves the model's directory fails the
+        // load whatever it names (probe 72: a label_filename of '../../server.log' was
+        // watched, and each failure's log line made the next poll retry it).
+        StatusOr<std::string> inside = ResolveInside(dir.path, out.label_filename());
         struct stat st {};
-        const std::string path = dir.path + "/" + out.label_filename();
-        if (::stat(path.c_str(), &st) != 0) {
+        if (!inside.ok() || ::stat(inside->c_str(), &st) != 0) {
           digest.Add(std::string_view("no label file"));
           continue;
         }
+        const std::string& path = *inside;
         digest.Add(static_cast<uint64_t>(st.st_size));
         digest.Add(static_cast<uint64_t>(st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec));
         digest.Add(AccessStamp(path, st));

@@ -19,7 +19,7 @@ namespace harrier {
 
 // The fingerprint of version `version` of `dir`. Errors: those of `fs` for the version
 // directory (or config.pbtxt, when the model has one) that cannot be read. A sub-directory that
-// cannot be read counts as its error; a tree past 100,000 entries is taken as far as that.
+// cannot be read counts as its error; a tree past 10,000 entries is taken as far as that.
 StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& dir,
                                     int64_t version);
 

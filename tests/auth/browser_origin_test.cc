@@ -111,19 +111,22 @@ TEST(NormalizedListsTest, EntriesAreLowerCasedOrRefusedNamingThem) {
   for (const char* bad :
        {"ui.example", "https://ui.example/", " https://ui.example", "https://ui.example/path",
         "ftp://ui.example", "https://", "", "https://ui.example:abc", "https://ui.example:65536",
-        "https://ui.example:0", "https://:443", "http://[::1", "http://a:b:80"}) {
+        "https://ui.example:0", "https://:443", "http://[::1", "http://a:b:80", "http://[]",
+        "http://[zz]", "http://a<b", "http://a%20b", "https://bücher.example"}) {
     auto refused = NormalizedOrigins({bad});
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allowed-origins"));
   }
   // A scheme's default port is left out, as browsers leave it out of Origin.
-  auto defaults = NormalizedOrigins({"https://ui.example:443", "http://ui.example:80",
-                                     "http://ui.example:443", "http://[::1]:80",
-                                     "https://ui.example:0443", "http://x:08080", "https://y:"});
+  auto defaults = NormalizedOrigins(
+      {"https://ui.example:443", "http://ui.example:80", "http://ui.example:443", "http://[::1]:80",
+       "https://ui.example:0443", "http://x:08080", "https://y:", "http://[0:0:0:0:0:0:0:1]:8080",
+       "http://127.1:8080", "http://0x7f.0.0.1"});
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ(*defaults, (std::vector<std::string>{
                            "https://ui.example", "http://ui.example", "http://ui.example:443",
-                           "http://[::1]", "https://ui.example", "http://x:8080", "https://y"}));
+                           "http://[::1]", "https://ui.example", "http://x:8080", "https://y",
+                           "http://[::1]:8080", "http://127.0.0.1:8080", "http://127.0.0.1"}));
   auto hosts = NormalizedHosts({"Harrier.Internal.", "*"});
   ASSERT_TRUE(hosts.ok());
   EXPECT_EQ(*hosts, (std::vector<std::string>{"harrier.internal", "*"}));

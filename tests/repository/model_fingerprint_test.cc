@@ -144,6 +144,14 @@ TEST_F(ModelFingerprintTest, ALabelFileTheConfigNamesCounts) {
   Write("m/other.txt", "not named");
   const uint64_t now = Of(1);
   EXPECT_EQ(Of(1), now);
+  // A name that leaves the model's directory is one the load never reads (it fails): what it
+  // names is not watched (probe 72: a log file outside made every poll retry).
+  Write("m/config.pbtxt",
+        "max_batch_size: 0 output [{ name: \"y\" label_filename: \"../outside.log\" }]");
+  Write("outside.log", "one line\n");
+  const uint64_t outside = Of(1);
+  Write("outside.log", "one line\nand another, longer\n");
+  EXPECT_EQ(Of(1), outside);
 }
 
 // A version whose files cannot be walked has a fingerprint of its error: stable while the
