@@ -323,6 +323,15 @@ class Http2Test : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
   }
 
+  // Every request is answered 200 with `bytes` of 'x'.
+  void AnswerEveryRequestWith(size_t bytes) {
+    handler_.on_request = [bytes](HttpRequest, HttpResponder respond) {
+      HttpResponse r;
+      r.body = std::string(bytes, 'x');
+      respond(std::move(r));
+    };
+  }
+
   HttpServer::Options options_;
   Handler handler_;
   testing::RecordingAccessLog access_log_;  // used when a test sets options_.access_log
@@ -1089,11 +1098,7 @@ TEST_F(Http2Test, AResponseHeldBackByTheClientsWindowIsResetAfterTheWriteTimeout
 // connection for good): the stream must move kWindowProgressBytes per write timeout.
 TEST_F(Http2Test, AWindowOpenedAByteAtATimeDoesNotHoldAResponseForGood) {
   options_.write_timeout = milliseconds(400);
-  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
-    HttpResponse r;
-    r.body = std::string(100'000, 'x');
-    respond(std::move(r));
-  };
+  AnswerEveryRequestWith(100'000);
   StartServer();
   H2Client c(server_->port(), /*window=*/1000, /*window_updates=*/false);
   const int32_t big = c.Submit("GET", "/big");
@@ -1114,11 +1119,7 @@ TEST_F(Http2Test, AWindowOpenedAByteAtATimeDoesNotHoldAResponseForGood) {
 // them, and the streams past it are refused unprocessed (probe 64).
 TEST_F(Http2Test, PastMaxBodyBytesOfUnsentResponsesANewStreamIsRefused) {
   options_.max_body_bytes = 50'000;
-  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
-    HttpResponse r;
-    r.body = std::string(40'000, 'x');
-    respond(std::move(r));
-  };
+  AnswerEveryRequestWith(40'000);
   StartServer();
   H2Client c(server_->port(), /*window=*/1000, /*window_updates=*/false);
   std::vector<int32_t> ids;
@@ -1148,11 +1149,7 @@ TEST_F(Http2Test, PastMaxBodyBytesOfUnsentResponsesANewStreamIsRefused) {
 // is reset while the connection moves (probe 69).
 TEST_F(Http2Test, StreamsSharingASteadilyOpenedConnectionWindowAreNotReset) {
   options_.write_timeout = milliseconds(400);
-  handler_.on_request = [&](HttpRequest, HttpResponder respond) {
-    HttpResponse r;
-    r.body = std::string(30'000, 'x');
-    respond(std::move(r));
-  };
+  AnswerEveryRequestWith(30'000);
   StartServer();
   H2Client c(server_->port(), /*window=*/1 << 20, /*window_updates=*/false);
   std::vector<int32_t> ids;
