@@ -127,9 +127,7 @@ OverloadLimiter::Verdict OverloadLimiter::Decide(int ahead, int64_t now_ns,
   }
   *predicted_ns = wait;
 
-  const int64_t target = options_.target_queue_delay.count() > 0
-                             ? options_.target_queue_delay.count()
-                             : DerivedTarget(options_, nanoseconds(s1)).count();
+  const int64_t target = TargetNs(s1);
   const int64_t bound =
       shedding_.load(std::memory_order_relaxed) ? target : kNormalBoundTargets * target;
   return wait > bound ? Verdict::kOverTarget : Verdict::kAdmit;
@@ -151,10 +149,19 @@ bool OverloadLimiter::TryAcquire(Clock::time_point now, bool exempt, Refusal* wh
 
 OverloadLimiter::Refusal OverloadLimiter::RefusalOf(Verdict v, int ahead, int64_t predicted) const {
   Refusal why{v == Verdict::kAtLimit, nanoseconds(predicted)};
-  // The limit that refused it, not the one in force when the message is written: the first
-  // run's measurement lifts the initial limit meanwhile (a refusal at 16 said "4096").
+  // What refused it, not what is in force when the message is written: the first run's
+  // measurement lifts the initial limit and moves the target meanwhile (a refusal at 16 said
+  // "4096").
   if (why.at_limit) why.limit = ahead + 1 > max_limit_ ? max_limit_ : initial_limit_;
+  why.target = nanoseconds(TargetNs(ExpectedServiceNs(1)));
+  why.shedding = shedding_.load(std::memory_order_relaxed);
   return why;
+}
+
+int64_t OverloadLimiter::TargetNs(int64_t batch1_service_ns) const {
+  return options_.target_queue_delay.count() > 0
+             ? options_.target_queue_delay.count()
+             : DerivedTarget(options_, nanoseconds(batch1_service_ns)).count();
 }
 
 bool OverloadLimiter::WouldAdmit(Clock::time_point now, Refusal* why) const {
@@ -274,9 +281,7 @@ OverloadLimiter::Snapshot OverloadLimiter::snapshot() const {
   s.limit = ExpectedServiceNs(1) == 0 ? initial_limit_ : max_limit_;
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   s.overloaded = shedding_.load(std::memory_order_relaxed);
-  s.target = nanoseconds(options_.target_queue_delay.count() > 0
-                             ? options_.target_queue_delay.count()
-                             : DerivedTarget(options_, nanoseconds(ExpectedServiceNs(1))).count());
+  s.target = nanoseconds(TargetNs(ExpectedServiceNs(1)));
   s.median_service = nanoseconds(ExpectedServiceNs(1));
   s.queue_delay = nanoseconds(last_queue_delay_ns_.load(std::memory_order_relaxed));
   s.predicted_wait = nanoseconds(last_refused_wait_ns_.load(std::memory_order_relaxed));
@@ -288,15 +293,14 @@ OverloadLimiter::Snapshot OverloadLimiter::snapshot() const {
 }
 
 std::string OverloadLimiter::RejectionMessage(std::string_view model, const Refusal& why) const {
-  const Snapshot s = snapshot();
   std::string m = "model '" + std::string(model) + "' is ";
   if (why.at_limit) {
     m += "at its concurrency limit of " + std::to_string(why.limit) + " (queue delay target " +
-         HumanDuration(s.target.count()) + ")";
+         HumanDuration(why.target.count()) + ")";
   } else {
     m += "overloaded: predicted queue delay " + HumanDuration(why.predicted_wait.count()) +
-         " over its " + HumanDuration(s.target.count()) + " target";
-    if (!s.overloaded) m += " (burst allowance " + std::to_string(kNormalBoundTargets) + "x)";
+         " over its " + HumanDuration(why.target.count()) + " target";
+    if (!why.shedding) m += " (burst allowance " + std::to_string(kNormalBoundTargets) + "x)";
   }
   return m;
 }

@@ -98,6 +98,8 @@ class OverloadLimiter {
     bool at_limit = false;  // the held count, not the predicted delay
     std::chrono::nanoseconds predicted_wait{0};
     int limit = 0;  // with at_limit: the limit that refused it
+    std::chrono::nanoseconds target{0};  // the queue delay target then
+    bool shedding = false;               // the strict bound was in force then
   };
 
   struct Snapshot {
@@ -166,6 +168,7 @@ class OverloadLimiter {
   // `ahead`: requests held, not counting the newcomer.
   Verdict Decide(int ahead, int64_t now_ns, int64_t* predicted_ns) const;
   Refusal RefusalOf(Verdict v, int ahead, int64_t predicted) const;
+  int64_t TargetNs(int64_t batch1_service_ns) const;  // the target in force for this S(1)
   int64_t ExpectedServiceNs(int64_t items) const;  // 0 when nothing is measured
   void CloseWindow(int64_t now_ns);
 

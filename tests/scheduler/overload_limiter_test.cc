@@ -90,13 +90,13 @@ TEST(OverloadLimiterTest, RefusesAtTheInitialLimit) {
   EXPECT_TRUE(why.at_limit);
   EXPECT_EQ(limiter.RejectionMessage("m", why),
             "model 'm' is at its concurrency limit of 4 (queue delay target 1.0 ms)");
-  // The message names the limit that refused it, even once a measured run has lifted it (the
-  // first run's measurement came between a refusal and its message: "4096").
+  // The message names the limit and target that refused it, even once a measured run has
+  // changed them (the first run's measurement came between a refusal and its message: "4096").
   limiter.RunStarted({}, clock.Now());
   limiter.RunFinished({}, milliseconds(10), milliseconds(10));
   EXPECT_EQ(limiter.snapshot().limit, o.max_limit);
   EXPECT_EQ(limiter.RejectionMessage("m", why),
-            "model 'm' is at its concurrency limit of 4 (queue delay target 5.0 ms)");
+            "model 'm' is at its concurrency limit of 4 (queue delay target 1.0 ms)");
 }
 
 TEST(OverloadLimiterTest, DisabledAdmitsEverything) {
