@@ -64,15 +64,8 @@ class LocalFileSystemImpl final : public FileSystem {
         entry.type = FileType::kOther;
         entry.error = IoError("cannot inspect", it->path().string(), status_ec);
       }
-      struct stat st {};
-      if ((entry.type == FileType::kRegular || entry.type == FileType::kDirectory) &&
-          ::stat(it->path().c_str(), &st) == 0) {
-        if (entry.type == FileType::kRegular) {
-          entry.size_bytes = static_cast<uint64_t>(st.st_size);
-          entry.modified_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
-        }
-        entry.access = AccessStamp(it->path().string(), st);
-      }
+      if (entry.type == FileType::kRegular || entry.type == FileType::kDirectory)
+        StampEntry(it->path().string(), &entry);
       entries.push_back(std::move(entry));
     }
     if (ec) return IoError("cannot list", path, ec);
@@ -118,6 +111,8 @@ class LocalFileSystemImpl final : public FileSystem {
 
 }  // namespace
 
+namespace {
+
 uint64_t AccessStamp(const std::string& path, const struct stat& st) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a
   auto add = [&hash](const void* bytes, size_t size) {
@@ -132,6 +127,19 @@ uint64_t AccessStamp(const std::string& path, const struct stat& st) {
   const ssize_t n = ::getxattr(path.c_str(), "system.posix_acl_access", acl, sizeof(acl));
   if (n > 0) add(acl, static_cast<size_t>(n));
   return hash;
+}
+
+}  // namespace
+
+bool StampEntry(const std::string& path, DirectoryEntry* entry) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  if (entry->type == FileType::kRegular) {
+    entry->size_bytes = static_cast<uint64_t>(st.st_size);
+    entry->modified_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  }
+  entry->access = AccessStamp(path, st);
+  return true;
 }
 
 StatusOr<std::string> ResolveInside(const std::string& dir, const std::string& relative) {

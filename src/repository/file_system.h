@@ -6,8 +6,6 @@
 // called from any thread.
 #pragma once
 
-#include <sys/stat.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,11 +37,13 @@ struct DirectoryEntry {
   uint64_t access = 0;
 };
 
-// A digest of who may read `path`: its permission bits, owner, group and POSIX ACL (`st` is its
-// stat). A chmod, chown or setfacl that repairs a failed load changes neither its size nor its
-// modification time (probes 68 and 71); the status change time would, but also changes with a
-// hard link or a chmod to the same mode, each a needless reload of a serving model.
-uint64_t AccessStamp(const std::string& path, const struct stat& st);
+// Fills `entry`'s size, modification time and access from `path` (following links) for a
+// regular file or a directory (`entry->type`); false when `path` cannot be inspected. `access`
+// is a digest of who may read it: permission bits, owner, group and POSIX ACL. A chmod, chown or
+// setfacl that repairs a failed load changes neither size nor modification time (probes 68 and
+// 71); the status change time would, but also changes with a hard link or a chmod to the same
+// mode, each a needless reload of a serving model.
+bool StampEntry(const std::string& path, DirectoryEntry* entry);
 
 class FileSystem {
  public:

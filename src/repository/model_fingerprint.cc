@@ -1,7 +1,5 @@
 #include "repository/model_fingerprint.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -43,6 +41,14 @@ class Digest {
 // most some hundreds.
 constexpr int64_t kMaxTreeEntries = 10'000;
 
+void AddEntry(std::string_view name, const DirectoryEntry& e, Digest* digest) {
+  digest->Add(name);
+  digest->Add(static_cast<uint64_t>(e.type));
+  digest->Add(e.size_bytes);
+  digest->Add(static_cast<uint64_t>(e.modified_ns));
+  digest->Add(e.access);
+}
+
 // Adds the entries of the directory `entries` were listed from (relative names from
 // `prefix`), sorted, then what each sub-directory holds: a directory's own files count whatever
 // its sub-directories hold (probe 71: four links to '.' spent the budget before model.onnx was
@@ -59,11 +65,7 @@ void AddEntries(const FileSystem& fs, const std::string& path, std::vector<Direc
       digest->Add(std::string_view("past the entry budget"));
       return;
     }
-    digest->Add(prefix + e.name);
-    digest->Add(static_cast<uint64_t>(e.type));
-    digest->Add(e.size_bytes);
-    digest->Add(static_cast<uint64_t>(e.modified_ns));
-    digest->Add(e.access);
+    AddEntry(prefix + e.name, e, digest);
   }
   for (const DirectoryEntry& e : entries) {
     if (e.type != FileType::kDirectory || depth >= 16 || *budget < 0) continue;
@@ -107,15 +109,12 @@ StatusOr<uint64_t> ModelFingerprint(const FileSystem& fs, const ModelDirectory& 
         // load whatever it names (probe 72: a label_filename of '../../server.log' was
         // watched, and each failure's log line made the next poll retry it).
         StatusOr<std::string> inside = ResolveInside(dir.path, out.label_filename());
-        struct stat st {};
-        if (!inside.ok() || ::stat(inside->c_str(), &st) != 0) {
+        DirectoryEntry label{out.label_filename(), FileType::kRegular, Status::Ok()};
+        if (!inside.ok() || !StampEntry(*inside, &label)) {
           digest.Add(std::string_view("no label file"));
           continue;
         }
-        const std::string& path = *inside;
-        digest.Add(static_cast<uint64_t>(st.st_size));
-        digest.Add(static_cast<uint64_t>(st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec));
-        digest.Add(AccessStamp(path, st));
+        AddEntry(label.name, label, &digest);
       }
     }
   } else {

@@ -222,13 +222,14 @@ StatusOr<std::unique_ptr<OnnxRuntimeInstance>> OnnxRuntimeInstance::Share(
 
 Status OnnxRuntimeInstance::ResolveIo() {
   ASSIGN_OR_RETURN(signature_, ReadSignature(*session_));
-  auto to_io = [](const TensorSpec& spec, bool defaulted) {
-    return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype), defaulted};
+  auto to_io = [](const TensorSpec& spec) {
+    return Io{spec.name, spec.dtype, *ToOnnxElementType(spec.dtype)};
   };
-  // The required inputs first: a request's names are looked for from the front.
-  for (const auto& spec : signature_.inputs) inputs_.push_back(to_io(spec, false));
-  for (const auto& spec : signature_.defaulted_inputs) inputs_.push_back(to_io(spec, true));
-  for (const auto& spec : signature_.outputs) outputs_.push_back(to_io(spec, false));
+  // The required inputs first (RunOrThrow checks the first signature_.inputs.size() slots), and
+  // a request's names are looked for from the front.
+  for (const auto& spec : signature_.inputs) inputs_.push_back(to_io(spec));
+  for (const auto& spec : signature_.defaulted_inputs) inputs_.push_back(to_io(spec));
+  for (const auto& spec : signature_.outputs) outputs_.push_back(to_io(spec));
   run_input_names_.reserve(inputs_.size());
   run_inputs_.reserve(inputs_.size());
   input_spans_.reserve(inputs_.size());

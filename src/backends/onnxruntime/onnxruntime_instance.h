@@ -71,7 +71,6 @@ class OnnxRuntimeInstance final : public ModelInstance {
     std::string name;
     DataType dtype = DataType::kInvalid;
     ONNXTensorElementDataType onnx_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-    bool defaulted = false;  // the model has a value for it: a run may leave it out
   };
   // A reusable, 64-byte aligned buffer for one misaligned input.
   struct Scratch {
