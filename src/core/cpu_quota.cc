@@ -1,10 +1,12 @@
 #include "core/cpu_quota.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -67,6 +69,31 @@ int UsableCores() {
   if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
   if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
   return UsableCoresUnder("/sys/fs/cgroup", affinity);
+}
+
+uint64_t UsableMemoryBytesFrom(std::string_view memory_max, std::string_view v1_limit,
+                               uint64_t physical_bytes) {
+  uint64_t usable = physical_bytes;
+  // "max" does not parse: unlimited; so does anything else that is not a count.
+  std::optional<long long> limit = ParseInt(memory_max.empty() ? v1_limit : memory_max);
+  if (limit && *limit > 0 && static_cast<uint64_t>(*limit) < usable)
+    usable = static_cast<uint64_t>(*limit);
+  return usable;
+}
+
+uint64_t UsableMemoryBytesUnder(const std::filesystem::path& cgroup_root, uint64_t physical_bytes) {
+  return UsableMemoryBytesFrom(ReadFile(cgroup_root / "memory.max"),
+                               ReadFile(cgroup_root / "memory" / "memory.limit_in_bytes"),
+                               physical_bytes);
+}
+
+uint64_t UsableMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  const uint64_t physical = pages > 0 && page > 0
+                                ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                                : std::numeric_limits<uint64_t>::max();
+  return UsableMemoryBytesUnder("/sys/fs/cgroup", physical);
 }
 
 std::vector<int> AllowedCpus() {

@@ -1,8 +1,12 @@
 // How many cores this process may really use: the smallest of the CPU affinity mask and the
 // cgroup CPU quota (v2 `cpu.max`, or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), rounded up.
-// Containers often show every host core to nproc while the quota allows two.
+// Containers often show every host core to nproc while the quota allows two. And how much memory
+// it may use: the smaller of the physical memory and the cgroup memory limit (v2 `memory.max`,
+// or v1 `memory.limit_in_bytes`), which a container's memory limit sets while /proc/meminfo
+// still shows the host's.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string_view>
@@ -24,6 +28,19 @@ int UsableCoresUnder(const std::filesystem::path& cgroup_root, int affinity_core
 
 // UsableCoresUnder("/sys/fs/cgroup", the affinity mask of the calling thread).
 int UsableCores();
+
+// Pure part, for tests: `memory_max` is the content of cgroup v2 `memory.max` ("max" or a byte
+// count; empty when absent), `v1_limit` of v1 `memory/memory.limit_in_bytes` (an unlimited v1
+// cgroup reads as a huge count). Returns the smaller of a limit and `physical_bytes`.
+uint64_t UsableMemoryBytesFrom(std::string_view memory_max, std::string_view v1_limit,
+                               uint64_t physical_bytes);
+
+// UsableMemoryBytesFrom() over the files under `cgroup_root` (the seam, as UsableCoresUnder's).
+uint64_t UsableMemoryBytesUnder(const std::filesystem::path& cgroup_root, uint64_t physical_bytes);
+
+// UsableMemoryBytesUnder("/sys/fs/cgroup", the physical memory); the physical memory alone
+// when the cgroup files say nothing; UINT64_MAX when even that cannot be read.
+uint64_t UsableMemoryBytes();
 
 // The CPU numbers in the calling thread's affinity mask, ascending (for pinning threads).
 std::vector<int> AllowedCpus();

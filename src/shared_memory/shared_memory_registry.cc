@@ -11,6 +11,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/cpu_quota.h"
 #include "core/utf8.h"
 
 namespace harrier {
@@ -47,23 +48,12 @@ struct FdCloser {
 
 }  // namespace
 
-namespace {
-
-uint64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return std::numeric_limits<uint64_t>::max();
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
-}  // namespace
-
 SharedMemoryRegistry::SharedMemoryRegistry() : SharedMemoryRegistry(Limits{}) {}
 
 SharedMemoryRegistry::SharedMemoryRegistry(Limits limits)
     : max_regions_(limits.max_regions),
       max_mapped_bytes_(limits.max_mapped_bytes > 0 ? limits.max_mapped_bytes
-                                                    : PhysicalMemoryBytes()) {}
+                                                    : UsableMemoryBytes()) {}
 
 Status SharedMemoryRegistry::CheckRoom(std::string_view name, uint64_t byte_size) const {
   if (regions_.count(name)) {

@@ -13,8 +13,8 @@
 // ended the server (probe 62).
 //
 // Limits (Limits): at most max_regions regions, and max_mapped_bytes of windows in all (by
-// default the machine's physical memory): each region is a mapping, and without a bound
-// windows of one sparse object filled the address space, or the kernel's mapping count, and
+// default the memory the process may use, core/cpu_quota.h): each region is a mapping, and without
+// a bound windows of one sparse object filled the address space, or the kernel's mapping count, and
 // the next allocation aborted the server (probe 62).
 //
 // Lifetime: a region's mapping is reference-counted. Window() hands out a pin (a shared_ptr
@@ -83,7 +83,7 @@ class SharedMemoryRegistry {
  public:
   struct Limits {
     size_t max_regions = 4096;
-    uint64_t max_mapped_bytes = 0;  // 0: the machine's physical memory
+    uint64_t max_mapped_bytes = 0;  // 0: UsableMemoryBytes()
   };
 
   SharedMemoryRegistry();  // the default Limits

@@ -116,5 +116,30 @@ TEST(CpuQuotaTest, UsableCoresReadsSysFsCgroupAndTheAffinityMask) {
   EXPECT_EQ(UsableCores(), UsableCoresUnder("/sys/fs/cgroup", affinity));
 }
 
+TEST(MemoryQuotaTest, TheSmallerOfThePhysicalMemoryAndTheCgroupLimit) {
+  constexpr uint64_t kPhysical = uint64_t{24} << 30;
+  EXPECT_EQ(UsableMemoryBytesFrom("", "", kPhysical), kPhysical);       // no cgroup
+  EXPECT_EQ(UsableMemoryBytesFrom("max\n", "", kPhysical), kPhysical);  // v2 unlimited
+  EXPECT_EQ(UsableMemoryBytesFrom("2147483648\n", "", kPhysical), uint64_t{2} << 30);
+  EXPECT_EQ(UsableMemoryBytesFrom("", "1073741824\n", kPhysical), uint64_t{1} << 30);  // v1
+  // v1 "unlimited" is a count near 2^63: the physical memory stays.
+  EXPECT_EQ(UsableMemoryBytesFrom("", "9223372036854771712\n", kPhysical), kPhysical);
+  EXPECT_EQ(UsableMemoryBytesFrom("garbage", "", kPhysical), kPhysical);
+  EXPECT_EQ(UsableMemoryBytesFrom("0\n", "", kPhysical), kPhysical);  // not a limit
+  // v2 wins when both are there (a hybrid hierarchy).
+  EXPECT_EQ(UsableMemoryBytesFrom("max\n", "1073741824\n", kPhysical), kPhysical);
+}
+
+TEST(MemoryQuotaTest, ReadsTheCgroupFiles) {
+  CgroupDir dir;
+  std::filesystem::create_directories(dir.root() / "memory");
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 1000), 1000u);
+  dir.Write("memory/memory.limit_in_bytes", "600\n");
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 1000), 600u);
+  dir.Write("memory.max", "500\n");
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 1000), 500u);
+  EXPECT_GT(UsableMemoryBytes(), 0u);
+}
+
 }  // namespace
 }  // namespace harrier

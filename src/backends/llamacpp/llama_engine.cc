@@ -870,9 +870,10 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
                                2 /* f16 */;
     int64_t memory = options.memory_bytes;
     if (memory <= 0) {
-      const long pages = sysconf(_SC_PHYS_PAGES);
-      const long page = sysconf(_SC_PAGESIZE);
-      memory = pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+      const uint64_t usable = UsableMemoryBytes();
+      memory = usable > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                   ? 0
+                   : static_cast<int64_t>(usable);
     }
     if (memory > 0 && cell_bytes > 0 && options.context_size > memory / cell_bytes) {
       return InvalidArgument(

@@ -107,7 +107,8 @@ class LlamaEngine : public GenerativeModel {
     const Clock* clock = &SteadyClock();
     // The memory a KV cache may take: a context_size whose cache (f16 keys and values, as
     // llama.cpp allocates it) needs more is refused before llama.cpp tries, which would touch
-    // what it could of it first. 0: the machine's physical memory. For tests.
+    // what it could of it first. 0: the memory the process may use (core/cpu_quota.h:
+    // physical, or less under a cgroup memory limit). For tests.
     int64_t memory_bytes = 0;
   };
 
