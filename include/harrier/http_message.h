@@ -169,6 +169,11 @@ class HttpStreamHandler {
   // does not come (probe 64: a half-sent gRPC message was held, silent, for good). Between
   // messages a stream may be quiet as long as it likes. Default: never.
   virtual bool InsideMessage() const { return false; }
+  // Bytes of such an unfinished message the handler holds: charged, after each OnBody, to the
+  // server-wide budget of request bodies still arriving (HttpServer::Options::incoming_bodies);
+  // past it the stream is reset (ENHANCE_YOUR_CALM, which gRPC clients read as
+  // RESOURCE_EXHAUSTED). Default: none.
+  virtual std::size_t PartialMessageBytes() const { return 0; }
 };
 
 class HttpHandler {

@@ -20,6 +20,7 @@
 #include "auth/access_control.h"
 #include "backends/llamacpp/llamacpp_backend.h"
 #include "backends/onnxruntime/onnxruntime_backend.h"
+#include "core/cpu_quota.h"
 #include "core/thread_spawner.h"
 #include "harrier/model_manager.h"
 #include "lifecycle/backend_registry.h"
@@ -40,6 +41,7 @@
 #include "repository/override_directory.h"
 #include "scheduler/admission_controller.h"
 #include "server/http_server.h"
+#include "server/incoming_bodies.h"
 #include "shared_memory/shared_memory_registry.h"
 
 namespace harrier {
@@ -307,6 +309,11 @@ Status App::Start(const std::function<void()>& listening) {
   http_options.plain_http = flags_.plain_http == "on";
   http_options.h2c_upgrade = flags_.http2_upgrade == "on";
   http_options.access_log = access_log_.get();  // the HTTP layer's own refusals (400, 408, ...)
+  // One budget for the bodies still arriving on REST and gRPC together (the gRPC transport's
+  // options are a copy of these).
+  incoming_bodies_ =
+      std::make_shared<IncomingBodies>(IncomingBodyLimit(flags_, UsableMemoryBytes()));
+  http_options.incoming_bodies = incoming_bodies_;
   // Every server is made (its TLS files read) before any listens: until `listening`, nothing
   // is served, and a start blocked reading a file can still be given up on (cli/stop_signals.h;
   // probe 50: gRPC's and the metrics server's reads came after REST listened).
@@ -408,6 +415,13 @@ Status App::Start(const std::function<void()>& listening) {
                flags_.max_connections > 0
                    ? "--max-connections"
                    : "--max-connections 0: from the RLIMIT_NOFILE soft limit");
+  spdlog::info(
+      "request bodies still arriving: at most {} bytes at once, REST and gRPC together "
+      "({})",
+      incoming_bodies_->limit(),
+      flags_.max_incoming_body_bytes > 0
+          ? "--max-incoming-body-bytes"
+          : "--max-incoming-body-bytes 0: a quarter of the memory the server may use");
   if (Status started = (*grpc)->Start(); !started.ok())
     return Prefixed("cannot start the gRPC server", started);
   grpc_server_ = std::move(grpc).value();
@@ -447,6 +461,8 @@ void App::CollectMetrics(TextExposition* out) const {
   AppendConnectionMetrics({rest_server_->open_connections(), rest_server_->max_connections(),
                            rest_server_->refused_connections(), rest_server_->failed_accepts()},
                           out);
+  AppendIncomingBodyMetrics(
+      {incoming_bodies_->held(), incoming_bodies_->limit(), incoming_bodies_->refused()}, out);
   std::vector<TlsHandshakeSample> tls;
   auto add_tls = [&tls](std::string_view port, const HttpServer::TlsHandshakes& h) {
     tls.push_back({port, h.tls12, h.tls13, h.resumed, h.failed, h.timed_out});

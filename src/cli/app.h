@@ -43,6 +43,7 @@ class BackendRegistry;
 class DashboardHandler;
 class HttpHandler;
 class HttpServer;
+class IncomingBodies;
 class LlamaCppBackend;
 class MetricsHandler;
 class ModelRepositoryManager;
@@ -139,6 +140,8 @@ class App {
   std::unique_ptr<openai::OpenAiHandler> openai_handler_;
   std::unique_ptr<DashboardHandler> dashboard_handler_;
   std::unique_ptr<HttpHandler> rest_auth_;   // null: no access control
+  // The budget of request bodies still arriving, REST and gRPC together (server/incoming_bodies.h).
+  std::shared_ptr<IncomingBodies> incoming_bodies_;
   std::unique_ptr<HttpServer> rest_server_;  // each server: set once started
   std::unique_ptr<grpc_frontend::GrpcServer> grpc_server_;
   std::unique_ptr<MetricsHandler> metrics_handler_;

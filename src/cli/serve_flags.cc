@@ -94,6 +94,11 @@ uint64_t GrpcMaxConnections(const ServeFlags& flags, uint64_t rest_connections,
   return std::max<uint64_t>(1, std::min(wanted, reserve / 2));
 }
 
+uint64_t IncomingBodyLimit(const ServeFlags& flags, uint64_t usable_memory) {
+  if (flags.max_incoming_body_bytes > 0) return flags.max_incoming_body_bytes;
+  return std::max(flags.max_body_bytes, usable_memory / 4);
+}
+
 // Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
 // fine. Checked before anything starts, so a bad value exits 1 at once.
 std::string CheckTransportFlags(const ServeFlags& flags) {
@@ -254,6 +259,14 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       // Not CLI::PositiveNumber: it let -1 through (CLI11 reads it as 2^64-1 into an unsigned
       // flag: no limit at all), and its message printed a 300-digit bound.
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  serve
+      ->add_option("--max-incoming-body-bytes", flags->max_incoming_body_bytes,
+                   "Bytes of request bodies still arriving that the server holds at once, all "
+                   "connections of the REST and gRPC ports together; a request whose body would "
+                   "pass it gets 503 with Retry-After. 0: a quarter of the memory the server may "
+                   "use (physical, or its cgroup's limit), at least --max-body-bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 50));
   serve
       ->add_option(
           "--max-connections", flags->max_connections,

@@ -57,6 +57,8 @@ struct ServeFlags {
   std::string metrics_tls = "off";
   int http_threads = 0;
   uint64_t max_body_bytes = HttpServer::Options{}.max_body_bytes;
+  // 0: derived (IncomingBodyLimit in app.cc).
+  uint64_t max_incoming_body_bytes = 0;
   uint64_t max_connections = HttpServer::Options{}.max_connections;
   uint32_t max_connections_per_client = 0;
   uint32_t max_header_bytes = HttpServer::Options{}.max_header_bytes;
@@ -151,6 +153,12 @@ std::string CheckListeners(const ServeFlags& flags);
 // floor of 64 let idle gRPC connections take every descriptor (probes 39, 40).
 uint64_t GrpcMaxConnections(const ServeFlags& flags, uint64_t rest_connections,
                             uint64_t descriptor_limit);
+
+// The server-wide budget of request bodies still arriving: --max-incoming-body-bytes, or with 0
+// a quarter of `usable_memory` (core/cpu_quota.h), at least --max-body-bytes so that one body of
+// the largest size always fits. A quarter: the bodies are copied once more as they are decoded,
+// and the models, their arenas and the answers need the rest.
+uint64_t IncomingBodyLimit(const ServeFlags& flags, uint64_t usable_memory);
 
 // Ranges of the HTTP/2 and TLS tuning flags (RFC 9113 §6.5.2 for the HTTP/2 ones); empty when
 // fine. Checked before anything starts, so a bad value exits 1 at once.

@@ -21,6 +21,20 @@ void AppendConnectionMetrics(const ConnectionSample& sample, TextExposition* out
   out->Add("harrier_http_failed_accepts_total", {}, sample.failed_accepts);
 }
 
+void AppendIncomingBodyMetrics(const IncomingBodySample& sample, TextExposition* out) {
+  using Type = TextExposition::Type;
+  out->Declare("harrier_incoming_body_bytes", Type::kGauge,
+               "Bytes of request bodies still arriving, REST and gRPC ports together");
+  out->Add("harrier_incoming_body_bytes", {}, sample.held);
+  out->Declare("harrier_incoming_body_limit_bytes", Type::kGauge,
+               "The most bytes of request bodies still arriving the server holds at once "
+               "(--max-incoming-body-bytes)");
+  out->Add("harrier_incoming_body_limit_bytes", {}, sample.limit);
+  out->Declare("harrier_incoming_body_refusals_total", Type::kCounter,
+               "Requests answered 503 because their body would have passed that limit");
+  out->Add("harrier_incoming_body_refusals_total", {}, sample.refused);
+}
+
 void AppendMetricsPortRefusals(uint64_t refused, TextExposition* out) {
   out->Declare("harrier_metrics_refused_connections_total", TextExposition::Type::kCounter,
                "Connections the metrics port closed as soon as they were accepted: its limit "

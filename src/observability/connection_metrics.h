@@ -21,6 +21,17 @@ struct ConnectionSample {
   uint64_t failed_accepts = 0;  // accept() calls that failed, so far
 };
 
+// The server-wide budget of request bodies still arriving (--max-incoming-body-bytes).
+struct IncomingBodySample {
+  uint64_t held = 0;     // bytes held now
+  uint64_t limit = 0;    // the budget
+  uint64_t refused = 0;  // requests refused for it, so far
+};
+
+// harrier_incoming_body_bytes, harrier_incoming_body_limit_bytes,
+// harrier_incoming_body_refusals_total.
+void AppendIncomingBodyMetrics(const IncomingBodySample& sample, TextExposition* out);
+
 // harrier_http_connections, harrier_http_max_connections,
 // harrier_http_refused_connections_total, harrier_http_failed_accepts_total.
 void AppendConnectionMetrics(const ConnectionSample& sample, TextExposition* out);

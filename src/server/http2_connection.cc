@@ -55,6 +55,8 @@ auto& Lowest(Stream& s) {
 
 template <class Stream>
 struct Http2Connection<Stream>::StreamState {
+  explicit StreamState(IncomingBodies* budget) : incoming(budget) {}
+
   HttpRequest request;
   std::string body;
   std::size_t header_bytes = 0;
@@ -82,6 +84,7 @@ struct Http2Connection<Stream>::StreamState {
   bool data_deferred = false;     // nghttp2 waits for nghttp2_session_resume_data
   std::size_t unconsumed = 0;     // body bytes given to `handler` and not yet Consumed()
   std::size_t held_body = 0;      // of `body`, counted in the connection's held_bodies_
+  IncomingBodyCharge incoming;    // held_body's share of the server-wide budget
   std::size_t deferred_window = 0;              // its window bytes not given back yet (HoldBody)
   std::shared_ptr<ResponseStream> body_stream;  // HttpResponse::stream, while it is sent
   // A stall by the client's flow-control window, seen by the connection's tick (no clock read
@@ -230,7 +233,7 @@ template <class Stream>
 bool Http2Connection<Stream>::StartUpgraded(std::string_view settings, HttpRequest request,
                                             bool head_request, std::string_view preread) {
   if (!InitSession()) return false;
-  auto s = std::make_unique<StreamState>();
+  auto s = std::make_unique<StreamState>(shared_->options.incoming_bodies.get());
   StreamState* raw = s.get();
   if (nghttp2_session_upgrade2(session_, reinterpret_cast<const uint8_t*>(settings.data()),
                                settings.size(), head_request ? 1 : 0, raw) != 0) {
@@ -699,7 +702,7 @@ int Http2Connection<Stream>::OnBeginHeadersCb(nghttp2_session*, const nghttp2_fr
                                               void* user) {
   auto* c = static_cast<Http2Connection*>(user);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  auto s = std::make_unique<StreamState>();
+  auto s = std::make_unique<StreamState>(c->shared_->options.incoming_bodies.get());
   s->request.headers.reserve(8);
   s->begun_at = c->last_read_;
   c->streams_[frame->hd.stream_id] = std::move(s);
@@ -841,22 +844,41 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
     s->unconsumed += len;  // reopened when the handler says it has dealt with the bytes
     s->last_body_bytes = c->last_read_;
     s->handler->OnBody(std::string_view(reinterpret_cast<const char*>(data), len));
+    // What the handler still holds of an unfinished message counts against the server-wide
+    // budget, as a whole request's body does; past it the stream is reset.
+    if (!s->stream_cancelled && !s->finish_queued &&
+        !s->incoming.Set(s->handler->PartialMessageBytes())) {
+      c->ResetOverBudget(stream_id, s);
+    }
     return 0;
   }
   // A whole request: the connection's window reopens as it arrives; its stream's too, while
   // the connection's held bodies are within bounds (HoldBody; the body limit bounds each).
   nghttp2_session_consume_connection(c->session_, len);
   const uint64_t limit = c->shared_->options.max_body_bytes;
-  if (s == nullptr || s->refused || s->body.size() + len > limit) {
+  const bool too_large = s != nullptr && !s->refused && s->body.size() + len > limit;
+  // The server-wide budget of bodies still arriving (a body that ends with this frame is
+  // charged too, until Dispatch takes it a moment later).
+  const bool over_budget =
+      s != nullptr && !s->refused && !too_large && !s->incoming.GrowTo(s->held_body + len);
+  if (s == nullptr || s->refused || too_large || over_budget) {
     nghttp2_session_consume_stream(c->session_, stream_id, len);  // dropped
   }
   if (s == nullptr || s->refused) return 0;
-  if (s->body.size() + len > limit) {
+  if (too_large) {
     c->RefuseWithError(stream_id, s, 413,
                        "Request JSON size exceeds the maximum allowed value of " +
                            std::to_string(limit) +
                            " bytes. Use --http-max-input-size to increase the limit",
                        s->body.size() + len);
+    return 0;
+  }
+  if (over_budget) {
+    c->Refuse(stream_id, s,
+              IncomingBodiesRefusal(*c->shared_->options.incoming_bodies, "content-type",
+                                    s->request, s->body.size() + len,
+                                    c->shared_->options.access_log, c->shared_->handler));
+    LogIncomingRefusal(*c->shared_);
     return 0;
   }
   s->body.append(reinterpret_cast<const char*>(data), len);
@@ -897,6 +919,7 @@ template <class Stream>
 void Http2Connection<Stream>::ReleaseBody(StreamState* s) {
   held_bodies_ -= s->held_body;
   s->held_body = 0;
+  s->incoming.Clear();
   if (s->deferred_window > 0) {  // it sends no more: its window does not matter now
     s->deferred_window = 0;
     --held_streams_;
@@ -923,6 +946,7 @@ void Http2Connection<Stream>::OnRequestComplete(int32_t id, StreamState* s) {
   // END_STREAM on HEADERS (no body) or on the last DATA frame: read at last_read_.
   s->request.body_received_at = last_read_;
   if (s->handler) {
+    s->incoming.Clear();  // nothing more arrives
     if (!s->stream_cancelled && !s->finish_queued) s->handler->OnBodyEnd();
     return;
   }
@@ -1272,7 +1296,16 @@ void Http2Connection<Stream>::PumpResponseStream(int32_t id) {
 }
 
 template <class Stream>
+void Http2Connection<Stream>::ResetOverBudget(int32_t id, StreamState* s) {
+  s->incoming.Clear();
+  LogIncomingRefusal(*shared_);
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
+  CancelStream(s);
+}
+
+template <class Stream>
 void Http2Connection<Stream>::CancelStream(StreamState* s) {
+  s->incoming.Clear();
   if (!s->handler) return;
   for (auto& part : s->parts)
     if (part->on_written) part->on_written(false);

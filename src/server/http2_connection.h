@@ -161,6 +161,9 @@ class Http2Connection : public Connection,
   void PumpResponseStream(int32_t stream_id);
   // The stream's handler is told it is gone (once), and its queued parts are dropped.
   void CancelStream(StreamState* s);
+  // A streamed request whose unfinished message would pass the server-wide budget of bodies
+  // still arriving: RST_STREAM(ENHANCE_YOUR_CALM), its handler cancelled, a log line.
+  void ResetOverBudget(int32_t stream_id, StreamState* s);
 
   // nghttp2 callbacks (user_data is the connection).
   static int OnBeginHeadersCb(nghttp2_session*, const nghttp2_frame* frame, void* user);

@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "core/json_writer.h"
 #include "core/request_id.h"
 #include "core/route_answer.h"
+#include "server/io_thread.h"
 
 namespace harrier::server_internal {
 
@@ -48,6 +50,33 @@ HttpResponse TransportErrorResponse(int status, std::string_view message,
                        message);
   r.headers.emplace_back("X-Request-Id", std::move(request_id));
   return r;
+}
+
+HttpResponse IncomingBodiesRefusal(const IncomingBodies& budget, std::string_view content_type_name,
+                                   const HttpRequest& request, uint64_t request_bytes,
+                                   AccessLog* access_log, HttpHandler* handler) {
+  HttpResponse r = TransportErrorResponse(
+      503,
+      "the server holds its limit of " + std::to_string(budget.limit()) +
+          " bytes of request bodies still arriving, on all connections together "
+          "(--max-incoming-body-bytes); retry after 1 s",
+      content_type_name, request, request_bytes, access_log, handler);
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+void LogIncomingRefusal(ServerShared& shared) {
+  uint64_t events = 0;
+  {
+    std::lock_guard lock(shared.incoming_log_mu);
+    events = shared.incoming_refusals.Event(std::chrono::steady_clock::now());
+  }
+  if (events == 0) return;
+  const IncomingBodies& budget = *shared.options.incoming_bodies;
+  spdlog::warn(
+      "{}: {} request(s) refused with 503: request bodies still arriving hold the server's "
+      "limit of {} bytes (--max-incoming-body-bytes; {} held now)",
+      shared.options.name, events, budget.limit(), budget.held());
 }
 
 void ReportSent(std::function<void(bool, std::chrono::steady_clock::time_point)>* on_sent,

@@ -15,8 +15,11 @@
 #include "core/http_text.h"  // IEquals, TrimOws: every user of this header reads fields
 #include "harrier/access_log.h"
 #include "harrier/http_message.h"
+#include "server/incoming_bodies.h"
 
 namespace harrier::server_internal {
+
+struct ServerShared;
 
 // simdjson reads up to SIMDJSON_PADDING bytes past the end of its input: every request body
 // handed to a handler has this much spare capacity after its end.
@@ -50,6 +53,15 @@ HttpResponse TransportErrorResponse(int status, std::string_view message,
                                     std::string_view content_type_name, const HttpRequest& request,
                                     uint64_t request_bytes, AccessLog* access_log,
                                     HttpHandler* handler = nullptr);
+
+// The answer to a request whose body the server-wide budget refused (IncomingBodies): a
+// TransportErrorResponse 503 that says why, with `Retry-After: 1`.
+HttpResponse IncomingBodiesRefusal(const IncomingBodies& budget, std::string_view content_type_name,
+                                   const HttpRequest& request, uint64_t request_bytes,
+                                   AccessLog* access_log, HttpHandler* handler);
+// Logs a refusal for the budget, at most once per 10 s per server (a warning: the operator
+// raises --max-incoming-body-bytes, or looks for the client that holds it).
+void LogIncomingRefusal(ServerShared& shared);
 
 // Calls `response->on_sent(sent, at)` if it is set, and empties it first, so a second call is a
 // no-op (each response reports once). No allocation: the function is moved, not copied. A

@@ -236,7 +236,11 @@ bool RequestLineOf(std::string_view buffered, std::string* method, std::string* 
 
 template <class Stream>
 BasicHttpConnection<Stream>::BasicHttpConnection(Socket socket, IoThread* io, ServerShared* shared)
-    : io_(io), shared_(shared), socket_(std::move(socket)), timer_(io->ioc.get_executor()) {}
+    : io_(io),
+      shared_(shared),
+      socket_(std::move(socket)),
+      timer_(io->ioc.get_executor()),
+      incoming_(shared->options.incoming_bodies.get()) {}
 
 template <class Stream>
 BasicHttpConnection<Stream>::~BasicHttpConnection() = default;
@@ -288,6 +292,7 @@ void BasicHttpConnection<Stream>::Close() {
   // scheduler and the backend drop the work. Callbacks run here, on the I/O thread.
   if (handling && cancellation_) cancellation_->Cancel();
   cancellation_.reset();
+  incoming_.Clear();
   if (stream_) AbandonStream();
   ++timer_generation_;
   timer_armed_ = false;
@@ -591,6 +596,7 @@ void BasicHttpConnection<Stream>::OnHeaderDone() {
     Dispatch();
     return;
   }
+  if (!ChargeIncoming(body_received_)) return;
   if (need_continue) {
     SendContinue();
     return;
@@ -720,6 +726,7 @@ void BasicHttpConnection<Stream>::ParseChunked() {
     const std::size_t used = parser_->put(buffer_.data(), ec);
     buffer_.consume(used);
     if (ec == http::error::need_more) {
+      if (!ChargeIncoming(body_.size())) return;
       // Beast keeps a chunk-size line with its extensions, and the trailer section, until they
       // end, whatever their length: its header limit covers the header section only, its body
       // limit the chunks' data. Bounded here by the header's limit (RFC 9112 §7.1.1 and §7.1.2:
@@ -780,8 +787,24 @@ void BasicHttpConnection<Stream>::OnBodyRead(const error_code& ec, std::size_t n
     Dispatch();
     return;
   }
+  if (!ChargeIncoming(body_received_)) return;
   SetDeadline(Clock::now() + shared_->options.body_timeout);
   ReadBodyDirect();
+}
+
+// Holds `bytes` of the body that is still arriving against the server-wide budget; past it,
+// answers 503 with Retry-After and closes (SendError: the rest of the body is drained while the
+// answer lingers, never stored). False when it refused.
+template <class Stream>
+bool BasicHttpConnection<Stream>::ChargeIncoming(uint64_t bytes) {
+  if (incoming_.GrowTo(bytes)) return true;
+  incoming_.Clear();
+  LogIncomingRefusal(*shared_);
+  HttpResponse response =
+      IncomingBodiesRefusal(*shared_->options.incoming_bodies, "Content-Type", request_, bytes,
+                            shared_->options.access_log, shared_->handler);
+  SendResponseAndClose(std::move(response));
+  return false;
 }
 
 template <class Stream>
@@ -845,9 +868,13 @@ void BasicHttpConnection<Stream>::SendError(int status, std::string_view message
   // read into body_ too, but body_ is sized ahead of each read, so body_received_ counts it.
   const uint64_t body_bytes =
       parser_ && parser_->is_header_done() && parser_->chunked() ? body_.size() : body_received_;
-  HttpResponse response =
-      TransportErrorResponse(status, message, "Content-Type", request_, body_bytes,
-                             shared_->options.access_log, shared_->handler);
+  SendResponseAndClose(TransportErrorResponse(status, message, "Content-Type", request_, body_bytes,
+                                              shared_->options.access_log, shared_->handler));
+}
+
+template <class Stream>
+void BasicHttpConnection<Stream>::SendResponseAndClose(HttpResponse response) {
+  incoming_.Clear();
   close_after_response_ = true;
   linger_on_close_ = true;  // the rest of the request may still be on its way
   head_request_ = false;
@@ -858,6 +885,7 @@ void BasicHttpConnection<Stream>::SendError(int status, std::string_view message
 
 template <class Stream>
 void BasicHttpConnection<Stream>::Dispatch() {
+  incoming_.Clear();  // the in-flight limit counts it from here
   if (request_.body_received_at == Clock::time_point{}) request_.body_received_at = Clock::now();
   if (MaybeUpgrade()) return;
   phase_ = Phase::kHandling;

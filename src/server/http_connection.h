@@ -60,6 +60,7 @@
 
 #include "harrier/http_message.h"
 #include "harrier/response_stream.h"
+#include "server/incoming_bodies.h"
 #include "server/io_thread.h"
 #include "server/request_parser.h"
 #include "server/tls.h"
@@ -152,6 +153,9 @@ class BasicHttpConnection : public Connection,
   // Answers the request being read with an error of the transport's own (400, 408, 413, 431),
   // writes its access record when there is an access log, and closes after a linger.
   void SendError(int status, std::string_view message);
+  // Writes a transport's answer to the request being read, then closes after a linger.
+  void SendResponseAndClose(HttpResponse response);
+  bool ChargeIncoming(uint64_t bytes);
   void FailParse(const boost::system::error_code& ec);
   // The TCP socket under the stream (itself for plain TCP).
   TcpStream& Tcp() {
@@ -205,6 +209,9 @@ class BasicHttpConnection : public Connection,
   SpareHeaderFields spare_header_fields_;  // the last requests' field strings (RequestParser)
   uint64_t body_received_ = 0;  // Content-Length bodies read directly into body_
   uint64_t body_expected_ = 0;
+  // The body's share of the server-wide budget (Options::incoming_bodies) while it arrives:
+  // charged after each read that leaves it incomplete, cleared when it is handed on or dropped.
+  IncomingBodyCharge incoming_;
   bool head_request_ = false;
   bool http10_ = false;
 

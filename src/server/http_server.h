@@ -70,6 +70,8 @@
 
 namespace harrier {
 
+class IncomingBodies;
+
 namespace server_internal {
 class IoThread;
 struct ServerShared;
@@ -182,6 +184,12 @@ class HttpServer {
     // ("h2c smuggling"; probe 57: a denied admin route answered 200 through it). Prior-knowledge
     // h2c (the preface) is always served. Never over TLS.
     bool h2c_upgrade = false;
+
+    // The server-wide budget of request bodies still arriving (server/incoming_bodies.h),
+    // shared by every server given the same one (REST and gRPC): a request whose body would
+    // take it past its limit is answered 503 with Retry-After: 1 and, over HTTP/1.1, its
+    // connection closed. Null (default): no such budget.
+    std::shared_ptr<IncomingBodies> incoming_bodies;
 
     // Where the server reports the requests it answers itself with an error (400, 408, 413,
     // 431 over HTTP/1.1; 408, 413, 431 on an HTTP/2 stream): one AccessRecord each, protocol

@@ -77,6 +77,9 @@ struct ServerShared {
     LogThrottle client_refusals{std::chrono::seconds(10)};
   };
   AcceptLogs accept_logs;
+  // Refusals for the server-wide body budget (Options::incoming_bodies), any I/O thread.
+  std::mutex incoming_log_mu;
+  LogThrottle incoming_refusals{std::chrono::seconds(10)};  // guarded by incoming_log_mu
   // Connections open per client address, while Options::max_connections_per_client is set
   // (the acceptor counts up, a connection's client_slot down).
   std::mutex clients_mu;

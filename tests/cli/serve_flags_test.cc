@@ -250,6 +250,15 @@ TEST(ServeFlagsTest, GrpcMaxConnectionsFitsInTheReserveRestLeaves) {
   EXPECT_EQ(GrpcMaxConnections(flags, 10, 64), 10u);
 }
 
+TEST(ServeFlagsTest, IncomingBodyLimitIsAQuarterOfTheMemoryAtLeastOneLargestBody) {
+  ServeFlags flags;  // --max-body-bytes 256 MiB
+  EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{24} << 30), uint64_t{6} << 30);
+  EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{2} << 30), uint64_t{512} << 20);
+  EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{512} << 20), uint64_t{256} << 20);
+  flags.max_incoming_body_bytes = 1000;  // given: taken as it is
+  EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{24} << 30), 1000u);
+}
+
 // It was ignored without a word, while the other flags that need another are usage errors.
 TEST(ServeFlagsTest, AccessLogFileNeedsTheAccessLogOn) {
   ServeFlags flags;

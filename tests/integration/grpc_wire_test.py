@@ -11,6 +11,7 @@ import gzip
 import os
 import struct
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -142,6 +143,64 @@ class GrpcWireTest(unittest.TestCase):
             c.close()
 
 
+def incoming_body_bytes(metrics_port):
+    """harrier_incoming_body_bytes and harrier_incoming_body_refusals_total."""
+    status, body = harness.http_call(metrics_port, "GET", "/metrics")
+    assert status == 200, status
+    values = {}
+    for line in body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("harrier_incoming_body_bytes", "harrier_incoming_body_refusals_total"):
+            values[name] = float(value)
+    return values["harrier_incoming_body_bytes"], values["harrier_incoming_body_refusals_total"]
+
+
+class GrpcIncomingBodiesTest(unittest.TestCase):
+    """--max-incoming-body-bytes on the gRPC port (docs/server.md, "Request bodies server-wide"):
+    a ModelStreamInfer stream's unfinished message counts against the server-wide budget; the
+    stream whose message would pass it is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a
+    gRPC client), the other is held, and the port serves on."""
+
+    def test_unfinished_stream_messages_past_the_budget_reset_their_stream(self):
+        h2 = attacks()
+        repo = os.path.join(os.path.abspath(ARGS.source_dir), "examples", "models")
+        server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "budget.log"),
+                                 extra_args=["--max-incoming-body-bytes", "1048576"])
+        c = None
+        try:
+            c = h2.Conn(server.grpc_port)
+            c.settle()
+
+            def open_stream(stream_id, payload_bytes):
+                # A message claiming 2 MB, of which only `payload_bytes` are sent.
+                block = c.encoder.encode(h2.call_headers("ModelStreamInfer", c.authority))
+                frames = h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block)
+                body = b"\x00" + struct.pack(">I", 2_000_000) + b"x" * payload_bytes
+                for at in range(0, len(body), 16384):
+                    frames += h2.frame(h2.DATA, 0, stream_id, body[at:at + 16384])
+                c.send(frames)
+
+            def wait_for(condition):
+                deadline = time.monotonic() + 10
+                while not condition() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                return condition()
+
+            open_stream(1, 600_000)
+            self.assertTrue(wait_for(lambda: incoming_body_bytes(server.metrics_port)[0]
+                                     == 600_005))
+            open_stream(3, 600_000)
+            self.assertTrue(wait_for(lambda: c.rst.get(0xb, 0) == 1), c.rst)
+            self.assertEqual(incoming_body_bytes(server.metrics_port), (600_005, 1))
+            self.assertEqual(h2.good_call(server.grpc_port), 0)  # the port serves on
+        finally:
+            if c is not None:
+                c.close()
+            self.assertEqual(server.terminate(), 0)
+        self.assertIn("request bodies still arriving hold the server's limit of 1048576 bytes",
+                      server.log_text())
+
+
 def main():
     global ARGS, SERVER
     ARGS = harness.parse_args(__doc__)
@@ -150,6 +209,7 @@ def main():
     loader = unittest.defaultTestLoader
     suite.addTests(loader.loadTestsFromTestCase(GrpcWireTest))
     suite.addTests(loader.loadTestsFromTestCase(GrpcFloodTest))
+    suite.addTests(loader.loadTestsFromTestCase(GrpcIncomingBodiesTest))
 
     def start():
         global SERVER

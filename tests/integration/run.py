@@ -862,6 +862,18 @@ def scrape_metrics(metrics_port, names):
     return samples
 
 
+def unlabelled_metrics(metrics_port):
+    """The server's samples without labels, as {name: value}."""
+    r = raw_request(metrics_port, http_request("GET", "/metrics"))
+    assert r is not None and r.status == 200, "GET /metrics: %r" % r
+    samples = {}
+    for line in r.body.decode("utf-8").splitlines():
+        name, _, value = line.partition(" ")
+        if line.startswith("harrier_") and "{" not in name:
+            samples[name] = float(value)
+    return samples
+
+
 def model_metric(samples, name, model, **labels):
     key = (name, frozenset(dict(labels, model=model, version="1").items()))
     assert key in samples, "no %s for model %s in /metrics" % (name, model)
@@ -1521,6 +1533,53 @@ class AdmissionProcessTests(HarrierTestCase):
                                                        timeout=60), 2))
         finally:
             self.assertEqual(p.terminate(), 0, p.log_tail())
+
+    def test_bodies_still_arriving_past_the_server_wide_budget_get_503(self):
+        # --max-incoming-body-bytes (docs/server.md, "Request bodies server-wide"): the bodies
+        # still arriving on all connections together stay within it. One client holds 600 KB
+        # of a body; another's 600 KB would pass the 1 MiB budget: 503, Retry-After 1, the
+        # connection closed, counted and logged; the first completes and is answered, and the
+        # metrics show the budget and the refusal.
+        p = HarrierProcess("incoming-bodies", ["--max-incoming-body-bytes", "1048576"],
+                           repo=os.path.join(ARGS.work_dir, "repo-admission"))
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+                                       "data": [0, 0, 0, 0]}],
+                           "parameters": {"pad": "p" * 700_000}}).encode()
+        head = ("POST /v2/models/batch_identity/infer HTTP/1.1\r\nHost: t\r\n"
+                "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                % len(body)).encode()
+        try:
+            p.wait_live()
+            first = connect(p.port, timeout=30)
+            second = None
+            try:
+                first.sendall(head + body[:600_000])
+                deadline = time.monotonic() + 10
+                while (unlabelled_metrics(p.metrics_port)["harrier_incoming_body_bytes"]
+                       < 600_000 and time.monotonic() < deadline):
+                    time.sleep(0.05)
+                second = connect(p.port, timeout=30)
+                second.sendall(head + body[:600_000])
+                r = read_response(second)
+                self.assert_error(r, 503)
+                self.assertEqual(r.headers.get("retry-after"), "1", r.headers)
+                self.assertIn("1048576 bytes of request bodies still arriving", r.json()["error"])
+                self.assertTrue(wait_closed(second, 10))
+                first.sendall(body[600_000:])
+                r = read_response(first)
+                self.assertEqual(r.status, 200, r.body[:300])
+            finally:
+                first.close()
+                if second is not None:
+                    second.close()
+            m = unlabelled_metrics(p.metrics_port)
+            self.assertEqual(m.get("harrier_incoming_body_limit_bytes"), 1048576, m)
+            self.assertEqual(m.get("harrier_incoming_body_refusals_total"), 1, m)
+            self.assertEqual(m.get("harrier_incoming_body_bytes"), 0, m)
+        finally:
+            self.assertEqual(p.terminate(), 0, p.log_tail())
+        self.assertIn("request(s) refused with 503: request bodies still arriving",
+                      p.log_tail(200))
 
     def test_per_model_rate_limit(self):
         # --rate-limit-per-model RPS:BURST (docs/admission.md): a token bucket for each model

@@ -25,6 +25,7 @@
 
 #include "harrier/response_stream.h"
 #include "server/http_server.h"
+#include "server/incoming_bodies.h"
 #include "server/raw_http_client.h"
 #include "server/sent_recorder.h"
 #include "util/recording_access_log.h"
@@ -279,10 +280,11 @@ class Handler : public HttpHandler {
 
 // A streamed request's handler side: records what the transport tells it (on the I/O thread).
 struct RecordingStream : HttpStreamHandler {
-  std::mutex mu;
+  mutable std::mutex mu;
   std::string body;
   bool ended = false;
   bool cancelled = false;
+  bool unfinished_message = false;               // the whole body is one message not yet complete
   std::function<void(RecordingStream*)> on_end;  // called on OnBodyEnd, outside mu
   void OnBody(std::string_view bytes) override {
     std::lock_guard lock(mu);
@@ -298,6 +300,10 @@ struct RecordingStream : HttpStreamHandler {
   void OnCancel() override {
     std::lock_guard lock(mu);
     cancelled = true;
+  }
+  std::size_t PartialMessageBytes() const override {
+    std::lock_guard lock(mu);
+    return unfinished_message ? body.size() : 0;
   }
   std::size_t size() {
     std::lock_guard lock(mu);
@@ -972,6 +978,72 @@ TEST_F(Http2Test, TheBodiesAConnectionHoldsAreBounded) {
     EXPECT_EQ(c.response(id).status, 200);
     EXPECT_EQ(c.response(id).body.size(), 390'000u);
   }
+}
+
+// The server-wide budget of bodies still arriving holds over HTTP/2 too, across connections:
+// the stream whose DATA would pass it gets 503 with Retry-After on its own stream, the other
+// connection's upload goes on, and a reset stream gives its share back.
+TEST_F(Http2Test, BodiesStillArrivingPastTheServerWideBudgetGet503OnTheirStream) {
+  auto budget = std::make_shared<IncomingBodies>(300'000);
+  options_.incoming_bodies = budget;
+  StartServer();
+  H2Client a(server_->port());
+  const int32_t held = a.Submit("POST", "/held", std::string(200'000, 'a'), {}, false);
+  ASSERT_TRUE(a.Run([&] { return budget->held() == 200'000; }));
+
+  H2Client b(server_->port());
+  const int32_t refused = b.Submit("POST", "/over", std::string(200'000, 'b'), {}, false);
+  ASSERT_TRUE(b.RunUntilClosed(refused));
+  EXPECT_EQ(b.response(refused).status, 503);
+  EXPECT_EQ(b.response(refused).headers.at("retry-after"), "1");
+  EXPECT_NE(b.response(refused).body.find("300000 bytes of request bodies still arriving"),
+            std::string::npos);
+  EXPECT_EQ(budget->refused(), 1u);
+  EXPECT_EQ(budget->held(), 200'000u);
+  // The refused stream's connection goes on.
+  const int32_t next = b.Submit("POST", "/next", std::string(50'000, 'n'));
+  ASSERT_TRUE(b.RunUntilClosed(next));
+  EXPECT_EQ(b.response(next).status, 200);
+
+  a.Reset(held);
+  ASSERT_TRUE(a.Run([&] { return budget->held() == 0; }));
+  const int32_t whole = a.Submit("POST", "/whole", std::string(250'000, 'w'));
+  ASSERT_TRUE(a.RunUntilClosed(whole));
+  EXPECT_EQ(a.response(whole).status, 200);
+  EXPECT_EQ(budget->held(), 0u);
+}
+
+// A streamed request's unfinished message counts against the budget too (a gRPC stream's
+// half-sent message): past it the stream is reset with ENHANCE_YOUR_CALM (gRPC clients say
+// RESOURCE_EXHAUSTED) and its handler cancelled; a message within it is held, and given back
+// when the stream ends.
+TEST_F(Http2Test, AStreamsUnfinishedMessagePastTheServerWideBudgetResetsTheStream) {
+  auto budget = std::make_shared<IncomingBodies>(100'000);
+  options_.incoming_bodies = budget;
+  auto small = std::make_shared<RecordingStream>();
+  auto large = std::make_shared<RecordingStream>();
+  small->unfinished_message = large->unfinished_message = true;
+  handler_.on_open_stream = [&](const HttpRequest& head, std::shared_ptr<HttpStreamWriter>,
+                                HttpResponse*) -> std::shared_ptr<HttpStreamHandler> {
+    return head.target == "/small" ? small : large;
+  };
+  StartServer();
+  H2Client c(server_->port());
+  const int32_t within = c.Submit("POST", "/small", std::string(60'000, 's'), {}, false);
+  ASSERT_TRUE(c.Run([&] { return small->size() == 60'000; }));
+  EXPECT_EQ(budget->held(), 60'000u);
+  const int32_t over = c.Submit("POST", "/large", std::string(60'000, 'l'), {}, false);
+  ASSERT_TRUE(c.RunUntilClosed(over));
+  EXPECT_TRUE(c.response(over).reset);
+  EXPECT_EQ(c.response(over).error_code, static_cast<uint32_t>(NGHTTP2_ENHANCE_YOUR_CALM));
+  {
+    std::lock_guard lock(large->mu);
+    EXPECT_TRUE(large->cancelled);
+  }
+  EXPECT_EQ(budget->refused(), 1u);
+  EXPECT_EQ(budget->held(), 60'000u);
+  c.Reset(within);
+  ASSERT_TRUE(c.Run([&] { return budget->held() == 0; }));
 }
 
 // An older stream that holds no body bytes (its headers sent, nothing else yet) does not hold

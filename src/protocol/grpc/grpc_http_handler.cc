@@ -191,6 +191,10 @@ class GrpcHttpHandler::InferStream final : public HttpStreamHandler,
     return reader_.partial() && held_ == 0 && !failed_ && !cancelled_;
   }
 
+  std::size_t PartialMessageBytes() const override {
+    return failed_ || cancelled_ ? 0 : reader_.partial_bytes();
+  }
+
   // Ends the stream with `status` before anything is read (a malformed grpc-timeout).
   void Refuse(Status status) { Fail(std::move(status)); }
 

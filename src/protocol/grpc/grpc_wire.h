@@ -82,6 +82,8 @@ class MessageReader {
   const Status& error() const { return error_; }
   // Whether bytes of an unfinished message are buffered (a body that ends here is cut short).
   bool partial() const { return !buffer_.empty(); }
+  // The bytes of that unfinished message (its prefix included).
+  std::size_t partial_bytes() const { return buffer_.size(); }
   // Whether a complete message waits for Next().
   bool has_next() const { return next_ready_ < ready_.size(); }
   // Bytes buffered and not yet handed out by Next().
