@@ -124,6 +124,8 @@ void AddToBatch(llama_batch& batch, llama_token token, llama_pos pos, llama_seq_
   batch.logits[i] = output ? 1 : 0;
 }
 
+constexpr int kMaxWaitingRequests = 1 << 20;
+
 Status ValidateOptions(const LlamaEngine::Options& o) {
   if (o.model_path.empty()) return InvalidArgument("model_path is empty");
   if (o.context_size <= 0) return InvalidArgument("context_size must be > 0");
@@ -145,7 +147,12 @@ Status ValidateOptions(const LlamaEngine::Options& o) {
     return InvalidArgument("ubatch_size (" + std::to_string(o.ubatch_size) +
                            ") must be in 1..batch_size (" + std::to_string(o.batch_size) + ")");
   }
-  if (o.max_waiting_requests < 0) return InvalidArgument("max_waiting_requests must be >= 0");
+  // Bounded so that parallel_sequences + max_waiting_requests stays an int: near INT_MAX the
+  // sum overflowed and every request on an idle model was refused (probe 74).
+  if (o.max_waiting_requests < 0 || o.max_waiting_requests > kMaxWaitingRequests) {
+    return InvalidArgument("max_waiting_requests must be in 0.." +
+                           std::to_string(kMaxWaitingRequests));
+  }
   if (o.clock == nullptr) return InvalidArgument("clock is null");
   return Status::Ok();
 }
@@ -839,7 +846,15 @@ StatusOr<std::unique_ptr<LlamaEngine>> LlamaEngine::Create(const Options& option
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->threads = options.threads > 0 ? options.threads : UsableCores();
+  // More threads than cores only wait on each other at every step's barriers: a value copied
+  // from a larger machine (16 on a 2-core pod) made generation 100x slower, 512 unusable
+  // (probe 74). The usable cores are the most a step could run on anyway.
+  const int usable = UsableCores();
+  if (options.threads > usable) {
+    spdlog::warn("llama.cpp model '{}': threads {} is more than the {} usable core(s); using {}",
+                 options.model_path, options.threads, usable, usable);
+  }
+  impl->threads = options.threads > 0 ? std::min(options.threads, usable) : usable;
   impl->governor = ThreadGovernor(impl->threads, std::chrono::steady_clock::now());
   impl->applied_threads = impl->threads;
 

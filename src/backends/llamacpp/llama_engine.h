@@ -90,8 +90,9 @@ class LlamaEngine : public GenerativeModel {
     // it, and the sum over live sequences cannot either. > 0. Default 4096. (llama.cpp
     // allocates a multiple of 256 cells; the engine uses exactly this many.)
     int context_size = 4096;
-    // llama.cpp's compute threads (generation and prompt batches alike), >= 0; 0 = the usable
-    // cores (affinity and cgroup quota). Default 0.
+    // llama.cpp's compute threads (generation and prompt batches alike), 0..512; 0 = the usable
+    // cores (affinity and cgroup quota), and more than those is used as those (a warning).
+    // Default 0.
     int threads = 0;
     // Sequences decoded together (slots). 1..llama.cpp's maximum (256). Default 4.
     int parallel_sequences = 4;
@@ -101,7 +102,7 @@ class LlamaEngine : public GenerativeModel {
     // Default 512.
     int ubatch_size = 512;
     // Requests that may wait for a slot: Generate refuses once parallel_sequences +
-    // max_waiting_requests are in the engine. >= 0. Default 64.
+    // max_waiting_requests are in the engine. 0..1,048,576. Default 64.
     int max_waiting_requests = 64;
     // The clock deadlines are checked against. Must outlive the engine. Default: steady_clock.
     const Clock* clock = &SteadyClock();

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_quota.h"
 #include "util/fake_clock.h"
 
 namespace harrier {
@@ -1100,6 +1101,23 @@ TEST_F(LlamaEngineTest, CreateRefusesWhatItCannotLoad) {
   auto too_many = LlamaEngine::Create(options);
   EXPECT_EQ(too_many.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(too_many.status().message(), HasSubstr("threads must be in 0..512"));
+  options = Options();
+  // Past 1,048,576 the slots and the waiting ones overflowed an int: every request refused.
+  options.max_waiting_requests = 2147483647;
+  auto waiting = LlamaEngine::Create(options);
+  EXPECT_EQ(waiting.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(waiting.status().message(), HasSubstr("max_waiting_requests must be in 0..1048576"));
+}
+
+// More threads than the usable cores only wait on each other at every step (probe 74: 16 on 2
+// cores made a 2-token generation take 2.8 s): the engine uses the usable cores instead.
+TEST_F(LlamaEngineTest, ThreadsPastTheUsableCoresAreTheUsableCores) {
+  LlamaEngine::Options options = Options();
+  options.threads = 64;
+  auto engine = LlamaEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_LE((*engine)->Stats().compute_threads, UsableCores());
+  EXPECT_GE((*engine)->Stats().compute_threads, 1);
 }
 
 // A context whose KV cache would not fit in memory is refused before llama.cpp allocates it;
