@@ -8,7 +8,10 @@ namespace harrier::auth {
 
 Status AccessControl::CheckFlags(const Options& options) {
   AccessControl scratch;
-  return scratch.TakeFlags(options);
+  RETURN_IF_ERROR(scratch.TakeFlags(options));
+  // The key file too, before any model loads (read again when the store starts).
+  if (!options.api_key_file.empty()) RETURN_IF_ERROR(ReadApiKeyFile(options.api_key_file).status());
+  return Status::Ok();
 }
 
 Status AccessControl::TakeFlags(const Options& options) {

@@ -37,8 +37,9 @@ class AccessControl {
   // kInvalidArgument for a restriction that does not parse or a key file that does not (the
   // message says where), kNotFound for a key file that cannot be read.
   static StatusOr<std::unique_ptr<AccessControl>> Create(const Options& options);
-  // Create's checks of the flags' values alone, opening no file: the start makes them before
-  // the models load, so that a typo in a list costs no load (Create makes them again).
+  // Create's checks (the flags' values, and the key file read and parsed once): the start
+  // makes them before the models load, so that a typo in a list or a bad key file costs no
+  // load (Create makes them again).
   static Status CheckFlags(const Options& options);
 
   // The handler to serve in place of `next` (REST's chain, gRPC's handler, the metrics

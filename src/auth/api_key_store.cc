@@ -4,12 +4,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
+#include "core/file_read.h"
 #include "server/sha256.h"
 
 namespace harrier::auth {
@@ -45,6 +44,20 @@ const ApiKeyStore::Key* ApiKeyStore::Find(const KeySet& keys, std::string_view p
   return DigestsEqual(key.entry.sha256, digest) ? &key : nullptr;
 }
 
+StatusOr<std::vector<ApiKeyEntry>> ReadApiKeyFile(const std::string& path) {
+  // A regular file of a bounded size: /dev/zero, or a rotation's link swapped to it, grew the
+  // process by hundreds of MB a second and then said "not JSON" (probe 74).
+  StatusOr<std::string> text = ReadRegularFile(path, kMaxApiKeyFileBytes);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound)
+      return NotFound("cannot read the API key file '" + path + "'");
+    return text.status().WithContext("API key file");
+  }
+  StatusOr<std::vector<ApiKeyEntry>> parsed = ParseApiKeyFile(*text);
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  return parsed;
+}
+
 Status ApiKeyStore::Load() {
   struct stat st {};
   if (::stat(options_.path.c_str(), &st) != 0) {
@@ -52,12 +65,8 @@ Status ApiKeyStore::Load() {
   }
   stamp_ = {st.st_ino, st.st_size,
             int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + int64_t{st.st_mtim.tv_nsec}};
-  std::ifstream in(options_.path, std::ios::binary);
-  if (!in) return NotFound("cannot read the API key file '" + options_.path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  StatusOr<std::vector<ApiKeyEntry>> parsed = ParseApiKeyFile(text.str());
-  if (!parsed.ok()) return parsed.status().WithContext(options_.path);
+  StatusOr<std::vector<ApiKeyEntry>> parsed = ReadApiKeyFile(options_.path);
+  if (!parsed.ok()) return parsed.status();
 
   const std::shared_ptr<const KeySet> old = keys_.load(std::memory_order_acquire);
   std::unordered_map<std::string_view, const Key*> old_by_id;

@@ -47,6 +47,14 @@ struct KeyCounters {
   std::atomic<uint64_t> rate_limited{0};  // over the key's own rate_limit (429)
 };
 
+// The largest API key file read: far above 100,000 keys (~200 bytes each).
+inline constexpr std::size_t kMaxApiKeyFileBytes = std::size_t{64} << 20;
+
+// The keys of the file at `path`: a regular file of at most kMaxApiKeyFileBytes, parsed by
+// ParseApiKeyFile. kNotFound when it cannot be read; kInvalidArgument naming the path or what
+// is wrong with it.
+StatusOr<std::vector<ApiKeyEntry>> ReadApiKeyFile(const std::string& path);
+
 class ApiKeyStore {
  public:
   struct Options {

@@ -80,12 +80,16 @@ StatusOr<std::unique_ptr<OtlpTracer>> CreateTracer(const ServeFlags& flags,
     return InvalidArgument(fmt::format("--trace-sample-ratio must be between 0 and 1, got {}",
                                        flags.trace_sample_ratio));
   }
-  if (flags.trace_queue_size < 1) {
-    return InvalidArgument("--trace-queue-size must be at least 1, got " +
+  if (flags.trace_queue_size < 1 ||
+      static_cast<uint64_t>(flags.trace_queue_size) > OtlpTracer::kMaxQueue) {
+    return InvalidArgument("--trace-queue-size must be in 1.." +
+                           std::to_string(OtlpTracer::kMaxQueue) + ", got " +
                            std::to_string(flags.trace_queue_size));
   }
-  if (flags.trace_export_interval_ms < 1) {
-    return InvalidArgument("--trace-export-interval-ms must be at least 1, got " +
+  if (flags.trace_export_interval_ms < 1 ||
+      flags.trace_export_interval_ms > OtlpTracer::kMaxExportInterval.count()) {
+    return InvalidArgument("--trace-export-interval-ms must be in 1.." +
+                           std::to_string(OtlpTracer::kMaxExportInterval.count()) + ", got " +
                            std::to_string(flags.trace_export_interval_ms));
   }
   if (endpoint.empty()) return std::unique_ptr<OtlpTracer>();

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <string_view>
+#include <type_traits>
 
 namespace harrier {
 
@@ -30,6 +33,13 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
     return "--load-model needs --model-control-mode explicit (the other modes load every model)";
   if (!flags.access_log_file.empty() && flags.access_log != "on")
     return "--access-log-file needs --access-log on (without it nothing is written there)";
+  // Given but empty ("--api-key-file $KEYS" with KEYS unset) served without keys, silently
+  // (probe 74): the operator asked for keys, so the start fails closed.
+  if (flags.api_key_file_given && flags.api_key_file.empty())
+    return "--api-key-file is empty: give the key file's path (or leave the flag out to serve "
+           "without keys)";
+  if (flags.access_log_file_given && flags.access_log_file.empty())
+    return "--access-log-file is empty: give a file (or leave the flag out for stderr)";
   if (flags.metrics_require_key && flags.api_key_file.empty())
     return "--metrics-require-key needs --api-key-file (there would be no key to present)";
   return {};
@@ -123,10 +133,33 @@ const CLI::Validator kNumber(
     [](std::string& value) -> std::string {
       char* end = nullptr;
       const double d = std::strtod(value.c_str(), &end);
-      if (!std::isfinite(d)) return "must be a finite number, got '" + value + "'";
+      // An empty value read as 0 (probe 74: --trace-sample-ratio '' traced nothing).
+      if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(d))
+        return "must be a finite number, got '" + value + "'";
       return {};
     },
     "NUMBER");
+
+// Every whole-number flag: decimal digits (with an optional '-' for a signed one) within the
+// type. CLI11 reads with strtoll/strtoull base 0, so 0x10, +5 and ' 5' passed, and a value past
+// int64 was cut to its largest (probe 74: --trace-export-interval-ms 2^64 became 2^63-1 and
+// overflowed later).
+template <typename T>
+CLI::Validator DecimalInteger() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const bool negative = std::is_signed_v<T> && value.starts_with('-');
+        const std::string_view digits = std::string_view(value).substr(negative ? 1 : 0);
+        if (digits.empty() ||
+            !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return "must be a whole number in decimal, got '" + value + "'";
+        T parsed{};
+        if (std::from_chars(value.data(), value.data() + value.size(), parsed).ec != std::errc())
+          return "is out of range, got '" + value + "'";
+        return {};
+      },
+      "");
+}
 
 }  // namespace
 
@@ -460,15 +493,19 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "the request path (docs/logging.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  serve->add_option("--access-log-file", flags->access_log_file,
-                    "Write the access log to this file (appended to) instead of stderr");
+  serve
+      ->add_option("--access-log-file", flags->access_log_file,
+                   "Write the access log to this file (appended to) instead of stderr")
+      ->each([flags](const std::string&) { flags->access_log_file_given = true; });
 
   // Access control: docs/security.md. The file and the restrictions are checked at startup
   // (exit 1).
-  serve->add_option("--api-key-file", flags->api_key_file,
-                    "JSON file of API keys (their SHA-256, scopes, rate limits); re-read when it "
-                    "changes. Every route but health then needs a key with its scope "
-                    "(Authorization: Bearer KEY or X-API-Key; gRPC authorization metadata)");
+  serve
+      ->add_option("--api-key-file", flags->api_key_file,
+                   "JSON file of API keys (their SHA-256, scopes, rate limits); re-read when it "
+                   "changes. Every route but health then needs a key with its scope "
+                   "(Authorization: Bearer KEY or X-API-Key; gRPC authorization metadata)")
+      ->each([flags](const std::string&) { flags->api_key_file_given = true; });
   serve->add_flag("--metrics-require-key", flags->metrics_require_key,
                   "GET /metrics needs an API key with the 'metrics' scope (default: open)");
   serve->add_option("--http-restricted-api", flags->http_restricted_api,
@@ -502,12 +539,18 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
       ->check(kNumber);
   serve
       ->add_option("--trace-queue-size", flags->trace_queue_size,
-                   "Traced requests waiting for export; more are dropped and counted")
+                   "Traced requests waiting for export, 1..1048576; more are dropped and counted")
       ->capture_default_str();
   serve
       ->add_option("--trace-export-interval-ms", flags->trace_export_interval_ms,
-                   "How often queued spans are exported (sooner when a batch is full)")
+                   "How often queued spans are exported (sooner when a batch is full), "
+                   "1..3600000")
       ->capture_default_str();
+  for (CLI::Option* option : serve->get_options()) {
+    const std::string type = option->get_type_name();
+    if (type.starts_with("INT")) option->check(DecimalInteger<int64_t>());
+    if (type.starts_with("UINT")) option->check(DecimalInteger<uint64_t>());
+  }
 }
 
 InlinePolicies InlinePoliciesOf(const ServeFlags& flags) {

@@ -93,6 +93,7 @@ struct ServeFlags {
   // Access control (docs/security.md, "API keys and scopes"). Keys come from the file only,
   // never from the command line, where every user of the host could read them.
   std::string api_key_file;          // "" = no API keys: every route is open, as before
+  bool api_key_file_given = false;   // the flag was there, even with an empty value
   bool metrics_require_key = false;  // /metrics needs a key with the `metrics` scope
   // Triton's "API[,API...]:HEADER=VALUE", repeatable.
   std::vector<std::string> http_restricted_api;
@@ -112,6 +113,7 @@ struct ServeFlags {
   // Access log (docs/logging.md): one line per REST request and gRPC inference; off by default.
   std::string access_log = "off";
   std::string access_log_file;  // "" = stderr
+  bool access_log_file_given = false;
   // Tracing (docs/tracing.md): OTLP/HTTP traces URL; "" = the OTEL_EXPORTER_OTLP_* environment,
   // else off.
   std::string trace_endpoint;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,28 +28,36 @@ using TimePoint = RequestTrace::TimePoint;
 
 // ---- Endpoint -----------------------------------------------------------------------------
 
+// The endpoint, checked by libcurl's URL parser (a port past 65535, a space in the host: probe
+// 74 saw both accepted and every export fail) and given the signal's path when it has none.
 StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
-  size_t scheme_end = 0;
-  if (url.starts_with("http://")) {
-    scheme_end = 7;
-  } else if (url.starts_with("https://")) {
-    scheme_end = 8;
-  } else {
-    return InvalidArgument("trace endpoint '" + url + "' is not an http:// or https:// URL");
+  const std::string quoted = "trace endpoint '" + url + "'";
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
+  if (parsed == nullptr) return Internal("libcurl cannot parse URLs (out of memory)");
+  // No default scheme: "collector:4318" is not a URL a user meant.
+  if (const CURLUcode code = curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0);
+      code != CURLUE_OK) {
+    return InvalidArgument(quoted + " is not a URL: " + curl_url_strerror(code));
   }
-  const size_t authority_end = std::min(url.find_first_of("/?#", scheme_end), url.size());
-  std::string_view authority(url.data() + scheme_end, authority_end - scheme_end);
-  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    authority.remove_prefix(at + 1);
-  }
-  if (authority.empty() || authority.front() == ':') {
-    return InvalidArgument("trace endpoint '" + url + "' has no host");
-  }
-  const size_t path_end = std::min(url.find_first_of("?#", authority_end), url.size());
-  const std::string_view path(url.data() + authority_end, path_end - authority_end);
+  auto part = [&](CURLUPart which) -> std::string {
+    char* text = nullptr;
+    if (curl_url_get(parsed.get(), which, &text, 0) != CURLUE_OK || text == nullptr) return {};
+    std::string value(text);
+    curl_free(text);
+    return value;
+  };
+  const std::string scheme = part(CURLUPART_SCHEME);
+  if (scheme != "http" && scheme != "https")
+    return InvalidArgument(quoted + " is not an http:// or https:// URL");
+  if (part(CURLUPART_HOST).empty()) return InvalidArgument(quoted + " has no host");
+  const std::string path = part(CURLUPART_PATH);
   if (!path.empty() && path != "/") return url;
   // As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the signal's path.
-  return url.substr(0, authority_end) + "/v1/traces" + url.substr(path_end);
+  if (curl_url_set(parsed.get(), CURLUPART_PATH, "/v1/traces", 0) != CURLUE_OK)
+    return Internal("libcurl cannot set the path of " + quoted);
+  std::string normalized = part(CURLUPART_URL);
+  if (normalized.empty()) return Internal("libcurl cannot write " + quoted + " back");
+  return normalized;
 }
 
 std::once_flag curl_init_once;
@@ -338,11 +347,16 @@ StatusOr<std::unique_ptr<OtlpTracer>> OtlpTracer::Create(Options options) {
   if (!(options.sample_ratio >= 0.0 && options.sample_ratio <= 1.0)) {
     return InvalidArgument("trace sample ratio must be within [0, 1]");
   }
-  if (options.max_queue < 1) return InvalidArgument("trace queue size must be at least 1");
+  if (options.max_queue < 1 || options.max_queue > kMaxQueue)
+    return InvalidArgument("trace queue size must be in 1.." + std::to_string(kMaxQueue));
   if (options.max_export_batch < 1) return InvalidArgument("trace export batch must be at least 1");
   if (options.export_interval.count() <= 0 || options.export_timeout.count() <= 0) {
     return InvalidArgument("trace export interval and timeout must be positive");
   }
+  // Added to the clock's now: far past an hour it overflowed into the past, and the export
+  // thread spun (probe 74).
+  if (options.export_interval > kMaxExportInterval || options.export_timeout > kMaxExportInterval)
+    return InvalidArgument("trace export interval and timeout must be at most an hour");
   if (!options.post) {
     auto endpoint = NormalizeEndpoint(options.endpoint);
     if (!endpoint.ok()) return endpoint.status();

@@ -32,16 +32,21 @@ namespace harrier {
 // Thread safety: Start, Submit, Flush and AppendMetrics may be called from any thread.
 class OtlpTracer : public Tracer {
  public:
+  static constexpr std::chrono::milliseconds kMaxExportInterval{3'600'000};  // an hour
+  static constexpr size_t kMaxQueue = size_t{1} << 20;
+
   struct Options {
     // The OTLP/HTTP traces URL: http://host:4318/v1/traces. A URL with no path (or "/") gets
     // "/v1/traces" appended, as OTEL_EXPORTER_OTLP_ENDPOINT does. http and https.
     std::string endpoint;
     // The share of requests without a valid traceparent that are traced, 0..1.
     double sample_ratio = 0.01;
-    // Traced requests waiting for export; a request submitted to a full queue is dropped.
+    // Traced requests waiting for export (1..kMaxQueue); a request submitted to a full queue is
+    // dropped.
     size_t max_queue = 2048;
     // Requests per export (8 spans each at most).
     size_t max_export_batch = 256;
+    // Each at most kMaxExportInterval.
     std::chrono::milliseconds export_interval{1000};
     std::chrono::milliseconds export_timeout{10000};
     // Resource attributes: service.name, service.version, service.instance.id (empty: the host

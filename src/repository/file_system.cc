@@ -13,6 +13,8 @@
 #include <string>
 #include <system_error>
 
+#include "core/file_read.h"
+
 namespace harrier {
 namespace {
 
@@ -77,35 +79,7 @@ class LocalFileSystemImpl final : public FileSystem {
     if (!type.ok()) return type.status();
     if (*type == FileType::kNotFound) return NotFound("no such file '" + path + "'");
     if (*type != FileType::kRegular) return InvalidArgument("'" + path + "' is not a file");
-    // POSIX reads, not an ifstream: a read error (a link to /proc/self/pagemap) threw from
-    // istreambuf_iterator and ended the process. O_NONBLOCK: a kernel file that looks regular
-    // but blocks (tracefs' trace_pipe) hung the load, and the stop with it, forever; for a
-    // regular file it changes nothing. The bound: a proc file can be endless (probe 29).
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return Internal("cannot open '" + path + "': " + std::strerror(errno));
-    std::string content;
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n > 0) {
-        content.append(buf, static_cast<size_t>(n));
-        if (content.size() > kMaxReadFileBytes) {
-          ::close(fd);
-          return InvalidArgument("'" + path + "' is over " + std::to_string(kMaxReadFileBytes) +
-                                 " bytes, the most a file read whole may have");
-        }
-        continue;
-      }
-      if (n == 0) break;
-      if (errno == EINTR) continue;
-      const int error = errno;
-      ::close(fd);
-      return InvalidArgument("cannot read '" + path + "': " +
-                             (error == EAGAIN ? std::string("it would block (not a plain file)")
-                                              : std::string(std::strerror(error))));
-    }
-    ::close(fd);
-    return content;
+    return ReadRegularFile(path, kMaxReadFileBytes);
   }
 };
 

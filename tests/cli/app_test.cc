@@ -190,7 +190,7 @@ TEST_F(AppTest, ABuildThatFailsNamesWhatAndStopsCleanly) {
   EXPECT_EQ(built.message().rfind("tracing: --trace-sample-ratio", 0), 0u) << built.message();
 
   // Access control's lists are checked here, before the models load (a typo cost a full load
-  // before), and its key file is not opened yet.
+  // before), and its key file too (probe 74: /dev/zero was found only after every load).
   ServeFlags bad_origin = ExampleFlags();
   bad_origin.allowed_origins = {"https://ui.example/"};
   bad_origin.api_key_file = ::testing::TempDir() + "/no_such_key_file_for_app_test";
@@ -200,8 +200,11 @@ TEST_F(AppTest, ABuildThatFailsNamesWhatAndStopsCleanly) {
   EXPECT_EQ(built.message().rfind("access control: --allowed-origins", 0), 0u) << built.message();
   ServeFlags keyed = ExampleFlags();
   keyed.api_key_file = bad_origin.api_key_file;
-  App unopened(keyed, log_sink_.get());
-  EXPECT_TRUE(unopened.Build().ok());
+  App unreadable(keyed, log_sink_.get());
+  built = unreadable.Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.message().rfind("access control: cannot read the API key file", 0), 0u)
+      << built.message();
 }
 
 // A stop begun while the models load (a signal during the start): the loads not begun are

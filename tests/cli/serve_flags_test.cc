@@ -226,7 +226,7 @@ TEST(ServeFlagsTest, FloatFlagsRefuseNan) {
                            "--http-idle-timeout-secs", "--shutdown-delay-secs",
                            "--generation-heartbeat-secs", "--generation-disconnect-grace-secs",
                            "--generation-stream-retention-secs", "--trace-sample-ratio"}) {
-    for (const char* bad : {"nan", "NaN", "-nan", "inf"}) {
+    for (const char* bad : {"nan", "NaN", "-nan", "inf", "", "1x"}) {
       ServeFlags flags;
       EXPECT_NE(Parse({flag, bad}, &flags), 0) << flag << " " << bad;
     }
@@ -260,6 +260,37 @@ TEST(ServeFlagsTest, IncomingBodyLimitIsAQuarterOfTheMemoryAtLeastOneLargestBody
 }
 
 // It was ignored without a word, while the other flags that need another are usage errors.
+// Whole numbers are decimal and within their type: CLI11 alone took 0x10, +5 and ' 5', and
+// cut a value past int64 to its largest (probe 74).
+TEST(ServeFlagsTest, WholeNumberFlagsAreDecimalAndWithinTheirType) {
+  for (const char* flag : {"--max-inflight", "--max-tensor-elements", "--trace-queue-size",
+                           "--trace-export-interval-ms", "--max-body-bytes", "--http-port"}) {
+    for (const char* bad : {"0x10", "+5", " 5", "5 ", "", "1e3", "9223372036854775808",
+                            "18446744073709551616", "99999999999999999999"}) {
+      ServeFlags flags;
+      EXPECT_NE(Parse({flag, bad}, &flags), 0) << flag << " '" << bad << "'";
+    }
+    ServeFlags flags;
+    EXPECT_EQ(Parse({flag, "16"}, &flags), 0) << flag;
+  }
+}
+
+// Given but empty (an unset $VAR) is refused, not taken as "no keys" (probe 74).
+TEST(ServeFlagsTest, AnEmptyKeyFileOrAccessLogFileIsRefused) {
+  ServeFlags flags;
+  ASSERT_EQ(Parse({"--api-key-file", ""}, &flags), 0);
+  EXPECT_EQ(CheckFlagCombinations(flags),
+            "--api-key-file is empty: give the key file's path (or leave the flag out to serve "
+            "without keys)");
+  ServeFlags logged;
+  ASSERT_EQ(Parse({"--access-log", "on", "--access-log-file", ""}, &logged), 0);
+  EXPECT_EQ(CheckFlagCombinations(logged),
+            "--access-log-file is empty: give a file (or leave the flag out for stderr)");
+  ServeFlags none;
+  ASSERT_EQ(Parse({}, &none), 0);
+  EXPECT_EQ(CheckFlagCombinations(none), "");
+}
+
 TEST(ServeFlagsTest, AccessLogFileNeedsTheAccessLogOn) {
   ServeFlags flags;
   ASSERT_EQ(Parse({"--access-log-file", "/tmp/a.log"}, &flags), 0);

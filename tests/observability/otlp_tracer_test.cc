@@ -262,6 +262,18 @@ TEST(OtlpTracerCreateTest, ValidatesOptions) {
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://"; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://:4318/"; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.endpoint = "https://collector"; }), StatusCode::kOk);
+  // libcurl's parser: a port out of range, a space in the host (probe 74: both started tracing
+  // and every export failed).
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://127.0.0.1:99999/v1/traces"; }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://a b/"; }), StatusCode::kInvalidArgument);
+  // Added to the clock: past an hour it overflowed, and the export thread spun (probe 74).
+  EXPECT_EQ(with([](auto& o) { o.export_interval = std::chrono::hours(2); }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.export_interval = std::chrono::milliseconds::max(); }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.max_queue = OtlpTracer::kMaxQueue + 1; }),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.sample_ratio = -0.1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.sample_ratio = 1.5; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.sample_ratio = std::nan(""); }), StatusCode::kInvalidArgument);
