@@ -40,6 +40,12 @@ std::string CheckFlagCombinations(const ServeFlags& flags) {
            "without keys)";
   if (flags.access_log_file_given && flags.access_log_file.empty())
     return "--access-log-file is empty: give a file (or leave the flag out for stderr)";
+  // A body of the largest size could then never arrive, and each try would be told to retry
+  // (503) on an idle server (probe 75).
+  if (flags.max_incoming_body_bytes > 0 && flags.max_incoming_body_bytes < flags.max_body_bytes)
+    return "--max-incoming-body-bytes " + std::to_string(flags.max_incoming_body_bytes) +
+           " is below --max-body-bytes " + std::to_string(flags.max_body_bytes) +
+           ": a body of the largest size could never arrive; raise it, or lower --max-body-bytes";
   if (flags.metrics_require_key && flags.api_key_file.empty())
     return "--metrics-require-key needs --api-key-file (there would be no key to present)";
   return {};

@@ -22,24 +22,34 @@ int UsableCoresFrom(std::string_view cpu_max, std::string_view cfs_quota,
                     std::string_view cfs_period, int affinity_cores);
 
 // UsableCoresFrom() over the files under `cgroup_root`: `cpu.max` (v2), `cpu/cpu.cfs_quota_us` and
-// `cpu/cpu.cfs_period_us` (v1); a file that is missing or unreadable reads as empty. The seam
-// UsableCores() reads /sys/fs/cgroup through, so that tests can point it at a folder of their own.
-int UsableCoresUnder(const std::filesystem::path& cgroup_root, int affinity_cores);
+// `cpu/cpu.cfs_period_us` (v1); a file that is missing or unreadable reads as empty. Read in the
+// process's own cgroup and every one above it up to the root, the smallest count winning:
+// `proc_self_cgroup` is the text of /proc/self/cgroup ("0::/path" for v2, "N:cpu,cpuacct:/path"
+// for v1); empty, or a path not under the root, reads the root alone. Inside a container's
+// cgroup namespace the own cgroup is the root; a systemd unit's CPUQuota= (or a cgroup made by
+// hand) sits below it (probe 75). The seam UsableCores() reads /sys/fs/cgroup through, so that
+// tests can point it at a folder of their own.
+int UsableCoresUnder(const std::filesystem::path& cgroup_root, int affinity_cores,
+                     std::string_view proc_self_cgroup = {});
 
-// UsableCoresUnder("/sys/fs/cgroup", the affinity mask of the calling thread).
+// UsableCoresUnder("/sys/fs/cgroup", the affinity mask of the calling thread, /proc/self/cgroup).
 int UsableCores();
 
 // Pure part, for tests: `memory_max` is the content of cgroup v2 `memory.max` ("max" or a byte
 // count; empty when absent), `v1_limit` of v1 `memory/memory.limit_in_bytes` (an unlimited v1
-// cgroup reads as a huge count). Returns the smaller of a limit and `physical_bytes`.
+// cgroup reads as a huge count). Returns the smallest of the limits and `physical_bytes`.
 uint64_t UsableMemoryBytesFrom(std::string_view memory_max, std::string_view v1_limit,
                                uint64_t physical_bytes);
 
-// UsableMemoryBytesFrom() over the files under `cgroup_root` (the seam, as UsableCoresUnder's).
-uint64_t UsableMemoryBytesUnder(const std::filesystem::path& cgroup_root, uint64_t physical_bytes);
+// UsableMemoryBytesFrom() over the files under `cgroup_root`, `memory.max` (v2) and
+// `memory/memory.limit_in_bytes` (v1), in the process's own cgroup and every one above it, the
+// smallest winning (as UsableCoresUnder).
+uint64_t UsableMemoryBytesUnder(const std::filesystem::path& cgroup_root, uint64_t physical_bytes,
+                                std::string_view proc_self_cgroup = {});
 
-// UsableMemoryBytesUnder("/sys/fs/cgroup", the physical memory); the physical memory alone
-// when the cgroup files say nothing; UINT64_MAX when even that cannot be read.
+// UsableMemoryBytesUnder("/sys/fs/cgroup", the physical memory, /proc/self/cgroup); the
+// physical memory alone when the cgroup files say nothing; UINT64_MAX when even that cannot be
+// read.
 uint64_t UsableMemoryBytes();
 
 // The CPU numbers in the calling thread's affinity mask, ascending (for pinning threads).

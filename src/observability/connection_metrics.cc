@@ -31,7 +31,8 @@ void AppendIncomingBodyMetrics(const IncomingBodySample& sample, TextExposition*
                "(--max-incoming-body-bytes)");
   out->Add("harrier_incoming_body_limit_bytes", {}, sample.limit);
   out->Declare("harrier_incoming_body_refusals_total", Type::kCounter,
-               "Requests answered 503 because their body would have passed that limit");
+               "Requests refused (503, or a gRPC stream reset) because their body would have "
+               "passed that limit");
   out->Add("harrier_incoming_body_refusals_total", {}, sample.refused);
 }
 

@@ -782,7 +782,19 @@ int Http2Connection<Stream>::OnFrameRecvCb(nghttp2_session*, const nghttp2_frame
     c->OnRequestHeaders(id, s);
   }
   if (c->closed_) return 0;
-  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) c->OnRequestComplete(id, s);
+  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+    c->OnRequestComplete(id, s);
+  } else if (frame->hd.type == NGHTTP2_DATA && !s->handler && !s->refused && !s->dispatched &&
+             !s->incoming.GrowTo(s->held_body)) {
+    // A body still arriving after this frame is charged to the server-wide budget; one that
+    // ends with it never is (probe 75: charging each frame as it came refused small whole
+    // bodies over HTTP/2, and so every unary gRPC call, while a slow upload held the budget).
+    c->Refuse(
+        id, s,
+        IncomingBodiesRefusal(*c->shared_->options.incoming_bodies, "content-type", s->request,
+                              s->body.size(), c->shared_->options.access_log, c->shared_->handler));
+    LogIncomingRefusal(*c->shared_);
+  }
   return 0;
 }
 
@@ -857,11 +869,7 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
   nghttp2_session_consume_connection(c->session_, len);
   const uint64_t limit = c->shared_->options.max_body_bytes;
   const bool too_large = s != nullptr && !s->refused && s->body.size() + len > limit;
-  // The server-wide budget of bodies still arriving (a body that ends with this frame is
-  // charged too, until Dispatch takes it a moment later).
-  const bool over_budget =
-      s != nullptr && !s->refused && !too_large && !s->incoming.GrowTo(s->held_body + len);
-  if (s == nullptr || s->refused || too_large || over_budget) {
+  if (s == nullptr || s->refused || too_large) {
     nghttp2_session_consume_stream(c->session_, stream_id, len);  // dropped
   }
   if (s == nullptr || s->refused) return 0;
@@ -871,14 +879,6 @@ int Http2Connection<Stream>::OnDataChunkCb(nghttp2_session*, uint8_t, int32_t st
                            std::to_string(limit) +
                            " bytes. Use --http-max-input-size to increase the limit",
                        s->body.size() + len);
-    return 0;
-  }
-  if (over_budget) {
-    c->Refuse(stream_id, s,
-              IncomingBodiesRefusal(*c->shared_->options.incoming_bodies, "content-type",
-                                    s->request, s->body.size() + len,
-                                    c->shared_->options.access_log, c->shared_->handler));
-    LogIncomingRefusal(*c->shared_);
     return 0;
   }
   s->body.append(reinterpret_cast<const char*>(data), len);

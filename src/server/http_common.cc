@@ -74,8 +74,8 @@ void LogIncomingRefusal(ServerShared& shared) {
   if (events == 0) return;
   const IncomingBodies& budget = *shared.options.incoming_bodies;
   spdlog::warn(
-      "{}: {} request(s) refused with 503: request bodies still arriving hold the server's "
-      "limit of {} bytes (--max-incoming-body-bytes; {} held now)",
+      "{}: {} request(s) refused (503, or a gRPC stream reset): request bodies still arriving "
+      "hold the server's limit of {} bytes (--max-incoming-body-bytes; {} held now)",
       shared.options.name, events, budget.limit(), budget.held());
 }
 

@@ -596,7 +596,9 @@ void BasicHttpConnection<Stream>::OnHeaderDone() {
     Dispatch();
     return;
   }
-  if (!ChargeIncoming(body_received_)) return;
+  // The first window is charged before the body is invited (100 Continue) or read: a body the
+  // budget has no room for is refused before the client sends it.
+  if (!ChargeIncoming(body_received_ + NextBodyWindow())) return;
   if (need_continue) {
     SendContinue();
     return;
@@ -719,6 +721,9 @@ template <class Stream>
 void BasicHttpConnection<Stream>::ParseChunked() {
   for (;;) {
     if (buffer_.size() == 0) {
+      // Every read that leaves the body incomplete is charged, whatever the parser stopped in
+      // (probe 75: charged only inside a chunk-size line, one large chunk was never charged).
+      if (!ChargeIncoming(body_.size())) return;
       ReadMore();
       return;
     }
@@ -752,6 +757,7 @@ void BasicHttpConnection<Stream>::ParseChunked() {
       return;
     }
     if (used == 0) {
+      if (!ChargeIncoming(body_.size())) return;
       ReadMore();
       return;
     }
@@ -759,9 +765,17 @@ void BasicHttpConnection<Stream>::ParseChunked() {
 }
 
 template <class Stream>
+std::size_t BasicHttpConnection<Stream>::NextBodyWindow() const {
+  return static_cast<std::size_t>(std::min<uint64_t>(body_expected_ - body_received_, kBodyWindow));
+}
+
+template <class Stream>
 void BasicHttpConnection<Stream>::ReadBodyDirect() {
-  const std::size_t window =
-      static_cast<std::size_t>(std::min<uint64_t>(body_expected_ - body_received_, kBodyWindow));
+  const std::size_t window = NextBodyWindow();
+  // What the resize below touches (it zero-fills the window) is what the body holds: charged
+  // before it is allocated (probe 75: charging only the bytes received left 4 MiB per
+  // connection outside the budget).
+  if (!ChargeIncoming(body_received_ + window)) return;
   body_.resize(static_cast<std::size_t>(body_received_) + window);
   socket_.async_read_some(asio::buffer(body_.data() + body_received_, window),
                           [self = this->shared_from_this()](const error_code& ec, std::size_t n) {
@@ -787,7 +801,6 @@ void BasicHttpConnection<Stream>::OnBodyRead(const error_code& ec, std::size_t n
     Dispatch();
     return;
   }
-  if (!ChargeIncoming(body_received_)) return;
   SetDeadline(Clock::now() + shared_->options.body_timeout);
   ReadBodyDirect();
 }

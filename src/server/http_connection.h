@@ -156,6 +156,8 @@ class BasicHttpConnection : public Connection,
   // Writes a transport's answer to the request being read, then closes after a linger.
   void SendResponseAndClose(HttpResponse response);
   bool ChargeIncoming(uint64_t bytes);
+  // The bytes the next direct read of a Content-Length body may take.
+  std::size_t NextBodyWindow() const;
   void FailParse(const boost::system::error_code& ec);
   // The TCP socket under the stream (itself for plain TCP).
   TcpStream& Tcp() {

@@ -10,7 +10,8 @@
 // nearly complete bodies at --max-inflight 2; a client with many addresses could take the
 // machine's memory and have the server killed, losing every accepted request).
 //
-// Thread safety: every method may be called from any thread; two atomics.
+// Thread safety: every method may be called from any thread; two atomics (a charge is one
+// compare-and-swap, so two racing charges near the limit never both fail when one fits).
 #pragma once
 
 #include <atomic>
@@ -28,11 +29,14 @@ class IncomingBodies {
   // Takes `bytes` more; false, with nothing taken and the refusal counted, when that would pass
   // the limit.
   bool TryCharge(uint64_t bytes) {
-    const uint64_t now = held_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    if (limit_ == 0 || now <= limit_) return true;
-    held_.fetch_sub(bytes, std::memory_order_relaxed);
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    uint64_t held = held_.load(std::memory_order_relaxed);
+    do {
+      if (limit_ != 0 && (bytes > limit_ || held > limit_ - bytes)) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+    } while (!held_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    return true;
   }
   void Release(uint64_t bytes) { held_.fetch_sub(bytes, std::memory_order_relaxed); }
 

@@ -257,6 +257,12 @@ TEST(ServeFlagsTest, IncomingBodyLimitIsAQuarterOfTheMemoryAtLeastOneLargestBody
   EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{512} << 20), uint64_t{256} << 20);
   flags.max_incoming_body_bytes = 1000;  // given: taken as it is
   EXPECT_EQ(IncomingBodyLimit(flags, uint64_t{24} << 30), 1000u);
+  // ... but not below the largest body, which could then never arrive (probe 75).
+  EXPECT_EQ(CheckFlagCombinations(flags),
+            "--max-incoming-body-bytes 1000 is below --max-body-bytes 268435456: a body of the "
+            "largest size could never arrive; raise it, or lower --max-body-bytes");
+  flags.max_body_bytes = 1000;
+  EXPECT_EQ(CheckFlagCombinations(flags), "");
 }
 
 // It was ignored without a word, while the other flags that need another are usage errors.

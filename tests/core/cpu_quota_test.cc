@@ -95,7 +95,7 @@ TEST(CpuQuotaTest, ReadsCgroupV1CfsQuota) {
   EXPECT_EQ(UsableCoresUnder(dir.root(), 16), 16);
 }
 
-TEST(CpuQuotaTest, CgroupV2WinsOverV1) {
+TEST(CpuQuotaTest, OfCgroupV2AndV1TheSmallerCountWins) {
   CgroupDir dir;
   dir.Write("cpu.max", "100000 100000\n");
   dir.Write("cpu/cpu.cfs_quota_us", "400000\n");
@@ -126,8 +126,35 @@ TEST(MemoryQuotaTest, TheSmallerOfThePhysicalMemoryAndTheCgroupLimit) {
   EXPECT_EQ(UsableMemoryBytesFrom("", "9223372036854771712\n", kPhysical), kPhysical);
   EXPECT_EQ(UsableMemoryBytesFrom("garbage", "", kPhysical), kPhysical);
   EXPECT_EQ(UsableMemoryBytesFrom("0\n", "", kPhysical), kPhysical);  // not a limit
-  // v2 wins when both are there (a hybrid hierarchy).
-  EXPECT_EQ(UsableMemoryBytesFrom("max\n", "1073741824\n", kPhysical), kPhysical);
+  // Both there (a hybrid hierarchy, whose memory controller is v1's): the smaller.
+  EXPECT_EQ(UsableMemoryBytesFrom("max\n", "1073741824\n", kPhysical), uint64_t{1} << 30);
+}
+
+// The limit of the process's own cgroup, or of any above it, not only the mount's root: a
+// systemd unit's MemoryMax= or CPUQuota= sits below the root without a cgroup namespace (probe
+// 75: a server in a 2 GiB cgroup sized its budgets from the host's 24 GiB).
+TEST(MemoryQuotaTest, TheOwnCgroupAndThoseAboveItCount) {
+  CgroupDir dir;
+  std::filesystem::create_directories(dir.root() / "memory" / "a" / "b");
+  std::filesystem::create_directories(dir.root() / "svc");
+  const std::string v1 = "5:memory:/a/b\n1:cpu,cpuacct:/a\n0::/svc\n";
+  dir.Write("memory/a/b/memory.limit_in_bytes", "3000\n");
+  dir.Write("memory/a/memory.limit_in_bytes", "2000\n");  // the parent's is smaller: it wins
+  dir.Write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 100000, v1), 2000u);
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 100000), 100000u);  // the root alone says nothing
+  dir.Write("svc/memory.max", "1500\n");                           // v2's own cgroup
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 100000, v1), 1500u);
+  // A path that climbs out of the mount is the root alone.
+  EXPECT_EQ(UsableMemoryBytesUnder(dir.root(), 100000, "0::/../../etc\n"), 100000u);
+
+  std::filesystem::create_directories(dir.root() / "cpu" / "a");
+  dir.Write("svc/cpu.max", "200000 100000\n");
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 8, v1), 2);
+  dir.Write("cpu/a/cpu.cfs_quota_us", "100000\n");
+  dir.Write("cpu/a/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 8, v1), 1);
+  EXPECT_EQ(UsableCoresUnder(dir.root(), 8), 8);
 }
 
 TEST(MemoryQuotaTest, ReadsTheCgroupFiles) {

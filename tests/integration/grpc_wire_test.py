@@ -165,17 +165,18 @@ class GrpcIncomingBodiesTest(unittest.TestCase):
         h2 = attacks()
         repo = os.path.join(os.path.abspath(ARGS.source_dir), "examples", "models")
         server = harness.Harrier(ARGS.harrier, repo, os.path.join(ARGS.work_dir, "budget.log"),
-                                 extra_args=["--max-incoming-body-bytes", "1048576"])
+                                 extra_args=["--max-incoming-body-bytes", "1048576",
+                                             "--max-body-bytes", "1048576"])
         c = None
         try:
             c = h2.Conn(server.grpc_port)
             c.settle()
 
             def open_stream(stream_id, payload_bytes):
-                # A message claiming 2 MB, of which only `payload_bytes` are sent.
+                # A message claiming 1 MB, of which only `payload_bytes` are sent.
                 block = c.encoder.encode(h2.call_headers("ModelStreamInfer", c.authority))
                 frames = h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block)
-                body = b"\x00" + struct.pack(">I", 2_000_000) + b"x" * payload_bytes
+                body = b"\x00" + struct.pack(">I", 1_000_000) + b"x" * payload_bytes
                 for at in range(0, len(body), 16384):
                     frames += h2.frame(h2.DATA, 0, stream_id, body[at:at + 16384])
                 c.send(frames)

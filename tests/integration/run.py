@@ -1540,7 +1540,8 @@ class AdmissionProcessTests(HarrierTestCase):
         # of a body; another's 600 KB would pass the 1 MiB budget: 503, Retry-After 1, the
         # connection closed, counted and logged; the first completes and is answered, and the
         # metrics show the budget and the refusal.
-        p = HarrierProcess("incoming-bodies", ["--max-incoming-body-bytes", "1048576"],
+        p = HarrierProcess("incoming-bodies", ["--max-incoming-body-bytes", "1048576",
+                                               "--max-body-bytes", "1048576"],
                            repo=os.path.join(ARGS.work_dir, "repo-admission"))
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
                                        "data": [0, 0, 0, 0]}],
@@ -1578,7 +1579,8 @@ class AdmissionProcessTests(HarrierTestCase):
             self.assertEqual(m.get("harrier_incoming_body_bytes"), 0, m)
         finally:
             self.assertEqual(p.terminate(), 0, p.log_tail())
-        self.assertIn("request(s) refused with 503: request bodies still arriving",
+        self.assertIn("request(s) refused (503, or a gRPC stream reset): request bodies still "
+                      "arriving",
                       p.log_tail(200))
 
     def test_per_model_rate_limit(self):

@@ -1013,6 +1013,24 @@ TEST_F(Http2Test, BodiesStillArrivingPastTheServerWideBudgetGet503OnTheirStream)
   EXPECT_EQ(budget->held(), 0u);
 }
 
+// A body that ends with the frame that brings it is never charged (as over HTTP/1.1, a body that
+// comes with its header): with the budget all but full, small requests are still served (probe
+// 75: each frame was charged before its END_STREAM was seen, and every unary gRPC call failed
+// while a slow upload held the budget).
+TEST_F(Http2Test, ABodyThatEndsWithItsFrameIsNotChargedWhenTheBudgetIsFull) {
+  auto budget = std::make_shared<IncomingBodies>(300'000);
+  options_.incoming_bodies = budget;
+  StartServer();
+  H2Client a(server_->port());
+  a.Submit("POST", "/held", std::string(299'500, 'a'), {}, false);
+  ASSERT_TRUE(a.Run([&] { return budget->held() == 299'500; }));
+  H2Client b(server_->port());
+  const int32_t small = b.Submit("POST", "/small", std::string(1'000, 's'));
+  ASSERT_TRUE(b.RunUntilClosed(small));
+  EXPECT_EQ(b.response(small).status, 200);
+  EXPECT_EQ(budget->refused(), 0u);
+}
+
 // A streamed request's unfinished message counts against the budget too (a gRPC stream's
 // half-sent message): past it the stream is reset with ENHANCE_YOUR_CALM (gRPC clients say
 // RESOURCE_EXHAUSTED) and its handler cancelled; a message within it is held, and given back

@@ -614,7 +614,8 @@ TEST_F(HttpServerTest, BodiesStillArrivingPastTheServerWideBudgetGet503) {
   const std::size_t head = request.size() - body.size();
   RawHttpClient a(server_->port());
   ASSERT_TRUE(a.Send(std::string_view(request).substr(0, head + 60'000)));
-  ASSERT_TRUE(WaitHeld(*budget, 60'000));
+  // What its read window takes is charged, not only what came: the rest of its 80,000 bytes.
+  ASSERT_TRUE(WaitHeld(*budget, 80'000));
 
   RawHttpClient b(server_->port());
   ASSERT_TRUE(b.Send(std::string_view(request).substr(0, head + 50'000)));
@@ -627,7 +628,7 @@ TEST_F(HttpServerTest, BodiesStillArrivingPastTheServerWideBudgetGet503) {
       << refused->body;
   EXPECT_TRUE(b.WaitClosed(milliseconds(5000)));
   EXPECT_EQ(budget->refused(), 1u);
-  EXPECT_EQ(budget->held(), 60'000u);
+  EXPECT_EQ(budget->held(), 80'000u);
 
   // The first goes on, and gives its share back once handed to the handler.
   ASSERT_TRUE(a.Send(std::string_view(request).substr(head + 60'000)));
@@ -637,14 +638,25 @@ TEST_F(HttpServerTest, BodiesStillArrivingPastTheServerWideBudgetGet503) {
   EXPECT_EQ(done->body, body);
   EXPECT_EQ(budget->held(), 0u);
 
-  // A chunked body is charged as its chunks arrive; a connection that ends mid-body gives its
-  // share back.
+  // A chunked body is charged as its chunks arrive, also in the middle of one large chunk
+  // (probe 75: only a read ending inside a chunk-size line was charged); past the budget it is
+  // refused; a connection that ends mid-body gives its share back.
   RawHttpClient c(server_->port());
   ASSERT_TRUE(c.Send("POST /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                     std::string("9c40\r\n") + std::string(40'000, 'c') + "\r\n"));
+                     std::string("30d40\r\n") + std::string(40'000, 'c')));
   ASSERT_TRUE(WaitHeld(*budget, 40'000));
   c.Close();
   EXPECT_TRUE(WaitHeld(*budget, 0));
+  RawHttpClient large(server_->port());
+  ASSERT_TRUE(large.Send("POST /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                         std::string("30d40\r\n") + std::string(60'000, 'c')));
+  ASSERT_TRUE(WaitHeld(*budget, 60'000));
+  ASSERT_TRUE(large.Send(std::string(60'000, 'c')));
+  auto over = large.ReadResponse(milliseconds(5000));
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 503);
+  EXPECT_TRUE(WaitHeld(*budget, 0));
+  EXPECT_EQ(budget->refused(), 2u);
   EXPECT_EQ(handler_.calls.load(), 1);
 
   // Bodies one after another each fit: what one held is free again for the next.
