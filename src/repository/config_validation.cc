@@ -325,6 +325,7 @@ Status ValidateModelFilename(const inference::ModelConfig& config) {
 }
 
 Status ValidateGenerativeConfig(const inference::ModelConfig& config, std::string_view engine) {
+  RETURN_IF_ERROR(ValidateHarrierParameters(config));
   const std::string a = "a " + std::string(engine) + " model";
   if (config.input_size() > 0 || config.output_size() > 0 || config.max_batch_size() > 0) {
     return InvalidArgument(a +
@@ -370,8 +371,39 @@ Status ValidateVersionPolicy(const inference::ModelVersionPolicy& policy) {
   return Status::Ok();
 }
 
+// The `parameters` keys under "harrier." that Harrier reads (docs/admission.md,
+// docs/scheduling.md). The map is free-form for backends, as in Triton, but this namespace is
+// Harrier's own: a misspelt key (harrier.rate_limit.rsp) loaded and was ignored, and the model
+// ran without the limit its author wrote (probe 74).
+constexpr std::string_view kHarrierParameters[] = {
+    "harrier.batching.target_p99_us",
+    "harrier.overload.interval_us",
+    "harrier.overload.max_concurrency",
+    "harrier.overload.protection",
+    "harrier.overload.target_queue_delay_us",
+    "harrier.rate_limit.burst",
+    "harrier.rate_limit.per_client_burst",
+    "harrier.rate_limit.per_client_rps",
+    "harrier.rate_limit.rps",
+};
+
+Status ValidateHarrierParameters(const inference::ModelConfig& config) {
+  for (const auto& [key, value] : config.parameters()) {
+    if (!key.starts_with("harrier.")) continue;
+    if (std::find(std::begin(kHarrierParameters), std::end(kHarrierParameters), key) !=
+        std::end(kHarrierParameters))
+      continue;
+    std::string known;
+    for (std::string_view k : kHarrierParameters)
+      known += (known.empty() ? "" : ", ") + std::string(k);
+    return InvalidArgument("parameter " + Quote(key) + " is not one of Harrier's: " + known);
+  }
+  return Status::Ok();
+}
+
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   if (config.name().empty()) return InvalidArgument("name is not set");
+  RETURN_IF_ERROR(ValidateHarrierParameters(config));
   RETURN_IF_ERROR(ValidateResponseCache(config));
   RETURN_IF_ERROR(ValidateModelFilename(config));
   if (config.model_transaction_policy().decoupled()) {

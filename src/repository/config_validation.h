@@ -46,6 +46,11 @@ Status ValidateModelConfig(const inference::ModelConfig& config);
 // instance.
 int64_t InstanceCount(const inference::ModelConfig& config);
 
+// Every `parameters` key under "harrier." is one Harrier reads (a misspelt one is refused,
+// naming it and listing the known ones); other keys are the backend's. Every model's config gets
+// it, generative ones included.
+Status ValidateHarrierParameters(const inference::ModelConfig& config);
+
 // The check every model's config gets, generative ones included: response_cache.enable is
 // false (Harrier has no response cache; Triton's default, written out, is accepted).
 Status ValidateResponseCache(const inference::ModelConfig& config);

@@ -78,6 +78,29 @@ TEST(ValidateModelConfigTest, ValidConfigPasses) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// Harrier's own parameters are known by name; a misspelt one is refused, not ignored (probe 74:
+// harrier.rate_limit.rsp loaded, and the model ran without a rate limit). Other keys are the
+// backend's, as in Triton.
+TEST(ValidateModelConfigTest, AnUnknownHarrierParameterIsRefusedByName) {
+  inference::ModelConfig config = ValidWith("");
+  (*config.mutable_parameters())["harrier.rate_limit.rps"].set_string_value("5");
+  (*config.mutable_parameters())["session.intra_op.allow_spinning"].set_string_value("0");
+  (*config.mutable_parameters())["my_backend_key"].set_string_value("x");
+  EXPECT_TRUE(ValidateModelConfig(config).ok());
+  (*config.mutable_parameters())["harrier.rate_limit.rsp"].set_string_value("5");
+  Status s = ValidateModelConfig(config);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("parameter 'harrier.rate_limit.rsp' is not one of Harrier's: "
+                              "harrier.batching.target_p99_us, ",
+                              0),
+            0u)
+      << s.message();
+  inference::ModelConfig generative;
+  generative.set_name("llama");
+  (*generative.mutable_parameters())["harrier.overload.protectoin"].set_string_value("on");
+  EXPECT_EQ(ValidateGenerativeConfig(generative, "llama.cpp").code(), StatusCode::kInvalidArgument);
+}
+
 // Triton's ONNX graph levels, 2 (optimisations off) included (probe 63: it failed the load).
 TEST(ValidateModelConfigTest, EveryTritonGraphLevelPasses) {
   for (int level : {-1, 0, 1, 2}) {

@@ -18,34 +18,47 @@ namespace {
 // session.model_external_initializers_file_folder_path read any directory into a model's
 // outputs), start threads past the thread-count limits (session.intra_op_num_threads), or log:
 // a config override on the load API could do all of it (probe 29).
-bool IsPassedThroughSessionEntry(std::string_view key) {
-  static constexpr std::string_view kAllowed[] = {
-      "session.allow_released_opsets_only",
-      "session.disable_aot_function_inlining",
-      "session.disable_cpu_ep_fallback",
-      "session.disable_double_qdq_remover",
-      "session.disable_prepacking",
-      "session.disable_qdq_constant_folding",
-      "session.disable_quant_qdq",
-      "session.dynamic_block_base",
-      "session.enable_dq_matmulnbits_fusion",
-      "session.enable_quant_qdq_cleanup",
-      "session.force_spinning_stop",
-      "session.graph_optimizations_loop_level",
-      "session.inter_op.spin_backoff_max",
-      "session.inter_op.spin_duration_us",
-      "session.intra_op.spin_backoff_max",
-      "session.intra_op.spin_duration_us",
-      "session.qdq_matmulnbits_accuracy_level",
-      "session.qdq_matmulnbits_block_size",
-      "session.qdqisint8allowed",
-      "session.set_denormal_as_zero",
-      "session.strict_shape_type_inference",
-      "session.use_deterministic_compute",
-      "session.use_device_allocator_for_initializers",
-      "session.x64quantprecision",
-  };
-  return std::find(std::begin(kAllowed), std::end(kAllowed), key) != std::end(kAllowed);
+// What a passed-through entry's value must be: ONNX Runtime reads the flags as "0"/"1" and the
+// numbers with std::stoi, which threw a bare "stoi" (a 500 naming no parameter) for "abc" and
+// read a prefix of "5x" (probe 74): each value is checked here first, by name.
+enum class EntryValue { kFlag, kWholeNumber };
+
+struct PassedThroughEntry {
+  std::string_view key;
+  EntryValue value;
+};
+
+constexpr PassedThroughEntry kPassedThrough[] = {
+    {"session.allow_released_opsets_only", EntryValue::kFlag},
+    {"session.disable_aot_function_inlining", EntryValue::kFlag},
+    {"session.disable_cpu_ep_fallback", EntryValue::kFlag},
+    {"session.disable_double_qdq_remover", EntryValue::kFlag},
+    {"session.disable_prepacking", EntryValue::kFlag},
+    {"session.disable_qdq_constant_folding", EntryValue::kFlag},
+    {"session.disable_quant_qdq", EntryValue::kFlag},
+    {"session.dynamic_block_base", EntryValue::kWholeNumber},
+    {"session.enable_dq_matmulnbits_fusion", EntryValue::kFlag},
+    {"session.enable_quant_qdq_cleanup", EntryValue::kFlag},
+    {"session.force_spinning_stop", EntryValue::kFlag},
+    {"session.graph_optimizations_loop_level", EntryValue::kWholeNumber},
+    {"session.inter_op.spin_backoff_max", EntryValue::kWholeNumber},
+    {"session.inter_op.spin_duration_us", EntryValue::kWholeNumber},
+    {"session.intra_op.spin_backoff_max", EntryValue::kWholeNumber},
+    {"session.intra_op.spin_duration_us", EntryValue::kWholeNumber},
+    {"session.qdq_matmulnbits_accuracy_level", EntryValue::kWholeNumber},
+    {"session.qdq_matmulnbits_block_size", EntryValue::kWholeNumber},
+    {"session.qdqisint8allowed", EntryValue::kFlag},
+    {"session.set_denormal_as_zero", EntryValue::kFlag},
+    {"session.strict_shape_type_inference", EntryValue::kFlag},
+    {"session.use_deterministic_compute", EntryValue::kFlag},
+    {"session.use_device_allocator_for_initializers", EntryValue::kFlag},
+    {"session.x64quantprecision", EntryValue::kFlag},
+};
+
+const PassedThroughEntry* FindPassedThroughEntry(std::string_view key) {
+  for (const PassedThroughEntry& e : kPassedThrough)
+    if (e.key == key) return &e;
+  return nullptr;
 }
 
 std::optional<int> ParseNonNegativeInt(std::string_view s) {
@@ -133,12 +146,17 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
                                                            : config.inter_op_allow_spinning) =
           value == "1";
     } else if (key.starts_with("session.")) {
-      if (!IsPassedThroughSessionEntry(key)) {
+      const PassedThroughEntry* entry = FindPassedThroughEntry(key);
+      if (entry == nullptr) {
         return InvalidArgument(
             "parameter '" + key +
             "' is not an ONNX Runtime session entry Harrier passes on (those that name files, "
             "threads, logging or model formats are not: docs/onnxruntime-backend.md)");
       }
+      if (entry->value == EntryValue::kFlag && value != "0" && value != "1")
+        return BadParameter(key, value, "0 or 1");
+      if (entry->value == EntryValue::kWholeNumber && !ParseNonNegativeInt(value))
+        return BadParameter(key, value, "a whole number in 0..2147483647");
       config.session_config_entries.emplace_back(key, value);
     }
   }

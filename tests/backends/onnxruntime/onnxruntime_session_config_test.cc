@@ -153,6 +153,15 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
       {"session.intra_op.allow_spinning", "true"},
       {"session.inter_op.allow_spinning", "2"},
       {"share_session_between_instances", "on"},
+      // Passed-through entries are checked by kind before ONNX Runtime's stoi sees them (probe
+      // 74: "abc" was a 500 saying only "stoi", "5x" read as 5, "nan" accepted).
+      {"session.dynamic_block_base", "abc"},
+      {"session.dynamic_block_base", "2147483648"},
+      {"session.graph_optimizations_loop_level", "1x"},
+      {"session.intra_op.spin_duration_us", "-1"},
+      {"session.intra_op.spin_duration_us", " 5"},
+      {"session.set_denormal_as_zero", "nan"},
+      {"session.use_deterministic_compute", "true"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + "=" + c.value);
