@@ -61,10 +61,19 @@ class Attributes {
   explicit Attributes(std::string* out) : out_(out) { out_->append("\"attributes\":["); }
   ~Attributes() { out_->push_back(']'); }
 
+  // Values past kMaxAttributeValueBytes are cut (at a character) and marked: a model name or
+  // an error message echoing a 64 KB request target made one span 64 KB, and a batch of them
+  // could pass a collector's request limit and lose every span in it.
   void String(std::string_view key, std::string_view value) {
     Key(key);
     out_->append("{\"stringValue\":");
-    AppendText(out_, value);
+    if (value.size() <= kMaxAttributeValueBytes) {
+      AppendText(out_, value);
+    } else {
+      std::string cut(Utf8Prefix(value, kMaxAttributeValueBytes));
+      cut += "...(truncated)";
+      AppendText(out_, cut);
+    }
     out_->append("}}");
   }
   void Int(std::string_view key, int64_t value) {

@@ -14,6 +14,10 @@
 
 namespace harrier {
 
+// The longest string attribute value written whole; a longer one is cut at a character and
+// ends "...(truncated)" (as OpenTelemetry SDKs' attribute value length limit, marked).
+inline constexpr std::size_t kMaxAttributeValueBytes = 4096;
+
 // The OTLP JSON ExportTraceServiceRequest body for `traces`. Steady-clock times are converted to
 // Unix nanoseconds by `steady_to_unix_ns` (added to the time since the steady clock's epoch).
 std::string OtlpTraceJson(std::span<const RequestTrace> traces, const OtlpTracer::Options& resource,

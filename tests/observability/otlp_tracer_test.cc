@@ -571,6 +571,20 @@ TEST(OtlpTraceJsonTest, ARootSpanHasNoParentAndNoTraceState) {
   EXPECT_TRUE(body.Find("batch")->links.empty());
 }
 
+// A value past kMaxAttributeValueBytes is cut at a character and marked, so that a request that
+// names a 64 KB model cannot make its spans (and a batch of them) that large.
+TEST(OtlpTraceJsonTest, LongAttributeValuesAreCutAtACharacterAndMarked) {
+  RequestTrace t = FullHttpRecord(steady_clock::now());
+  t.model = std::string(kMaxAttributeValueBytes - 1, 'm') + "\xc3\xa9" + std::string(60000, 'm');
+  t.error = std::string(kMaxAttributeValueBytes, 'e');  // at the bound: whole
+  const ParsedBody body = Parse(OtlpTraceJson({&t, 1}, ResourceOptions(), kOffsetNs));
+  const ParsedSpan& server = body.spans.at(0);
+  // The two-byte character would straddle the bound: it goes with the rest.
+  EXPECT_EQ(server.attributes.at("harrier.model"),
+            "str:" + std::string(kMaxAttributeValueBytes - 1, 'm') + "...(truncated)");
+  EXPECT_EQ(server.attributes.at("harrier.error"), "str:" + t.error);
+}
+
 TEST(OtlpTraceJsonTest, UnreachedStagesHaveNoSpans) {
   // Refused while decoding: 400, never queued or run; the error is encoded after decode.
   const TimePoint base = steady_clock::now();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/utf8.h"
 #include "protocol/common/content_coding.h"
 
 namespace harrier::grpc_frontend {
@@ -153,18 +154,6 @@ StatusOr<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value) {
   if (n >= static_cast<uint64_t>(kYear / unit)) return nanoseconds(kYear);
   return nanoseconds(unit * static_cast<int64_t>(n));
 }
-
-namespace {
-
-// The longest prefix of `s` of at most `max` bytes that does not split a UTF-8 sequence.
-std::string_view Utf8Prefix(std::string_view s, std::size_t max) {
-  if (s.size() <= max) return s;
-  std::size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  return s.substr(0, end);
-}
-
-}  // namespace
 
 std::string EncodeStatusMessage(std::string_view message) {
   static constexpr char kHex[] = "0123456789ABCDEF";
