@@ -131,7 +131,8 @@ Status App::Build() {
   if (!tracer.ok()) return Prefixed("tracing", tracer.status());
   tracer_ = std::move(tracer).value();
   if (tracer_) {
-    spdlog::info("tracing on: {}, sample ratio {}", trace_endpoint, flags_.trace_sample_ratio);
+    spdlog::info("tracing on: {}, sample ratio {}", RedactedUrl(trace_endpoint),
+                 flags_.trace_sample_ratio);
   }
 
   // Access control's lists (origins, hosts, restrictions): before the models load too; its

@@ -162,6 +162,9 @@ CLI::Validator DecimalInteger() {
         T parsed{};
         if (std::from_chars(value.data(), value.data() + value.size(), parsed).ec != std::errc())
           return "is out of range, got '" + value + "'";
+        // CLI11 converts with base 0 after this: a leading zero would read as octal (probe 77:
+        // --max-connections 010 gave 8). The value handed on is the number in plain decimal.
+        value = std::to_string(parsed);
         return {};
       },
       "");
@@ -552,10 +555,12 @@ void AddServeFlags(CLI::App* serve, ServeFlags* flags) {
                    "How often queued spans are exported (sooner when a batch is full), "
                    "1..3600000")
       ->capture_default_str();
+  // First of each whole-number option's validators (transform() puts it in front), so that the
+  // range check reads the plain decimal it hands on.
   for (CLI::Option* option : serve->get_options()) {
     const std::string type = option->get_type_name();
-    if (type.starts_with("INT")) option->check(DecimalInteger<int64_t>());
-    if (type.starts_with("UINT")) option->check(DecimalInteger<uint64_t>());
+    if (type.starts_with("INT")) option->transform(DecimalInteger<int64_t>());
+    if (type.starts_with("UINT")) option->transform(DecimalInteger<uint64_t>());
   }
 }
 

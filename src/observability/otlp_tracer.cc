@@ -50,6 +50,8 @@ StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
   if (scheme != "http" && scheme != "https")
     return InvalidArgument(quoted + " is not an http:// or https:// URL");
   if (part(CURLUPART_HOST).empty()) return InvalidArgument(quoted + " has no host");
+  // libcurl takes port 0 (probe 77); nothing listens there.
+  if (part(CURLUPART_PORT) == "0") return InvalidArgument(quoted + " has port 0");
   const std::string path = part(CURLUPART_PATH);
   if (!path.empty() && path != "/") return url;
   // As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the signal's path.
@@ -63,6 +65,27 @@ StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
 std::once_flag curl_init_once;
 
 }  // namespace
+
+std::string RedactedUrl(const std::string& url) {
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
+  if (parsed == nullptr || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
+    return "(a URL that does not parse)";
+  char* password = nullptr;
+  const bool has_password =
+      curl_url_get(parsed.get(), CURLUPART_PASSWORD, &password, 0) == CURLUE_OK &&
+      password != nullptr;
+  curl_free(password);
+  if (!has_password) return url;
+  curl_url_set(parsed.get(), CURLUPART_PASSWORD, "REDACTED", 0);
+  char* text = nullptr;
+  if (curl_url_get(parsed.get(), CURLUPART_URL, &text, 0) != CURLUE_OK || text == nullptr)
+    return "(a URL with a password)";
+  std::string redacted(text);
+  curl_free(text);
+  return redacted;
+}
+
+namespace {}  // namespace
 
 // ---- The tracer -----------------------------------------------------------------------------
 

@@ -29,6 +29,9 @@
 
 namespace harrier {
 
+// `url` for a log line: a password in it (http://user:secret@collector) replaced by REDACTED.
+std::string RedactedUrl(const std::string& url);
+
 // Thread safety: Start, Submit, Flush and AppendMetrics may be called from any thread.
 class OtlpTracer : public Tracer {
  public:

@@ -1,6 +1,7 @@
 #include "repository/config_validation.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -389,7 +390,13 @@ constexpr std::string_view kHarrierParameters[] = {
 
 Status ValidateHarrierParameters(const inference::ModelConfig& config) {
   for (const auto& [key, value] : config.parameters()) {
-    if (!key.starts_with("harrier.")) continue;
+    // Any case: Harrier.rate_limit.rps loaded and was ignored, as a misspelling (probe 77).
+    constexpr std::string_view kPrefix = "harrier.";
+    if (key.size() < kPrefix.size() ||
+        !std::equal(kPrefix.begin(), kPrefix.end(), key.begin(), [](char a, char b) {
+          return a == std::tolower(static_cast<unsigned char>(b));
+        }))
+      continue;
     if (std::find(std::begin(kHarrierParameters), std::end(kHarrierParameters), key) !=
         std::end(kHarrierParameters))
       continue;

@@ -279,6 +279,11 @@ TEST(ServeFlagsTest, WholeNumberFlagsAreDecimalAndWithinTheirType) {
     ServeFlags flags;
     EXPECT_EQ(Parse({flag, "16"}, &flags), 0) << flag;
   }
+  // A leading zero is decimal, not octal (probe 77: CLI11 read 010 as 8).
+  ServeFlags flags;
+  ASSERT_EQ(Parse({"--max-inflight", "010", "--max-body-bytes", "08"}, &flags), 0);
+  EXPECT_EQ(flags.max_inflight, 10);
+  EXPECT_EQ(flags.max_body_bytes, 8u);
 }
 
 // Given but empty (an unset $VAR) is refused, not taken as "no keys" (probe 74).

@@ -248,6 +248,14 @@ using ::testing::HasSubstr;
 
 // ---- Create ---------------------------------------------------------------------------------
 
+// The start's "tracing on" line names the endpoint without its password (probe 77).
+TEST(OtlpTracerCreateTest, RedactedUrlHidesAPasswordOnly) {
+  EXPECT_EQ(RedactedUrl("http://collector:4318/v1/traces"), "http://collector:4318/v1/traces");
+  EXPECT_EQ(RedactedUrl("https://user:s3cret@collector/v1/traces?x=1"),
+            "https://user:REDACTED@collector/v1/traces?x=1");
+  EXPECT_EQ(RedactedUrl("http://user@collector/"), "http://user@collector/");
+}
+
 TEST(OtlpTracerCreateTest, ValidatesOptions) {
   auto with = [](auto change) {
     OtlpTracer::Options o;
@@ -267,6 +275,9 @@ TEST(OtlpTracerCreateTest, ValidatesOptions) {
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://127.0.0.1:99999/v1/traces"; }),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://a b/"; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://collector:0/"; }),
+            StatusCode::kInvalidArgument);  // probe 77
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://[::1]:4318/"; }), StatusCode::kOk);
   // Added to the clock: past an hour it overflowed, and the export thread spun (probe 74).
   EXPECT_EQ(with([](auto& o) { o.export_interval = std::chrono::hours(2); }),
             StatusCode::kInvalidArgument);

@@ -95,6 +95,9 @@ TEST(ValidateModelConfigTest, AnUnknownHarrierParameterIsRefusedByName) {
                               0),
             0u)
       << s.message();
+  inference::ModelConfig cased = ValidWith("");
+  (*cased.mutable_parameters())["Harrier.rate_limit.rps"].set_string_value("1");
+  EXPECT_EQ(ValidateModelConfig(cased).code(), StatusCode::kInvalidArgument);  // probe 77
   inference::ModelConfig generative;
   generative.set_name("llama");
   (*generative.mutable_parameters())["harrier.overload.protectoin"].set_string_value("on");

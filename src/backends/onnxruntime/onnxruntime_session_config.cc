@@ -21,7 +21,7 @@ namespace {
 // What a passed-through entry's value must be: ONNX Runtime reads the flags as "0"/"1" and the
 // numbers with std::stoi, which threw a bare "stoi" (a 500 naming no parameter) for "abc" and
 // read a prefix of "5x" (probe 74): each value is checked here first, by name.
-enum class EntryValue { kFlag, kWholeNumber };
+enum class EntryValue { kFlag, kWholeNumber, kInteger };
 
 struct PassedThroughEntry {
   std::string_view key;
@@ -46,7 +46,7 @@ constexpr PassedThroughEntry kPassedThrough[] = {
     {"session.intra_op.spin_backoff_max", EntryValue::kWholeNumber},
     {"session.intra_op.spin_duration_us", EntryValue::kWholeNumber},
     {"session.qdq_matmulnbits_accuracy_level", EntryValue::kWholeNumber},
-    {"session.qdq_matmulnbits_block_size", EntryValue::kWholeNumber},
+    {"session.qdq_matmulnbits_block_size", EntryValue::kInteger},  // -1: ORT's heuristic
     {"session.qdqisint8allowed", EntryValue::kFlag},
     {"session.set_denormal_as_zero", EntryValue::kFlag},
     {"session.strict_shape_type_inference", EntryValue::kFlag},
@@ -157,6 +157,12 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
         return BadParameter(key, value, "0 or 1");
       if (entry->value == EntryValue::kWholeNumber && !ParseNonNegativeInt(value))
         return BadParameter(key, value, "a whole number in 0..2147483647");
+      int integer = 0;
+      if (entry->value == EntryValue::kInteger &&
+          (value.empty() ||
+           std::from_chars(value.data(), value.data() + value.size(), integer).ptr !=
+               value.data() + value.size()))
+        return BadParameter(key, value, "a whole number in -2147483648..2147483647");
       config.session_config_entries.emplace_back(key, value);
     }
   }

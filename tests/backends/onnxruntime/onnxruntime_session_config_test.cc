@@ -162,6 +162,8 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
       {"session.intra_op.spin_duration_us", " 5"},
       {"session.set_denormal_as_zero", "nan"},
       {"session.use_deterministic_compute", "true"},
+      {"session.qdq_matmulnbits_block_size", "-1x"},
+      {"session.qdq_matmulnbits_block_size", ""},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + "=" + c.value);
@@ -177,6 +179,10 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
     o.graph_optimization_level = level;
     EXPECT_EQ(ResolveSessionConfig(o).status().code(), StatusCode::kInvalidArgument) << level;
   }
+  // -1 is ONNX Runtime's own "heuristic" block size (probe 77): a signed entry takes it.
+  InstanceOptions heuristic;
+  heuristic.parameters["session.qdq_matmulnbits_block_size"] = "-1";
+  EXPECT_TRUE(ResolveSessionConfig(heuristic).ok());
   InstanceOptions most;
   most.parameters["intra_op_thread_count"] = std::to_string(kMaxThreadCount);
   ASSERT_TRUE(ResolveSessionConfig(most).ok());
