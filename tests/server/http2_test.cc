@@ -329,6 +329,14 @@ class Http2Test : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
   }
 
+  // Starts the server with a server-wide budget of `limit` bytes of bodies still arriving.
+  std::shared_ptr<IncomingBodies> StartServerWithBudget(uint64_t limit) {
+    auto budget = std::make_shared<IncomingBodies>(limit);
+    options_.incoming_bodies = budget;
+    StartServer();
+    return budget;
+  }
+
   // Every request is answered 200 with `bytes` of 'x'.
   void AnswerEveryRequestWith(size_t bytes) {
     handler_.on_request = [bytes](HttpRequest, HttpResponder respond) {
@@ -984,9 +992,7 @@ TEST_F(Http2Test, TheBodiesAConnectionHoldsAreBounded) {
 // the stream whose DATA would pass it gets 503 with Retry-After on its own stream, the other
 // connection's upload goes on, and a reset stream gives its share back.
 TEST_F(Http2Test, BodiesStillArrivingPastTheServerWideBudgetGet503OnTheirStream) {
-  auto budget = std::make_shared<IncomingBodies>(300'000);
-  options_.incoming_bodies = budget;
-  StartServer();
+  auto budget = StartServerWithBudget(300'000);
   H2Client a(server_->port());
   const int32_t held = a.Submit("POST", "/held", std::string(200'000, 'a'), {}, false);
   ASSERT_TRUE(a.Run([&] { return budget->held() == 200'000; }));
@@ -1018,9 +1024,7 @@ TEST_F(Http2Test, BodiesStillArrivingPastTheServerWideBudgetGet503OnTheirStream)
 // 75: each frame was charged before its END_STREAM was seen, and every unary gRPC call failed
 // while a slow upload held the budget).
 TEST_F(Http2Test, ABodyThatEndsWithItsFrameIsNotChargedWhenTheBudgetIsFull) {
-  auto budget = std::make_shared<IncomingBodies>(300'000);
-  options_.incoming_bodies = budget;
-  StartServer();
+  auto budget = StartServerWithBudget(300'000);
   H2Client a(server_->port());
   a.Submit("POST", "/held", std::string(299'500, 'a'), {}, false);
   ASSERT_TRUE(a.Run([&] { return budget->held() == 299'500; }));
@@ -1036,8 +1040,6 @@ TEST_F(Http2Test, ABodyThatEndsWithItsFrameIsNotChargedWhenTheBudgetIsFull) {
 // RESOURCE_EXHAUSTED) and its handler cancelled; a message within it is held, and given back
 // when the stream ends.
 TEST_F(Http2Test, AStreamsUnfinishedMessagePastTheServerWideBudgetResetsTheStream) {
-  auto budget = std::make_shared<IncomingBodies>(100'000);
-  options_.incoming_bodies = budget;
   auto small = std::make_shared<RecordingStream>();
   auto large = std::make_shared<RecordingStream>();
   small->unfinished_message = large->unfinished_message = true;
@@ -1045,7 +1047,7 @@ TEST_F(Http2Test, AStreamsUnfinishedMessagePastTheServerWideBudgetResetsTheStrea
                                 HttpResponse*) -> std::shared_ptr<HttpStreamHandler> {
     return head.target == "/small" ? small : large;
   };
-  StartServer();
+  auto budget = StartServerWithBudget(100'000);
   H2Client c(server_->port());
   const int32_t within = c.Submit("POST", "/small", std::string(60'000, 's'), {}, false);
   ASSERT_TRUE(c.Run([&] { return small->size() == 60'000; }));
