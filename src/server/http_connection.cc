@@ -813,8 +813,10 @@ bool BasicHttpConnection<Stream>::ChargeIncoming(uint64_t bytes) {
   if (incoming_.GrowTo(bytes)) return true;
   incoming_.Clear();
   LogIncomingRefusal(*shared_);
+  // The access record counts the body bytes read, as SendError's does, not the window.
+  const uint64_t read = parser_ && parser_->chunked() ? body_.size() : body_received_;
   HttpResponse response =
-      IncomingBodiesRefusal(*shared_->options.incoming_bodies, "Content-Type", request_, bytes,
+      IncomingBodiesRefusal(*shared_->options.incoming_bodies, "Content-Type", request_, read,
                             shared_->options.access_log, shared_->handler);
   SendResponseAndClose(std::move(response));
   return false;
