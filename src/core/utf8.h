@@ -10,7 +10,8 @@ namespace harrier {
 
 bool IsValidUtf8(std::string_view s);
 
-// The longest prefix of `s` of at most `max` bytes that does not split a UTF-8 sequence.
+// The longest prefix of `s` of at most `max` bytes that does not split a UTF-8 sequence (in text
+// that is not UTF-8 there, `max` bytes).
 std::string_view Utf8Prefix(std::string_view s, std::size_t max);
 
 }  // namespace harrier

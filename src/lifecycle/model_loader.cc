@@ -350,6 +350,7 @@ StatusOr<ModelLoader::LoadedVersion> ModelLoader::LoadGenerativeVersion(
   // A generation answers with many responses (tokens): Triton's decoupled models. Clients that
   // read the config to choose streaming (perf_analyzer, tritonclient) see it said.
   config.mutable_model_transaction_policy()->set_decoupled(true);
+  WriteOutDefaults(&config);
   if (config.name().empty()) {
     config.set_name(dir.name);
   } else if (config.name() != dir.name) {  // as for tensor models (AutoCompleteConfig)

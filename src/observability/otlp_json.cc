@@ -55,25 +55,30 @@ bool IsSet(TimePoint t) {
   return t != TimePoint{};
 }
 
+// AppendText of at most kMaxAttributeValueBytes of `value`, cut at a character and marked: a
+// model name or an error message echoing a 64 KB request target made one span 64 KB, and a
+// batch of them could pass a collector's request limit and lose every span in it. For string
+// attributes and a span's status message alike (probe 79: the message was left whole).
+void AppendBoundedText(std::string* out, std::string_view value) {
+  if (value.size() <= kMaxAttributeValueBytes) {
+    AppendText(out, value);
+    return;
+  }
+  std::string cut(Utf8Prefix(value, kMaxAttributeValueBytes));
+  cut += "...(truncated)";
+  AppendText(out, cut);
+}
+
 // An attribute list being written: handles the commas.
 class Attributes {
  public:
   explicit Attributes(std::string* out) : out_(out) { out_->append("\"attributes\":["); }
   ~Attributes() { out_->push_back(']'); }
 
-  // Values past kMaxAttributeValueBytes are cut (at a character) and marked: a model name or
-  // an error message echoing a 64 KB request target made one span 64 KB, and a batch of them
-  // could pass a collector's request limit and lose every span in it.
   void String(std::string_view key, std::string_view value) {
     Key(key);
     out_->append("{\"stringValue\":");
-    if (value.size() <= kMaxAttributeValueBytes) {
-      AppendText(out_, value);
-    } else {
-      std::string cut(Utf8Prefix(value, kMaxAttributeValueBytes));
-      cut += "...(truncated)";
-      AppendText(out_, cut);
-    }
+    AppendBoundedText(out_, value);
     out_->append("}}");
   }
   void Int(std::string_view key, int64_t value) {
@@ -288,7 +293,7 @@ void AppendRecord(const RequestTrace& t, SpanJson* spans, std::string* out) {
     out->append(",\"status\":{\"code\":");
     AppendJsonNumber(out, kStatusCodeError);
     out->append(",\"message\":");
-    AppendText(out, t.error);
+    AppendBoundedText(out, t.error);
     out->push_back('}');
   }
   out->push_back('}');

@@ -31,7 +31,7 @@ using TimePoint = RequestTrace::TimePoint;
 // The endpoint, checked by libcurl's URL parser (a port past 65535, a space in the host: probe
 // 74 saw both accepted and every export fail) and given the signal's path when it has none.
 StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
-  const std::string quoted = "trace endpoint '" + url + "'";
+  const std::string quoted = "trace endpoint '" + RedactedUrl(url) + "'";
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
   if (parsed == nullptr) return Internal("libcurl cannot parse URLs (out of memory)");
   // No default scheme: "collector:4318" is not a URL a user meant.
@@ -68,8 +68,16 @@ std::once_flag curl_init_once;
 
 std::string RedactedUrl(const std::string& url) {
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
-  if (parsed == nullptr || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
-    return "(a URL that does not parse)";
+  if (parsed == nullptr || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    // Not a URL libcurl reads (its error is what is being logged): any user information in
+    // what looks like its authority goes, whole.
+    const size_t scheme = url.find("://");
+    const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+    const size_t end = std::min(url.find_first_of("/?#", start), url.size());
+    const size_t at = url.rfind('@', end == 0 ? 0 : end - 1);
+    if (at == std::string::npos || at < start) return url;
+    return url.substr(0, start) + "REDACTED" + url.substr(at);
+  }
   char* password = nullptr;
   const bool has_password =
       curl_url_get(parsed.get(), CURLUPART_PASSWORD, &password, 0) == CURLUE_OK &&
@@ -253,8 +261,8 @@ class OtlpTracer::Impl {
     const auto now = Clock::now();
     if (now - last_failure_log_ >= std::chrono::seconds(10) || last_failure_log_ == TimePoint{}) {
       last_failure_log_ = now;
-      spdlog::warn("tracing: export to {} failed ({}); {} spans dropped", options_.endpoint,
-                   last_error_, spans);
+      spdlog::warn("tracing: export to {} failed ({}); {} spans dropped",
+                   RedactedUrl(options_.endpoint), last_error_, spans);
     }
   }
 

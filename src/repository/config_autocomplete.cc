@@ -225,6 +225,12 @@ void CompleteInstanceGroups(std::string_view model_name, inference::ModelConfig*
 
 }  // namespace
 
+void WriteOutDefaults(inference::ModelConfig* config) {
+  if (!config->has_version_policy())
+    config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  if (!config->has_model_transaction_policy()) config->mutable_model_transaction_policy();
+}
+
 Status AutoCompleteConfig(const ModelSignature& signature, std::string_view model_name,
                           std::string_view backend_name, std::string_view platform,
                           inference::ModelConfig* config, const AutoCompleteOptions& options) {
@@ -265,12 +271,7 @@ Status AutoCompleteConfig(const ModelSignature& signature, std::string_view mode
   RETURN_IF_ERROR(CompleteTensors(signature.outputs, {}, batching, max_batch_size, "output",
                                   config->mutable_output()));
   CompleteInstanceGroups(model_name, config);
-  // The defaults in force, written out as Triton's NormalizeModelConfig does, so that a client
-  // reading the config (model_analyzer, perf_analyzer's streaming choice) sees what Triton would
-  // show (probe 63): the latest version, and one response per request.
-  if (!config->has_version_policy())
-    config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
-  if (!config->has_model_transaction_policy()) config->mutable_model_transaction_policy();
+  WriteOutDefaults(config);
   if (config->default_model_filename().empty() && !options.default_model_filename.empty()) {
     config->set_default_model_filename(options.default_model_filename);
   }

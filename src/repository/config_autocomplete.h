@@ -51,6 +51,13 @@ struct AutoCompleteOptions {
   std::string default_model_filename;
 };
 
+// The sections whose defaults are in force written out, as Triton's NormalizeModelConfig does,
+// so that a client reading the config (model_analyzer, perf_analyzer's streaming choice) sees
+// what Triton would show (probe 63): `version_policy` the latest version, and
+// `model_transaction_policy` one response per request. Sections already there are left alone.
+// Every model's config gets it, generative ones included.
+void WriteOutDefaults(inference::ModelConfig* config);
+
 // Completes `config` in place. On error `config` may be partly completed; discard it.
 // Errors: kInvalidArgument naming the tensor (or field) and both the config's and the model's
 // values; kUnimplemented for another backend/platform or GPU instance groups; and those of

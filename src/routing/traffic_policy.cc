@@ -115,6 +115,9 @@ bool IsTokenChar(char c) {
 // the rollout's integer weights can express (rollout.h).
 bool HasAtMostTwoDecimals(double percent) {
   const double scaled = percent * 100;
+  // A positive percent below 0.01 is not a multiple of 0.01 however close to 0 it is (probe
+  // 78: 1e-9 passed, rounded to weight 0, and a guarded rollout waited for ever).
+  if (percent > 0 && std::round(scaled) < 1) return false;
   return std::abs(scaled - std::round(scaled)) < 1e-6;
 }
 

@@ -189,6 +189,8 @@ class GenerationTests(unittest.TestCase):
         status, _, body = call(self.port, "GET", "/v2/models/tiny-llama/config")
         self.assertEqual(status, 200, body)
         self.assertEqual(json.loads(body)["model_transaction_policy"], {"decoupled": True})
+        # The version policy in force is written out too, as for tensor models (probe 79).
+        self.assertEqual(json.loads(body)["version_policy"], {"latest": {"num_versions": 1}})
         status, _, body = call(self.port, "POST", "/v2/repository/index", {})
         self.assertIn({"name": "tiny-llama", "version": "1", "state": "READY"}, json.loads(body))
 

@@ -254,6 +254,8 @@ TEST(OtlpTracerCreateTest, RedactedUrlHidesAPasswordOnly) {
   EXPECT_EQ(RedactedUrl("https://user:s3cret@collector/v1/traces?x=1"),
             "https://user:REDACTED@collector/v1/traces?x=1");
   EXPECT_EQ(RedactedUrl("http://user@collector/"), "http://user@collector/");
+  // Not a URL libcurl reads: the user information goes whole.
+  EXPECT_EQ(RedactedUrl("http://user:s3cret@a b/"), "http://REDACTED@a b/");
 }
 
 TEST(OtlpTracerCreateTest, ValidatesOptions) {
@@ -594,6 +596,15 @@ TEST(OtlpTraceJsonTest, LongAttributeValuesAreCutAtACharacterAndMarked) {
   EXPECT_EQ(server.attributes.at("harrier.model"),
             "str:" + std::string(kMaxAttributeValueBytes - 1, 'm') + "...(truncated)");
   EXPECT_EQ(server.attributes.at("harrier.error"), "str:" + t.error);
+
+  // The status message is cut the same way (probe 79: it stayed whole), and text that is not
+  // UTF-8 is cut at the bound, its bytes '?', not stepped back over to nothing.
+  t.status = 503;
+  t.error = std::string(5000, '\x80');
+  const ParsedBody failed = Parse(OtlpTraceJson({&t, 1}, ResourceOptions(), kOffsetNs));
+  const std::string cut = std::string(kMaxAttributeValueBytes, '?') + "...(truncated)";
+  EXPECT_EQ(failed.spans.at(0).status_message, cut);
+  EXPECT_EQ(failed.spans.at(0).attributes.at("harrier.error"), "str:" + cut);
 }
 
 TEST(OtlpTraceJsonTest, UnreachedStagesHaveNoSpans) {

@@ -219,6 +219,10 @@ TEST(ParseTrafficPolicyTest, RejectsBadDocumentsNamingTheField) {
       {R"({"weights": {"1": 1}, "rollout": {"candidate": 2, "steps": [0.001, 100],
           "dwell_seconds": 1}})",
        "rollout.steps[0]: 0.001 has more than two decimals"},
+      // Below 0.01, however close to 0 (probe 78: it rounded to weight 0 for good).
+      {R"({"weights": {"1": 1}, "rollout": {"candidate": 2, "steps": [1e-9, 100],
+          "dwell_seconds": 1}})",
+       "rollout.steps[0]: 1e-09 has more than two decimals"},
       {R"({"weights": {"1": 1}, "rollout": {"candidate": 2, "steps": ["10", 100],
           "dwell_seconds": 1}})",
        "rollout.steps[0]: must be a number"},

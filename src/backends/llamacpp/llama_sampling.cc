@@ -55,7 +55,10 @@ SamplerChain MakeSamplerChain(const SamplingParams& p, int n_vocab, int context_
                             llama_sampler_init_penalties(n_vocab, last_n, p.repeat_penalty,
                                                          p.frequency_penalty, p.presence_penalty));
   }
-  if (p.temperature == 0.0f) {
+  // Below kGreedyTemperature the logits divided by it pass a float's range (probe 78: 1e-40 made
+  // them infinite, and a fixed, non-greedy text came out whatever the seed); the limit of
+  // sampling as the temperature goes to 0 is greedy decoding, so that is what it is.
+  if (p.temperature < kGreedyTemperature) {
     llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
     return chain;
   }

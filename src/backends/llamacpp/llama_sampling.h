@@ -17,6 +17,9 @@ namespace harrier {
 // context, 0: off).
 Status ValidateSamplingParams(const SamplingParams& params);
 
+// Temperatures below this are greedy decoding: dividing logits by less overflows a float.
+inline constexpr float kGreedyTemperature = 1e-6f;
+
 struct SamplerChainDeleter {
   void operator()(llama_sampler* chain) const { llama_sampler_free(chain); }
 };
@@ -24,7 +27,8 @@ using SamplerChain = std::unique_ptr<llama_sampler, SamplerChainDeleter>;
 
 // The chain, in llama.cpp's usual order: the penalties (one llama.cpp sampler for the
 // repetition, frequency and presence penalties; when any is on), then either greedy
-// (temperature 0) or top-k, top-p, min-p (each when on), temperature and a seeded draw.
+// (temperature below kGreedyTemperature) or top-k, top-p, min-p (each when on), temperature and
+// a seeded draw.
 // `context_size` is what repeat_last_n = -1 stands for.
 // REQUIRES: ValidateSamplingParams(params) is OK.
 SamplerChain MakeSamplerChain(const SamplingParams& params, int n_vocab, int context_size);

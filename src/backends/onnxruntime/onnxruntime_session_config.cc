@@ -158,10 +158,11 @@ StatusOr<OnnxRuntimeSessionConfig> ResolveSessionConfig(const InstanceOptions& o
       if (entry->value == EntryValue::kWholeNumber && !ParseNonNegativeInt(value))
         return BadParameter(key, value, "a whole number in 0..2147483647");
       int integer = 0;
-      if (entry->value == EntryValue::kInteger &&
-          (value.empty() ||
-           std::from_chars(value.data(), value.data() + value.size(), integer).ptr !=
-               value.data() + value.size()))
+      if (entry->value == EntryValue::kInteger && (value.empty() || [&] {
+            const auto [end, ec] =
+                std::from_chars(value.data(), value.data() + value.size(), integer);
+            return ec != std::errc() || end != value.data() + value.size();
+          }()))
         return BadParameter(key, value, "a whole number in -2147483648..2147483647");
       config.session_config_entries.emplace_back(key, value);
     }

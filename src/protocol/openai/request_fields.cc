@@ -228,7 +228,18 @@ Status FieldReader::Object(element value, std::string_view param, simdjson::dom:
 
 Status FieldReader::Seed(element value, std::string_view param, std::optional<uint32_t>* out) {
   int64_t i = 0;
-  if (value.get_int64().get(i)) {
+  // "An integer may be written as 16 or 16.0" (openai.md), the seed too (probe 78); a double
+  // past what a seed can be is out of range below, without converting it.
+  if (value.type() == element_type::DOUBLE) {
+    const double d = value.get_double().value_unsafe();
+    if (d != std::trunc(d))
+      return Fail(param, Quoted(param) + " must be an integer, got " + NumberText(d));
+    if (d < -1 || d > static_cast<double>(std::numeric_limits<uint32_t>::max())) {
+      return Fail(param, Quoted(param) + " must be from 0 to 4294967294 (or -1 for a random one)" +
+                             ", got " + NumberText(d));
+    }
+    i = static_cast<int64_t>(d);
+  } else if (value.get_int64().get(i)) {
     return Fail(param, Quoted(param) + " must be an integer, got " +
                            (value.type() == element_type::UINT64
                                 ? std::to_string(value.get_uint64().value_unsafe())

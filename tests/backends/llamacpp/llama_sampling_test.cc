@@ -83,6 +83,19 @@ TEST(MakeSamplerChain, GreedyIsOneSamplerAndPenaltiesComeFirst) {
   ASSERT_EQ(llama_sampler_chain_n(greedy.get()), 1);
   EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(greedy.get(), 0)), "greedy");
 
+  // A temperature too small to divide logits by is greedy too (probe 78: 1e-40, a subnormal
+  // float, made them infinite and the text non-greedy); 1e-6 and up sample.
+  for (float tiny : {1e-40f, 1e-30f, 9e-7f}) {
+    SamplingParams almost_zero;
+    almost_zero.temperature = tiny;
+    SamplerChain chain = MakeSamplerChain(almost_zero, 100, 64);
+    ASSERT_EQ(llama_sampler_chain_n(chain.get()), 1) << tiny;
+    EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(chain.get(), 0)), "greedy");
+  }
+  SamplingParams small;
+  small.temperature = 1e-6f;
+  EXPECT_GT(llama_sampler_chain_n(MakeSamplerChain(small, 100, 64).get()), 1);
+
   SamplingParams p;
   p.temperature = 0.8f;
   p.top_k = 40;

@@ -164,6 +164,8 @@ TEST(ResolveSessionConfigTest, MalformedValuesAreInvalidArgument) {
       {"session.use_deterministic_compute", "true"},
       {"session.qdq_matmulnbits_block_size", "-1x"},
       {"session.qdq_matmulnbits_block_size", ""},
+      {"session.qdq_matmulnbits_block_size", "2147483648"},  // probe 79: past an int
+      {"session.qdq_matmulnbits_block_size", "-2147483649"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + "=" + c.value);

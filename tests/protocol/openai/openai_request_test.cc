@@ -119,6 +119,9 @@ TEST(ChatCompletionRequestTest, SmallVariants) {
   // So is 4294967295, LLAMA_DEFAULT_SEED, which llama.cpp replaces with a random seed.
   EXPECT_FALSE(parse(R"("seed":4294967295)").seed.has_value());
   EXPECT_EQ(parse(R"("seed":0)").seed, 0u);
+  // Written as a whole double, as the other integers may be (probe 78).
+  EXPECT_EQ(parse(R"("seed":16.0)").seed, 16u);
+  EXPECT_FALSE(parse(R"("seed":-1.0)").seed.has_value());
   // stream_options without include_usage.
   EXPECT_FALSE(parse(R"("stream":true,"stream_options":{})").include_usage);
   // The last of duplicate keys wins, as in most JSON readers.
@@ -257,6 +260,8 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {Chat(R"("seed":-2)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("seed":4294967296)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("seed":1.5)"), "seed", "must be an integer"},
+      {Chat(R"("seed":4294967296.0)"), "seed", "from 0 to 4294967294"},
+      {Chat(R"("seed":-2.0)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("n":0)"), "n", "'n' must be at least 1, got 0"},
       {Chat(R"("n":9)"), "n", "'n' must be at most 8, got 9"},
       {Chat(R"("n":true)"), "n", "must be an integer, got a boolean"},
