@@ -10,14 +10,19 @@ bool IsValidUtf8(std::string_view s) {
 
 std::string_view Utf8Prefix(std::string_view s, std::size_t max) {
   if (s.size() <= max) return s;
-  // Back over at most three continuation bytes, the most a character has: a run of more is not
-  // UTF-8, and stepping over all of it cut 5,000 such bytes to nothing (probe 79).
-  std::size_t end = max;
-  for (int back = 0; back < 3 && end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80;
-       ++back)
-    --end;
-  if ((static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) end = max;
-  return s.substr(0, end);
+  // The character that byte `max` belongs to starts at most three bytes before it; it is cut
+  // off whole when it straddles `max`. Bytes that belong to no character (a run of more than
+  // three continuation bytes, or ones after a character that has ended) are not UTF-8: the cut
+  // is then at `max` (probe 79: stepping back over all of them cut 5,000 to nothing).
+  auto continuation = [&](std::size_t i) {
+    return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
+  std::size_t start = max;
+  for (int back = 0; back < 3 && start > 0 && continuation(start); ++back) --start;
+  if (continuation(start)) return s.substr(0, max);
+  const auto lead = static_cast<unsigned char>(s[start]);
+  const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return s.substr(0, start < max && start + length > max ? start : max);
 }
 
 }  // namespace harrier

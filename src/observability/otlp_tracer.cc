@@ -52,6 +52,8 @@ StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
   if (part(CURLUPART_HOST).empty()) return InvalidArgument(quoted + " has no host");
   // libcurl takes port 0 (probe 77); nothing listens there.
   if (part(CURLUPART_PORT) == "0") return InvalidArgument(quoted + " has port 0");
+  // An OTLP endpoint has no fragment; one hides a password's '#' (probe 80).
+  if (!part(CURLUPART_FRAGMENT).empty()) return InvalidArgument(quoted + " has a fragment (#)");
   const std::string path = part(CURLUPART_PATH);
   if (!path.empty() && path != "/") return url;
   // As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the signal's path.
@@ -68,14 +70,19 @@ std::once_flag curl_init_once;
 
 std::string RedactedUrl(const std::string& url) {
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
-  if (parsed == nullptr || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
-    // Not a URL libcurl reads (its error is what is being logged): any user information in
-    // what looks like its authority goes, whole.
+  char* fragment = nullptr;
+  const bool parsed_whole =
+      parsed != nullptr && curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
+      curl_url_get(parsed.get(), CURLUPART_FRAGMENT, &fragment, 0) != CURLUE_OK;
+  curl_free(fragment);
+  if (!parsed_whole) {
+    // Not a URL libcurl reads (its error is what is being logged), or one with a fragment, where
+    // a password holding '#' hides (probe 80: http://alice:1234#Xy9@host is host alice, port
+    // 1234): everything up to the last '@' goes, whatever it holds.
+    const size_t at = url.rfind('@');
+    if (at == std::string::npos) return url;
     const size_t scheme = url.find("://");
-    const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
-    const size_t end = std::min(url.find_first_of("/?#", start), url.size());
-    const size_t at = url.rfind('@', end == 0 ? 0 : end - 1);
-    if (at == std::string::npos || at < start) return url;
+    const size_t start = scheme != std::string::npos && scheme < at ? scheme + 3 : 0;
     return url.substr(0, start) + "REDACTED" + url.substr(at);
   }
   char* password = nullptr;

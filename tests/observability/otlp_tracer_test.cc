@@ -256,6 +256,10 @@ TEST(OtlpTracerCreateTest, RedactedUrlHidesAPasswordOnly) {
   EXPECT_EQ(RedactedUrl("http://user@collector/"), "http://user@collector/");
   // Not a URL libcurl reads: the user information goes whole.
   EXPECT_EQ(RedactedUrl("http://user:s3cret@a b/"), "http://REDACTED@a b/");
+  // A password with '/', or a '#' that libcurl reads as a fragment, or no scheme (probe 80).
+  EXPECT_EQ(RedactedUrl("http://alice:ab/cd@host:99999/"), "http://REDACTED@host:99999/");
+  EXPECT_EQ(RedactedUrl("http://alice:1234#Xy9@host/"), "http://REDACTED@host/");
+  EXPECT_EQ(RedactedUrl("user:secret@host/x?next=http://y"), "REDACTED@host/x?next=http://y");
 }
 
 TEST(OtlpTracerCreateTest, ValidatesOptions) {
@@ -280,6 +284,8 @@ TEST(OtlpTracerCreateTest, ValidatesOptions) {
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://collector:0/"; }),
             StatusCode::kInvalidArgument);  // probe 77
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://[::1]:4318/"; }), StatusCode::kOk);
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://collector:4318/v1/traces#x"; }),
+            StatusCode::kInvalidArgument);
   // Added to the clock: past an hour it overflowed, and the export thread spun (probe 74).
   EXPECT_EQ(with([](auto& o) { o.export_interval = std::chrono::hours(2); }),
             StatusCode::kInvalidArgument);

@@ -239,6 +239,9 @@ Status FieldReader::Seed(element value, std::string_view param, std::optional<ui
                              ", got " + NumberText(d));
     }
     i = static_cast<int64_t>(d);
+  } else if (value.type() == element_type::UINT64) {  // only produced above INT64_MAX
+    return Fail(param, Quoted(param) + " must be from 0 to 4294967294 (or -1 for a random one)" +
+                           ", got " + std::to_string(value.get_uint64().value_unsafe()));
   } else if (value.get_int64().get(i)) {
     return Fail(param, Quoted(param) + " must be an integer, got " +
                            (value.type() == element_type::UINT64

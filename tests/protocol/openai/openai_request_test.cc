@@ -261,6 +261,8 @@ TEST(ChatCompletionRequestTest, Rejects) {
       {Chat(R"("seed":4294967296)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("seed":1.5)"), "seed", "must be an integer"},
       {Chat(R"("seed":4294967296.0)"), "seed", "from 0 to 4294967294"},
+      // Past int64 but within 64 bits: the range, as for the double (probe 80).
+      {Chat(R"("seed":18446744073709551615)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("seed":-2.0)"), "seed", "from 0 to 4294967294"},
       {Chat(R"("n":0)"), "n", "'n' must be at least 1, got 0"},
       {Chat(R"("n":9)"), "n", "'n' must be at most 8, got 9"},
