@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -52,8 +53,14 @@ StatusOr<std::string> NormalizeEndpoint(const std::string& url) {
   if (part(CURLUPART_HOST).empty()) return InvalidArgument(quoted + " has no host");
   // libcurl takes port 0 (probe 77); nothing listens there.
   if (part(CURLUPART_PORT) == "0") return InvalidArgument(quoted + " has port 0");
-  // An OTLP endpoint has no fragment; one hides a password's '#' (probe 80).
+  // An OTLP endpoint has no fragment; one hides a password's '#' (probe 80). Nor an '@' past its
+  // user information: a password's '/' or '?' made the rest of it a path (probe 81).
   if (!part(CURLUPART_FRAGMENT).empty()) return InvalidArgument(quoted + " has a fragment (#)");
+  if (url.find('@') != std::string::npos && part(CURLUPART_USER).empty()) {
+    return InvalidArgument(quoted +
+                           " has an '@' outside its user information (percent-encode a '/', "
+                           "'?' or '#' in a password)");
+  }
   const std::string path = part(CURLUPART_PATH);
   if (!path.empty() && path != "/") return url;
   // As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the signal's path.
@@ -70,19 +77,29 @@ std::once_flag curl_init_once;
 
 std::string RedactedUrl(const std::string& url) {
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
-  char* fragment = nullptr;
+  const size_t at = url.rfind('@');
+  char* user = nullptr;
   const bool parsed_whole =
       parsed != nullptr && curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
-      curl_url_get(parsed.get(), CURLUPART_FRAGMENT, &fragment, 0) != CURLUE_OK;
-  curl_free(fragment);
+      (at == std::string::npos ||
+       (curl_url_get(parsed.get(), CURLUPART_USER, &user, 0) == CURLUE_OK && user != nullptr));
+  curl_free(user);
   if (!parsed_whole) {
-    // Not a URL libcurl reads (its error is what is being logged), or one with a fragment, where
-    // a password holding '#' hides (probe 80: http://alice:1234#Xy9@host is host alice, port
-    // 1234): everything up to the last '@' goes, whatever it holds.
-    const size_t at = url.rfind('@');
+    // Not a URL libcurl reads (its error is what is being logged), or one with an '@' that is not
+    // its user information's: there a password holding '/', '?' or '#' hides (probes 80, 81:
+    // http://alice:12/cd@host is host alice, port 12, path /cd@host). Everything up to the last
+    // '@' goes, after the scheme if there is one.
     if (at == std::string::npos) return url;
-    const size_t scheme = url.find("://");
-    const size_t start = scheme != std::string::npos && scheme < at ? scheme + 3 : 0;
+    const size_t colon_slashes = url.find("://");
+    const bool scheme =
+        colon_slashes != std::string::npos && colon_slashes < at && colon_slashes > 0 &&
+        std::isalpha(static_cast<unsigned char>(url[0])) &&
+        std::all_of(url.begin(), url.begin() + static_cast<std::ptrdiff_t>(colon_slashes),
+                    [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' ||
+                             c == '.';
+                    });
+    const size_t start = scheme ? colon_slashes + 3 : 0;
     return url.substr(0, start) + "REDACTED" + url.substr(at);
   }
   char* password = nullptr;

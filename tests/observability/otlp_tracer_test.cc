@@ -260,6 +260,11 @@ TEST(OtlpTracerCreateTest, RedactedUrlHidesAPasswordOnly) {
   EXPECT_EQ(RedactedUrl("http://alice:ab/cd@host:99999/"), "http://REDACTED@host:99999/");
   EXPECT_EQ(RedactedUrl("http://alice:1234#Xy9@host/"), "http://REDACTED@host/");
   EXPECT_EQ(RedactedUrl("user:secret@host/x?next=http://y"), "REDACTED@host/x?next=http://y");
+  // A password that starts with digits, then '/' or '?': libcurl reads host and port (probe 81).
+  EXPECT_EQ(RedactedUrl("http://alice:12/cd@collector:4318"), "http://REDACTED@collector:4318");
+  EXPECT_EQ(RedactedUrl("http://bob:2024?Pa55@collector:4318"), "http://REDACTED@collector:4318");
+  // No scheme, "://" inside the password: not taken for one.
+  EXPECT_EQ(RedactedUrl("alice:Pw1://rest@collector:4318"), "REDACTED@collector:4318");
 }
 
 TEST(OtlpTracerCreateTest, ValidatesOptions) {
@@ -286,6 +291,10 @@ TEST(OtlpTracerCreateTest, ValidatesOptions) {
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://[::1]:4318/"; }), StatusCode::kOk);
   EXPECT_EQ(with([](auto& o) { o.endpoint = "http://collector:4318/v1/traces#x"; }),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://alice:12/cd@collector:4318"; }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& o) { o.endpoint = "http://alice:p%2Fw@collector:4318/"; }),
+            StatusCode::kOk);
   // Added to the clock: past an hour it overflowed, and the export thread spun (probe 74).
   EXPECT_EQ(with([](auto& o) { o.export_interval = std::chrono::hours(2); }),
             StatusCode::kInvalidArgument);
