@@ -30,15 +30,9 @@ namespace {
 constexpr std::size_t kReadChunk = 16 * 1024;
 // RunPrecheck holds a refusal that is this many refusals into a streak (see there).
 constexpr uint32_t kHeldFromStreak = 2;
-// A refused body or lingering input is dropped by the kernel this much per receive.
-constexpr std::size_t kDiscardChunk = 1024 * 1024;
-
-// The buffer a MSG_TRUNC receive names: TCP never writes it (the kernel drops the bytes), so one
-// for the process, never touched and never paged in, serves every connection.
-void* DiscardSink() {
-  static std::byte sink[kDiscardChunk];
-  return sink;
-}
+// A refused body or lingering input is dropped by the kernel this much per receive, into the
+// thread's discard sink (IoThread::discard_sink).
+constexpr std::size_t kDiscardChunk = IoThread::kDiscardChunk;
 // A Content-Length body is read straight into the request's string, at most this much per read;
 // the string grows as the bytes arrive, so a client that claims a large body and sends nothing
 // costs address space, not memory.
@@ -692,7 +686,7 @@ void BasicHttpConnection<Stream>::DiscardMore() {
     // never written.
     const std::size_t want =
         static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kDiscardChunk));
-    socket_.async_receive(asio::buffer(DiscardSink(), want), MSG_TRUNC, on_read);
+    socket_.async_receive(asio::buffer(io_->discard_sink.get(), want), MSG_TRUNC, on_read);
   } else {  // TLS: the bytes must be decrypted to find the body's end
     const std::size_t want =
         static_cast<std::size_t>(std::min<uint64_t>(body_expected_, kReadChunk));
@@ -1400,7 +1394,7 @@ void BasicHttpConnection<Stream>::OnLingerRead(const error_code& ec) {
     return;
   }
   // Thrown away by the kernel (MSG_TRUNC), never copied.
-  Tcp().async_receive(asio::buffer(DiscardSink(), kDiscardChunk), MSG_TRUNC,
+  Tcp().async_receive(asio::buffer(io_->discard_sink.get(), kDiscardChunk), MSG_TRUNC,
                       [self = this->shared_from_this()](const error_code& ec2, std::size_t) {
                         self->OnLingerRead(ec2);
                       });
